@@ -1,0 +1,32 @@
+"""keras_vit: the Vision Transformer (Dosovitskiy et al., ICLR 2021) in Keras 3.
+
+Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
+`keras.applications` signature:
+
+    import keras_vit
+    model = keras_vit.ViTB16(include_top=True, weights=None)
+"""
+
+from keras_vit import layers
+from keras_vit.models import CONSTRUCTORS, VARIANTS, VisionTransformer
+from keras_vit.models import ViTB8, ViTB16, ViTB32, ViTH14, ViTL16, ViTL32, ViTS16, ViTS32, ViTTi16
+from keras_vit.resampling import resample_position_embedding
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CONSTRUCTORS",
+    "VARIANTS",
+    "VisionTransformer",
+    "ViTTi16",
+    "ViTS16",
+    "ViTS32",
+    "ViTB8",
+    "ViTB16",
+    "ViTB32",
+    "ViTL16",
+    "ViTL32",
+    "ViTH14",
+    "layers",
+    "resample_position_embedding",
+]

@@ -1,0 +1,635 @@
+"""The building blocks of a Vision Transformer, as Keras 3 layers.
+
+Every layer here is written with `keras.ops` only, so it runs unchanged on the
+TensorFlow, JAX and PyTorch backends, and follows the full Keras layer
+contract: arguments validated in `__init__`, weights created in `build`,
+sublayers built explicitly and given the layer's dtype policy,
+`compute_output_shape`, and a `get_config` that returns exactly the
+constructor arguments so that `keras.saving.load_model(safe_mode=True)`
+revives every layer from its config.
+
+Weight layouts follow the published checkpoints: the patch-embedding kernel is
+HWIO like the official `embedding/kernel`, and the attention projection is one
+fused `(D, 3D)` kernel whose columns are `[query | key | value]`, each in
+`(head, head_dim)` order, like timm's `attn.qkv` (transposed).
+"""
+
+import math
+
+import keras
+from keras import ops
+
+_PACKAGE = "keras_vit"
+
+# The official implementation (flax) and every published checkpoint use 1e-6;
+# the Keras default of 1e-3 changes the outputs of converted weights.
+LAYER_NORM_EPSILON = 1e-6
+
+
+def _require_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+    return value
+
+
+def _require_rate(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"`{name}` must be a float in [0, 1). Received: {name}={value!r}")
+    return float(value)
+
+
+def _pair(name, value):
+    """Normalises an int or a pair of ints to a tuple `(height, width)`."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
+        raise ValueError(
+            f"`{name}` must be a positive integer or a pair of positive integers "
+            f"(height, width). Received: {name}={value!r}"
+        )
+    return tuple(value)
+
+
+def _static_dim(value):
+    """Returns `value` as a Python int when it is known statically, else None."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class PatchEmbedding(keras.layers.Layer):
+    """Splits images into patches and projects each patch linearly.
+
+    One `Conv2D(hidden_dim, patch_size, strides=patch_size)` followed by a
+    reshape, as in the official implementation; its kernel has the HWIO layout
+    of the published checkpoints' `embedding/kernel`. Images are channels-last
+    and need not be square, but the patch size must divide both sides.
+
+    Args:
+        hidden_dim: int, the size of each patch's embedding.
+        patch_size: int or `(height, width)`, the size of the patches.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        images: tensor of shape `(batch, height, width, channels)`.
+
+    Returns:
+        A tensor of shape `(batch, (height // ph) * (width // pw), hidden_dim)`,
+        patches in row-major order.
+
+    Example:
+
+    >>> layer = PatchEmbedding(hidden_dim=8, patch_size=4)
+    >>> layer(np.zeros((2, 16, 12, 3))).shape
+    (2, 12, 8)
+    """
+
+    def __init__(self, hidden_dim, patch_size, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_dim = _require_positive_int("hidden_dim", hidden_dim)
+        self.patch_size = _pair("patch_size", patch_size)
+        # lecun_normal is the flax default the official code trains with.
+        self.projection = keras.layers.Conv2D(
+            hidden_dim,
+            kernel_size=self.patch_size,
+            strides=self.patch_size,
+            padding="valid",
+            data_format="channels_last",
+            kernel_initializer="lecun_normal",
+            dtype=self.dtype_policy,
+            name="projection",
+        )
+
+    def _check_divisible(self, height, width):
+        for side, size, patch in (("height", height, self.patch_size[0]), ("width", width, self.patch_size[1])):
+            size = _static_dim(size)
+            if size is not None and size % patch:
+                raise ValueError(
+                    f"The image {side} must be divisible by the patch size {patch}, but "
+                    f"{size} leaves a remainder of {size % patch}. Resize or crop the images "
+                    f"to a multiple of {patch} (e.g. {size - size % patch} or "
+                    f"{size - size % patch + patch}). Received: {side}={size}"
+                )
+
+    def build(self, input_shape):
+        if len(input_shape) != 4:
+            raise ValueError(
+                "PatchEmbedding expects images of shape (batch, height, width, channels). "
+                f"Received: input_shape={input_shape}"
+            )
+        self._check_divisible(input_shape[1], input_shape[2])
+        self.projection.build(input_shape)
+
+    def call(self, images):
+        shape = ops.shape(images)
+        self._check_divisible(shape[1], shape[2])
+        patches = self.projection(images)
+        batch = ops.shape(patches)[0]
+        return ops.reshape(patches, (batch, -1, self.hidden_dim))
+
+    def compute_output_shape(self, input_shape):
+        grid = [
+            None if size is None else size // patch
+            for size, patch in zip(input_shape[1:3], self.patch_size)
+        ]
+        num_patches = None if None in grid else grid[0] * grid[1]
+        return (input_shape[0], num_patches, self.hidden_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"hidden_dim": self.hidden_dim, "patch_size": self.patch_size})
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class ClassToken(keras.layers.Layer):
+    """Prepends a learned class token to a sequence of tokens.
+
+    The token is a `(1, 1, hidden_dim)` weight, zero-initialised as in the
+    official implementation, broadcast over the batch.
+
+    Call arguments:
+        tokens: tensor of shape `(batch, num_tokens, hidden_dim)`.
+
+    Returns:
+        A tensor of shape `(batch, num_tokens + 1, hidden_dim)` whose first
+        token is the class token.
+
+    Example:
+
+    >>> ClassToken()(np.ones((2, 5, 8))).shape
+    (2, 6, 8)
+    """
+
+    def build(self, input_shape):
+        self.token = self.add_weight(
+            shape=(1, 1, input_shape[-1]), initializer="zeros", name="token"
+        )
+
+    def call(self, tokens):
+        batch = ops.shape(tokens)[0]
+        token = ops.cast(self.token, tokens.dtype)
+        token = ops.broadcast_to(token, (batch, 1, ops.shape(tokens)[-1]))
+        return ops.concatenate([token, tokens], axis=1)
+
+    def compute_output_shape(self, input_shape):
+        length = None if input_shape[1] is None else input_shape[1] + 1
+        return (input_shape[0], length, input_shape[2])
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class PositionEmbedding(keras.layers.Layer):
+    """Adds a learned position embedding to the class token and patch tokens.
+
+    The weight has shape `(1, num_prefix_tokens + grid_h * grid_w, hidden_dim)`
+    with the class token first, the layout of the published checkpoints'
+    `pos_embedding`. Use `resample_position_embedding` to move a trained
+    embedding to another grid.
+
+    Args:
+        grid_size: int or `(grid_h, grid_w)`, the patch grid the embedding is
+            for (image size divided by patch size).
+        num_prefix_tokens: int, the tokens before the patches (1 for the class
+            token). Defaults to `1`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        tokens: tensor of shape `(batch, num_prefix_tokens + grid_h * grid_w,
+            hidden_dim)`.
+
+    Returns:
+        A tensor of the same shape as `tokens`.
+
+    Example:
+
+    >>> layer = PositionEmbedding(grid_size=(2, 3))
+    >>> layer(np.zeros((4, 7, 8))).shape
+    (4, 7, 8)
+    """
+
+    def __init__(self, grid_size, num_prefix_tokens=1, **kwargs):
+        super().__init__(**kwargs)
+        self.grid_size = _pair("grid_size", grid_size)
+        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+            raise ValueError(
+                "`num_prefix_tokens` must be a non-negative integer. "
+                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
+            )
+        self.num_prefix_tokens = num_prefix_tokens
+
+    @property
+    def sequence_length(self):
+        return self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
+
+    def build(self, input_shape):
+        if input_shape[1] is not None and input_shape[1] != self.sequence_length:
+            raise ValueError(
+                f"PositionEmbedding for a {self.grid_size[0]}x{self.grid_size[1]} grid with "
+                f"{self.num_prefix_tokens} prefix token(s) expects {self.sequence_length} "
+                f"tokens. Received: input_shape={input_shape}"
+            )
+        # Normal(0.02) is the initialiser of the official implementation.
+        self.embedding = self.add_weight(
+            shape=(1, self.sequence_length, input_shape[-1]),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="embedding",
+        )
+
+    def call(self, tokens):
+        return tokens + ops.cast(self.embedding, tokens.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"grid_size": self.grid_size, "num_prefix_tokens": self.num_prefix_tokens})
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class DropPath(keras.layers.Layer):
+    """Stochastic depth: drops the whole residual branch, per sample.
+
+    During training each sample's input is zeroed with probability `rate` and
+    the survivors are scaled by `1 / (1 - rate)`; at inference it is the
+    identity (Huang et al., 2016).
+
+    Args:
+        rate: float in `[0, 1)`, the probability of dropping a sample's branch.
+        seed: optional int, for reproducible masks.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor of shape `(batch, ...)`.
+        training: bool, whether to drop.
+
+    Example:
+
+    >>> layer = DropPath(rate=0.5, seed=1)
+    >>> x = np.ones((4, 3, 2), "float32")
+    >>> bool(np.all(layer(x, training=False) == x))
+    True
+    """
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = _require_rate("rate", rate)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        keep = 1.0 - self.rate
+        mask_shape = (ops.shape(inputs)[0],) + (1,) * (len(inputs.shape) - 1)
+        noise = keras.random.uniform(mask_shape, seed=self.seed_generator, dtype=inputs.dtype)
+        mask = ops.floor(keep + noise)
+        return inputs * ops.cast(mask / keep, inputs.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rate": self.rate, "seed": self.seed})
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MultiHeadSelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention with a fused projection.
+
+    Queries, keys and values come from one `Dense(3 * hidden_dim)` (faster
+    than three projections; the converters split and join the published
+    separate kernels exactly). Attention runs through
+    `keras.ops.dot_product_attention`, the fused (flash on GPU) path, unless
+    the weights are asked for or attention dropout is active in training.
+
+    Args:
+        num_heads: int, the number of attention heads; must divide the hidden
+            size.
+        attention_dropout_rate: float, dropout on the attention weights.
+            Defaults to `0.0`.
+        seed: optional int for the attention dropout.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        tokens: tensor of shape `(batch, num_tokens, hidden_dim)`.
+        training: bool, whether attention dropout is active.
+        return_attention_scores: bool, also return the attention weights of
+            shape `(batch, num_heads, num_tokens, num_tokens)`.
+
+    Example:
+
+    >>> layer = MultiHeadSelfAttention(num_heads=2)
+    >>> out, weights = layer(np.ones((1, 5, 8)), return_attention_scores=True)
+    >>> out.shape, weights.shape
+    ((1, 5, 8), (1, 2, 5, 5))
+    """
+
+    def __init__(self, num_heads, attention_dropout_rate=0.0, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = _require_positive_int("num_heads", num_heads)
+        self.attention_dropout_rate = _require_rate("attention_dropout_rate", attention_dropout_rate)
+        self.seed = seed
+        self.attention_dropout = keras.layers.Dropout(
+            self.attention_dropout_rate, seed=seed, dtype=self.dtype_policy, name="attention_dropout"
+        )
+
+    def build(self, input_shape):
+        hidden_dim = input_shape[-1]
+        if hidden_dim is None or hidden_dim % self.num_heads:
+            raise ValueError(
+                f"The hidden size must be divisible by num_heads={self.num_heads}. "
+                f"Received: input_shape={input_shape}"
+            )
+        self.head_dim = hidden_dim // self.num_heads
+        # xavier_uniform is the kernel initialiser of flax's attention, which the
+        # official implementation uses.
+        self.qkv = keras.layers.Dense(
+            3 * hidden_dim, kernel_initializer="glorot_uniform", dtype=self.dtype_policy, name="qkv"
+        )
+        self.qkv.build(input_shape)
+        self.output_projection = keras.layers.Dense(
+            hidden_dim, kernel_initializer="glorot_uniform", dtype=self.dtype_policy, name="output"
+        )
+        self.output_projection.build(input_shape)
+        self.attention_dropout.build(None)
+
+    def _split_heads(self, tokens):
+        batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
+        qkv = ops.reshape(self.qkv(tokens), (batch, length, 3, self.num_heads, self.head_dim))
+        return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+
+    def call(self, tokens, training=False, return_attention_scores=False):
+        query, key, value = self._split_heads(tokens)
+        dropout_active = bool(training) and self.attention_dropout_rate > 0
+        if return_attention_scores or dropout_active:
+            scale = 1.0 / math.sqrt(self.head_dim)
+            logits = ops.einsum("bqhd,bkhd->bhqk", query * ops.cast(scale, query.dtype), key)
+            # Softmax in float32 keeps float16 from overflowing on long sequences.
+            weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), query.dtype)
+            attended = ops.einsum(
+                "bhqk,bkhd->bqhd", self.attention_dropout(weights, training=training), value
+            )
+        else:
+            attended = ops.dot_product_attention(query, key, value)
+            weights = None
+        batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
+        outputs = self.output_projection(ops.reshape(attended, (batch, length, -1)))
+        return (outputs, weights) if return_attention_scores else outputs
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def compute_output_spec(self, tokens, training=False, return_attention_scores=False):
+        outputs = keras.KerasTensor(tokens.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        length = tokens.shape[1]
+        weights = keras.KerasTensor(
+            (tokens.shape[0], self.num_heads, length, length), dtype=self.compute_dtype
+        )
+        return outputs, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MLPBlock(keras.layers.Layer):
+    """The transformer's feed-forward block: Dense, GELU, dropout, Dense, dropout.
+
+    Args:
+        mlp_dim: int, the size of the hidden layer.
+        dropout_rate: float, dropout after each Dense. Defaults to `0.0`.
+        gelu_approximate: bool, use the tanh approximation of GELU, as the
+            official JAX code does (`flax.linen.gelu`), instead of the exact
+            erf form that timm, Hugging Face and keras-hub use. Defaults to
+            `False`.
+        seed: optional int for the dropout.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        tokens: tensor of shape `(batch, num_tokens, hidden_dim)`.
+        training: bool, whether dropout is active.
+
+    Example:
+
+    >>> MLPBlock(mlp_dim=32)(np.ones((2, 5, 8))).shape
+    (2, 5, 8)
+    """
+
+    def __init__(self, mlp_dim, dropout_rate=0.0, gelu_approximate=False, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.mlp_dim = _require_positive_int("mlp_dim", mlp_dim)
+        self.dropout_rate = _require_rate("dropout_rate", dropout_rate)
+        if not isinstance(gelu_approximate, bool):
+            raise ValueError(f"`gelu_approximate` must be a bool. Received: gelu_approximate={gelu_approximate!r}")
+        self.gelu_approximate = gelu_approximate
+        self.seed = seed
+        self.dropout = keras.layers.Dropout(
+            self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout"
+        )
+
+    def build(self, input_shape):
+        hidden_dim = input_shape[-1]
+        # Official initialisation: xavier_uniform kernels, biases normal(1e-6).
+        bias_initializer = keras.initializers.RandomNormal(stddev=1e-6)
+        self.fc1 = keras.layers.Dense(
+            self.mlp_dim, bias_initializer=bias_initializer, dtype=self.dtype_policy, name="fc1"
+        )
+        self.fc1.build(input_shape)
+        self.fc2 = keras.layers.Dense(
+            hidden_dim, bias_initializer=bias_initializer, dtype=self.dtype_policy, name="fc2"
+        )
+        self.fc2.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
+        self.dropout.build(None)
+
+    def call(self, tokens, training=False):
+        hidden = ops.gelu(self.fc1(tokens), approximate=self.gelu_approximate)
+        hidden = self.dropout(hidden, training=training)
+        return self.dropout(self.fc2(hidden), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "mlp_dim": self.mlp_dim,
+                "dropout_rate": self.dropout_rate,
+                "gelu_approximate": self.gelu_approximate,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerBlock(keras.layers.Layer):
+    """A pre-LayerNorm transformer encoder block.
+
+    `x + DropPath(Dropout(Attention(LayerNorm(x))))`, then
+    `x + DropPath(MLP(LayerNorm(x)))`, as in the paper (Eq. 2-3) and the
+    official implementation; LayerNorm epsilon 1e-6.
+
+    Args:
+        num_heads: int, the number of attention heads.
+        mlp_dim: int, the hidden size of the MLP block.
+        dropout_rate: float, dropout after attention and in the MLP.
+            Defaults to `0.0`.
+        attention_dropout_rate: float, dropout on the attention weights.
+            Defaults to `0.0`.
+        drop_path_rate: float, stochastic-depth rate of both residual
+            branches. Defaults to `0.0`.
+        gelu_approximate: bool, tanh-approximate GELU (official JAX code)
+            instead of exact GELU. Defaults to `False`.
+        seed: optional int for dropout and stochastic depth.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        tokens: tensor of shape `(batch, num_tokens, hidden_dim)`.
+        training: bool, whether dropout and stochastic depth are active.
+        return_attention_scores: bool, also return the attention weights
+            `(batch, num_heads, num_tokens, num_tokens)`.
+
+    Example:
+
+    >>> block = TransformerBlock(num_heads=2, mlp_dim=32)
+    >>> block(np.ones((2, 5, 8))).shape
+    (2, 5, 8)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        mlp_dim,
+        dropout_rate=0.0,
+        attention_dropout_rate=0.0,
+        drop_path_rate=0.0,
+        gelu_approximate=False,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = _require_positive_int("num_heads", num_heads)
+        self.mlp_dim = _require_positive_int("mlp_dim", mlp_dim)
+        self.dropout_rate = _require_rate("dropout_rate", dropout_rate)
+        self.attention_dropout_rate = _require_rate("attention_dropout_rate", attention_dropout_rate)
+        self.drop_path_rate = _require_rate("drop_path_rate", drop_path_rate)
+        self.gelu_approximate = gelu_approximate
+        self.seed = seed
+        policy = self.dtype_policy
+        self.norm1 = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=policy, name="norm1")
+        self.attention = MultiHeadSelfAttention(
+            num_heads, attention_dropout_rate=attention_dropout_rate, seed=seed, dtype=policy, name="attention"
+        )
+        self.attention_output_dropout = keras.layers.Dropout(
+            self.dropout_rate, seed=seed, dtype=policy, name="attention_output_dropout"
+        )
+        self.norm2 = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=policy, name="norm2")
+        self.mlp = MLPBlock(
+            mlp_dim, dropout_rate=dropout_rate, gelu_approximate=gelu_approximate, seed=seed, dtype=policy, name="mlp"
+        )
+        self.drop_path = DropPath(self.drop_path_rate, seed=seed, dtype=policy, name="drop_path")
+
+    def build(self, input_shape):
+        for layer in (self.norm1, self.attention, self.norm2, self.mlp):
+            layer.build(input_shape)
+        self.attention_output_dropout.build(None)
+        self.drop_path.build(input_shape)
+
+    def call(self, tokens, training=False, return_attention_scores=False):
+        attended = self.attention(
+            self.norm1(tokens), training=training, return_attention_scores=return_attention_scores
+        )
+        if return_attention_scores:
+            attended, weights = attended
+        attended = self.attention_output_dropout(attended, training=training)
+        tokens = tokens + self.drop_path(attended, training=training)
+        tokens = tokens + self.drop_path(self.mlp(self.norm2(tokens), training=training), training=training)
+        return (tokens, weights) if return_attention_scores else tokens
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def compute_output_spec(self, tokens, training=False, return_attention_scores=False):
+        return self.attention.compute_output_spec(tokens, return_attention_scores=return_attention_scores)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "mlp_dim": self.mlp_dim,
+                "dropout_rate": self.dropout_rate,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "drop_path_rate": self.drop_path_rate,
+                "gelu_approximate": self.gelu_approximate,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TokenPooling(keras.layers.Layer):
+    """Reduces the token sequence to one vector per image.
+
+    Args:
+        mode: `"token"` takes the class token (the first token); `"gap"`
+            averages the patch tokens (all but the first `num_prefix_tokens`),
+            as the official code's global-average-pooling classifier does.
+        num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Example:
+
+    >>> x = np.arange(12, dtype="float32").reshape(1, 3, 4)
+    >>> np.asarray(TokenPooling("gap")(x)).tolist()
+    [[6.0, 7.0, 8.0, 9.0]]
+    """
+
+    MODES = ("token", "gap")
+
+    def __init__(self, mode="token", num_prefix_tokens=1, **kwargs):
+        super().__init__(**kwargs)
+        if mode not in self.MODES:
+            raise ValueError(f"`mode` must be one of {self.MODES}. Received: mode={mode!r}")
+        if mode == "token" and num_prefix_tokens < 1:
+            raise ValueError(
+                "`mode='token'` needs a class token (num_prefix_tokens >= 1). "
+                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
+            )
+        self.mode = mode
+        self.num_prefix_tokens = num_prefix_tokens
+
+    def call(self, tokens):
+        if self.mode == "token":
+            return tokens[:, 0]
+        return ops.mean(tokens[:, self.num_prefix_tokens :], axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"mode": self.mode, "num_prefix_tokens": self.num_prefix_tokens})
+        return config
