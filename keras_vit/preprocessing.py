@@ -1,0 +1,133 @@
+"""Input scaling and ImageNet-1k label decoding for ViT checkpoints.
+
+Every published ViT checkpoint (the official JAX `.npz` files, timm's AugReg
+and original weights, Hugging Face `google/vit-*`) was trained on pixels scaled
+to [-1, 1], i.e. `x / 127.5 - 1` (mean = std = 0.5 on every channel). This is
+`keras.applications`' `mode="tf"` scaling, not the ImageNet mean/std ("torch")
+scaling that ResNets and ConvNeXts use.
+
+`decode_predictions` reads the ImageNet-1k class index that ships inside this
+package (`keras_vit/resources/imagenet_class_index.json`, byte-identical to the
+file `keras.applications` downloads; see `keras_vit/resources/README.md` for
+where it came from). Nothing is downloaded, and the file is only read on the
+first call.
+"""
+
+import functools
+import importlib.resources
+import json
+
+import keras
+import numpy as np
+
+NUM_IMAGENET_CLASSES = 1000
+
+_CLASS_INDEX_FILE = "imagenet_class_index.json"
+_DATA_FORMATS = (None, "channels_last", "channels_first")
+
+
+def preprocess_input(x, data_format=None):
+    """Scales pixels from [0, 255] to [-1, 1], as ViT checkpoints expect.
+
+    Computes `x / 127.5 - 1`, so 0 maps to -1, 127.5 to 0 and 255 to 1. The
+    scaling is the same for every channel, so the data format does not change
+    the result; the argument is accepted (and validated) so that the function
+    is a drop-in for `keras.applications.*.preprocess_input`.
+
+    Unlike `keras.applications`, a NumPy input is never modified in place.
+
+    Args:
+        x: A batch of images (or a single image) with pixel values in
+            [0, 255]: a NumPy array, anything `np.asarray` accepts, or a
+            backend tensor / symbolic `keras.KerasTensor`.
+        data_format: Optional data format of the image tensor, one of
+            `None`, `"channels_last"` or `"channels_first"`. Does not affect
+            the result. Defaults to `None`.
+
+    Returns:
+        The scaled images. A NumPy input gives a `float32` NumPy array. A
+        tensor input gives a tensor of the same backend: a floating-point
+        tensor keeps its dtype, an integer one becomes
+        `keras.config.floatx()`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_vit.preprocessing import preprocess_input
+    >>> preprocess_input(np.array([[0, 63.75, 127.5, 255]]))
+    array([[-1. , -0.5,  0. ,  1. ]], dtype=float32)
+
+    With a backend tensor (here inside a model, so the scaling is part of it):
+
+    >>> import keras
+    >>> inputs = keras.Input((224, 224, 3))
+    >>> preprocess_input(inputs).shape
+    (None, 224, 224, 3)
+    """
+    if data_format not in _DATA_FORMATS:
+        raise ValueError(
+            "`data_format` must be one of None, 'channels_last' or 'channels_first'. "
+            f"Received: data_format={data_format!r}"
+        )
+    if keras.ops.is_tensor(x) or isinstance(x, keras.KerasTensor):
+        if not keras.backend.is_float_dtype(keras.backend.standardize_dtype(x.dtype)):
+            x = keras.ops.cast(x, keras.config.floatx())
+        return x / 127.5 - 1.0
+    # The arithmetic allocates a new array: the caller's array is never written to.
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.float32(127.5) - np.float32(1.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _imagenet_class_index():
+    """Reads the shipped class index once: a tuple of `(wnid, class_name)` in class order."""
+    text = importlib.resources.files("keras_vit").joinpath("resources", _CLASS_INDEX_FILE).read_text("utf-8")
+    raw = json.loads(text)
+    if sorted(raw, key=int) != [str(i) for i in range(NUM_IMAGENET_CLASSES)]:
+        raise RuntimeError(f"The packaged {_CLASS_INDEX_FILE} is corrupt: expected keys '0'..'999'.")
+    return tuple((raw[str(i)][0], raw[str(i)][1]) for i in range(NUM_IMAGENET_CLASSES))
+
+
+def decode_predictions(preds, top=5):
+    """Decodes a batch of ImageNet-1k predictions into class labels.
+
+    The output format is the one of `keras.applications`' `decode_predictions`.
+    Classes are ordered by decreasing score; equal scores keep class-index
+    order.
+
+    Args:
+        preds: A batch of predictions of shape `(samples, 1000)` (logits or
+            probabilities), as a NumPy array or a backend tensor.
+        top: Integer, how many top-scoring classes to return per sample,
+            between 1 and 1000. Defaults to `5`.
+
+    Returns:
+        A list with one list per sample, each holding `top` tuples
+        `(wnid, class_name, score)`: the WordNet id (e.g. `"n01440764"`),
+        the short class name (e.g. `"tench"`) and the score as a Python
+        `float`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_vit.preprocessing import decode_predictions
+    >>> preds = np.zeros((1, 1000), dtype="float32")
+    >>> preds[0, 1], preds[0, 999] = 0.5, 0.25
+    >>> decode_predictions(preds, top=3)
+    [[('n01443537', 'goldfish', 0.5), ('n15075141', 'toilet_tissue', 0.25), ('n01440764', 'tench', 0.0)]]
+    """
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or not 1 <= top <= NUM_IMAGENET_CLASSES:
+        raise ValueError(f"`top` must be an integer between 1 and {NUM_IMAGENET_CLASSES}. Received: top={top!r}")
+    preds = keras.ops.convert_to_numpy(preds)
+    if preds.ndim != 2 or preds.shape[1] != NUM_IMAGENET_CLASSES:
+        raise ValueError(
+            "`decode_predictions` expects a batch of ImageNet-1k predictions, i.e. a 2D array of shape "
+            f"(samples, {NUM_IMAGENET_CLASSES}). Received: preds.shape={tuple(preds.shape)}"
+        )
+    class_index = _imagenet_class_index()
+    results = []
+    for pred in preds:
+        # A stable sort on the negated scores: highest first, ties in class order.
+        top_indices = np.argsort(-pred.astype(np.float64), kind="stable")[:top]
+        results.append([(*class_index[i], float(pred[i])) for i in top_indices])
+    return results
