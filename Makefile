@@ -1,0 +1,22 @@
+# Two commands: `make run` (the main job) and `make test` (every test on every backend).
+# Both first run scripts/bootstrap.sh, which creates .venv and installs requirements/ci.txt on first use.
+#   make run RUN_ARGS="--model ViTS16"          extra arguments for the main job
+#   make test PYTEST_ARGS="-k preprocessing"    extra arguments for pytest (BACKENDS="jax" picks backends)
+
+RUN_ARGS ?=
+PYTEST_ARGS ?=
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: run test bootstrap clean
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+run: bootstrap
+	.venv/bin/keras-vit demo $(RUN_ARGS)
+
+test: bootstrap
+	@bash scripts/test.sh $(PYTEST_ARGS)
+
+clean:
+	rm -rf .venv build *.egg-info .pytest_cache

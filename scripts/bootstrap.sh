@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Creates .venv (system `python3 -m venv`) and installs requirements/ci.txt plus this package (editable).
+#
+# Idempotent: a stamp file in the venv records the sha256 of requirements/ci.txt + pyproject.toml; when it
+# matches, nothing is installed and the script returns in well under a second. Delete .venv to start over.
+#
+# Environment: PYTHON (default python3) picks the interpreter for a new venv; VENV (default .venv) its path.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON="${PYTHON:-python3}"
+VENV="${VENV:-.venv}"
+STAMP="$VENV/.keras_vit_bootstrap"
+
+want="$(cat requirements/ci.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" -c "" 2>/dev/null; then
+    echo "bootstrap: $VENV is up to date"
+    exit 0
+fi
+
+if ! "$VENV/bin/python" -c "" 2>/dev/null; then
+    if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+        echo "bootstrap: $PYTHON must be Python >= 3.10 (found: $("$PYTHON" --version 2>&1 || echo none))" >&2
+        exit 1
+    fi
+    echo "bootstrap: creating $VENV with $("$PYTHON" --version 2>&1)"
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+fi
+
+rm -f "$STAMP"
+start=$SECONDS
+echo "bootstrap: installing requirements/ci.txt into $VENV (first run: about 3-4 minutes)"
+# -qq: this machine's pip config prints a warning per missing local-index entry; errors still show.
+"$VENV/bin/python" -m pip install -qq --disable-pip-version-check -r requirements/ci.txt
+"$VENV/bin/python" -m pip install -qq --disable-pip-version-check --no-deps -e .
+echo "$want" > "$STAMP"
+echo "bootstrap: done in $((SECONDS - start)) s"

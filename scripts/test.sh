@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the whole test suite once per Keras backend (slow tests included) and fails if any backend fails.
+#
+#   scripts/test.sh                               # everything, on tensorflow, jax and torch
+#   BACKENDS="jax" scripts/test.sh -k attention   # one backend; extra arguments go to pytest
+#   PYTEST_WORKERS=0 scripts/test.sh              # no pytest-xdist workers (serial, one process)
+#
+# Each backend runs as `KERAS_BACKEND=<backend> .venv/bin/python -m pytest -n $PYTEST_WORKERS "$@"`.
+# Expects .venv from scripts/bootstrap.sh (`make test` runs that first). pytest's exit code 5 (no test
+# collected) counts as a failure.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON="${VENV:-.venv}/bin/python"
+BACKENDS="${BACKENDS:-tensorflow jax torch}"
+PYTEST_WORKERS="${PYTEST_WORKERS:-2}"
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+
+if [[ ! -x "$PYTHON" ]]; then
+    echo "test.sh: $PYTHON not found; run scripts/bootstrap.sh (or make test) first" >&2
+    exit 1
+fi
+
+summary=()
+failed=0
+for backend in $BACKENDS; do
+    echo
+    echo "=============================== KERAS_BACKEND=$backend ==============================="
+    start=$SECONDS
+    KERAS_BACKEND="$backend" "$PYTHON" -m pytest -n "$PYTEST_WORKERS" "$@"
+    rc=$?
+    if [[ $rc -eq 0 ]]; then
+        status="ok"
+    else
+        status="FAILED (pytest exit code $rc)"
+        failed=1
+    fi
+    summary+=("test.sh: KERAS_BACKEND=$backend: $status in $((SECONDS - start)) s")
+done
+
+echo
+printf '%s\n' "${summary[@]}"
+if [[ $failed -ne 0 ]]; then
+    echo "test.sh: FAILED on at least one backend"
+    exit 1
+fi
+echo "test.sh: all backends passed"
