@@ -1,0 +1,357 @@
+"""Figures of what a Vision Transformer has learned, after the paper's section 4.5.
+
+matplotlib is an optional dependency (`pip install "keras-vit[inspect]"`),
+imported on first use. Figures are built on the Agg canvas without pyplot, so
+nothing here opens a window or touches pyplot's global state. Every function
+writes a PNG (atomically: a complete file or none) and returns the figure;
+figures have a fixed size, so a PNG is `figsize * dpi` pixels.
+"""
+
+import contextlib
+import math
+import os
+
+import numpy as np
+
+from keras_vit import layers as vit_layers
+
+
+def _figure(width, height):
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "keras_vit.inspect's plots need matplotlib. Install it with "
+            "`pip install \"keras-vit[inspect]\"` (or `pip install matplotlib`)."
+        ) from error
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _colormap(name):
+    import matplotlib
+
+    return matplotlib.colormaps[name]
+
+
+def _save(figure, path, dpi):
+    path = os.fspath(path)
+    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:
+        raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    # Written next to the target and renamed, so an interrupted run leaves no
+    # truncated PNG behind.
+    partial = f"{path}.partial-{os.getpid()}"
+    try:
+        figure.savefig(partial, format="png", dpi=dpi)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(partial)
+        raise
+    return figure
+
+
+def displayable_image(image):
+    """Maps an image to float RGB in `[0, 1]` for display.
+
+    uint8-range pixels are divided by 255, `[-1, 1]` (ViT preprocessing) is
+    shifted, `[0, 1]` is kept; any other range is min-max scaled.
+
+    Args:
+        image: array `(height, width, channels)` with 1 or 3 channels, or
+            `(height, width)`.
+
+    Returns:
+        float array `(height, width, 3)` or `(height, width)` in `[0, 1]`.
+    """
+    image = np.asarray(image, dtype="float64")
+    if image.ndim == 3 and image.shape[-1] == 1:
+        image = image[..., 0]
+    if image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[-1] != 3):
+        raise ValueError(
+            "Expected an image of shape (height, width, 3), (height, width, 1) or "
+            f"(height, width). Received: shape {image.shape}"
+        )
+    low, high = float(image.min()), float(image.max())
+    if low >= 0 and high <= 1:
+        pass
+    elif low >= 0 and high <= 255:
+        image = image / 255.0
+    elif low >= -1 and high <= 1:
+        image = (image + 1.0) / 2.0
+    else:
+        image = (image - low) / max(high - low, 1e-12)
+    return np.clip(image, 0.0, 1.0)
+
+
+def _resize_bilinear(values, height, width):
+    """Bilinear upsampling of a patch-grid map to pixels (half-pixel centres)."""
+    grid_h, grid_w = values.shape
+    y = (np.arange(height) + 0.5) * grid_h / height - 0.5
+    x = (np.arange(width) + 0.5) * grid_w / width - 0.5
+    columns = np.stack([np.interp(y, np.arange(grid_h), values[:, j]) for j in range(grid_w)], axis=1)
+    return np.stack([np.interp(x, np.arange(grid_w), row) for row in columns])
+
+
+def _unit_range(values):
+    low, high = float(np.min(values)), float(np.max(values))
+    return (values - low) / (high - low) if high > low else np.zeros_like(values)
+
+
+def _batched(array, rank, name):
+    array = np.asarray(array)
+    if array.ndim == rank - 1:
+        array = array[None]
+    if array.ndim != rank:
+        raise ValueError(f"`{name}` must have {rank - 1} or {rank} dimensions. Received: shape {array.shape}")
+    return array
+
+
+def _hide_ticks(axes):
+    axes.set_xticks([])
+    axes.set_yticks([])
+
+
+def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=0.5, dpi=100):
+    """Draws attention-rollout maps over their images (paper Figure 6).
+
+    One row per image: the input, the map as a heat map over it, and the
+    input weighted by the map (the paper's presentation).
+
+    Args:
+        images: array `(batch, height, width, 3)` or one image
+            `(height, width, 3)`, in any range `displayable_image` accepts.
+        maps: array `(batch, grid_h, grid_w)` (or one map) as returned by
+            `attention_rollout`; each map is scaled to `[0, 1]` for display.
+        path: where to write the PNG.
+        title: the figure's title.
+        alpha: float, opacity of the heat map. Defaults to `0.5`.
+        dpi: the PNG's resolution; the figure is 9 inches wide and 3 inches
+            per image tall (plus 0.4 for the title). Defaults to `100`.
+
+    Returns:
+        The `matplotlib.figure.Figure`.
+    """
+    images = _batched(images, 4, "images")
+    maps = _batched(maps, 3, "maps")
+    if len(images) != len(maps):
+        raise ValueError(
+            f"Expected one map per image. Received: {len(images)} images and {len(maps)} maps"
+        )
+    figure = _figure(9.0, 3.0 * len(images) + 0.4)
+    axes = figure.subplots(len(images), 3, squeeze=False)
+    heat = None
+    for row, (image, values) in enumerate(zip(images, maps)):
+        image = displayable_image(image)
+        height, width = image.shape[:2]
+        mask = _unit_range(_resize_bilinear(np.asarray(values, dtype="float64"), height, width))
+        axes[row, 0].imshow(image, cmap="gray")
+        axes[row, 1].imshow(image, cmap="gray")
+        heat = axes[row, 1].imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
+        masked = image * (mask[..., None] if image.ndim == 3 else mask)
+        axes[row, 2].imshow(masked, cmap="gray")
+        for axis in axes[row]:
+            _hide_ticks(axis)
+    for column, label in enumerate(("Input", "Rollout heat map", "Input x rollout")):
+        axes[0, column].set_title(label)
+    figure.colorbar(heat, ax=axes[:, 1], location="bottom", shrink=0.8, label="attention (scaled to max)")
+    figure.suptitle(title)
+    return _save(figure, path, dpi)
+
+
+def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_prefix_tokens=1, alpha=0.5, dpi=100):
+    """Draws the class token's attention of every head of one layer over an image.
+
+    Args:
+        image: array `(height, width, 3)`, in any range `displayable_image`
+            accepts.
+        attention: array `(num_layers, num_heads, T, T)`: one image's slice
+            `attention_maps(...)[:, index]`.
+        grid_size: `(grid_h, grid_w)` or an int, the patch grid.
+        path: where to write the PNG.
+        layer: int, the block to draw (negative counts from the end).
+            Defaults to `-1`, the last.
+        num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
+        alpha: float, opacity of the heat maps. Defaults to `0.5`.
+        dpi: the PNG's resolution; panels are 2.2 inches, at most 5 a row.
+            Defaults to `100`.
+
+    Returns:
+        The `matplotlib.figure.Figure`.
+    """
+    attention = np.asarray(attention, dtype="float64")
+    if attention.ndim != 4:
+        raise ValueError(
+            "`attention` must be one image's weights (num_layers, num_heads, T, T), e.g. "
+            f"`attention_maps(model, images)[:, 0]`. Received: shape {attention.shape}"
+        )
+    num_layers, num_heads = attention.shape[:2]
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -num_layers <= layer < num_layers:
+        raise ValueError(f"`layer` must be in [-{num_layers}, {num_layers - 1}]. Received: layer={layer!r}")
+    grid_h, grid_w = vit_layers._pair("grid_size", grid_size)
+    if attention.shape[-1] != num_prefix_tokens + grid_h * grid_w:
+        raise ValueError(
+            f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has "
+            f"{num_prefix_tokens + grid_h * grid_w} tokens, but the attention is over "
+            f"{attention.shape[-1]}. Received: grid_size={grid_size!r}"
+        )
+    image = displayable_image(image)
+    height, width = image.shape[:2]
+    columns = min(num_heads + 1, 5)
+    rows = math.ceil((num_heads + 1) / columns)
+    figure = _figure(2.2 * columns, 2.2 * rows + 0.4)
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    axes[0].imshow(image, cmap="gray")
+    axes[0].set_title("Input")
+    for head in range(num_heads):
+        values = attention[layer, head, 0, num_prefix_tokens:].reshape(grid_h, grid_w)
+        mask = _unit_range(_resize_bilinear(values, height, width))
+        axes[head + 1].imshow(image, cmap="gray")
+        axes[head + 1].imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
+        axes[head + 1].set_title(f"Head {head + 1}")
+    for axis in axes:
+        _hide_ticks(axis)
+    for axis in axes[num_heads + 1 :]:
+        axis.set_axis_off()
+    figure.suptitle(f"Class-token attention, layer {layer % num_layers + 1} of {num_layers}")
+    return _save(figure, path, dpi)
+
+
+def plot_mean_attention_distance(distances, path, image_size=None, title="Mean attention distance", dpi=100):
+    """Draws each head's mean attention distance against depth (paper Figure 7 right).
+
+    Args:
+        distances: array `(num_layers, num_heads)` in pixels, as returned by
+            `mean_attention_distance`.
+        path: where to write the PNG.
+        image_size: optional `(height, width)` or int; when given, the y axis
+            reaches the image diagonal, the largest possible distance.
+        title: the figure's title.
+        dpi: the PNG's resolution; the figure is 6 x 4.5 inches. Defaults to
+            `100`.
+
+    Returns:
+        The `matplotlib.figure.Figure`.
+    """
+    distances = np.asarray(distances, dtype="float64")
+    if distances.ndim != 2:
+        raise ValueError(f"`distances` must have shape (num_layers, num_heads). Received: shape {distances.shape}")
+    num_layers, num_heads = distances.shape
+    figure = _figure(6.0, 4.5)
+    axes = figure.subplots()
+    colours = _colormap("tab20" if num_heads > 10 else "tab10")
+    depth = np.arange(1, num_layers + 1)
+    for head in range(num_heads):
+        axes.scatter(depth, distances[:, head], s=18, color=colours(head % colours.N), label=f"Head {head + 1}")
+    axes.set_xlabel("Network depth (layer)")
+    axes.set_ylabel("Mean attention distance (pixels)")
+    axes.set_xticks(depth if num_layers <= 16 else depth[:: math.ceil(num_layers / 16)])
+    top = float(np.max(distances)) * 1.1 if np.max(distances) > 0 else 1.0
+    if image_size is not None:
+        height, width = vit_layers._pair("image_size", image_size)
+        top = math.hypot(height, width)
+    axes.set_ylim(0, top)
+    axes.grid(alpha=0.3)
+    if num_heads <= 16:
+        axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small", frameon=False)
+    axes.set_title(title)
+    return _save(figure, path, dpi)
+
+
+def plot_position_embedding_similarity(similarity, path, title="Position embedding similarity", dpi=100):
+    """Draws each patch's position-embedding similarity as a grid of small maps.
+
+    Tile `(i, j)` shows the cosine similarity of patch `(i, j)`'s embedding
+    with every patch's, like the paper's Figure 7 (centre) and Figure 10.
+
+    Args:
+        similarity: array `(grid_h, grid_w, grid_h, grid_w)` as returned by
+            `position_embedding_similarity`.
+        path: where to write the PNG.
+        title: the figure's title.
+        dpi: the PNG's resolution; the figure is 7 x 6.5 inches. Defaults to
+            `100`.
+
+    Returns:
+        The `matplotlib.figure.Figure`.
+    """
+    similarity = np.asarray(similarity, dtype="float64")
+    if similarity.ndim != 4 or similarity.shape[:2] != similarity.shape[2:]:
+        raise ValueError(
+            "`similarity` must have shape (grid_h, grid_w, grid_h, grid_w). "
+            f"Received: shape {similarity.shape}"
+        )
+    grid_h, grid_w = similarity.shape[:2]
+    # One mosaic image with one blank cell between tiles draws in one call,
+    # however large the grid (a subplot per tile would be 576 axes at 384 px).
+    mosaic = np.full((grid_h * (grid_h + 1) - 1, grid_w * (grid_w + 1) - 1), np.nan)
+    for i in range(grid_h):
+        for j in range(grid_w):
+            top, left = i * (grid_h + 1), j * (grid_w + 1)
+            mosaic[top : top + grid_h, left : left + grid_w] = similarity[i, j]
+    figure = _figure(7.0, 6.5)
+    axes = figure.subplots()
+    cmap = _colormap("viridis").with_extremes(bad="white")
+    shown = axes.imshow(mosaic, cmap=cmap, vmin=-1.0, vmax=1.0, interpolation="nearest")
+    for axis_setter, labels_setter, count, size in (
+        (axes.set_xticks, axes.set_xticklabels, grid_w, grid_w),
+        (axes.set_yticks, axes.set_yticklabels, grid_h, grid_h),
+    ):
+        step = math.ceil(count / 14)
+        indices = np.arange(0, count, step)
+        axis_setter(indices * (size + 1) + (size - 1) / 2)
+        labels_setter([str(index + 1) for index in indices])
+    axes.set_xlabel("Input patch column")
+    axes.set_ylabel("Input patch row")
+    axes.tick_params(length=0)
+    for spine in axes.spines.values():
+        spine.set_visible(False)
+    figure.colorbar(shown, ax=axes, shrink=0.8, label="Cosine similarity")
+    axes.set_title(title)
+    return _save(figure, path, dpi)
+
+
+def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
+    """Draws principal components of the patch-embedding filters as tiles (paper Figure 7 left).
+
+    Args:
+        components: array `(num_components, patch_h, patch_w, channels)` as
+            in `embedding_filters(model).components`; each tile is min-max
+            scaled, drawn in RGB for 3 channels and in grey otherwise (mean
+            over channels).
+        path: where to write the PNG.
+        columns: int, tiles per row. Defaults to `7` (the paper's 4 x 7).
+        title: the figure's title; defaults to one naming the count.
+        dpi: the PNG's resolution; tiles are 1 inch. Defaults to `100`.
+
+    Returns:
+        The `matplotlib.figure.Figure`.
+    """
+    components = np.asarray(components, dtype="float64")
+    if components.ndim != 4 or len(components) == 0:
+        raise ValueError(
+            "`components` must have shape (num_components, patch_h, patch_w, channels). "
+            f"Received: shape {components.shape}"
+        )
+    vit_layers._require_positive_int("columns", columns)
+    count = len(components)
+    columns = min(columns, count)
+    rows = math.ceil(count / columns)
+    figure = _figure(1.0 * columns + 0.2, 1.0 * rows + 0.5)
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    for index, component in enumerate(components):
+        tile = _unit_range(component if component.shape[-1] == 3 else component.mean(axis=-1))
+        axes[index].imshow(tile, cmap="gray", interpolation="nearest")
+    for axis in axes:
+        _hide_ticks(axis)
+    for axis in axes[count:]:
+        axis.set_axis_off()
+    if title is None:
+        kind = "RGB" if components.shape[-1] == 3 else "Grey"
+        title = f"{kind} embedding filters (first {count} principal components)"
+    figure.suptitle(title)
+    return _save(figure, path, dpi)

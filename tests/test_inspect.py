@@ -1,0 +1,458 @@
+"""keras_vit.inspect: attention maps against NumPy, rollout / distance / similarity / filters on
+hand-made inputs, the plots and the `keras-vit inspect` command."""
+
+import doctest
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit import inspect
+from keras_vit.inspect import analysis
+
+# Non-square images and grid (4 x 3 patches of 8 px) catch transposed grids.
+IMAGE_SHAPE = (32, 24, 3)
+GRID = (4, 3)
+PATCH = 8
+
+
+def tiny_model(include_top=False, pooling=None, num_layers=2, seed=0, **kwargs):
+    model = keras_vit.VisionTransformer(
+        patch_size=PATCH,
+        hidden_dim=16,
+        num_layers=num_layers,
+        num_heads=2,
+        mlp_dim=32,
+        input_shape=IMAGE_SHAPE,
+        include_top=include_top,
+        pooling=pooling,
+        classes=5,
+        **kwargs,
+    )
+    # Random values everywhere (the class token and head start at zero).
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        variable.assign(rng.normal(0, 0.3, size=tuple(variable.shape)).astype(variable.dtype))
+    return model
+
+
+def images(batch=3, seed=1):
+    return np.random.default_rng(seed).uniform(-1, 1, size=(batch,) + IMAGE_SHAPE).astype("float32")
+
+
+def weight(layer):
+    return np.asarray(keras.ops.convert_to_numpy(layer), dtype="float64")
+
+
+def layer_norm(x, layer):
+    mean = x.mean(-1, keepdims=True)
+    variance = x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + 1e-6) * weight(layer.gamma) + weight(layer.beta)
+
+
+def numpy_forward(model, pixels):
+    """The ViT forward pass written independently in float64 NumPy; returns
+    the attention of every block and the last block's tokens."""
+    embed = model.get_layer("patch_embedding").projection
+    kernel = weight(embed.kernel)  # HWIO
+    batch, (height, width, channels) = len(pixels), IMAGE_SHAPE
+    patches = pixels.astype("float64").reshape(batch, height // PATCH, PATCH, width // PATCH, PATCH, channels)
+    patches = patches.transpose(0, 1, 3, 2, 4, 5).reshape(batch, -1, PATCH * PATCH * channels)
+    x = patches @ kernel.reshape(-1, kernel.shape[-1]) + weight(embed.bias)
+    token = np.broadcast_to(weight(model.get_layer("class_token").token), (batch, 1, x.shape[-1]))
+    x = np.concatenate([token, x], axis=1) + weight(model.get_layer("position_embedding").embedding)
+    erf = np.vectorize(math.erf)
+    attention = []
+    for block in [layer for layer in model.layers if layer.name.startswith("encoder_block_")]:
+        heads = block.num_heads
+        head_dim = x.shape[-1] // heads
+        h = layer_norm(x, block.norm1)
+        qkv = h @ weight(block.attention.qkv.kernel) + weight(block.attention.qkv.bias)
+        qkv = qkv.reshape(batch, x.shape[1], 3, heads, head_dim)
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        logits = np.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(head_dim)
+        logits -= logits.max(-1, keepdims=True)
+        weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+        attention.append(weights)
+        attended = np.einsum("bhqk,bkhd->bqhd", weights, v).reshape(x.shape)
+        x = x + attended @ weight(block.attention.output_projection.kernel) + weight(
+            block.attention.output_projection.bias
+        )
+        h = layer_norm(x, block.norm2) @ weight(block.mlp.fc1.kernel) + weight(block.mlp.fc1.bias)
+        h = 0.5 * h * (1 + erf(h / math.sqrt(2)))
+        x = x + h @ weight(block.mlp.fc2.kernel) + weight(block.mlp.fc2.bias)
+    return np.stack(attention), x
+
+
+# --- attention maps and features -------------------------------------------------------------
+
+
+def test_attention_maps_equal_numpy_reference():
+    model, pixels = tiny_model(), images()
+    attention = inspect.attention_maps(model, pixels)
+    expected, _ = numpy_forward(model, pixels)
+    assert attention.shape == (2, 3, 2, 13, 13)
+    assert attention.dtype == np.float32
+    np.testing.assert_allclose(attention, expected, atol=1e-5, rtol=0)
+    # The reference is not degenerate: heads differ from uniform attention.
+    assert np.abs(expected - 1 / 13).max() > 0.05
+
+
+def test_normal_forward_pass_unchanged():
+    model, pixels = tiny_model(include_top=True, pooling="token"), images()
+    config = model.get_config()
+    before = keras.ops.convert_to_numpy(model(pixels))
+    inspect.attention_maps(model, pixels)
+    inspect.intermediate_features(model, pixels)
+    after = keras.ops.convert_to_numpy(model(pixels))
+    np.testing.assert_array_equal(before, after)
+    assert model.get_config() == config
+    # The inspected pass is the same computation: its last tokens, through
+    # the model's own final norm, are the backbone's outputs.
+    backbone = keras.Model(model.input, model.get_layer("encoder_norm").output)
+    last = inspect.intermediate_features(model, pixels, layers=-1)
+    normed = keras.ops.convert_to_numpy(model.get_layer("encoder_norm")(last))
+    np.testing.assert_allclose(normed, keras.ops.convert_to_numpy(backbone(pixels)), atol=1e-5)
+
+
+def test_attention_maps_of_reloaded_model(tmp_path):
+    model, pixels = tiny_model(include_top=True, pooling="token"), images(batch=2)
+    path = str(tmp_path / "tiny.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_allclose(
+        inspect.attention_maps(reloaded, pixels), inspect.attention_maps(model, pixels), atol=1e-6
+    )
+
+
+def test_attention_maps_batches_agree():
+    model, pixels = tiny_model(), images(batch=3)
+    np.testing.assert_allclose(
+        inspect.attention_maps(model, pixels, batch_size=2), inspect.attention_maps(model, pixels), atol=1e-6
+    )
+
+
+def test_intermediate_features_layers_and_maps():
+    model, pixels = tiny_model(num_layers=3), images(batch=2)
+    _, reference_tokens = numpy_forward(model, pixels)
+    every = inspect.intermediate_features(model, pixels)
+    assert [f.shape for f in every] == [(2, 13, 16)] * 3
+    np.testing.assert_allclose(every[-1], reference_tokens, atol=1e-4)
+    last, first = inspect.intermediate_features(model, pixels, layers=[-1, 0])
+    np.testing.assert_array_equal(last, every[2])
+    np.testing.assert_array_equal(first, every[0])
+    maps = inspect.intermediate_features(model, pixels, layers=1, reshape=True)
+    assert maps.shape == (2, 4, 3, 16)
+    # Row-major patches: patch (row 1, column 2) is token 1 + 1 * 3 + 2.
+    np.testing.assert_array_equal(maps[:, 1, 2], every[1][:, 1 + 1 * 3 + 2])
+    with pytest.raises(ValueError, match=r"\[-3, 2\]"):
+        inspect.intermediate_features(model, pixels, layers=3)
+
+
+def test_attention_maps_under_mixed_precision():
+    pixels = images(batch=1)
+    reference = inspect.attention_maps(tiny_model(seed=3), pixels)
+    keras.config.set_dtype_policy("mixed_float16")
+    model = tiny_model(seed=3)
+    attention = inspect.attention_maps(model, pixels)
+    assert attention.dtype == np.float32
+    np.testing.assert_allclose(attention, reference, atol=2e-2)
+
+
+def test_bad_inputs_raise_clear_errors():
+    model = tiny_model()
+    with pytest.raises(ValueError, match=r"\(batch, 32, 24, 3\).*Received: images with shape \(2, 32, 32, 3\)"):
+        inspect.attention_maps(model, np.zeros((2, 32, 32, 3)))
+    with pytest.raises(ValueError, match=r"image\[None\]"):
+        inspect.attention_maps(model, np.zeros(IMAGE_SHAPE))
+    with pytest.raises(ValueError, match="batch_size"):
+        inspect.attention_maps(model, images(), batch_size=0)
+    with pytest.raises(TypeError, match="keras_vit model"):
+        inspect.attention_maps("vit", images())
+    inputs = keras.Input(IMAGE_SHAPE)
+    other = keras.Model(inputs, keras.layers.Conv2D(4, 8)(inputs))
+    with pytest.raises(ValueError, match="0 TransformerBlock"):
+        inspect.attention_maps(other, images())
+
+
+# --- rollout ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("head_fusion", inspect.HEAD_FUSIONS)
+@pytest.mark.parametrize("discard_ratio", [0.0, 0.5, 0.9])
+def test_rollout_rows_sum_to_one(head_fusion, discard_ratio):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(3, 2, 4, 7, 7))
+    attention = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    rolled = inspect.rollout(attention, head_fusion, discard_ratio)
+    assert rolled.shape == (2, 7, 7)
+    np.testing.assert_allclose(rolled.sum(-1), 1.0, atol=1e-12)
+    assert rolled.min() >= 0
+
+
+def test_rollout_of_identity_and_uniform_attention():
+    tokens, num_layers = 1 + 2 * 3, 3
+    identity = np.broadcast_to(np.eye(tokens), (num_layers, 1, 2, tokens, tokens))
+    # Every token attends only to itself: nothing mixes, the rollout is the
+    # identity and the class token's map over the patches is empty.
+    np.testing.assert_allclose(inspect.rollout(identity)[0], np.eye(tokens))
+    np.testing.assert_allclose(inspect.class_token_rollout(identity, (2, 3)), np.zeros((1, 2, 3)))
+    # Uniform attention: each step is (U + I) / 2, so after L layers the map
+    # is uniform over the patches at (1 - 0.5**L) / tokens.
+    uniform = np.full((num_layers, 1, 2, tokens, tokens), 1 / tokens)
+    class_map = inspect.class_token_rollout(uniform, (2, 3))
+    np.testing.assert_allclose(class_map, np.full((1, 2, 3), (1 - 0.5**num_layers) / tokens))
+
+
+def test_rollout_hand_computed():
+    # One class token and two patches; two heads, two layers.
+    head_a = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    head_b = np.array([[0.5, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    layer = np.stack([head_a, head_b])[None]  # (batch 1, heads 2, 3, 3)
+    attention = np.stack([layer, layer])  # (layers 2, ...)
+    # Mean fusion: row 0 = [0.5, 0.25, 0.25]; + I and halved: [0.75, 0.125, 0.125]; the
+    # patch rows stay [0, 1, 0] and [0, 0, 1]. Two layers: class row
+    # [0.75**2, 0.125 * 0.75 + 0.125, same] = [0.5625, 0.21875, 0.21875].
+    np.testing.assert_allclose(inspect.rollout(attention)[0, 0], [0.5625, 0.21875, 0.21875])
+    np.testing.assert_allclose(inspect.class_token_rollout(attention, (1, 2)), [[[0.21875, 0.21875]]])
+    # Max fusion: row 0 = [0.5, 0.5, 0.5] + [1, 0, 0] = [1.5, 0.5, 0.5] / 2.5 = [0.6, 0.2, 0.2];
+    # two layers: [0.36, 0.2 * 0.6 + 0.2, same] = [0.36, 0.32, 0.32].
+    np.testing.assert_allclose(inspect.rollout(attention, "max")[0, 0], [0.36, 0.32, 0.32])
+    # Min fusion: row 0 = [0.5, 0, 0]: the class token keeps everything.
+    np.testing.assert_allclose(inspect.rollout(attention, "min")[0, 0], [1.0, 0.0, 0.0])
+
+
+def test_rollout_discard_ratio_drops_lowest_but_not_class_self_attention():
+    # One layer, one head, 3 tokens; weights chosen so the order is clear.
+    weights = np.array([[0.01, 0.59, 0.40], [0.30, 0.60, 0.10], [0.25, 0.05, 0.70]])
+    attention = weights[None, None, None]
+    # discard_ratio 3/9: the 3 lowest except the class token's self weight
+    # 0.01 -> 0.05, 0.10 and 0.25 are zeroed.
+    kept = np.array([[0.01, 0.59, 0.40], [0.30, 0.60, 0.0], [0.0, 0.0, 0.70]]) + np.eye(3)
+    expected = kept / kept.sum(-1, keepdims=True)
+    np.testing.assert_allclose(inspect.rollout(attention, discard_ratio=3 / 9)[0], expected)
+
+
+def test_attention_rollout_of_model():
+    model, pixels = tiny_model(), images(batch=2)
+    maps = inspect.attention_rollout(model, pixels, head_fusion="max", discard_ratio=0.2)
+    expected = inspect.class_token_rollout(inspect.attention_maps(model, pixels), GRID, "max", 0.2)
+    assert maps.shape == (2,) + GRID
+    np.testing.assert_allclose(maps, expected)
+    assert np.all(maps > 0) and np.all(maps.sum(axis=(1, 2)) < 1)
+
+
+def test_rollout_rejects_bad_arguments():
+    attention = np.full((1, 1, 1, 3, 3), 1 / 3)
+    with pytest.raises(ValueError, match="head_fusion"):
+        inspect.rollout(attention, head_fusion="median")
+    with pytest.raises(ValueError, match="discard_ratio"):
+        inspect.rollout(attention, discard_ratio=1.0)
+    with pytest.raises(ValueError, match="num_layers, batch, num_heads"):
+        inspect.rollout(attention[0])
+    with pytest.raises(ValueError, match="2x2 grid"):
+        inspect.class_token_rollout(attention, (2, 2))
+
+
+# --- mean attention distance ------------------------------------------------------------------
+
+
+def pattern_attention(grid, target_of, class_weight=0.0):
+    """Attention (1, 1, 1, T, T) where each patch query attends to one key patch."""
+    grid_h, grid_w = grid
+    tokens = 1 + grid_h * grid_w
+    attention = np.zeros((1, 1, 1, tokens, tokens))
+    attention[..., 0, 0] = 1.0
+    for row in range(grid_h):
+        for col in range(grid_w):
+            target_row, target_col = target_of(row, col)
+            query, key = 1 + row * grid_w + col, 1 + target_row * grid_w + target_col
+            attention[..., query, 0] = class_weight
+            attention[..., query, key] = 1.0 - class_weight
+    return attention
+
+
+def test_attention_distance_of_hand_made_patterns():
+    grid = (2, 3)
+    itself = pattern_attention(grid, lambda r, c: (r, c))
+    np.testing.assert_allclose(inspect.attention_distance(itself, grid, 16), [[0.0]])
+    # Each patch looks at the one in the other row: 16 px away, however much
+    # weight also goes to the class token (it has no place in the image).
+    other_row = pattern_attention(grid, lambda r, c: (1 - r, c), class_weight=0.5)
+    np.testing.assert_allclose(inspect.attention_distance(other_row, grid, 16), [[16.0]])
+    # Non-square patches (16 high, 8 wide): one column over is 8 px,
+    # diagonally hypot(16, 8).
+    beside = pattern_attention(grid, lambda r, c: (r, 1 if c != 1 else 0))
+    np.testing.assert_allclose(inspect.attention_distance(beside, grid, (16, 8)), [[8.0]])
+    diagonal = pattern_attention(grid, lambda r, c: (1 - r, 1 if c != 1 else 0))
+    np.testing.assert_allclose(inspect.attention_distance(diagonal, grid, (16, 8)), [[math.hypot(16, 8)]])
+
+
+def test_attention_distance_averages_queries_layers_and_heads():
+    grid = (1, 3)
+    # Uniform over the three patches: the mean distance over queries is
+    # ((0 + 16 + 32) + (16 + 0 + 16) + (32 + 16 + 0)) / 9 = 128 / 9.
+    uniform = np.full((1, 1, 1, 4, 4), 0.25)
+    itself = pattern_attention(grid, lambda r, c: (r, c))
+    layers = np.concatenate([np.concatenate([uniform, itself], axis=2)] * 2)  # (2 layers, 1, 2 heads)
+    np.testing.assert_allclose(
+        inspect.attention_distance(layers, grid, 16), [[128 / 9, 0.0], [128 / 9, 0.0]]
+    )
+
+
+def test_mean_attention_distance_of_model():
+    model, pixels = tiny_model(), images(batch=2)
+    distances = inspect.mean_attention_distance(model, pixels)
+    assert distances.shape == (2, 2)
+    assert np.all(distances > 0) and np.all(distances < math.hypot(24, 16))
+
+
+# --- position embeddings and filters ----------------------------------------------------------
+
+
+def test_position_embedding_similarity():
+    model = tiny_model()
+    similarity = inspect.position_embedding_similarity(model)
+    assert similarity.shape == GRID + GRID
+    flat = similarity.reshape(12, 12)
+    np.testing.assert_allclose(np.diag(flat), 1.0, atol=1e-12)
+    np.testing.assert_allclose(flat, flat.T, atol=1e-12)
+    assert np.all(np.abs(flat) <= 1 + 1e-12)
+    # Hand-made embeddings: patch (0, 1) equals (0, 0) scaled, (1, 0) is
+    # orthogonal to it and (1, 1) opposite; the class token is left out.
+    embedding = np.zeros((1, 13, 16), "float32")
+    embedding[0, 0] = 5.0
+    embedding[0, 1, 0], embedding[0, 2, 0], embedding[0, 4, 1], embedding[0, 5, 0] = 1.0, 3.0, 1.0, -2.0
+    embedding[0, 6:, 2] = 1.0
+    model.get_layer("position_embedding").embedding.assign(embedding)
+    similarity = inspect.position_embedding_similarity(model)
+    np.testing.assert_allclose(similarity[0, 0, :2, :2], [[1.0, 1.0], [0.0, -1.0]], atol=1e-12)
+
+
+def test_embedding_filters_are_orthonormal_principal_components():
+    model = tiny_model()
+    result = inspect.embedding_filters(model, num_components=10)
+    assert result.components.shape == (10, PATCH, PATCH, 3)
+    flat = result.components.reshape(10, -1)
+    np.testing.assert_allclose(flat @ flat.T, np.eye(10), atol=1e-10)
+    ratio = result.explained_variance_ratio
+    assert np.all(np.diff(ratio) <= 1e-12) and 0 < ratio.sum() <= 1
+    # Filters that differ only along one direction have that direction as
+    # their first component, explaining all the variance.
+    rng = np.random.default_rng(0)
+    direction = rng.normal(size=PATCH * PATCH * 3)
+    direction /= np.linalg.norm(direction)
+    kernel = rng.normal(size=PATCH * PATCH * 3)[:, None] + direction[:, None] * rng.normal(size=16)[None]
+    projection = model.get_layer("patch_embedding").projection
+    projection.kernel.assign(kernel.reshape(PATCH, PATCH, 3, 16).astype("float32"))
+    first = inspect.embedding_filters(model, num_components=1)
+    np.testing.assert_allclose(np.abs(first.components.reshape(-1)), np.abs(direction), atol=1e-5)
+    np.testing.assert_allclose(first.explained_variance_ratio, [1.0], atol=1e-6)
+    with pytest.raises(ValueError, match=r"\[1, 16\]"):
+        inspect.embedding_filters(model, num_components=28)
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(analysis, extraglobs={"np": np, "keras": keras}, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+# --- plots and the command line ---------------------------------------------------------------
+
+
+def png_size(path):
+    from PIL import Image
+
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        pixels = np.asarray(image.convert("RGB"), dtype="float64")
+    # A real picture, not a blank canvas.
+    assert pixels.std() > 5
+    return image.size
+
+
+def expected_size(figure, dpi):
+    width, height = figure.get_size_inches()
+    return (round(width * dpi), round(height * dpi))
+
+
+def test_plots_write_pngs_of_their_figure_size(tmp_path):
+    pytest.importorskip("matplotlib")
+    model, pixels = tiny_model(), images(batch=2)
+    attention = inspect.attention_maps(model, pixels)
+    cases = {
+        "rollout.png": lambda p: inspect.plot_attention_rollout(
+            pixels, inspect.class_token_rollout(attention, GRID), p, dpi=40
+        ),
+        "heads.png": lambda p: inspect.plot_class_token_attention(pixels[0], attention[:, 0], GRID, p, dpi=40),
+        "distance.png": lambda p: inspect.plot_mean_attention_distance(
+            inspect.attention_distance(attention, GRID, PATCH), p, dpi=40
+        ),
+        "similarity.png": lambda p: inspect.plot_position_embedding_similarity(
+            inspect.position_embedding_similarity(model), p, dpi=40
+        ),
+        "filters.png": lambda p: inspect.plot_embedding_filters(
+            inspect.embedding_filters(model, 6).components, p, dpi=40
+        ),
+    }
+    for name, draw in cases.items():
+        path = tmp_path / "plots" / name
+        figure = draw(str(path))
+        assert figure.axes, name
+        assert png_size(path) == expected_size(figure, 40), name
+    assert sorted(os.listdir(tmp_path / "plots")) == sorted(cases)  # no leftover partial files
+
+
+def test_plots_reject_mismatched_inputs(tmp_path):
+    pytest.importorskip("matplotlib")
+    with pytest.raises(ValueError, match="one map per image"):
+        inspect.plot_attention_rollout(images(batch=2), np.ones((3,) + GRID), tmp_path / "x.png")
+    with pytest.raises(ValueError, match="grid_h, grid_w, grid_h, grid_w"):
+        inspect.plot_position_embedding_similarity(np.ones((4, 3, 3, 4)), tmp_path / "x.png")
+    with pytest.raises(ValueError, match="layer"):
+        inspect.plot_class_token_attention(images(1)[0], np.ones((2, 2, 13, 13)), GRID, tmp_path / "x.png", layer=2)
+    assert not os.listdir(tmp_path)
+
+
+def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path):
+    pytest.importorskip("matplotlib")
+    from keras_vit import cli
+
+    model_path = str(tmp_path / "tiny.keras")
+    tiny_model(include_top=True, pooling="token").save(model_path)
+    out = tmp_path / "report"
+    exit_code = cli.main(
+        ["inspect", inspect.sample_image_path(), "--model", model_path, "--out", str(out), "--dpi", "50"]
+    )
+    assert exit_code in (0, None)
+    assert sorted(os.listdir(out)) == sorted(inspect.REPORT_FILES)
+    # The figure sizes in inches (see each plot's docstring) times the dpi;
+    # the tiny model has 2 heads (3 panels of 2.2 in) and 16 filters (3 rows of 7).
+    expected = {
+        "attention_rollout.png": (9.0, 3.4),
+        "class_token_attention.png": (3 * 2.2, 2.2 + 0.4),
+        "mean_attention_distance.png": (6.0, 4.5),
+        "position_embedding_similarity.png": (7.0, 6.5),
+        "embedding_filters.png": (7.2, 3.5),
+    }
+    for name, (width, height) in expected.items():
+        assert png_size(out / name) == (round(width * 50), round(height * 50)), name
+
+
+def test_cli_inspect_rejects_weights_for_a_saved_model(tmp_path, capsys):
+    from keras_vit import cli
+
+    model_path = str(tmp_path / "tiny.keras")
+    tiny_model().save(model_path)
+    out = tmp_path / "report"
+    argv = ["inspect", inspect.sample_image_path(), "--model", model_path, "--weights", "x", "--out", str(out)]
+    assert cli.main(argv) == 2
+    assert "--weights" in capsys.readouterr().err
+    assert not out.exists()
+    assert cli.main(["inspect", "--model", "ViT-Q/99", "--out", str(out)]) == 2
+    assert "Unknown model" in capsys.readouterr().err
+    assert not out.exists()
