@@ -121,7 +121,8 @@ def _inspect(args):
             num_components=args.num_components,
             dpi=args.dpi,
         )
-    except (ValueError, FileNotFoundError) as error:
+    # ValueError: bad arguments or image; OSError: missing files, failed weight downloads.
+    except (ValueError, OSError) as error:
         print(f"keras-vit inspect: {error}", file=sys.stderr)
         return 2
     for path in paths.values():

@@ -1,0 +1,267 @@
+"""The one test helper every keras_vit layer and model goes through.
+
+`run_layer_test` wraps a layer in a functional model and hands it to
+`run_model_test`, which checks the Keras contract end to end:
+
+- config round trip: `get_config` -> `from_config` -> `get_config` is
+  JSON-identical (for the layer itself and for the model);
+- symbolic and eager output shapes agree and equal the expected shape;
+- weight counts (trainable tensors and total parameters);
+- every trainable weight gets a finite, non-zero gradient;
+- `.keras` save -> `load_model(safe_mode=True)` in this process and in a
+  fresh one -> identical outputs;
+- under `mixed_bfloat16` and `mixed_float16` every sublayer carries the
+  policy (the float32 head excepted) and the outputs are finite, with
+  logits in float32;
+- `compile(jit_compile=True)` then `fit` and `predict` work.
+
+Gradients are taken with each backend's own machinery, so the same test
+runs on TensorFlow, JAX and PyTorch.
+"""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+
+BACKEND = keras.backend.backend()
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Layers that keras_vit keeps in float32 on purpose under mixed precision.
+FLOAT32_LAYER_NAMES = ("head", "predictions")
+
+
+def random_inputs(shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, size=shape).astype("float32")
+
+
+def randomize_weights(model, seed=0):
+    """Gives every weight random values: zero-initialised ones (class token,
+    head) would hide broken wiring and zero the gradients upstream."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype(variable.dtype))
+
+
+def to_numpy(outputs):
+    if isinstance(outputs, (list, tuple)):
+        return [keras.ops.convert_to_numpy(o) for o in outputs]
+    return keras.ops.convert_to_numpy(outputs)
+
+
+def _flat(outputs):
+    return outputs if isinstance(outputs, list) else [outputs]
+
+
+def assert_config_round_trip(obj):
+    config = obj.get_config()
+    expected = json.dumps(config, sort_keys=True)
+    # Functional.from_config consumes the dict it is given.
+    revived = obj.__class__.from_config(copy.deepcopy(config))
+    assert json.dumps(revived.get_config(), sort_keys=True) == expected
+
+
+def trainable_gradients(model, inputs):
+    """Gradients of a fixed random linear function of the outputs."""
+    outputs = model(inputs)
+    projections = [keras.ops.convert_to_tensor(random_inputs(tuple(keras.ops.shape(o)), seed=1)) for o in _flat(outputs)]
+
+    def objective(outs):
+        return sum(keras.ops.sum(keras.ops.cast(o, "float32") * p) for o, p in zip(_flat(outs), projections))
+
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = objective(model(inputs, training=True))
+        return [keras.ops.convert_to_numpy(g) for g in tape.gradient(loss, model.trainable_variables)]
+    if BACKEND == "jax":
+        import jax
+
+        trainable = [v.value for v in model.trainable_variables]
+        non_trainable = [v.value for v in model.non_trainable_variables]
+
+        def loss_fn(trainable):
+            outs, _ = model.stateless_call(trainable, non_trainable, inputs, training=True)
+            return objective(outs)
+
+        return [np.asarray(g) for g in jax.grad(loss_fn)(trainable)]
+    if BACKEND == "torch":
+        for variable in model.trainable_variables:
+            variable.value.grad = None
+        objective(model(inputs, training=True)).backward()
+        return [v.value.grad.detach().cpu().numpy() for v in model.trainable_variables]
+    raise NotImplementedError(BACKEND)
+
+
+def assert_gradients(model, inputs):
+    grads = trainable_gradients(model, inputs)
+    assert len(grads) == len(model.trainable_variables) > 0
+    for variable, grad in zip(model.trainable_variables, grads):
+        assert grad is not None, f"no gradient for {variable.path}"
+        assert np.all(np.isfinite(grad)), f"non-finite gradient for {variable.path}"
+        assert np.any(grad != 0), f"zero gradient for {variable.path}"
+
+
+_FRESH_PROCESS_SCRIPT = """
+import sys, numpy as np, keras
+import keras_vit  # registers the layers, as a user's import would
+model = keras.saving.load_model(sys.argv[1], safe_mode=True)
+inputs = np.load(sys.argv[2], allow_pickle=False)
+outputs = model.predict(inputs, verbose=0)
+outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+np.savez(sys.argv[3], *[np.asarray(o) for o in outputs])
+"""
+
+
+def predict_in_fresh_process(model_path, inputs, workdir):
+    inputs_path = os.path.join(workdir, "inputs.npy")
+    outputs_path = os.path.join(workdir, "outputs.npz")
+    np.save(inputs_path, inputs)
+    env = dict(os.environ, KERAS_BACKEND=BACKEND, TF_CPP_MIN_LOG_LEVEL="3")
+    env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, model_path, inputs_path, outputs_path],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    with np.load(outputs_path, allow_pickle=False) as data:
+        return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def assert_save_and_load(model, inputs, workdir, fresh_process=True):
+    expected = _flat(to_numpy(model.predict(inputs, verbose=0)))
+    path = os.path.join(workdir, "model.keras")
+    model.save(path)
+    revived = keras.saving.load_model(path, safe_mode=True)
+    assert json.dumps(revived.get_config(), sort_keys=True) == json.dumps(model.get_config(), sort_keys=True)
+    for got, want in zip(_flat(to_numpy(revived.predict(inputs, verbose=0))), expected):
+        np.testing.assert_array_equal(got, want)
+    if fresh_process:
+        for got, want in zip(predict_in_fresh_process(path, inputs, workdir), expected):
+            np.testing.assert_array_equal(got, want)
+
+
+def assert_mixed_precision(build_model, inputs, float32_outputs):
+    for policy in ("mixed_bfloat16", "mixed_float16"):
+        previous = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(policy)
+        try:
+            model = build_model()
+        finally:
+            keras.config.set_dtype_policy(previous)
+        for layer in model._flatten_layers(include_self=False, recursive=True):
+            if isinstance(layer, keras.layers.InputLayer):
+                continue
+            expected = "float32" if layer.name in FLOAT32_LAYER_NAMES else policy
+            assert layer.dtype_policy.name == expected, (
+                f"{layer.path or layer.name} has policy {layer.dtype_policy.name}, expected {expected}"
+            )
+        randomize_weights(model)
+        for output in _flat(model(inputs)):
+            assert np.all(np.isfinite(keras.ops.convert_to_numpy(keras.ops.cast(output, "float32"))))
+            want = "float32" if float32_outputs else policy.split("_")[1]
+            assert keras.backend.standardize_dtype(output.dtype) == want
+
+
+def assert_jit_fit_and_predict(model, inputs):
+    outputs = _flat(model(inputs))
+    targets = [random_inputs(tuple(keras.ops.shape(o)), seed=2) for o in outputs]
+    targets = targets if len(targets) > 1 else targets[0]
+    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse", jit_compile=True)
+    history = model.fit(inputs, targets, batch_size=len(inputs), epochs=2, verbose=0)
+    assert all(np.isfinite(history.history["loss"]))
+    predictions = _flat(to_numpy(model.predict(inputs, batch_size=len(inputs), verbose=0)))
+    for prediction, output in zip(predictions, outputs):
+        assert prediction.shape == tuple(keras.ops.shape(output))
+        assert np.all(np.isfinite(prediction))
+
+
+def run_model_test(
+    build_model,
+    input_shape,
+    expected_output_shape,
+    expected_num_params=None,
+    expected_num_trainable_weights=None,
+    workdir=None,
+    float32_outputs=True,
+    fresh_process=True,
+    jit=True,
+):
+    """Runs every contract check on the model `build_model()` returns.
+
+    Args:
+        build_model: a function of no arguments returning a fresh model (it
+            is called again under each mixed-precision policy).
+        input_shape: the batch shape of the test inputs.
+        expected_output_shape: the output shape, or a list for several.
+        expected_num_params: the total parameter count, if pinned.
+        expected_num_trainable_weights: the number of trainable tensors.
+        workdir: a temporary directory for the saved files (pytest's
+            `tmp_path`).
+        float32_outputs: whether outputs stay float32 under mixed
+            precision (the classification models' logits).
+    """
+    model = build_model()
+    inputs = random_inputs(input_shape)
+    expected = expected_output_shape if isinstance(expected_output_shape, list) else [expected_output_shape]
+
+    assert_config_round_trip(model)
+    symbolic = _flat(model.compute_output_spec(keras.KerasTensor(input_shape)))
+    randomize_weights(model)
+    eager = _flat(model(inputs))
+    assert [tuple(s.shape) for s in symbolic] == [tuple(keras.ops.shape(e)) for e in eager] == [
+        tuple(s) for s in expected
+    ]
+    if expected_num_params is not None:
+        assert model.count_params() == expected_num_params
+    if expected_num_trainable_weights is not None:
+        assert len(model.trainable_weights) == expected_num_trainable_weights
+
+    assert_gradients(model, inputs)
+    if workdir is not None:
+        assert_save_and_load(model, inputs, str(workdir), fresh_process=fresh_process)
+    assert_mixed_precision(build_model, inputs, float32_outputs)
+    if jit:
+        assert_jit_fit_and_predict(model, inputs)
+    return model
+
+
+def run_layer_test(
+    layer_cls,
+    init_kwargs,
+    input_shape,
+    expected_output_shape,
+    expected_num_trainable_weights,
+    expected_num_params=None,
+    call_kwargs=None,
+    workdir=None,
+    **model_test_kwargs,
+):
+    """Checks a layer's own config round trip, then runs the model checks on
+    a functional model made of just that layer."""
+    layer = layer_cls(**init_kwargs)
+    assert_config_round_trip(layer)
+    assert tuple(layer.compute_output_shape(input_shape)) == tuple(
+        expected_output_shape if not isinstance(expected_output_shape, list) else expected_output_shape[0]
+    )
+
+    def build_model():
+        inputs = keras.Input(batch_shape=input_shape)
+        outputs = layer_cls(**init_kwargs)(inputs, **(call_kwargs or {}))
+        return keras.Model(inputs, list(outputs) if isinstance(outputs, tuple) else outputs)
+
+    model_test_kwargs.setdefault("float32_outputs", False)
+    return run_model_test(
+        build_model,
+        input_shape,
+        expected_output_shape,
+        expected_num_params=expected_num_params,
+        expected_num_trainable_weights=expected_num_trainable_weights,
+        workdir=workdir,
+        **model_test_kwargs,
+    )

@@ -1,0 +1,208 @@
+"""Every public layer through the shared contract helper, plus its behaviour."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit import layers
+from tests.helpers import randomize_weights, run_layer_test, to_numpy
+
+HIDDEN = 16
+
+
+def test_patch_embedding_contract(tmp_path):
+    # Non-square: 16x12 images, 4x4 patches -> a 4x3 grid.
+    run_layer_test(
+        layers.PatchEmbedding,
+        dict(hidden_dim=HIDDEN, patch_size=4),
+        input_shape=(2, 16, 12, 3),
+        expected_output_shape=(2, 12, HIDDEN),
+        expected_num_trainable_weights=2,
+        expected_num_params=4 * 4 * 3 * HIDDEN + HIDDEN,
+        workdir=tmp_path,
+    )
+
+
+def test_class_token_contract(tmp_path):
+    run_layer_test(
+        layers.ClassToken, {}, (2, 5, HIDDEN), (2, 6, HIDDEN), 1, expected_num_params=HIDDEN, workdir=tmp_path
+    )
+
+
+def test_position_embedding_contract(tmp_path):
+    run_layer_test(
+        layers.PositionEmbedding,
+        dict(grid_size=(2, 3)),
+        (2, 7, HIDDEN),
+        (2, 7, HIDDEN),
+        1,
+        expected_num_params=7 * HIDDEN,
+        workdir=tmp_path,
+    )
+
+
+def test_attention_contract(tmp_path):
+    run_layer_test(
+        layers.MultiHeadSelfAttention,
+        dict(num_heads=2),
+        (2, 5, HIDDEN),
+        (2, 5, HIDDEN),
+        4,
+        expected_num_params=HIDDEN * 3 * HIDDEN + 3 * HIDDEN + HIDDEN * HIDDEN + HIDDEN,
+        workdir=tmp_path,
+    )
+
+
+def test_attention_contract_with_scores(tmp_path):
+    run_layer_test(
+        layers.MultiHeadSelfAttention,
+        dict(num_heads=4),
+        (2, 5, HIDDEN),
+        [(2, 5, HIDDEN), (2, 4, 5, 5)],
+        4,
+        call_kwargs=dict(return_attention_scores=True),
+        workdir=tmp_path,
+        fresh_process=False,
+    )
+
+
+def test_mlp_block_contract(tmp_path):
+    run_layer_test(
+        layers.MLPBlock,
+        dict(mlp_dim=32, gelu_approximate=True),
+        (2, 5, HIDDEN),
+        (2, 5, HIDDEN),
+        4,
+        expected_num_params=HIDDEN * 32 + 32 + 32 * HIDDEN + HIDDEN,
+        workdir=tmp_path,
+    )
+
+
+def test_transformer_block_contract(tmp_path):
+    per_block = 4 * HIDDEN + (3 * HIDDEN * HIDDEN + 3 * HIDDEN) + (HIDDEN * HIDDEN + HIDDEN) + (
+        2 * HIDDEN * 32 + 32 + HIDDEN
+    )
+    run_layer_test(
+        layers.TransformerBlock,
+        dict(num_heads=2, mlp_dim=32, dropout_rate=0.0, drop_path_rate=0.1),
+        (2, 5, HIDDEN),
+        (2, 5, HIDDEN),
+        12,
+        expected_num_params=per_block,
+        workdir=tmp_path,
+    )
+
+
+def test_token_pooling_contract(tmp_path):
+    # No weights: wrap it after a PatchEmbedding-free identity; the helper
+    # needs something trainable, so pool the output of a position embedding.
+    layer = layers.TokenPooling("gap")
+    config = layer.get_config()
+    assert layers.TokenPooling.from_config(config).get_config() == config
+    inputs = keras.Input((5, HIDDEN))
+    model = keras.Model(inputs, layers.TokenPooling("token")(layers.PositionEmbedding((2, 2))(inputs)))
+    assert tuple(model.output.shape) == (None, HIDDEN)
+
+
+def test_drop_path_contract():
+    layer = layers.DropPath(0.2, seed=3)
+    assert layers.DropPath.from_config(layer.get_config()).get_config() == layer.get_config()
+
+
+# Behaviour ----------------------------------------------------------------
+
+
+def _attention_reference(x, qkv_kernel, qkv_bias, out_kernel, out_bias, num_heads):
+    batch, length, dim = x.shape
+    head_dim = dim // num_heads
+    qkv = (x @ qkv_kernel + qkv_bias).reshape(batch, length, 3, num_heads, head_dim)
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(head_dim)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    attended = (weights @ v).transpose(0, 2, 1, 3).reshape(batch, length, dim)
+    return attended @ out_kernel + out_bias, weights
+
+
+def test_attention_matches_numpy_and_both_paths_agree():
+    layer = layers.MultiHeadSelfAttention(num_heads=4)
+    x = np.random.default_rng(0).normal(size=(2, 7, HIDDEN)).astype("float32")
+    layer.build(x.shape)
+    fused = to_numpy(layer(x))
+    explicit, weights = to_numpy(layer(x, return_attention_scores=True))
+    expected, expected_weights = _attention_reference(
+        x.astype("float64"), *[np.asarray(w, "float64") for w in to_numpy(layer.weights)], num_heads=4
+    )
+    np.testing.assert_allclose(fused, expected, atol=1e-5)
+    np.testing.assert_allclose(explicit, expected, atol=1e-5)
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+
+
+def test_transformer_block_is_pre_layer_norm_residual():
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=32)
+    x = np.random.default_rng(1).normal(size=(2, 5, HIDDEN)).astype("float32")
+    block.build(x.shape)
+    randomize_weights(keras.Sequential([keras.Input((5, HIDDEN)), block]))
+    h = x + to_numpy(block.attention(block.norm1(x)))
+    expected = h + to_numpy(block.mlp(block.norm2(h)))
+    np.testing.assert_allclose(to_numpy(block(x)), expected, atol=1e-5)
+    assert block.norm1.epsilon == block.norm2.epsilon == 1e-6
+
+
+def test_gelu_switch():
+    x = np.linspace(-3, 3, 7).astype("float32")[None, None]
+    exact = layers.MLPBlock(1)
+    exact.build((1, 1, 7))
+    tanh = layers.MLPBlock(1, gelu_approximate=True)
+    tanh.build((1, 1, 7))
+    tanh.set_weights(exact.get_weights())
+    assert not np.allclose(to_numpy(exact(x)), to_numpy(tanh(x)), atol=1e-7)
+
+
+def test_drop_path_is_per_sample_and_unbiased():
+    layer = layers.DropPath(0.5, seed=7)
+    x = np.ones((4000, 3, 2), "float32")
+    y = to_numpy(layer(x, training=True))
+    per_sample = y.reshape(4000, -1)
+    # Each sample is either dropped entirely or scaled by 1 / keep.
+    assert set(np.unique(per_sample)) <= {0.0, 2.0}
+    assert np.all(per_sample.min(1) == per_sample.max(1))
+    assert abs(y.mean() - 1.0) < 0.06
+    np.testing.assert_array_equal(to_numpy(layer(x, training=False)), x)
+
+
+def test_patch_embedding_layout_is_row_major_hwio():
+    layer = layers.PatchEmbedding(hidden_dim=2, patch_size=2)
+    images = np.random.default_rng(2).normal(size=(1, 4, 6, 3)).astype("float32")
+    layer.build(images.shape)
+    kernel, bias = to_numpy(layer.weights)
+    assert kernel.shape == (2, 2, 3, 2)
+    tokens = to_numpy(layer(images))
+    # Token 4 is grid row 1, column 1: pixels [2:4, 2:4].
+    expected = np.einsum("hwc,hwcd->d", images[0, 2:4, 2:4], kernel) + bias
+    np.testing.assert_allclose(tokens[0, 4], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "size, side, remainder",
+    [((15, 16, 3), "height", 3), ((16, 18, 3), "width", 2)],
+)
+def test_patch_embedding_rejects_indivisible_sizes(size, side, remainder):
+    with pytest.raises(ValueError, match=f"{side} must be divisible by the patch size 4.*remainder of {remainder}"):
+        layers.PatchEmbedding(hidden_dim=8, patch_size=4)(np.zeros((1,) + size, "float32"))
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: layers.PatchEmbedding(hidden_dim=0, patch_size=4), "hidden_dim=0"),
+        (lambda: layers.PatchEmbedding(hidden_dim=8, patch_size=(4, 0)), r"patch_size=\(4, 0\)"),
+        (lambda: layers.MultiHeadSelfAttention(num_heads=3).build((1, 5, 16)), "num_heads=3"),
+        (lambda: layers.TransformerBlock(2, 8, drop_path_rate=1.0), "drop_path_rate=1.0"),
+        (lambda: layers.TokenPooling("max"), "mode='max'"),
+        (lambda: layers.PositionEmbedding((2, 2))(np.zeros((1, 4, 8))), "expects 5 tokens"),
+    ],
+)
+def test_bad_arguments_say_what_was_received(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

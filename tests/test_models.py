@@ -1,0 +1,168 @@
+"""The model family: the builder through the shared helper, pinned parameter
+counts for every variant, the keras.applications signature, and bad input."""
+
+import inspect
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from tests.helpers import random_inputs, randomize_weights, run_model_test, to_numpy
+
+TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=4, mlp_dim=64)
+
+# Paper Table 1 / AugReg sizes at 224 px: (backbone without head, with a
+# 1000-class head). Every VARIANTS entry must be pinned here.
+PINNED_PARAMS = {
+    "Ti/16": (5_524_416, 5_717_416),
+    "S/16": (21_665_664, 22_050_664),
+    "S/32": (22_493_952, 22_878_952),
+    "B/8": (85_807_872, 86_576_872),
+    "B/16": (85_798_656, 86_567_656),
+    "B/32": (87_455_232, 88_224_232),
+    "L/16": (303_301_632, 304_326_632),
+    "L/32": (305_510_400, 306_535_400),
+    "H/14": (630_764_800, 632_045_800),
+}
+BIG_VARIANTS = {"L/16", "L/32", "H/14"}
+
+
+def _constructor(variant):
+    size, patch = variant.split("/")
+    return getattr(keras_vit, f"ViT{size}{patch}")
+
+
+def _tiny(**kwargs):
+    return keras_vit.VisionTransformer(**TINY, **{"input_shape": (32, 24, 3), "classes": 5, **kwargs})
+
+
+def _tiny_params(classes=5, representation_size=None, grid=(4, 3)):
+    d, mlp = TINY["hidden_dim"], TINY["mlp_dim"]
+    block = 4 * d + 3 * d * d + 3 * d + d * d + d + d * mlp + mlp + mlp * d + d
+    backbone = 8 * 8 * 3 * d + d + d + (1 + grid[0] * grid[1]) * d + TINY["num_layers"] * block + 2 * d
+    pre = 0 if representation_size is None else d * representation_size + representation_size
+    head = (representation_size or d) * classes + classes
+    return backbone, backbone + pre + head
+
+
+def test_classifier_contract(tmp_path):
+    run_model_test(
+        lambda: _tiny(drop_path_rate=0.1, dropout_rate=0.1),
+        input_shape=(2, 32, 24, 3),
+        expected_output_shape=(2, 5),
+        expected_num_params=_tiny_params()[1],
+        expected_num_trainable_weights=4 + 12 * TINY["num_layers"] + 2 + 2,
+        workdir=tmp_path,
+    )
+
+
+def test_pre_logits_gap_classifier_contract(tmp_path):
+    run_model_test(
+        lambda: _tiny(pooling="gap", representation_size=16, classifier_activation=None, gelu_approximate=True),
+        input_shape=(2, 32, 24, 3),
+        expected_output_shape=(2, 5),
+        expected_num_params=_tiny_params(representation_size=16)[1],
+        workdir=tmp_path,
+        fresh_process=False,
+    )
+
+
+def test_backbone_sequence_contract(tmp_path):
+    run_model_test(
+        lambda: _tiny(include_top=False),
+        input_shape=(2, 32, 24, 3),
+        expected_output_shape=(2, 1 + 4 * 3, TINY["hidden_dim"]),
+        expected_num_params=_tiny_params()[0],
+        workdir=tmp_path,
+        float32_outputs=False,
+        fresh_process=False,
+    )
+
+
+def test_pooling_reads_the_backbone_tokens():
+    sequence_model = _tiny(include_top=False)
+    randomize_weights(sequence_model)
+    images = random_inputs((2, 32, 24, 3))
+    tokens = to_numpy(sequence_model(images))
+    for pooling, expected in (("token", tokens[:, 0]), ("gap", tokens[:, 1:].mean(1)), ("avg", tokens[:, 1:].mean(1))):
+        pooled_model = _tiny(include_top=False, pooling=pooling)
+        pooled_model.set_weights(sequence_model.get_weights())
+        np.testing.assert_allclose(to_numpy(pooled_model(images)), expected, atol=1e-5)
+
+
+def test_head_is_zero_initialised_and_float32():
+    model = _tiny()
+    head = model.get_layer("head")
+    assert not np.any(to_numpy(head.kernel))
+    assert head.dtype_policy.name == "float32"
+    np.testing.assert_allclose(to_numpy(model(random_inputs((1, 32, 24, 3)))), np.full((1, 5), 0.2), atol=1e-6)
+
+
+def test_drop_path_rises_linearly_with_depth():
+    model = keras_vit.VisionTransformer(**dict(TINY, num_layers=5), input_shape=(32, 32, 3), drop_path_rate=0.2)
+    rates = [model.get_layer(f"encoder_block_{i}").drop_path_rate for i in range(5)]
+    np.testing.assert_allclose(rates, [0.0, 0.05, 0.1, 0.15, 0.2])
+
+
+def test_input_tensor_is_used():
+    images = keras.Input((32, 24, 3), name="my_images")
+    model = _tiny(input_tensor=images)
+    assert model.inputs[0] is images
+
+
+def test_every_variant_is_pinned():
+    assert set(PINNED_PARAMS) == set(keras_vit.VARIANTS)
+    assert set(keras_vit.CONSTRUCTORS) == {f"ViT{v.replace('/', '')}" for v in keras_vit.VARIANTS}
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [pytest.param(v, marks=pytest.mark.slow) if v in BIG_VARIANTS else v for v in PINNED_PARAMS],
+)
+def test_variant_parameter_counts(variant):
+    backbone, with_head = PINNED_PARAMS[variant]
+    model = _constructor(variant)()
+    assert model.count_params() == with_head
+    head = model.get_layer("head")
+    assert model.count_params() - head.count_params() == backbone
+    assert tuple(model.output.shape) == (None, 1000)
+    del model
+    keras.backend.clear_session()
+
+
+def test_vit_b16_at_384_has_a_larger_position_embedding():
+    model = keras_vit.ViTB16(input_shape=(384, 384, 3))
+    assert model.count_params() == 86_859_496
+    assert tuple(model.get_layer("position_embedding").embedding.shape) == (1, 577, 768)
+
+
+def test_constructors_have_the_keras_applications_signature():
+    reference = list(inspect.signature(keras.applications.ConvNeXtTiny).parameters)
+    reference.remove("include_preprocessing")  # ConvNeXt-specific
+    for name, constructor in keras_vit.CONSTRUCTORS.items():
+        parameters = list(inspect.signature(constructor).parameters)
+        assert parameters[: len(reference)] == reference, name
+        assert constructor.__name__ == name
+        assert "Args:" in constructor.__doc__
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(input_shape=(30, 24, 3)), r"height must be divisible by the patch size 8, but 30 leaves a remainder of 6"),
+        (dict(input_shape=(32, 20, 3)), r"width must be divisible by the patch size 8, but 20 leaves a remainder of 4"),
+        (dict(input_shape=(None, None, 3)), r"fully known.*input_shape=\(None, None, 3\)"),
+        (dict(pooling="max"), r"`pooling` must be one of \('token', 'gap'\).*pooling='max'"),
+        (dict(classes=0), r"classes=0"),
+        (dict(include_top=False, representation_size=8), r"representation_size"),
+    ],
+)
+def test_bad_arguments_are_value_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _tiny(**kwargs)
+
+
+def test_unsupported_weights_value_is_a_value_error():
+    with pytest.raises(ValueError, match=r"weights=.*Received: weights=42"):
+        keras_vit.ViTTi16(weights=42)
