@@ -32,7 +32,7 @@ fi
 
 rm -f "$STAMP"
 start=$SECONDS
-echo "bootstrap: installing requirements/ci.txt into $VENV (first run: about 3-4 minutes)"
+echo "bootstrap: installing requirements/ci.txt into $VENV (first run: several minutes)"
 # -qq: this machine's pip config prints a warning per missing local-index entry; errors still show.
 "$VENV/bin/python" -m pip install -qq --disable-pip-version-check -r requirements/ci.txt
 "$VENV/bin/python" -m pip install -qq --disable-pip-version-check --no-deps -e .
