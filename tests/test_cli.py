@@ -1,5 +1,6 @@
 """The `keras-vit` command: parser structure and the `demo` subcommand."""
 
+import argparse
 import re
 
 import pytest
@@ -9,10 +10,10 @@ from keras_vit import cli
 
 def test_every_registered_subcommand_has_a_parser_and_a_handler():
     parser = cli.build_parser()
+    (subparsers,) = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    assert list(subparsers.choices) == [name for name, _, _, _ in cli.SUBCOMMANDS]
     for name, _, _, run in cli.SUBCOMMANDS:
-        args = parser.parse_args([name])
-        assert args.command == name
-        assert args.run is run
+        assert subparsers.choices[name].get_default("run") is run
         assert run.__doc__, f"subcommand {name!r} needs a docstring: it is its --help description"
 
 
