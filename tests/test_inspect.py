@@ -456,3 +456,20 @@ def test_cli_inspect_rejects_weights_for_a_saved_model(tmp_path, capsys):
     assert cli.main(["inspect", "--model", "ViT-Q/99", "--out", str(out)]) == 2
     assert "Unknown model" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
+    from keras_vit import cli
+
+    calls = []
+
+    def fake_constructor(weights=None, **kwargs):
+        calls.append((weights, kwargs))
+        return tiny_model(include_top=True, pooling="token")
+
+    monkeypatch.setitem(keras_vit.CONSTRUCTORS, "ViTS16", fake_constructor)
+    out = tmp_path / "report"
+    argv = ["inspect", "--model", "S/16", "--weights", "ckpt.npz", "--image-size", "32", "--out", str(out)]
+    assert cli.main(argv + ["--num-components", "3", "--dpi", "30"]) == 0
+    assert calls == [("ckpt.npz", {"input_shape": (32, 32, 3)})]
+    assert sorted(os.listdir(out)) == sorted(inspect.REPORT_FILES)

@@ -273,8 +273,8 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
             `position_embedding_similarity`.
         path: where to write the PNG.
         title: the figure's title.
-        dpi: the PNG's resolution; the figure is 7 x 6.5 inches. Defaults to
-            `100`.
+        dpi: the PNG's resolution; the figure is 7 x 6.5 inches, scaled up
+            by `max(grid) / 16` for grids larger than 16. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -293,18 +293,17 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
         for j in range(grid_w):
             top, left = i * (grid_h + 1), j * (grid_w + 1)
             mosaic[top : top + grid_h, left : left + grid_w] = similarity[i, j]
-    figure = _figure(7.0, 6.5)
+    # Grids above 16 x 16 (e.g. 24 x 24 at 384 px) get a larger figure, so
+    # every mosaic cell still covers at least one pixel at 100 dpi.
+    scale = max(1.0, max(grid_h, grid_w) / 16)
+    figure = _figure(7.0 * scale, 6.5 * scale)
     axes = figure.subplots()
     cmap = _colormap("viridis").with_extremes(bad="white")
     shown = axes.imshow(mosaic, cmap=cmap, vmin=-1.0, vmax=1.0, interpolation="nearest")
-    for axis_setter, labels_setter, count, size in (
-        (axes.set_xticks, axes.set_xticklabels, grid_w, grid_w),
-        (axes.set_yticks, axes.set_yticklabels, grid_h, grid_h),
-    ):
-        step = math.ceil(count / 14)
-        indices = np.arange(0, count, step)
-        axis_setter(indices * (size + 1) + (size - 1) / 2)
-        labels_setter([str(index + 1) for index in indices])
+    # One tick per tile at its centre, at most 14 labelled per axis.
+    for set_ticks, count in ((axes.set_xticks, grid_w), (axes.set_yticks, grid_h)):
+        indices = np.arange(0, count, math.ceil(count / 14))
+        set_ticks(indices * (count + 1) + (count - 1) / 2, labels=[str(index + 1) for index in indices])
     axes.set_xlabel("Input patch column")
     axes.set_ylabel("Input patch row")
     axes.tick_params(length=0)
