@@ -10,6 +10,7 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
 from keras_vit import layers
 from keras_vit.models import CONSTRUCTORS, VARIANTS, VisionTransformer
 from keras_vit.models import ViTB8, ViTB16, ViTB32, ViTH14, ViTL16, ViTL32, ViTS16, ViTS32, ViTTi16
+from keras_vit.preprocessing import decode_predictions, preprocess_input
 from keras_vit.resampling import resample_position_embedding
 
 __version__ = "0.1.0"
@@ -27,6 +28,8 @@ __all__ = [
     "ViTL16",
     "ViTL32",
     "ViTH14",
+    "decode_predictions",
     "layers",
+    "preprocess_input",
     "resample_position_embedding",
 ]
