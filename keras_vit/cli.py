@@ -130,10 +130,33 @@ def _inspect(args):
     return 0
 
 
+def _finetune_arguments(parser):
+    from keras_vit import finetune
+
+    finetune.add_arguments(parser)
+
+
+def _finetune(args):
+    """Trains a small ViT on the bundled digits (no arguments) or fine-tunes any variant.
+
+    Writes model.keras, metrics.json (held-out accuracy, steps, images/s) and
+    training_curves.png to --out; a killed run resumes from out/backup when
+    restarted with the same command.
+    """
+    from keras_vit import finetune
+
+    try:
+        return finetune.run(args)
+    except ValueError as error:
+        print(f"keras-vit finetune: {error}", file=sys.stderr)
+        return 2
+
+
 # The one place subcommands are registered: (name, one-line help, add_arguments(parser), run(args) -> exit code).
 SUBCOMMANDS = (
     ("demo", "build a random-weight ViT and time a forward pass on a random batch", _demo_arguments, _demo),
     ("inspect", "attention rollout and the paper's inspection figures for an image", _inspect_arguments, _inspect),
+    ("finetune", "train a ViT on the bundled digits, or fine-tune any variant", _finetune_arguments, _finetune),
 )
 
 

@@ -1,0 +1,320 @@
+"""Training recipes: the paper's schedules, optimizers, losses and callbacks.
+
+* `finetune_optimizer`: the official fine-tune recipe (Dosovitskiy et al.
+  2021, Appendix B.1.1; vit_jax `configs/common.py`): SGD with momentum 0.9,
+  no weight decay, global-norm clipping at 1.0, linear warmup then cosine
+  decay to 1e-5, and gradient accumulation to reach batch 512 on small
+  hardware.
+* `pretrain_optimizer`: the pre-training recipe: Adam(W) with beta
+  (0.9, 0.999), weight decay 0.1 on the kernels only (not biases, norms, the
+  class token or the position embedding), warmup then linear decay.
+* `classification_loss`: cross-entropy with optional label smoothing.
+* `FaultTolerantBackup`, `atomic_save_model`: checkpoints that a SIGKILL
+  cannot leave half-written.
+
+Everything here is backend-agnostic Keras.
+"""
+
+import json
+import math
+import os
+import tempfile
+
+import keras
+from keras import ops
+
+_PACKAGE = "keras_vit"
+
+# Variable names (`variable.name`, the last part of the path) that are not
+# decayed: biases, LayerNorm scale/offset, the class token and the position
+# embedding (big_vision and timm exclude the same set). Keras matches these
+# against `variable.name`, which is "bias" on JAX and PyTorch but the
+# tf.Variable's "encoder_norm/bias:0" on TensorFlow: hence the optional
+# prefix and ":0" suffix.
+NO_WEIGHT_DECAY_NAMES = tuple(
+    rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamma", "beta", "token", "embedding")
+)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak`, then cosine or linear decay to `end`.
+
+    Args:
+        peak: float, the learning rate after warmup.
+        total_steps: int, the length of the schedule in optimizer iterations.
+        warmup_steps: int, the warmup length (< `total_steps`).
+        end: float, the learning rate at `total_steps` and after.
+        decay: `"cosine"` (fine-tuning) or `"linear"` (pre-training).
+
+    Example:
+
+    >>> schedule = WarmupDecay(0.03, total_steps=100, warmup_steps=10, end=1e-5)
+    >>> round(float(schedule(10)), 4), round(float(schedule(100)), 6)
+    (0.03, 1e-05)
+    """
+
+    DECAYS = ("cosine", "linear")
+
+    def __init__(self, peak, total_steps, warmup_steps, end=0.0, decay="cosine"):
+        if decay not in self.DECAYS:
+            raise ValueError(f"`decay` must be one of {self.DECAYS}. Received: decay={decay!r}")
+        if not (isinstance(total_steps, int) and isinstance(warmup_steps, int) and 0 <= warmup_steps < total_steps):
+            raise ValueError(
+                "`warmup_steps` and `total_steps` must be integers with 0 <= warmup_steps < total_steps. "
+                f"Received: warmup_steps={warmup_steps!r}, total_steps={total_steps!r}"
+            )
+        if not 0 <= end <= peak:
+            raise ValueError(f"Need 0 <= end <= peak. Received: peak={peak}, end={end}")
+        self.peak = float(peak)
+        self.total_steps = total_steps
+        self.warmup_steps = warmup_steps
+        self.end = float(end)
+        self.decay = decay
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        warmup = self.peak * step / max(self.warmup_steps, 1)
+        progress = ops.clip((step - self.warmup_steps) / (self.total_steps - self.warmup_steps), 0.0, 1.0)
+        if self.decay == "cosine":
+            shape = 0.5 * (1.0 + ops.cos(math.pi * progress))
+        else:
+            shape = 1.0 - progress
+        decayed = self.end + (self.peak - self.end) * shape
+        return ops.where(step < self.warmup_steps, warmup, decayed)
+
+    def get_config(self):
+        return {
+            "peak": self.peak,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+            "end": self.end,
+            "decay": self.decay,
+        }
+
+
+def _accumulation(accumulation_steps):
+    if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or accumulation_steps < 1:
+        raise ValueError(
+            f"`accumulation_steps` must be a positive integer. Received: accumulation_steps={accumulation_steps!r}"
+        )
+    # Keras wants None (not 1) for "no accumulation".
+    return accumulation_steps if accumulation_steps > 1 else None
+
+
+def finetune_optimizer(
+    learning_rate=0.03,
+    total_steps=10_000,
+    warmup_steps=500,
+    end_learning_rate=1e-5,
+    momentum=0.9,
+    clipnorm=1.0,
+    accumulation_steps=1,
+):
+    """The official fine-tune optimizer: SGD + momentum, clipping, warmup + cosine.
+
+    Args:
+        learning_rate: float, the peak learning rate (0.03 in the paper; 0.01
+            for B/16 on CIFAR-10).
+        total_steps: int, optimizer updates (10k for CIFAR, 20k for ImageNet).
+        warmup_steps: int, linear-warmup updates (500).
+        end_learning_rate: float, the rate the cosine ends at (1e-5).
+        momentum: float (0.9).
+        clipnorm: float, global gradient-norm clip (1.0); `None` disables it.
+        accumulation_steps: int, batches whose gradients are averaged per
+            update: batch 512 on small hardware is 8 x 64 with 8 here.
+
+    Returns:
+        A `keras.optimizers.SGD`. With accumulation the schedule counts
+        batches (Keras schedules see every batch), so its lengths are scaled
+        by `accumulation_steps` here: `total_steps` stays in updates.
+    """
+    accumulation = _accumulation(accumulation_steps)
+    factor = accumulation or 1
+    schedule = WarmupDecay(
+        learning_rate, total_steps * factor, warmup_steps * factor, end=end_learning_rate, decay="cosine"
+    )
+    return keras.optimizers.SGD(
+        learning_rate=schedule, momentum=momentum, global_clipnorm=clipnorm, gradient_accumulation_steps=accumulation
+    )
+
+
+def pretrain_optimizer(
+    learning_rate=1e-3,
+    total_steps=100_000,
+    warmup_steps=10_000,
+    weight_decay=0.1,
+    beta_1=0.9,
+    beta_2=0.999,
+    end_learning_rate=0.0,
+    clipnorm=1.0,
+    accumulation_steps=1,
+):
+    """The pre-training optimizer: AdamW, warmup + linear decay, selective decay.
+
+    Weight decay applies to kernels only: biases, LayerNorm parameters, the
+    class token and the position embedding are excluded by name
+    (`NO_WEIGHT_DECAY_NAMES`).
+
+    Args:
+        learning_rate: float, the peak learning rate.
+        total_steps: int, optimizer updates.
+        warmup_steps: int (10k in the paper).
+        weight_decay: float (0.1).
+        beta_1, beta_2: Adam moments (0.9, 0.999).
+        end_learning_rate: float, the final learning rate.
+        clipnorm: float, global gradient-norm clip; `None` disables it.
+        accumulation_steps: int, batches per update.
+
+    Returns:
+        A `keras.optimizers.AdamW`.
+    """
+    accumulation = _accumulation(accumulation_steps)
+    factor = accumulation or 1
+    schedule = WarmupDecay(
+        learning_rate, total_steps * factor, warmup_steps * factor, end=end_learning_rate, decay="linear"
+    )
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=schedule,
+        weight_decay=weight_decay,
+        beta_1=beta_1,
+        beta_2=beta_2,
+        global_clipnorm=clipnorm,
+        gradient_accumulation_steps=accumulation,
+    )
+    optimizer.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY_NAMES))
+    return optimizer
+
+
+def decays_weight(optimizer, variable):
+    """Whether `optimizer` applies weight decay to `variable` (for checks)."""
+    return bool(optimizer.weight_decay) and optimizer._use_weight_decay(variable)
+
+
+def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
+    """Cross-entropy for integer (or one-hot, with MixUp/CutMix) labels.
+
+    Label smoothing needs one-hot targets in Keras; with integer labels and
+    smoothing, the sparse loss is replaced by an equivalent smoothed one.
+
+    Args:
+        label_smoothing: float in [0, 1).
+        from_logits: bool, whether the model outputs logits.
+        one_hot: bool, whether the labels are one-hot already.
+
+    Returns:
+        A `keras.losses.Loss`.
+    """
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}")
+    if one_hot:
+        return keras.losses.CategoricalCrossentropy(from_logits=from_logits, label_smoothing=label_smoothing)
+    if label_smoothing == 0.0:
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+    return SparseSmoothedCrossentropy(label_smoothing=label_smoothing, from_logits=from_logits)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class SparseSmoothedCrossentropy(keras.losses.Loss):
+    """Label-smoothed cross-entropy for integer labels.
+
+    The same value as `CategoricalCrossentropy(label_smoothing=s)` on one-hot
+    labels, without one-hot labels in the pipeline.
+
+    Args:
+        label_smoothing: float in [0, 1).
+        from_logits: bool.
+    """
+
+    def __init__(self, label_smoothing=0.1, from_logits=True, name="sparse_smoothed_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.label_smoothing = float(label_smoothing)
+        self.from_logits = from_logits
+
+    def call(self, y_true, y_pred):
+        num_classes = ops.shape(y_pred)[-1]
+        y_true = ops.one_hot(ops.cast(ops.reshape(y_true, (-1,)), "int32"), num_classes, dtype=y_pred.dtype)
+        return keras.losses.categorical_crossentropy(
+            y_true, y_pred, from_logits=self.from_logits, label_smoothing=self.label_smoothing
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"label_smoothing": self.label_smoothing, "from_logits": self.from_logits})
+        return config
+
+
+def _atomic_path(path):
+    """A temporary path next to `path` with the same suffix (Keras checks it)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    suffix = ".weights.h5" if name.endswith(".weights.h5") else os.path.splitext(name)[1]
+    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=suffix, dir=directory)
+    os.close(handle)
+    os.remove(temporary)
+    return temporary
+
+
+def _replace_atomically(write, path):
+    temporary = _atomic_path(path)
+    try:
+        write(temporary)
+        os.replace(temporary, path)  # atomic on POSIX: readers see old or new, never half
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def atomic_save_model(model, path):
+    """`model.save(path)` through a temporary file and an atomic rename."""
+    _replace_atomically(lambda temporary: model.save(temporary), path)
+
+
+class FaultTolerantBackup(keras.callbacks.BackupAndRestore):
+    """`BackupAndRestore` whose files are replaced atomically.
+
+    Keras writes the backup straight into place, so a SIGKILL during the
+    write leaves a truncated file. Here weights and metadata go to
+    temporary files renamed over the old ones: a killed run always finds a
+    complete backup (at worst the previous one) and resumes from it when
+    restarted with the same command. Keras restores the epoch and the
+    weights and optimizer state (so the schedule); an epoch interrupted
+    midway is run again from its start.
+
+    Args:
+        backup_dir: str, the folder of the backup.
+        save_freq: `"epoch"` or an int number of batches.
+        delete_checkpoint: bool, delete the backup when training finishes.
+    """
+
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
+        super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint, double_checkpoint=False)
+
+    def _save_model(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        _replace_atomically(lambda temporary: self.model.save_weights(temporary), self._weights_path)
+        metadata = json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen})
+
+        def write_metadata(temporary):
+            with open(temporary, "w") as file:
+                file.write(metadata)
+
+        _replace_atomically(write_metadata, self._training_metadata_path)
+
+
+class AtomicModelCheckpoint(keras.callbacks.Callback):
+    """Saves the whole model (`.keras`) every epoch, atomically.
+
+    Args:
+        filepath: str, the `.keras` path (overwritten each time).
+    """
+
+    def __init__(self, filepath):
+        super().__init__()
+        if not str(filepath).endswith(".keras"):
+            raise ValueError(f"`filepath` must end in .keras. Received: filepath={filepath!r}")
+        self.filepath = str(filepath)
+
+    def on_epoch_end(self, epoch, logs=None):
+        atomic_save_model(self.model, self.filepath)
+

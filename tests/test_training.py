@@ -1,0 +1,196 @@
+"""Recipes: schedules, optimizers, weight-decay exclusions, losses, accumulation,
+XLA + steps_per_execution, and the atomic checkpoint callbacks."""
+
+import json
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit import training
+from tests.helpers import BACKEND
+
+
+def _tiny_model(classes=3, activation=None):
+    return keras_vit.VisionTransformer(
+        patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32,
+        input_shape=(8, 8, 3), classes=classes, classifier_activation=activation,
+    )
+
+
+def _data(n=8, classes=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (n, 8, 8, 3)).astype("float32"), rng.integers(0, classes, n)
+
+
+@pytest.mark.parametrize("decay", ["cosine", "linear"])
+def test_warmup_decay_matches_closed_form(decay):
+    schedule = training.WarmupDecay(0.03, total_steps=110, warmup_steps=10, end=1e-5, decay=decay)
+    values = {step: float(keras.ops.convert_to_numpy(schedule(step))) for step in (0, 5, 10, 60, 110, 200)}
+    assert values[0] == 0.0
+    assert values[5] == pytest.approx(0.015)
+    assert values[10] == pytest.approx(0.03)
+    middle = 1e-5 + (0.03 - 1e-5) * (0.5 * (1 + math.cos(math.pi * 0.5)) if decay == "cosine" else 0.5)
+    assert values[60] == pytest.approx(middle, rel=1e-5)
+    assert values[110] == pytest.approx(1e-5, rel=1e-4)
+    assert values[200] == pytest.approx(1e-5, rel=1e-4)  # flat after the end
+
+
+def test_warmup_decay_serializes_and_validates():
+    schedule = training.WarmupDecay(0.1, total_steps=20, warmup_steps=2, decay="linear")
+    revived = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert isinstance(revived, training.WarmupDecay) and revived.get_config() == schedule.get_config()
+    with pytest.raises(ValueError, match="warmup_steps"):
+        training.WarmupDecay(0.1, total_steps=10, warmup_steps=10)
+    with pytest.raises(ValueError, match="decay"):
+        training.WarmupDecay(0.1, total_steps=10, warmup_steps=1, decay="step")
+
+
+def test_finetune_optimizer_is_the_official_recipe():
+    optimizer = training.finetune_optimizer(learning_rate=0.01, total_steps=100, warmup_steps=10, accumulation_steps=8)
+    assert isinstance(optimizer, keras.optimizers.SGD)
+    assert optimizer.momentum == 0.9 and optimizer.global_clipnorm == 1.0
+    assert not optimizer.weight_decay
+    assert optimizer.gradient_accumulation_steps == 8
+    # Keras schedules count batches, so the schedule is 8x longer in batches.
+    schedule = optimizer._learning_rate
+    assert (schedule.total_steps, schedule.warmup_steps, schedule.end) == (800, 80, 1e-5)
+    assert training.finetune_optimizer(accumulation_steps=1).gradient_accumulation_steps is None
+    with pytest.raises(ValueError, match="accumulation_steps"):
+        training.finetune_optimizer(accumulation_steps=0)
+
+
+def test_pretrain_optimizer_excludes_biases_norms_token_and_position_embedding():
+    optimizer = training.pretrain_optimizer(total_steps=100, warmup_steps=10)
+    assert isinstance(optimizer, keras.optimizers.AdamW)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.weight_decay) == (0.9, 0.999, 0.1)
+    model = _tiny_model()
+    decayed = {v.path for v in model.trainable_variables if training.decays_weight(optimizer, v)}
+    assert decayed == {
+        "patch_embedding/projection/kernel",
+        "encoder_block_0/attention/qkv/kernel",
+        "encoder_block_0/attention/output/kernel",
+        "encoder_block_0/mlp/fc1/kernel",
+        "encoder_block_0/mlp/fc2/kernel",
+        "head/kernel",
+    }
+
+
+def test_weight_decay_leaves_excluded_variables_alone():
+    # With zero gradients only weight decay moves a variable.
+    model = _tiny_model()
+    optimizer = training.pretrain_optimizer(learning_rate=0.1, total_steps=10, warmup_steps=1, weight_decay=0.5)
+    variables = model.trainable_variables
+    before = {v.path: keras.ops.convert_to_numpy(v).copy() for v in variables}
+    for _ in range(2):
+        optimizer.apply_gradients([(keras.ops.zeros_like(v), v) for v in variables])
+    for v in variables:
+        moved = not np.allclose(keras.ops.convert_to_numpy(v), before[v.path])
+        nonzero = np.any(before[v.path] != 0)
+        assert moved == (v.path.endswith("kernel") and nonzero), v.path
+
+
+def test_sparse_label_smoothing_equals_categorical():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, 4)).astype("float32")
+    labels = np.array([0, 3, 1, 2, 3])
+    smoothed = training.classification_loss(label_smoothing=0.1)(labels, logits)
+    reference = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)(
+        np.eye(4, dtype="float32")[labels], logits
+    )
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(smoothed), keras.ops.convert_to_numpy(reference), rtol=1e-6)
+    assert isinstance(training.classification_loss(), keras.losses.SparseCategoricalCrossentropy)
+    assert isinstance(training.classification_loss(0.1, one_hot=True), keras.losses.CategoricalCrossentropy)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        training.classification_loss(1.0)
+
+
+def test_gradient_accumulation_equals_one_big_batch():
+    images, labels = _data(8)
+    weights = _tiny_model().get_weights()
+
+    def train(batch_size, accumulation):
+        model = _tiny_model()
+        model.set_weights(weights)
+        optimizer = keras.optimizers.SGD(0.5, gradient_accumulation_steps=accumulation)
+        model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(images, labels, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
+        return model.get_weights()
+
+    accumulated, big_batch = train(4, 2), train(8, None)
+    changed = False
+    for a, b, start in zip(accumulated, big_batch, weights):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+        changed |= not np.allclose(a, start)
+    assert changed
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="jit_compile=True means torch.compile on torch, not XLA")
+def test_jit_compile_with_steps_per_execution_trains_on_static_batches():
+    images, labels = _data(16)
+    model = _tiny_model()
+    model.compile(
+        training.finetune_optimizer(learning_rate=0.1, total_steps=8, warmup_steps=1),
+        training.classification_loss(0.1),
+        jit_compile=True,
+        steps_per_execution=4,
+    )
+    start = [w.copy() for w in model.get_weights()]
+    history = model.fit(images, labels, batch_size=4, epochs=2, verbose=0)
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 8
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert any(not np.allclose(a, b) for a, b in zip(model.get_weights(), start))
+
+
+def test_atomic_save_model_keeps_the_old_file_when_saving_fails(tmp_path, monkeypatch):
+    model = _tiny_model()
+    path = str(tmp_path / "model.keras")
+    training.atomic_save_model(model, path)
+    original = open(path, "rb").read()
+
+    def failing_save(filepath, *args, **kwargs):
+        with open(filepath, "wb") as file:
+            file.write(b"half a model")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(model, "save", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        training.atomic_save_model(model, path)
+    assert open(path, "rb").read() == original
+    assert os.listdir(tmp_path) == ["model.keras"]  # no temporary left behind
+
+
+def test_backup_resumes_epoch_weights_and_optimizer_state(tmp_path):
+    images, labels = _data(8)
+    backup_dir = str(tmp_path / "backup")
+    model = _tiny_model()
+    model.compile(keras.optimizers.SGD(0.1, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(images, labels, batch_size=4, epochs=2, verbose=0,
+              callbacks=[training.FaultTolerantBackup(backup_dir, delete_checkpoint=False)])
+    assert sorted(os.listdir(backup_dir)) == ["latest.weights.h5", "training_metadata.json"]
+    assert json.load(open(os.path.join(backup_dir, "training_metadata.json")))["epoch"] == 2
+
+    resumed = _tiny_model()
+    resumed.compile(keras.optimizers.SGD(0.1, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = resumed.fit(images, labels, batch_size=4, epochs=3, verbose=0,
+                          callbacks=[training.FaultTolerantBackup(backup_dir)])
+    assert history.epoch == [2]  # epochs 0 and 1 came from the backup
+    assert int(keras.ops.convert_to_numpy(resumed.optimizer.iterations)) == 6
+    assert not os.path.exists(backup_dir)  # deleted once training finished
+
+
+def test_model_checkpoint_requires_keras_suffix_and_writes_a_loadable_model(tmp_path):
+    with pytest.raises(ValueError, match=".keras"):
+        training.AtomicModelCheckpoint(str(tmp_path / "model.h5"))
+    images, labels = _data(4)
+    model = _tiny_model()
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    path = str(tmp_path / "checkpoint.keras")
+    model.fit(images, labels, epochs=1, verbose=0, callbacks=[training.AtomicModelCheckpoint(path)])
+    revived = keras.saving.load_model(path)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(revived(images)), keras.ops.convert_to_numpy(model(images)), atol=1e-6
+    )
