@@ -17,6 +17,9 @@ import inspect
 import sys
 import time
 
+# download / convert / predict live with the weights machinery (no heavy imports at module level).
+from keras_vit.pretrained import commands as _weights_commands
+
 
 def _demo_arguments(parser):
     parser.add_argument(
@@ -157,6 +160,12 @@ SUBCOMMANDS = (
     ("demo", "build a random-weight ViT and time a forward pass on a random batch", _demo_arguments, _demo),
     ("inspect", "attention rollout and the paper's inspection figures for an image", _inspect_arguments, _inspect),
     ("finetune", "train a ViT on the bundled digits, or fine-tune any variant", _finetune_arguments, _finetune),
+    ("download", "fetch a pretrained checkpoint into the cache (pre-seed offline machines)",
+     _weights_commands.download_arguments, _weights_commands.download),
+    ("convert", "convert a checkpoint between the official .npz, timm and Hugging Face layouts",
+     _weights_commands.convert_arguments, _weights_commands.convert),
+    ("predict", "classify images with a pretrained ViT and print the top classes",
+     _weights_commands.predict_arguments, _weights_commands.predict),
 )
 
 

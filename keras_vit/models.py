@@ -207,12 +207,13 @@ def VisionTransformer(
 
 
 def _build_variant(variant, weights, **kwargs):
-    if weights is not None:
-        raise ValueError(
-            f"Pretrained weights are not supported yet; the accepted value is weights=None "
-            f"(random initialisation). Received: weights={weights!r}"
-        )
-    return VisionTransformer(**VARIANTS[variant], **kwargs)
+    if weights is None:
+        return VisionTransformer(**VARIANTS[variant], **kwargs)
+    # Imported here: the pretrained machinery (registry, converters, download)
+    # is only needed when weights are asked for.
+    from keras_vit.pretrained import build_pretrained
+
+    return build_pretrained(variant, weights, **kwargs)
 
 
 _CONSTRUCTOR_DOC = """Builds ViT-{variant}: {hidden_dim} hidden, {num_layers} layers, {num_heads} heads,

@@ -1,0 +1,55 @@
+"""Typed errors of the pretrained-weights machinery.
+
+Every error says what was received and what to do. They derive from the
+built-in exception a caller would naturally catch (`ValueError` for bad
+checkpoints, `OSError` for download and cache problems) and from one common
+`WeightsError`, so `except keras_vit.pretrained.WeightsError` catches them all.
+"""
+
+
+class WeightsError(Exception):
+    """Base class of every pretrained-weights error."""
+
+
+class UnknownWeightsError(WeightsError, ValueError):
+    """`weights=` names no tag, alias, file or Hub handle for this variant."""
+
+
+class CheckpointFormatError(WeightsError, ValueError):
+    """The file is not a checkpoint this library can read (or refuses to read, like pickles)."""
+
+
+class CorruptCheckpointError(CheckpointFormatError):
+    """The file has a known format but is truncated or damaged."""
+
+
+class CheckpointMismatchError(WeightsError, ValueError):
+    """The checkpoint's tensors do not match the model: missing, unexpected or wrongly shaped.
+
+    Attributes:
+        missing: list of names the model needs but the checkpoint lacks.
+        unexpected: list of checkpoint names nothing in the model uses.
+        mismatched: list of `(name, checkpoint_shape, model_shape)`.
+    """
+
+    def __init__(self, message, missing=(), unexpected=(), mismatched=()):
+        super().__init__(message)
+        self.missing = list(missing)
+        self.unexpected = list(unexpected)
+        self.mismatched = list(mismatched)
+
+
+class DownloadError(WeightsError, OSError):
+    """A checkpoint could not be fetched into the cache."""
+
+
+class OfflineError(DownloadError):
+    """Offline mode (or no network) and the file is not in the cache."""
+
+
+class HashMismatchError(DownloadError):
+    """The downloaded bytes do not have the expected sha256."""
+
+
+class TruncatedDownloadError(DownloadError):
+    """The server sent fewer bytes than it announced."""

@@ -1,0 +1,121 @@
+"""Exporting a keras_vit model's weights to the timm, Hugging Face or official layout.
+
+So that fine-tuned models can leave: `export_weights(model, path, "hf")`
+writes a folder that `transformers.ViTForImageClassification.from_pretrained`
+(or `ViTModel`) opens; `"timm"` writes a `model.safetensors` for timm's
+`VisionTransformer`; `"official"` writes the vit_jax `.npz` layout. Only
+weights travel: architecture options that the target has no notion of
+(`pooling="gap"`, tanh GELU) are the user's to reproduce there.
+"""
+
+import os
+
+import numpy as np
+
+from keras_vit.pretrained import converters, io
+
+EXPORT_FORMATS = converters.FORMATS
+
+
+def model_weights(model):
+    """Returns `{variable path: np.ndarray}` of a keras_vit model."""
+    import keras
+
+    return {variable.path: keras.ops.convert_to_numpy(variable).astype(np.float32) for variable in model.weights}
+
+
+def _architecture(model):
+    from keras_vit import layers
+
+    block = next(layer for layer in model.layers if isinstance(layer, layers.TransformerBlock))
+    patch = model.get_layer("patch_embedding")
+    grid = model.get_layer("position_embedding").grid_size
+    return {
+        "num_heads": block.num_heads,
+        "mlp_dim": block.mlp_dim,
+        "hidden_dim": patch.hidden_dim,
+        "patch_size": patch.patch_size,
+        "grid_size": grid,
+        "num_layers": sum(isinstance(layer, layers.TransformerBlock) for layer in model.layers),
+        "gelu_approximate": block.gelu_approximate,
+    }
+
+
+def hf_config(architecture, weights):
+    """A `transformers` `ViTConfig` dict for these weights."""
+    grid, patch = architecture["grid_size"], architecture["patch_size"]
+    if patch[0] != patch[1]:
+        raise ValueError(f"transformers' ViT needs square patches. Received: patch_size={patch}")
+    image_size = [grid[0] * patch[0], grid[1] * patch[1]]
+    config = {
+        "model_type": "vit",
+        "hidden_size": architecture["hidden_dim"],
+        "num_hidden_layers": architecture["num_layers"],
+        "num_attention_heads": architecture["num_heads"],
+        "intermediate_size": architecture["mlp_dim"],
+        "hidden_act": "gelu_pytorch_tanh" if architecture["gelu_approximate"] else "gelu",
+        "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0,
+        "initializer_range": 0.02,
+        "layer_norm_eps": 1e-6,
+        "image_size": image_size[0] if image_size[0] == image_size[1] else image_size,
+        "patch_size": patch[0],
+        "num_channels": int(weights["patch_embedding/projection/kernel"].shape[2]),
+        "qkv_bias": True,
+        "encoder_stride": patch[0],
+    }
+    if "head/kernel" in weights:
+        classes = int(weights["head/kernel"].shape[1])
+        config["architectures"] = ["ViTForImageClassification"]
+        config["id2label"] = {str(i): f"LABEL_{i}" for i in range(classes)}
+        config["label2id"] = {f"LABEL_{i}": i for i in range(classes)}
+    else:
+        config["architectures"] = ["ViTModel"]
+    return config
+
+
+def export_weights(model, path, format="hf"):
+    """Writes a keras_vit model's weights in another library's layout.
+
+    Args:
+        model: a model built by keras_vit (`ViTB16(...)`, `VisionTransformer`).
+        path: for `"hf"` a directory (gets `model.safetensors` and
+            `config.json`); for `"timm"` a `.safetensors` file; for
+            `"official"` an `.npz` file.
+        format: `"hf"`, `"timm"` or `"official"`.
+
+    Returns:
+        The path of the weights file written.
+
+    Example:
+
+    >>> model = keras_vit.VisionTransformer(patch_size=8, hidden_dim=32, num_layers=1,
+    ...     num_heads=2, mlp_dim=64, input_shape=(32, 32, 3), classes=10)
+    >>> import os, tempfile
+    >>> path = export_weights(model, os.path.join(tempfile.mkdtemp(), "vit.safetensors"), "timm")
+    """
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"`format` must be one of {EXPORT_FORMATS}. Received: format={format!r}")
+    weights = model_weights(model)
+    architecture = _architecture(model)
+    return write_weights(weights, path, format, architecture)
+
+
+def write_weights(weights, path, format, architecture):
+    """Writes keras_vit-named `weights` to `path` in `format` (see `export_weights`)."""
+    path = os.fspath(path)
+    tensors = converters.from_keras(weights, format, num_heads=architecture.get("num_heads"))
+    grid = architecture.get("grid_size")
+    if format == "official":
+        io.write_npz(path, tensors)
+        return path
+    # The grid is recorded so non-square position embeddings reload exactly.
+    metadata = {"format": "pt", "keras_vit.grid_size": f"{grid[0]},{grid[1]}"} if grid else {"format": "pt"}
+    if format == "hf":
+        os.makedirs(path, exist_ok=True)
+        target = os.path.join(path, "model.safetensors")
+        io.write_safetensors(target, tensors, metadata)
+        io.write_json(os.path.join(path, "config.json"), hf_config(architecture, weights))
+        return target
+    io.write_safetensors(path, tensors, metadata)
+    return path

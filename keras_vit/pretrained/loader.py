@@ -1,0 +1,288 @@
+"""Building a model with pretrained weights, all-or-nothing.
+
+The order matters and is the point of this module:
+
+1. `weights=` is resolved (tag, alias, file, Hub handle) before any download,
+   so an unknown tag fails at once and lists the valid ones.
+2. The file is fetched and read into NumPy (no pickle) and converted to
+   keras_vit's weight names with strict accounting.
+3. Every decision about the top is made and logged: a new zero-initialised
+   head when `classes` differs from the checkpoint's (the paper's
+   fine-tuning recipe), `pre_logits` kept or dropped.
+4. A fresh model is built, and a value for *every* variable is prepared and
+   checked (position embedding resampled to the model's grid, shapes equal).
+   Only then are the values assigned. Any problem raises one error listing
+   everything missing, unexpected or mis-shaped, and no model is returned,
+   so a partially loaded model never escapes.
+"""
+
+import dataclasses
+import logging
+import math
+
+import numpy as np
+
+from keras_vit.pretrained import converters, io, sources
+from keras_vit.pretrained.errors import CheckpointMismatchError
+from keras_vit.resampling import RESAMPLING_METHODS, resample_position_embedding
+
+logger = logging.getLogger("keras_vit.pretrained")
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """A checkpoint converted to keras_vit names.
+
+    Attributes:
+        weights: `{keras_vit variable path: np.ndarray}`.
+        format: `"official"`, `"timm"` or `"hf"`.
+        layout: human-readable description of the layout found.
+        metadata: safetensors metadata and a neighbouring `config.json`.
+        path: the file it was read from.
+    """
+
+    weights: dict
+    format: str
+    layout: str
+    metadata: dict
+    path: str
+
+    @property
+    def facts(self):
+        return converters.facts(self.weights)
+
+
+def load_checkpoint(path, format=None):
+    """Reads and converts a checkpoint file.
+
+    Args:
+        path: `.npz`, `.safetensors`, or a `save_pretrained` directory.
+        format: expected layout, or None to detect it from the names.
+
+    Returns:
+        A `Checkpoint`.
+    """
+    tensors, metadata = io.read_checkpoint(path)
+    detected = converters.detect_format(tensors)
+    weights, layout = converters.to_keras(tensors, format)
+    return Checkpoint(weights, detected, layout, metadata, str(path))
+
+
+def _grid_from_metadata(checkpoint, patch_size):
+    grid = checkpoint.metadata.get("keras_vit.grid_size")
+    if grid:
+        return tuple(int(v) for v in grid.split(","))
+    config = checkpoint.metadata.get("config") or {}
+    if config.get("model_type") == "vit" and "image_size" in config:
+        size, patch = config["image_size"], config.get("patch_size", patch_size[0])
+        size = (size, size) if isinstance(size, int) else tuple(size)
+        patch = (patch, patch) if isinstance(patch, int) else tuple(patch)
+        return (size[0] // patch[0], size[1] // patch[1])
+    return None
+
+
+def checkpoint_grid(checkpoint, info=None, target_grid=None):
+    """The patch grid of the checkpoint's position embedding.
+
+    From (in order) the registry's resolution, the file's metadata
+    (`keras_vit.grid_size`, or `image_size` in a transformers `config.json`),
+    the model's own grid when the row count matches it (nothing to resample),
+    else the embedding is taken to be square.
+    """
+    facts = checkpoint.facts
+    patches = facts.num_positions - 1
+    patch = facts.patch_size
+    grid = None
+    if info is not None:
+        grid = (info.resolution // patch[0], info.resolution // patch[1])
+    grid = grid or _grid_from_metadata(checkpoint, patch)
+    if grid is None and target_grid is not None and target_grid[0] * target_grid[1] == patches:
+        grid = tuple(target_grid)
+    if grid is None:
+        side = math.isqrt(patches)
+        if side * side != patches:
+            raise CheckpointMismatchError(
+                f"The checkpoint's position embedding has {patches} patch rows, which is not a square "
+                "grid, and the file does not say its grid. Save it with keras_vit's exporter (which "
+                "records the grid) or next to a config.json with image_size and patch_size."
+            )
+        grid = (side, side)
+    if grid[0] * grid[1] != patches:
+        raise CheckpointMismatchError(
+            f"The checkpoint's position embedding has {patches} patch rows, but its declared grid "
+            f"{grid[0]}x{grid[1]} has {grid[0] * grid[1]}."
+        )
+    return grid
+
+
+def _plan_top(facts, kwargs, source_name):
+    """Decides head and pre_logits, logs every decision, returns what to load."""
+    include_top = kwargs.get("include_top", True)
+    classes = kwargs.get("classes", 1000)
+    representation_size = kwargs.get("representation_size")
+    keep_head = bool(include_top) and facts.classes is not None and classes == facts.classes
+    plan = {"keep_head": keep_head, "keep_pre_logits": False, "fresh_pre_logits": False}
+    if facts.representation_size:
+        if representation_size is None and keep_head:
+            # The pretrained head was trained on pre_logits: dropping it would
+            # feed the head features it never saw.
+            kwargs["representation_size"] = facts.representation_size
+            plan["keep_pre_logits"] = True
+            logger.warning(
+                "Keeping the pre_logits layer (%d) of %s because its pretrained %d-class head uses it.",
+                facts.representation_size, source_name, facts.classes,
+            )
+        elif representation_size is None:
+            logger.warning(
+                "Dropping the pre_logits layer (%d) of %s, as the paper does for fine-tuning; pass "
+                "representation_size=%d to keep it.",
+                facts.representation_size, source_name, facts.representation_size,
+            )
+        else:
+            plan["keep_pre_logits"] = True  # A size mismatch is reported with the other shapes.
+    elif representation_size is not None:
+        plan["fresh_pre_logits"] = True
+        logger.warning(
+            "%s has no pre_logits layer: the requested pre_logits (%d) keeps its random initialisation.",
+            source_name, representation_size,
+        )
+    if include_top and not keep_head:
+        if facts.classes is None:
+            logger.warning(
+                "%s has no classification head: the model gets a new zero-initialised %d-class head "
+                "(train it before use).", source_name, classes,
+            )
+        else:
+            logger.warning(
+                "classes=%s differs from the %d classes of %s: the model gets a new zero-initialised "
+                "%s-class head instead of the pretrained one (the paper's fine-tuning recipe).",
+                classes, facts.classes, source_name, classes,
+            )
+    return plan
+
+
+def _describe_model(model, variant):
+    return f"ViT-{variant}" if variant else f"the model {model.name!r}"
+
+
+def assemble(model, checkpoint, plan, source_grid, target_grid, method="official", antialias=False, variant=None):
+    """Prepares `{variable path: value}` for every variable of `model`.
+
+    Raises:
+        CheckpointMismatchError: listing all missing, unexpected and
+            mis-shaped tensors at once.
+    """
+    remaining = dict(checkpoint.weights)
+    if not plan["keep_head"]:
+        remaining.pop("head/kernel", None)
+        remaining.pop("head/bias", None)
+    if not plan["keep_pre_logits"]:
+        remaining.pop("pre_logits/kernel", None)
+        remaining.pop("pre_logits/bias", None)
+    import keras
+
+    values, missing, mismatched = {}, [], []
+    for variable in model.weights:
+        path, shape = variable.path, tuple(variable.shape)
+        if path.startswith("head/") and not plan["keep_head"]:
+            values[path] = np.zeros(shape, "float32")  # The paper's zero-initialised new head.
+            continue
+        if path.startswith("pre_logits/") and plan["fresh_pre_logits"]:
+            values[path] = keras.ops.convert_to_numpy(variable)  # Its own random initialisation.
+            continue
+        if path not in remaining:
+            missing.append(path)
+            continue
+        value = remaining.pop(path)
+        if path == "position_embedding/embedding" and value.ndim == 3 and source_grid != target_grid:
+            if value.shape[1] == 1 + source_grid[0] * source_grid[1]:
+                value = resample_position_embedding(value, source_grid, target_grid, method=method, antialias=antialias)
+                logger.info(
+                    "Resampled the position embedding from %dx%d to %dx%d (%s%s).",
+                    *source_grid, *target_grid, method, ", antialias" if antialias else "",
+                )
+        if tuple(value.shape) != shape:
+            mismatched.append((path, tuple(value.shape), shape))
+            continue
+        values[path] = value
+    unexpected = sorted(remaining)
+    if missing or unexpected or mismatched:
+        try:
+            found = checkpoint.facts.describe()
+        except (KeyError, IndexError, ValueError):
+            found = "unrecognised shapes"
+        raise converters.mismatch_error(
+            f"{checkpoint.path} ({checkpoint.layout}; {found}) does not fit {_describe_model(model, variant)}. "
+            "Is it the checkpoint of another variant? No weights were loaded.",
+            missing=missing,
+            unexpected=unexpected,
+            mismatched=mismatched,
+        )
+    return values
+
+
+def assign(model, values):
+    """Assigns prepared values (every variable must have one) in the variables' dtypes."""
+    import keras
+
+    for variable in model.weights:
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+        variable.assign(np.asarray(values[variable.path], dtype=dtype))
+
+
+def build_pretrained(variant, weights, resample_method="official", resample_antialias=False, **kwargs):
+    """Builds ViT-`variant` with pretrained weights.
+
+    Args:
+        variant: a key of `keras_vit.VARIANTS`, e.g. `"B/16"`.
+        weights: a tag of the variant (see `keras_vit.pretrained.available_tags`),
+            `"imagenet"` (the best ImageNet-1k classifier at the resolution
+            nearest `input_shape`), a local `.npz` / `.safetensors` file or
+            `save_pretrained` directory, or `"hf://org/repo[/file][@revision]"`.
+        resample_method: how the position embedding is moved to another
+            grid: `"official"` (default, `scipy.ndimage.zoom(order=1)`),
+            `"bilinear"` or `"bicubic"` (the latter is what Hugging Face's
+            `interpolate_pos_encoding` does).
+        resample_antialias: antialias when shrinking (half-pixel methods).
+        **kwargs: the constructor arguments of `keras_vit.VisionTransformer`
+            (include_top, input_shape, classes, representation_size, ...).
+            `representation_size=None` keeps the checkpoint's `pre_logits`
+            only when its pretrained head is kept (the head needs it) and
+            drops it otherwise, as the paper does for fine-tuning.
+
+    Returns:
+        A `keras.Model` whose every weight came from the checkpoint (or, for
+        a new head, is zero), or an exception and no model.
+
+    Raises:
+        UnknownWeightsError: before any download, for unknown tags.
+        DownloadError / OfflineError: the file cannot be fetched.
+        CheckpointFormatError / CorruptCheckpointError: unreadable file.
+        CheckpointMismatchError: the checkpoint does not fit the model.
+    """
+    from keras_vit import models
+
+    if resample_method not in RESAMPLING_METHODS:
+        raise ValueError(f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {resample_method!r}")
+    architecture = dict(models.VARIANTS[variant])
+    input_shape, target_grid = models._resolve_input_shape(
+        kwargs.get("input_shape"), kwargs.get("input_tensor"), architecture["patch_size"]
+    )
+    source = sources.resolve_source(variant, weights, image_size=input_shape[:2])
+    path, expected_format = sources.fetch(source)
+    checkpoint = load_checkpoint(path, format=expected_format)
+    source_grid = checkpoint_grid(checkpoint, source.info, target_grid)
+    if checkpoint.format == "official" and not kwargs.get("gelu_approximate", False):
+        logger.info(
+            "%s comes from the official JAX code, which uses tanh-approximate GELU; this model uses exact "
+            "GELU like timm and transformers (logits differ by ~1e-3). Pass gelu_approximate=True to "
+            "match the JAX outputs exactly.", source.describe(),
+        )
+    kwargs = dict(kwargs)
+    plan = _plan_top(checkpoint.facts, kwargs, source.describe())
+    model = models.VisionTransformer(**architecture, **kwargs)
+    values = assemble(
+        model, checkpoint, plan, source_grid, target_grid, resample_method, resample_antialias, variant=variant
+    )
+    assign(model, values)
+    return model

@@ -1,0 +1,232 @@
+"""Checkpoint factories for the pretrained-weights tests.
+
+The reference checkpoints are written here, independently of
+`keras_vit.pretrained`: Hugging Face files by `transformers` itself
+(`save_pretrained`), and the timm and official `.npz` layouts by mapping a
+`transformers` state dict with the relations of DESIGN.md section 3, written
+out again here rather than imported from the converters under test.
+"""
+
+import numpy as np
+
+import keras_vit
+
+TINY = "T/8"  # A test-only variant registered with `register_variant`.
+
+
+def register_variant(monkeypatch, name=TINY, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64, patch_size=8):
+    """Adds (or overrides) a variant in `keras_vit.VARIANTS` for one test."""
+    monkeypatch.setitem(
+        keras_vit.models.VARIANTS,
+        name,
+        dict(hidden_dim=hidden_dim, num_layers=num_layers, num_heads=num_heads, mlp_dim=mlp_dim, patch_size=patch_size),
+    )
+    return name
+
+
+def images(shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, size=shape).astype("float32")
+
+
+def hf_config(hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64, image_size=32, patch_size=8, classes=5):
+    from transformers import ViTConfig
+
+    return ViTConfig(
+        hidden_size=hidden_dim,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=mlp_dim,
+        image_size=image_size,
+        patch_size=patch_size,
+        num_labels=classes,
+        layer_norm_eps=1e-6,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+
+
+def random_hf_model(config, classifier=True, pooler=False, seed=0, zero_class_position=False):
+    """A `transformers` ViT with every parameter random (not the init's zeros and ones)."""
+    import torch
+    from transformers import ViTForImageClassification, ViTModel
+
+    torch.manual_seed(seed)
+    model = ViTForImageClassification(config) if classifier else ViTModel(config, add_pooling_layer=pooler)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "layernorm" in name and name.endswith("weight"):
+                parameter.uniform_(0.5, 1.5)
+            else:
+                parameter.normal_(0.0, 0.2)
+        if zero_class_position:
+            # big_vision's layout has no position embedding for the class token.
+            embeddings = model.vit.embeddings if classifier else model.embeddings
+            embeddings.position_embeddings[:, 0] = 0.0
+    return model.eval()
+
+
+def hf_logits(model, inputs, interpolate=False):
+    """Runs a `transformers` ViT on channels-last numpy images."""
+    import torch
+
+    pixels = torch.from_numpy(np.ascontiguousarray(inputs.transpose(0, 3, 1, 2)))
+    with torch.no_grad():
+        outputs = model(pixels, interpolate_pos_encoding=interpolate)
+    if hasattr(outputs, "logits"):
+        return outputs.logits.numpy()
+    return outputs
+
+
+def hf_state(model):
+    """The tensors as `save_pretrained` writes them (the names of the published files).
+
+    transformers 5 renames modules in memory (`vit.layers.0.attention.q_proj`)
+    and maps them back to the published names when saving, so the file, not
+    `state_dict()`, is the reference.
+    """
+    import tempfile
+
+    from safetensors.numpy import load_file
+
+    with tempfile.TemporaryDirectory() as directory:
+        model.save_pretrained(directory)
+        return load_file(f"{directory}/model.safetensors")
+
+
+def _strip(state):
+    # ViTForImageClassification prefixes the backbone with "vit."
+    return {name[4:] if name.startswith("vit.") else name: value for name, value in state.items()}
+
+
+def num_layers_of(state):
+    return len({name.split(".")[2] for name in state if name.startswith("encoder.layer.")})
+
+
+def hf_to_timm_state(state):
+    """timm names from a transformers state dict: fused (3D, D) qkv, (out, in) linears."""
+    s = _strip(state)
+    out = {
+        "patch_embed.proj.weight": s["embeddings.patch_embeddings.projection.weight"],
+        "patch_embed.proj.bias": s["embeddings.patch_embeddings.projection.bias"],
+        "cls_token": s["embeddings.cls_token"],
+        "pos_embed": s["embeddings.position_embeddings"],
+        "norm.weight": s["layernorm.weight"],
+        "norm.bias": s["layernorm.bias"],
+    }
+    for i in range(num_layers_of(s)):
+        h, t = f"encoder.layer.{i}.", f"blocks.{i}."
+        out[t + "attn.qkv.weight"] = np.concatenate(
+            [s[h + f"attention.attention.{n}.weight"] for n in ("query", "key", "value")], axis=0
+        )
+        out[t + "attn.qkv.bias"] = np.concatenate([s[h + f"attention.attention.{n}.bias"] for n in ("query", "key", "value")])
+        for ours, theirs in (
+            ("norm1", "layernorm_before"), ("norm2", "layernorm_after"), ("attn.proj", "attention.output.dense"),
+            ("mlp.fc1", "intermediate.dense"), ("mlp.fc2", "output.dense"),
+        ):
+            out[t + ours + ".weight"] = s[h + theirs + ".weight"]
+            out[t + ours + ".bias"] = s[h + theirs + ".bias"]
+    if "classifier.weight" in s:
+        out["head.weight"], out["head.bias"] = s["classifier.weight"], s["classifier.bias"]
+    return out
+
+
+OFFICIAL_LAYOUTS = ("plain", "opt_target", "big_vision", "scanned", "scanned_big_vision")
+
+
+def hf_to_official_state(state, num_heads, layout="plain", zero_head_classes=None):
+    """The official JAX `.npz` names and shapes from a transformers state dict.
+
+    Args:
+        layout: `"plain"` (vit_jax), `"opt_target"` (flax optimizer prefix and
+            an optimizer-state entry), `"big_vision"` (`params/`, per-type
+            numbering, top-level `pos_embedding` without the class row),
+            `"scanned"` / `"scanned_big_vision"` (blocks stacked on a leading axis).
+        zero_head_classes: add an all-zero head of this size, as the original
+            ImageNet-21k files have.
+    """
+    s = _strip(state)
+    big_vision = "big_vision" in layout
+    hidden = s["embeddings.cls_token"].shape[-1]
+    head_dim = hidden // num_heads
+    names = ("LayerNorm_0", "MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0") if big_vision else (
+        "LayerNorm_0", "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
+    ln1, mha, ln2, mlp = names
+    out = {
+        "embedding/kernel": s["embeddings.patch_embeddings.projection.weight"].transpose(2, 3, 1, 0),
+        "embedding/bias": s["embeddings.patch_embeddings.projection.bias"],
+        "cls": s["embeddings.cls_token"],
+        "Transformer/encoder_norm/scale": s["layernorm.weight"],
+        "Transformer/encoder_norm/bias": s["layernorm.bias"],
+    }
+    posemb = s["embeddings.position_embeddings"]
+    if big_vision:
+        assert np.all(posemb[:, 0] == 0), "big_vision cannot express a class-token position embedding"
+        out["pos_embedding"] = posemb[:, 1:]
+    else:
+        out["Transformer/posembed_input/pos_embedding"] = posemb
+    blocks = []
+    for i in range(num_layers_of(s)):
+        h = f"encoder.layer.{i}."
+        block = {
+            f"{ln1}/scale": s[h + "layernorm_before.weight"], f"{ln1}/bias": s[h + "layernorm_before.bias"],
+            f"{ln2}/scale": s[h + "layernorm_after.weight"], f"{ln2}/bias": s[h + "layernorm_after.bias"],
+            f"{mha}/out/kernel": s[h + "attention.output.dense.weight"].T.reshape(num_heads, head_dim, hidden),
+            f"{mha}/out/bias": s[h + "attention.output.dense.bias"],
+            f"{mlp}/Dense_0/kernel": s[h + "intermediate.dense.weight"].T,
+            f"{mlp}/Dense_0/bias": s[h + "intermediate.dense.bias"],
+            f"{mlp}/Dense_1/kernel": s[h + "output.dense.weight"].T,
+            f"{mlp}/Dense_1/bias": s[h + "output.dense.bias"],
+        }
+        for n in ("query", "key", "value"):
+            block[f"{mha}/{n}/kernel"] = s[h + f"attention.attention.{n}.weight"].T.reshape(hidden, num_heads, head_dim)
+            block[f"{mha}/{n}/bias"] = s[h + f"attention.attention.{n}.bias"].reshape(num_heads, head_dim)
+        blocks.append(block)
+    if layout.startswith("scanned"):
+        for name in blocks[0]:
+            out[f"Transformer/encoderblock/{name}"] = np.stack([block[name] for block in blocks])
+    else:
+        for i, block in enumerate(blocks):
+            out.update({f"Transformer/encoderblock_{i}/{name}": value for name, value in block.items()})
+    if "pooler.dense.weight" in s:
+        out["pre_logits/kernel"], out["pre_logits/bias"] = s["pooler.dense.weight"].T, s["pooler.dense.bias"]
+    if "classifier.weight" in s:
+        out["head/kernel"], out["head/bias"] = s["classifier.weight"].T, s["classifier.bias"]
+    elif zero_head_classes:
+        width = out["pre_logits/bias"].shape[0] if "pre_logits/bias" in out else hidden
+        out["head/kernel"] = np.zeros((width, zero_head_classes), "float32")
+        out["head/bias"] = np.zeros((zero_head_classes,), "float32")
+    if layout == "opt_target":
+        out = {f"opt/target/{name}": value for name, value in out.items()}
+        out["opt/state/step"] = np.asarray(10000)
+    elif big_vision:
+        out = {f"params/{name}": value for name, value in out.items()}
+    return out
+
+
+def write_npz(path, tensors):
+    with open(path, "wb") as handle:
+        np.savez(handle, **tensors)
+    return str(path)
+
+
+def write_safetensors(path, tensors, metadata=None):
+    from safetensors.numpy import save_file
+
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=metadata)
+    return str(path)
+
+
+def keras_weights(model):
+    import keras
+
+    return {variable.path: keras.ops.convert_to_numpy(variable) for variable in model.weights}
+
+
+def outputs(model, inputs):
+    import keras
+
+    return keras.ops.convert_to_numpy(model(inputs, training=False))
+
+
+REPO_ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))

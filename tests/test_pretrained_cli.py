@@ -1,0 +1,72 @@
+"""`keras-vit download / convert / predict`, run in-process through `cli.main`."""
+
+import numpy as np
+import pytest
+
+from keras_vit import cli, pretrained
+from keras_vit.pretrained import download
+
+import pretrained_helpers as ph
+
+
+@pytest.fixture
+def hf_dir(monkeypatch, tmp_path):
+    pytest.importorskip("transformers")
+    ph.register_variant(monkeypatch, name="Ti/16", hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64, patch_size=8)
+    model = ph.random_hf_model(ph.hf_config(classes=5))
+    model.save_pretrained(tmp_path / "hf")
+    return str(tmp_path / "hf")
+
+
+def test_convert_between_layouts_is_lossless(hf_dir, tmp_path, capsys):
+    original = pretrained.load_checkpoint(hf_dir).weights
+    assert cli.main(["convert", hf_dir, str(tmp_path / "vit.npz"), "--num-heads", "2"]) == 0
+    assert cli.main(["convert", str(tmp_path / "vit.npz"), str(tmp_path / "vit.safetensors")]) == 0
+    assert cli.main(["convert", str(tmp_path / "vit.safetensors"), str(tmp_path / "back"), "--to", "hf", "--num-heads", "2"]) == 0
+    assert "official layout" in capsys.readouterr().out
+    for path, format in ((tmp_path / "vit.npz", "official"), (tmp_path / "vit.safetensors", "timm"), (tmp_path / "back", "hf")):
+        checkpoint = pretrained.load_checkpoint(path)
+        assert checkpoint.format == format
+        assert sorted(checkpoint.weights) == sorted(original)
+        for name, value in original.items():
+            np.testing.assert_array_equal(checkpoint.weights[name], value, err_msg=f"{format}: {name}")
+
+
+def test_convert_reports_bad_input(tmp_path, capsys):
+    (tmp_path / "model.pth").write_bytes(b"\x80\x04junk")
+    assert cli.main(["convert", str(tmp_path / "model.pth"), str(tmp_path / "out.safetensors")]) == 2
+    assert "pickle" in capsys.readouterr().err
+    assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_download_preseeds_and_verifies(hf_dir, monkeypatch, tmp_path, capsys):
+    from safetensors.numpy import load_file
+
+    # The registry's Ti/16 rows are timm copies: serve a timm-layout file.
+    timm_file = ph.write_safetensors(tmp_path / "timm.safetensors", ph.hf_to_timm_state(load_file(hf_dir + "/model.safetensors")))
+    requested = []
+
+    def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):
+        requested.append(repo_id)
+        return timm_file
+
+    monkeypatch.setattr(download, "hf_download", fake_hf_download)
+    assert cli.main(["download", "ViTTi16", "--weights", "augreg_in21k_ft_in1k", "--image-size", "384"]) == 0
+    assert requested == ["timm/vit_tiny_patch16_384.augreg_in21k_ft_in1k"]
+    assert "cached at" in capsys.readouterr().out
+    assert cli.main(["download", "ViTTi16", "--weights", "no_such_tag"]) == 2
+    assert "Valid tags for ViT-Ti/16" in capsys.readouterr().err
+
+
+def test_predict_prints_top_classes(hf_dir, tmp_path, capsys):
+    from PIL import Image
+
+    image = tmp_path / "cat.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 50, 3), dtype=np.uint8)).save(image)
+    code = cli.main(["predict", str(image), "--model", "ViTTi16", "--weights", hf_dir,
+                     "--image-size", "32", "--classes", "5", "--top", "3"])
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == str(image) and len(lines) == 4
+    scores = [float(line.split()[0]) for line in lines[1:]]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)

@@ -1,0 +1,236 @@
+"""Download and cache behaviour against a local HTTP server and a pre-seeded Hub cache.
+
+No test touches the internet: the server runs in a thread of the test
+process, and the Hub tests use `huggingface_hub`'s real offline code path on
+a cache folder laid out the way it lays caches out.
+"""
+
+import hashlib
+import http.server
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from keras_vit import pretrained
+from keras_vit.pretrained import download, sources
+
+import pretrained_helpers as ph
+
+PAYLOAD = bytes(range(256)) * 64
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def do_GET(self):
+        self.server.hits[self.path] = self.server.hits.get(self.path, 0) + 1
+        if self.path.startswith("/ok/"):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(PAYLOAD)))
+            self.end_headers()
+            self.wfile.write(PAYLOAD)
+        elif self.path.startswith("/short/"):
+            # Announces the full length, sends half, closes: a truncated transfer.
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(PAYLOAD)))
+            self.end_headers()
+            self.wfile.write(PAYLOAD[: len(PAYLOAD) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+        elif self.path.startswith("/forbidden/"):
+            self.send_error(403, "Forbidden")
+        else:
+            self.send_error(404)
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.hits = {}
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("KERAS_VIT_CACHE", str(directory))
+    monkeypatch.delenv("KERAS_VIT_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return directory
+
+
+def _url(server, path):
+    return f"http://127.0.0.1:{server.server_address[1]}{path}"
+
+
+def _leftovers(directory):
+    # The lock file may stay (filelock keeps it); nothing else may.
+    return sorted(name for name in os.listdir(directory) if not name.endswith(".lock")) if directory.exists() else []
+
+
+def test_download_then_cache_hit(server, cache):
+    digest = hashlib.sha256(PAYLOAD).hexdigest()
+    first = download.download_url(_url(server, "/ok/vit.npz"), sha256=digest)
+    second = download.download_url(_url(server, "/ok/vit.npz"), sha256=digest)
+    assert first == second == str(cache / "vit.npz")
+    assert open(first, "rb").read() == PAYLOAD
+    assert server.hits["/ok/vit.npz"] == 1
+    assert _leftovers(cache) == ["vit.npz"]
+
+
+def test_hash_mismatch_leaves_nothing(server, cache):
+    with pytest.raises(pretrained.HashMismatchError, match="expected 0000"):
+        download.download_url(_url(server, "/ok/vit.npz"), sha256="0" * 64)
+    assert _leftovers(cache) == []
+
+
+def test_corrupted_cache_entry_is_downloaded_again(server, cache):
+    digest = hashlib.sha256(PAYLOAD).hexdigest()
+    cache.mkdir()
+    (cache / "vit.npz").write_bytes(b"stale")
+    path = download.download_url(_url(server, "/ok/vit.npz"), sha256=digest)
+    assert open(path, "rb").read() == PAYLOAD
+    assert server.hits["/ok/vit.npz"] == 1
+
+
+def test_truncated_transfer_leaves_nothing(server, cache):
+    with pytest.raises(pretrained.TruncatedDownloadError):
+        download.download_url(_url(server, "/short/vit.npz"))
+    assert _leftovers(cache) == []
+
+
+def test_http_error_is_typed_and_explained(server, cache):
+    with pytest.raises(pretrained.DownloadError, match="HTTP 403") as info:
+        download.download_url(_url(server, "/forbidden/vit.npz"))
+    assert "keras-vit download" in str(info.value)
+    assert _leftovers(cache) == []
+
+
+def test_offline_names_file_cache_and_preseeding(server, cache, monkeypatch):
+    monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
+    with pytest.raises(pretrained.OfflineError) as info:
+        download.download_url(_url(server, "/ok/vit.npz"))
+    message = str(info.value)
+    assert "vit.npz" in message and str(cache / "vit.npz") in message and "keras-vit download" in message
+    assert server.hits == {}
+    assert _leftovers(cache) == []
+
+
+def test_unreachable_host_is_an_offline_error(cache):
+    import socket
+
+    with socket.socket() as probe:  # A port nobody listens on.
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(pretrained.OfflineError, match="Could not reach"):
+        download.download_url(f"http://127.0.0.1:{port}/vit.npz", timeout=5)
+    assert _leftovers(cache) == []
+
+
+def test_parallel_workers_download_once(server, cache):
+    results, errors = [], []
+
+    def worker():
+        try:
+            results.append(download.download_url(_url(server, "/ok/shared.npz")))
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(set(results)) == 1
+    assert server.hits["/ok/shared.npz"] == 1
+
+
+# ----------------------------------------------------------------- Hugging Face Hub, offline
+
+def _seed_hub_cache(root, repo_id, filename, data, blob_name=None):
+    """Lays a file out as huggingface_hub's cache does: blobs/<sha256>, snapshots/<rev>/file, refs/main."""
+    repo = root / ("models--" + repo_id.replace("/", "--"))
+    revision = "0" * 40
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "snapshots" / revision).mkdir(parents=True)
+    blob = repo / "blobs" / (blob_name or hashlib.sha256(data).hexdigest())
+    blob.write_bytes(data)
+    (repo / "refs" / "main").write_text(revision)
+    os.symlink(os.path.relpath(blob, repo / "snapshots" / revision), repo / "snapshots" / revision / filename)
+    return repo
+
+
+def test_hub_offline_reads_a_preseeded_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _seed_hub_cache(tmp_path, "org/vit", "model.safetensors", PAYLOAD)
+    path = download.hf_download("org/vit", "model.safetensors", cache_dir_=str(tmp_path))
+    assert open(path, "rb").read() == PAYLOAD
+
+
+def test_hub_blob_that_does_not_match_its_sha_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _seed_hub_cache(tmp_path, "org/vit", "model.safetensors", PAYLOAD[:100], blob_name=hashlib.sha256(PAYLOAD).hexdigest())
+    with pytest.raises(pretrained.CorruptCheckpointError, match="corrupt"):
+        download.hf_download("org/vit", "model.safetensors", cache_dir_=str(tmp_path))
+
+
+def test_hub_offline_and_not_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(pretrained.OfflineError) as info:
+        download.hf_download("org/missing", "model.safetensors", cache_dir_=str(tmp_path))
+    message = str(info.value)
+    assert "org/missing/model.safetensors" in message
+    assert str(tmp_path / "models--org--missing") in message
+    assert "hf download org/missing model.safetensors" in message
+
+
+def test_registry_tag_loads_from_a_preseeded_hub_cache(tmp_path, monkeypatch):
+    # The whole path of ViTTi16(weights=tag) offline: registry -> huggingface_hub
+    # cache lookup -> blob check -> safetensors reader -> timm converter -> model.
+    from huggingface_hub import constants
+
+    import keras_vit
+
+    ph.register_variant(monkeypatch, name="Ti/16", hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, patch_size=16)
+    source = keras_vit.models.VisionTransformer(**keras_vit.VARIANTS["Ti/16"], input_shape=(224, 224, 3), classes=1000)
+    exported = pretrained.export_weights(source, tmp_path / "export.safetensors", "timm")
+    info = pretrained.resolve("Ti/16", "augreg_in21k_ft_in1k", (224, 224))
+    _seed_hub_cache(tmp_path / "hub", info.hub_repo, info.hub_filename, open(exported, "rb").read())
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = keras_vit.ViTTi16(weights="augreg_in21k_ft_in1k")
+    for expected, loaded in zip(source.weights, model.weights):
+        np.testing.assert_array_equal(np.asarray(loaded.numpy() if hasattr(loaded, "numpy") else loaded),
+                                      np.asarray(expected.numpy() if hasattr(expected, "numpy") else expected))
+
+
+def test_registry_falls_back_to_the_official_url(server, cache, monkeypatch):
+    def hub_unavailable(*args, **kwargs):
+        raise pretrained.DownloadError("Hub down in this test")
+
+    monkeypatch.setattr(download, "hf_download", hub_unavailable)
+    info = pretrained.resolve("B/16", "augreg_in21k", (224, 224))
+    monkeypatch.setattr(
+        sources.registry, "resolve",
+        lambda variant, tag, size: pretrained.CheckpointInfo(**{**info.__dict__, "url": _url(server, "/ok/B_16.npz")}),
+    )
+    path, format = sources.fetch(sources.resolve_source("B/16", "augreg_in21k"))
+    assert format == "official" and open(path, "rb").read() == PAYLOAD
+
+
+def test_all_sources_failing_reports_both(cache, monkeypatch):
+    monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
+    monkeypatch.setattr(
+        download, "hf_download", lambda *a, **k: (_ for _ in ()).throw(pretrained.OfflineError("hub offline"))
+    )
+    with pytest.raises(pretrained.OfflineError) as info:
+        sources.fetch(sources.resolve_source("B/16", "augreg_in21k"))
+    assert "hub offline" in str(info.value) and "B_16-i21k-300ep" in str(info.value)
