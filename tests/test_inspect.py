@@ -144,7 +144,7 @@ def test_intermediate_features_layers_and_maps():
     last, first = inspect.intermediate_features(model, pixels, layers=[-1, 0])
     np.testing.assert_array_equal(last, every[2])
     np.testing.assert_array_equal(first, every[0])
-    maps = inspect.intermediate_features(model, pixels, layers=1, reshape=True)
+    maps = inspect.intermediate_features(model, pixels, layers=np.int64(1), reshape=True)
     assert maps.shape == (2, 4, 3, 16)
     # Row-major patches: patch (row 1, column 2) is token 1 + 1 * 3 + 2.
     np.testing.assert_array_equal(maps[:, 1, 2], every[1][:, 1 + 1 * 3 + 2])
@@ -176,6 +176,14 @@ def test_bad_inputs_raise_clear_errors():
     other = keras.Model(inputs, keras.layers.Conv2D(4, 8)(inputs))
     with pytest.raises(ValueError, match="0 TransformerBlock"):
         inspect.attention_maps(other, images())
+    # A layer the pass would skip (here preprocessing before the patches).
+    inputs = keras.Input(IMAGE_SHAPE)
+    scaled = keras.layers.Rescaling(1 / 127.5, offset=-1, name="scale")(inputs)
+    with_preprocessing = keras_vit.VisionTransformer(
+        patch_size=PATCH, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_tensor=scaled
+    )
+    with pytest.raises(ValueError, match="'scale' \\(Rescaling\\)"):
+        inspect.attention_maps(with_preprocessing, images())
 
 
 # --- rollout ----------------------------------------------------------------------------------

@@ -18,9 +18,16 @@ from keras_vit import layers as vit_layers
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
-# The layers between the position embedding and the last block that the
-# inspection pass knows how to re-run (dropout is the identity at inference).
-_PASS_THROUGH_LAYERS = (keras.layers.Dropout,)
+# The layers up to the last block that the inspection pass knows how to
+# re-run (dropout is the identity at inference).
+_KNOWN_LAYERS = (
+    keras.layers.InputLayer,
+    vit_layers.PatchEmbedding,
+    vit_layers.ClassToken,
+    vit_layers.PositionEmbedding,
+    keras.layers.Dropout,
+    vit_layers.TransformerBlock,
+)
 
 _VitParts = collections.namedtuple(
     "_VitParts", ["patch_embedding", "class_token", "position_embedding", "blocks"]
@@ -65,22 +72,21 @@ def _vit_parts(model):
             f"PositionEmbedding and {len(blocks)} TransformerBlock layers. A ViT nested inside "
             "another model must be passed itself (e.g. `outer.get_layer('vit_b16')`)."
         )
-    _check_layer_order(model, position_embeddings[0], blocks[-1])
+    _check_known_layers(model, blocks[-1])
     class_token = class_tokens[0] if class_tokens else None
     return _VitParts(patch_embeddings[0], class_token, position_embeddings[0], blocks)
 
 
-def _check_layer_order(model, position_embedding, last_block):
-    """Refuses models with layers the inspection pass would silently skip."""
-    layers = model.layers
-    start, stop = layers.index(position_embedding), layers.index(last_block)
-    for layer in layers[start + 1 : stop]:
-        if not isinstance(layer, (vit_layers.TransformerBlock,) + _PASS_THROUGH_LAYERS):
+def _check_known_layers(model, last_block):
+    """Refuses models with layers the inspection pass would silently skip
+    (e.g. a preprocessing layer before the patch embedding)."""
+    for layer in model.layers[: model.layers.index(last_block)]:
+        if not isinstance(layer, _KNOWN_LAYERS):
             raise ValueError(
                 "The inspection pass re-runs the embedding and the transformer blocks of a "
                 f"keras_vit model, but found layer {layer.name!r} ({type(layer).__name__}) "
-                "between them that it cannot re-run. Build the model with keras_vit's "
-                "constructors (or `VisionTransformer`)."
+                "before the last block, which it cannot re-run. Pass the Vision Transformer "
+                "itself and apply other layers (such as preprocessing) to the images first."
             )
 
 
@@ -122,23 +128,35 @@ def _no_grad():
     return contextlib.nullcontext()
 
 
-def _run_blocks(parts, images, batch_size, with_attention, stop_after):
-    """Runs the model's own layers eagerly and yields, per batch chunk and
-    block, `(chunk_index, block_index, tokens, weights or None)`."""
-    for start in range(0, images.shape[0], batch_size):
-        chunk = images[start : start + batch_size]
-        with _no_grad():
-            tokens = parts.patch_embedding(chunk)
+def _run_blocks(parts, images, batch_size, with_attention, keep):
+    """Runs the model's own layers eagerly, chunk by chunk.
+
+    Returns `(tokens, weights)`: dicts from each block index in `keep` to its
+    float32 NumPy token outputs, and (if `with_attention`) from every block
+    index to its attention weights, concatenated over the chunks.
+    """
+    last = len(parts.blocks) - 1 if with_attention else max(keep)
+    tokens_out = {index: [] for index in keep}
+    weights_out = {index: [] for index in range(last + 1)} if with_attention else {}
+    with _no_grad():
+        for start in range(0, images.shape[0], batch_size):
+            tokens = parts.patch_embedding(images[start : start + batch_size])
             if parts.class_token is not None:
                 tokens = parts.class_token(tokens)
             tokens = parts.position_embedding(tokens)
-            for index, block in enumerate(parts.blocks[: stop_after + 1]):
-                weights = None
+            for index, block in enumerate(parts.blocks[: last + 1]):
                 if with_attention:
                     tokens, weights = block(tokens, training=False, return_attention_scores=True)
+                    weights_out[index].append(_to_numpy(weights))
                 else:
                     tokens = block(tokens, training=False)
-                yield start, index, tokens, weights
+                if index in tokens_out:
+                    tokens_out[index].append(_to_numpy(tokens))
+    return _concatenate_chunks(tokens_out), _concatenate_chunks(weights_out)
+
+
+def _concatenate_chunks(chunks):
+    return {index: np.concatenate(arrays, axis=0) for index, arrays in chunks.items()}
 
 
 def _to_numpy(tensor):
@@ -176,10 +194,8 @@ def attention_maps(model, images, batch_size=16):
     parts = _vit_parts(model)
     images = _prepare_images(parts, images)
     batch_size = _require_batch_size(batch_size)
-    layers = [[] for _ in parts.blocks]
-    for _, index, _, weights in _run_blocks(parts, images, batch_size, True, len(parts.blocks) - 1):
-        layers[index].append(_to_numpy(weights))
-    return np.stack([np.concatenate(chunks, axis=0) for chunks in layers])
+    _, weights = _run_blocks(parts, images, batch_size, with_attention=True, keep=())
+    return np.stack([weights[index] for index in range(len(parts.blocks))])
 
 
 def intermediate_features(model, images, layers=None, reshape=False, batch_size=16):
@@ -212,7 +228,7 @@ def intermediate_features(model, images, layers=None, reshape=False, batch_size=
     """
     parts = _vit_parts(model)
     num_layers = len(parts.blocks)
-    single = isinstance(layers, int) and not isinstance(layers, bool)
+    single = isinstance(layers, (int, np.integer)) and not isinstance(layers, bool)
     requested = list(range(num_layers)) if layers is None else [layers] if single else list(layers)
     for index in requested:
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not -num_layers <= index < num_layers:
@@ -225,11 +241,7 @@ def intermediate_features(model, images, layers=None, reshape=False, batch_size=
     wanted = sorted({int(index) % num_layers for index in requested})
     images = _prepare_images(parts, images)
     batch_size = _require_batch_size(batch_size)
-    outputs = {index: [] for index in wanted}
-    for _, index, tokens, _ in _run_blocks(parts, images, batch_size, False, wanted[-1]):
-        if index in outputs:
-            outputs[index].append(_to_numpy(tokens))
-    features = {index: np.concatenate(chunks, axis=0) for index, chunks in outputs.items()}
+    features, _ = _run_blocks(parts, images, batch_size, with_attention=False, keep=wanted)
     if reshape:
         prefix = parts.position_embedding.num_prefix_tokens
         grid_h, grid_w = parts.position_embedding.grid_size
