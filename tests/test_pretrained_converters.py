@@ -152,7 +152,7 @@ def test_timm_safetensors(monkeypatch, tmp_path):
 
 
 def test_bfloat16_safetensors_load_exactly(monkeypatch, tmp_path):
-    import ml_dtypes
+    ml_dtypes = pytest.importorskip("ml_dtypes")
 
     variant, hf, _, size, classes = _setup(monkeypatch, tmp_path)
     state = ph.hf_to_timm_state(ph.hf_state(hf))
@@ -388,3 +388,12 @@ def test_errors_are_value_errors_for_bad_files(monkeypatch, tmp_path):
     (tmp_path / "junk.safetensors").write_bytes(b"not a checkpoint at all")
     with pytest.raises(ValueError):
         pretrained.build_pretrained(variant, str(tmp_path / "junk.safetensors"), input_shape=(32, 32, 3))
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from keras_vit.pretrained import export
+
+    result = doctest.testmod(export, extraglobs={"keras_vit": keras_vit, "np": np}, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
