@@ -158,10 +158,11 @@ def configure(strategy="auto", precision="auto"):
     than one device it sets `keras.distribution.DataParallel`; on PyTorch it
     runs on the default device.
 
-    XLA (`jit_compile=True`) is chosen on TensorFlow (Keras's "auto" means
-    off on CPU and under any strategy, but XLA halves the CPU time of a ViT
-    step even on CPU) and JAX (always compiled); on PyTorch it is off
-    (`torch.compile` is slow to start and not needed for correctness).
+    XLA (`jit_compile=True`) is chosen on TensorFlow without a strategy and
+    under `TPUStrategy` (Keras's "auto" means off on CPU, but XLA halves the
+    CPU time of a ViT step even there) and on JAX (always compiled). It is off
+    under `MirroredStrategy`, where XLA cannot reach the replicas' variables on
+    other devices, and on PyTorch (`torch.compile` is slow to start).
 
     Args:
         strategy: one of `STRATEGIES`.
@@ -207,7 +208,13 @@ def configure(strategy="auto", precision="auto"):
             replicas = 1
     policy = select_precision(precision, device)
     keras.config.set_dtype_policy(policy)
-    return Setup(tf_strategy, policy, backend != "torch", replicas, device)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        jit_compile = not isinstance(tf_strategy, tf.distribute.MirroredStrategy)
+    else:
+        jit_compile = backend == "jax"
+    return Setup(tf_strategy, policy, jit_compile, replicas, device)
 
 
 def data_parallel(devices=None):
@@ -256,7 +263,7 @@ def model_parallel(model_shards=2, devices=None):
 
     Returns:
         A `keras.distribution.ModelParallel`; use it with
-        `keras.distribution.set_distribution` or as a scope around model
+        `keras.distribution.set_distribution` or its `.scope()` around model
         creation.
     """
     devices = devices or keras.distribution.list_devices()
