@@ -149,14 +149,19 @@ def test_transformer_block_is_pre_layer_norm_residual():
     assert block.norm1.epsilon == block.norm2.epsilon == 1e-6
 
 
-def test_gelu_switch():
-    x = np.linspace(-3, 3, 7).astype("float32")[None, None]
-    exact = layers.MLPBlock(1)
-    exact.build((1, 1, 7))
-    tanh = layers.MLPBlock(1, gelu_approximate=True)
-    tanh.build((1, 1, 7))
-    tanh.set_weights(exact.get_weights())
-    assert not np.allclose(to_numpy(exact(x)), to_numpy(tanh(x)), atol=1e-7)
+def test_gelu_switch_selects_exact_or_tanh_gelu():
+    from math import erf
+
+    x = np.linspace(-3, 3, 7).astype("float32")
+    exact_gelu = np.array([0.5 * v * (1 + erf(v / np.sqrt(2))) for v in x.astype("float64")])
+    tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x.astype("float64") ** 3)))
+    for approximate, expected in ((False, exact_gelu), (True, tanh_gelu)):
+        block = layers.MLPBlock(7, gelu_approximate=approximate)
+        block.build((1, 1, 7))
+        # Identity projections make the block's output the activation itself.
+        block.set_weights([np.eye(7), np.zeros(7), np.eye(7), np.zeros(7)])
+        np.testing.assert_allclose(to_numpy(block(x[None, None]))[0, 0], expected, atol=1e-6)
+    assert np.abs(exact_gelu - tanh_gelu).max() > 1e-4  # the two really differ
 
 
 def test_drop_path_is_per_sample_and_unbiased():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from tests.helpers import random_inputs, randomize_weights, run_model_test, to_numpy
+from tests.helpers import BACKEND, assert_jit_fit_and_predict, random_inputs, randomize_weights, run_model_test, to_numpy
 
 TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=4, mlp_dim=64)
 
@@ -54,7 +54,16 @@ def test_classifier_contract(tmp_path):
         expected_num_params=_tiny_params()[1],
         expected_num_trainable_weights=4 + 12 * TINY["num_layers"] + 2 + 2,
         workdir=tmp_path,
+        jit=BACKEND != "torch",  # torch.compile is checked on a one-block model below
     )
+
+
+def test_jit_compiled_fit_and_predict_on_a_one_block_model():
+    # Keras's jit_compile is XLA on TensorFlow and JAX and torch.compile on
+    # torch, which spends minutes per graph on a CPU: one block keeps it short.
+    model = keras_vit.VisionTransformer(**dict(TINY, num_layers=1), input_shape=(16, 16, 3), classes=3)
+    randomize_weights(model)
+    assert_jit_fit_and_predict(model, random_inputs((2, 16, 16, 3)))
 
 
 def test_pre_logits_gap_classifier_contract(tmp_path):
@@ -65,6 +74,7 @@ def test_pre_logits_gap_classifier_contract(tmp_path):
         expected_num_params=_tiny_params(representation_size=16)[1],
         workdir=tmp_path,
         fresh_process=False,
+        jit=BACKEND != "torch",  # torch.compile is covered once, by the classifier test
     )
 
 
@@ -77,6 +87,7 @@ def test_backbone_sequence_contract(tmp_path):
         workdir=tmp_path,
         float32_outputs=False,
         fresh_process=False,
+        jit=BACKEND != "torch",
     )
 
 
@@ -164,5 +175,5 @@ def test_bad_arguments_are_value_errors(kwargs, message):
 
 
 def test_unsupported_weights_value_is_a_value_error():
-    with pytest.raises(ValueError, match=r"weights=.*Received: weights=42"):
+    with pytest.raises(ValueError, match=r"`weights` must be None, a checkpoint tag.*Received: weights=42"):
         keras_vit.ViTTi16(weights=42)
