@@ -144,7 +144,7 @@ def VisionTransformer(
     >>> model = VisionTransformer(
     ...     patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64,
     ...     input_shape=(32, 32, 3), classes=10)
-    >>> model(np.zeros((1, 32, 32, 3))).shape
+    >>> keras.ops.shape(model(np.zeros((1, 32, 32, 3))))
     (1, 10)
     """
     for arg_name, value in (("num_layers", num_layers), ("classes", classes)):
