@@ -1,6 +1,6 @@
 # Two commands: `make run` (the main job) and `make test` (every test on every backend).
 # Both first run scripts/bootstrap.sh, which creates .venv and installs requirements/ci.txt on first use.
-#   make run RUN_ARGS="--model ViTS16"          extra arguments for the main job
+#   make run RUN_ARGS="--steps 200"             extra arguments for the main job (keras-vit finetune)
 #   make test PYTEST_ARGS="-k preprocessing"    extra arguments for pytest (BACKENDS="jax" picks backends)
 
 RUN_ARGS ?=
@@ -13,7 +13,7 @@ bootstrap:
 	@bash scripts/bootstrap.sh
 
 run: bootstrap
-	.venv/bin/keras-vit demo $(RUN_ARGS)
+	.venv/bin/keras-vit finetune $(RUN_ARGS)
 
 test: bootstrap
 	@bash scripts/test.sh $(PYTEST_ARGS)

@@ -298,6 +298,7 @@ def finetune(
         steps_per_epoch=steps_per_epoch,
         validation_data=eval_for_fit,
         callbacks=callbacks,
+        shuffle=False,  # the pipeline shuffles; Keras warns that it cannot
         verbose=verbose,
     )
     fit_seconds = time.perf_counter() - fit_start

@@ -1,0 +1,96 @@
+"""The example scripts and the Colab notebook, executed on tiny settings
+(an image folder written here, a few CPU steps, random weights)."""
+
+import os
+import runpy
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers import BACKEND, REPO_ROOT
+
+EXAMPLES = os.path.join(REPO_ROOT, "examples")
+pytestmark = pytest.mark.skipif(BACKEND != "tensorflow", reason="the examples run once, on the tensorflow run")
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 6), ("test", 3)):
+        for name in ("a", "b"):
+            os.makedirs(tmp_path / "images" / split / name)
+            for index in range(count):
+                Image.fromarray(rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)).save(
+                    tmp_path / "images" / split / name / f"{index}.png"
+                )
+    return str(tmp_path / "images")
+
+
+def _run_script(name, argv, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [name])
+    module = runpy.run_path(os.path.join(EXAMPLES, name), run_name="example")
+    return module["main"](argv)
+
+
+def test_finetune_official_recipe_script(folder, tmp_path, monkeypatch):
+    result = _run_script(
+        "finetune_official_recipe.py",
+        ["--model", "ViTTi16", "--weights", "none", "--data", folder, "--image-size", "16", "--batch-size", "4",
+         "--accumulation-steps", "2", "--steps", "2", "--warmup-steps", "1", "--eval-every", "1",
+         "--out", str(tmp_path / "out")],
+        monkeypatch,
+    )
+    assert 0.0 <= result["accuracy"] <= 1.0
+    assert os.path.exists(tmp_path / "out" / "model.keras")
+
+
+def test_distributed_training_script(folder, monkeypatch):
+    history = _run_script(
+        "distributed_training.py",
+        ["--model", "ViTTi16", "--data", folder, "--image-size", "16", "--per-replica-batch", "4", "--steps", "2"],
+        monkeypatch,
+    )
+    assert len(history["loss"]) == 1 and np.isfinite(history["loss"][0])
+
+
+def test_every_example_states_command_runtime_and_result():
+    for name in ("finetune_official_recipe.py", "distributed_training.py"):
+        header = open(os.path.join(EXAMPLES, name)).read().split('"""')[1]
+        assert "python examples/" in header and "Runtime" in header and "%" in header, name
+
+
+def test_transfer_learning_notebook_runs(folder, tmp_path):
+    import nbclient
+    import nbformat
+
+    notebook = nbformat.read(os.path.join(EXAMPLES, "transfer_learning.ipynb"), as_version=4)
+    (parameters,) = [cell for cell in notebook.cells if "parameters" in cell.metadata.get("tags", [])]
+    parameters.source = "\n".join([
+        f"DATA = {folder!r}",
+        'TRAIN_SPLIT, EVAL_SPLIT = "train", "test"',
+        "MODEL = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)",
+        "WEIGHTS = None",
+        "IMAGE_SIZE = 16",
+        "BATCH_SIZE = 4",
+        "STEPS = 2",
+        "LEARNING_RATE = 0.01",
+    ])
+    env_backup = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env_backup if env_backup else "")
+    try:
+        client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
+                                         resources={"metadata": {"path": str(tmp_path)}})
+        client.execute()
+    finally:
+        if env_backup is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = env_backup
+    outputs = "".join(
+        output.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
+    )
+    assert "held-out accuracy:" in outputs
+    assert os.path.exists(tmp_path / "vit_finetuned.keras")
