@@ -267,7 +267,9 @@ def finetune(
     steps_per_epoch = math.ceil(steps / epochs)
     # Several steps per call cut the per-batch overhead; a divisor of the
     # epoch keeps every epoch (and its backup) on a call boundary.
-    steps_per_execution = max(d for d in range(1, 9) if steps_per_epoch % d == 0)
+    # The PyTorch backend only runs one step per call.
+    max_per_call = 1 if keras.backend.backend() == "torch" else 8
+    steps_per_execution = max(d for d in range(1, max_per_call + 1) if steps_per_epoch % d == 0)
     with setup.scope():
         vit = build_model(model, weights, image_size, train_info.num_classes)
         vit.compile(

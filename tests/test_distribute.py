@@ -62,6 +62,7 @@ def test_replicas_must_divide_the_batch():
         distribute.replicas_for(30, 4)
 
 
+@pytest.mark.skipif(BACKEND == "torch", reason="keras.distribution has no PyTorch implementation")
 def test_layout_map_covers_exactly_the_attention_and_mlp_kernels():
     model = keras_vit.VisionTransformer(**eval(_TINY))
     mesh = keras.distribution.DeviceMesh((1, 1), ("batch", "model"), devices=keras.distribution.list_devices()[:1])
