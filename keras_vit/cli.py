@@ -155,6 +155,32 @@ def _finetune(args):
         return 2
 
 
+def _benchmark_arguments(parser):
+    from keras_vit.benchmarking import cli
+
+    cli.add_arguments(parser)
+
+
+def _benchmark(args):
+    """Measures keras_vit against keras-hub and Hugging Face ViTs in one run.
+
+    Each configuration (backend x precision x jit_compile, and each peer) runs
+    in its own subprocess on --threads cores: inference and training-step
+    images/s, time to the first step, peak memory, ratios to the peers and
+    percent of the machine's matrix-multiply ceiling. Prints Markdown tables
+    and writes them with every measurement to --output (JSON). ViT-B/16 with
+    every configuration takes about an hour on 2 cores; --quick and a small
+    --variant give a look in minutes.
+    """
+    from keras_vit.benchmarking import cli
+
+    try:
+        return cli.run(args)
+    except ValueError as error:
+        print(f"keras-vit benchmark: {error}", file=sys.stderr)
+        return 2
+
+
 # The one place subcommands are registered: (name, one-line help, add_arguments(parser), run(args) -> exit code).
 SUBCOMMANDS = (
     ("demo", "build a random-weight ViT and time a forward pass on a random batch", _demo_arguments, _demo),
@@ -166,6 +192,8 @@ SUBCOMMANDS = (
      _weights_commands.convert_arguments, _weights_commands.convert),
     ("predict", "classify images with a pretrained ViT and print the top classes",
      _weights_commands.predict_arguments, _weights_commands.predict),
+    ("benchmark", "images/s, memory and time to first step against keras-hub and Hugging Face ViTs",
+     _benchmark_arguments, _benchmark),
 )
 
 

@@ -1,0 +1,48 @@
+"""`keras-vit benchmark`: keras_vit against its peers, measured in one run.
+
+Each configuration (model x backend x precision x jit_compile) runs in its
+own subprocess pinned to the same number of cores, with a timeout: inference
+throughput, training-step throughput, time to the first step and the peak
+resident memory. The peers (keras-hub's `ViTBackbone` with a Dense head,
+Hugging Face `transformers`' `ViTForImageClassification` eager and
+`torch.compile`) and the machine's matrix-multiply ceiling are measured in
+the same run, so the ratios stay meaningful on a busy machine even when the
+absolute numbers do not.
+
+Example:
+
+```python
+from keras_vit import benchmarking
+import keras_vit
+
+specs = benchmarking.plan("Ti/16", keras_vit.VARIANTS["Ti/16"], backends=("jax",),
+                          precisions=("float32",), peers=(), image_size=32, repeats=1)
+report = benchmarking.run(specs, output="benchmark.json")
+print(report["table"])
+```
+"""
+
+from keras_vit.benchmarking.flops import forward_flops, training_flops
+from keras_vit.benchmarking.runner import (
+    BACKENDS,
+    JIT_OPTIONS,
+    PEERS,
+    PRECISIONS,
+    format_table,
+    plan,
+    run,
+    summarize,
+)
+
+__all__ = [
+    "BACKENDS",
+    "JIT_OPTIONS",
+    "PEERS",
+    "PRECISIONS",
+    "format_table",
+    "forward_flops",
+    "plan",
+    "run",
+    "summarize",
+    "training_flops",
+]

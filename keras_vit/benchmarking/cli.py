@@ -1,0 +1,82 @@
+"""The options and the entry point of `keras-vit benchmark`."""
+
+import sys
+
+from keras_vit.benchmarking import runner
+
+
+def _names(text):
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _sizes(text):
+    return tuple(int(size) for size in _names(text))
+
+
+def add_arguments(parser):
+    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
+    parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
+    parser.add_argument("--backends", default=",".join(runner.BACKENDS), help="comma-separated (default: %(default)s)")
+    parser.add_argument(
+        "--precisions", default=",".join(runner.PRECISIONS), help="comma-separated (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--jit",
+        choices=runner.JIT_OPTIONS,
+        default="default",
+        help="jit_compile modes: default = TensorFlow off and on, JAX on, torch off, plus HF eager and "
+        "torch.compile; both = off and on everywhere (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--peers", default=",".join(runner.PEERS), help="comma-separated, or 'none' (default: %(default)s)"
+    )
+    parser.add_argument("--no-ceiling", action="store_true", help="skip the matrix-multiply ceiling")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls after warm-up (default: %(default)s)")
+    parser.add_argument("--batch-sizes", default="1,16", help="inference batch sizes (default: %(default)s)")
+    parser.add_argument("--train-batch-size", type=int, default=8, help="training batch (default: %(default)s)")
+    parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="cores per configuration (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per configuration (default: %(default)s)")
+    parser.add_argument("--output", default="benchmark.json", help="the JSON report (default: %(default)s)")
+    parser.add_argument(
+        "--quick", action="store_true", help="one repeat, one jit mode per backend, no torch.compile peer"
+    )
+
+
+def run(args):
+    import keras_vit
+
+    if args.variant not in keras_vit.VARIANTS:
+        raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
+    for option in ("image_size", "repeats", "train_batch_size", "classes", "threads"):
+        if getattr(args, option) < 1:
+            raise ValueError(f"--{option.replace('_', '-')} must be positive. Received: {getattr(args, option)}")
+    patch = keras_vit.VARIANTS[args.variant]["patch_size"]
+    if args.image_size % patch:
+        raise ValueError(f"--image-size must be a multiple of the patch size {patch}. Received: {args.image_size}")
+    batch_sizes = _sizes(args.batch_sizes)
+    if not batch_sizes or min(batch_sizes) < 1:
+        raise ValueError(f"--batch-sizes must be positive integers. Received: {args.batch_sizes!r}")
+    peers = () if args.peers.strip() == "none" else _names(args.peers)
+    specs = runner.plan(
+        args.variant,
+        keras_vit.VARIANTS[args.variant],
+        backends=_names(args.backends),
+        precisions=_names(args.precisions),
+        jit="single" if args.quick else args.jit,
+        peers=peers,
+        ceiling=not args.no_ceiling,
+        image_size=args.image_size,
+        classes=args.classes,
+        inference_batch_sizes=batch_sizes,
+        train_batch_size=args.train_batch_size,
+        repeats=1 if args.quick else args.repeats,
+        threads=args.threads,
+    )
+    report = runner.run(specs, timeout=args.timeout, output=args.output)
+    print(f"ViT-{args.variant} at {args.image_size} px, {args.threads} threads, {report['started']}, "
+          f"{report['machine']['cpu']} ({report['machine']['cores']} cores), "
+          f"load average at start {report['machine']['load_average']}")
+    print(report["table"])
+    print(f"\nWrote {args.output}", file=sys.stderr)
+    return 0 if all(record["status"] == "ok" for record in report["records"]) else 1

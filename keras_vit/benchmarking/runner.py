@@ -1,0 +1,366 @@
+"""Plans the benchmark's configurations, runs each in a subprocess, compares.
+
+`plan()` turns the options into a list of specs (one per process),
+`run_spec()` runs one with a timeout, `summarize()` adds the ratios to the
+peers, the percent of the matrix-multiply ceiling and the issue's targets,
+and `format_table()` renders the Markdown tables the README shows.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from keras_vit.benchmarking import flops
+from keras_vit.benchmarking import worker
+from keras_vit.benchmarking.worker import RESULT_PREFIX
+
+BACKENDS = ("tensorflow", "jax", "torch")
+PRECISIONS = ("float32", "mixed_bfloat16")
+# jit_compile values worth measuring per backend on CPU: TensorFlow runs both
+# its graph executor and XLA; JAX is always XLA (jit_compile=False would be
+# op-by-op dispatch, nobody serves that way); on torch, jit_compile=True means
+# torch.compile, measured only when asked for (`jit="both"`).
+DEFAULT_JIT = {"tensorflow": (False, True), "jax": (True,), "torch": (False,)}
+# "single": the first default mode per backend and no torch.compile peer (--quick).
+JIT_OPTIONS = ("default", "on", "off", "both", "single")
+PEERS = ("keras_hub", "transformers")
+# keras-hub is measured on the TensorFlow and PyTorch backends, the ones its
+# numbers in the issue come from (and the ones a user switching would use).
+KERAS_HUB_BACKENDS = ("tensorflow", "torch")
+
+
+def jit_modes(backend, jit):
+    """The `jit_compile` values measured for `backend` given the `--jit` option."""
+    if jit == "on":
+        return (True,)
+    if jit == "off":
+        return (False,)
+    if jit == "both":
+        return (False, True)
+    if jit == "default":
+        return DEFAULT_JIT[backend]
+    if jit == "single":
+        return DEFAULT_JIT[backend][:1]
+    raise ValueError(f"`jit` must be one of {JIT_OPTIONS}. Received: jit={jit!r}")
+
+
+def label(spec):
+    """A short human-readable name of a configuration."""
+    if spec["kind"] == "ceiling":
+        return "matmul ceiling"
+    if spec["kind"] == "transformers":
+        mode = "torch.compile" if spec["jit_compile"] else "eager"
+        return f"HF transformers, torch {mode}, {spec['precision']}"
+    name = "keras_vit" if spec["kind"] == "keras_vit" else "keras-hub"
+    mode = ", XLA" if spec["jit_compile"] and spec["backend"] != "jax" else ""
+    return f"{name}, {spec['backend']}{mode}, {spec['precision']}"
+
+
+def plan(
+    variant_name,
+    variant,
+    backends=BACKENDS,
+    precisions=PRECISIONS,
+    jit="default",
+    peers=PEERS,
+    ceiling=True,
+    image_size=224,
+    classes=1000,
+    inference_batch_sizes=(1, 16),
+    train_batch_size=8,
+    repeats=3,
+    threads=2,
+):
+    """Returns the list of specs to run, ceiling first, then keras_vit, then peers."""
+    for backend in backends:
+        if backend not in BACKENDS:
+            raise ValueError(f"Unknown backend {backend!r}; choose from {BACKENDS}.")
+    for precision in precisions:
+        if precision not in PRECISIONS:
+            raise ValueError(f"Unknown precision {precision!r}; choose from {PRECISIONS}.")
+    for peer in peers:
+        if peer not in PEERS:
+            raise ValueError(f"Unknown peer {peer!r}; choose from {PEERS}.")
+    common = dict(
+        variant_name=variant_name,
+        variant=dict(variant),
+        image_size=image_size,
+        classes=classes,
+        inference_batch_sizes=list(inference_batch_sizes),
+        train_batch_size=train_batch_size,
+        repeats=repeats,
+        threads=threads,
+    )
+    specs = []
+    if ceiling:
+        specs.append(dict(common, kind="ceiling", backend="numpy+torch", precision="-", jit_compile=False))
+    for backend in backends:
+        for precision in precisions:
+            for jit_compile in jit_modes(backend, jit):
+                specs.append(dict(common, kind="keras_vit", backend=backend, precision=precision, jit_compile=jit_compile))
+    if "keras_hub" in peers:
+        for backend in backends:
+            if backend in KERAS_HUB_BACKENDS:
+                for precision in precisions:
+                    specs.append(dict(common, kind="keras_hub", backend=backend, precision=precision, jit_compile=False))
+    if "transformers" in peers:
+        compile_modes = (False,) if jit in ("off", "single") else (False, True)
+        for precision in precisions:
+            for jit_compile in compile_modes:
+                specs.append(dict(common, kind="transformers", backend="torch", precision=precision, jit_compile=jit_compile))
+    return specs
+
+
+def run_spec(spec, timeout):
+    """Runs one spec in a fresh Python process; returns the spec with its outcome.
+
+    The outcome is `status` ("ok", "failed" or "timeout"), `result` (the
+    worker's measurements) or `error` (the last lines of its output).
+    """
+    env = dict(os.environ)
+    if spec["kind"] in ("keras_vit", "keras_hub"):
+        env["KERAS_BACKEND"] = spec["backend"]
+    # The worker must import this very keras_vit, installed or not.
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    # The worker runs as a script, not `-m keras_vit...`: importing the
+    # package would import Keras (and its backend) before the worker has
+    # pinned the cores and sized the thread pools.
+    command = [sys.executable, worker.__file__, json.dumps(spec)]
+    record = dict(spec, label=label(spec))
+    start = time.perf_counter()
+    try:
+        completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        record.update(status="timeout", error=f"no result within {timeout} s")
+        record["elapsed_s"] = time.perf_counter() - start
+        return record
+    record["elapsed_s"] = time.perf_counter() - start
+    for line in completed.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            record.update(status="ok", result=json.loads(line[len(RESULT_PREFIX) :]))
+            return record
+    tail = (completed.stdout + completed.stderr).strip().splitlines()[-15:]
+    record.update(status="failed", error=f"exit code {completed.returncode}: " + "\n".join(tail))
+    return record
+
+
+def _inference(record, batch):
+    if record.get("status") != "ok":
+        return None
+    entry = record["result"]["inference"].get(str(batch))
+    return None if entry is None else entry["images_per_s"]
+
+
+def _train(record):
+    return record["result"]["train"]["images_per_s"] if record.get("status") == "ok" else None
+
+
+def _memory(record):
+    return record["result"]["peak_rss_train_mb"] if record.get("status") == "ok" else None
+
+
+def ratio(value, reference):
+    """`value / reference`, or None when either is missing or the reference is 0."""
+    if value is None or not reference:
+        return None
+    return value / reference
+
+
+def percent_of_ceiling(images_per_s, flops_per_image, ceiling_gflops):
+    """The share of the matmul ceiling a throughput uses, in percent."""
+    if images_per_s is None or not ceiling_gflops:
+        return None
+    return 100.0 * images_per_s * flops_per_image / (ceiling_gflops * 1e9)
+
+
+def ceilings(records):
+    """`{"float32": GFLOP/s, "mixed_bfloat16": GFLOP/s}` from the ceiling record (best library)."""
+    for record in records:
+        if record["kind"] == "ceiling" and record.get("status") == "ok":
+            result = record["result"]
+            f32 = [result[key] for key in ("numpy_float32_gflops", "torch_float32_gflops") if key in result]
+            return {"float32": max(f32), "mixed_bfloat16": result.get("torch_bfloat16_gflops")}
+    return {}
+
+
+def _peers_of(record, records):
+    """The peer records a keras_vit record is compared with: same precision; keras-hub on the same backend."""
+    peers = []
+    for other in records:
+        if other["kind"] == "keras_hub" and other["backend"] == record["backend"]:
+            peers.append(other)
+        elif other["kind"] == "transformers":
+            peers.append(other)
+    return [peer for peer in peers if peer["precision"] == record["precision"]]
+
+
+def summarize(records):
+    """Adds `percent_of_ceiling` to each record and `ratios` to keras_vit's; returns the summary dict."""
+    limits = ceilings(records)
+    large = None
+    for record in records:
+        if record["kind"] == "ceiling" or record.get("status") != "ok":
+            continue
+        large = max(int(batch) for batch in record["result"]["inference"])
+        forward = flops.forward_flops(record["variant"], record["image_size"], record["classes"])
+        training = flops.training_flops(record["variant"], record["image_size"], record["classes"])
+        limit = limits.get(record["precision"])
+        record["percent_of_ceiling"] = {
+            "inference": percent_of_ceiling(_inference(record, large), forward, limit),
+            "train": percent_of_ceiling(_train(record), training, limit),
+        }
+    for record in records:
+        if record["kind"] != "keras_vit":
+            continue
+        record["ratios"] = {
+            peer["label"]: {
+                "inference": ratio(_inference(record, large), _inference(peer, large)),
+                "train": ratio(_train(record), _train(peer)),
+                "memory": ratio(_memory(record), _memory(peer)),
+            }
+            for peer in _peers_of(record, records)
+        }
+    return {"ceilings_gflops": limits, "targets": targets(records, large)}
+
+
+def _best(records, kind, precision, metric, backend=None):
+    candidates = [
+        (metric(r), r)
+        for r in records
+        if r["kind"] == kind and r["precision"] == precision and (backend is None or r["backend"] == backend)
+    ]
+    candidates = [(value, r) for value, r in candidates if value is not None]
+    return max(candidates, key=lambda pair: pair[0]) if candidates else (None, None)
+
+
+def targets(records, batch):
+    """The issue's targets, each with the measured ratio and whether it holds."""
+    infer = lambda r: _inference(r, batch)  # noqa: E731
+    low_memory = lambda r: -_memory(r) if _memory(r) is not None else None  # noqa: E731
+    checks = []
+
+    def add(name, mine, theirs, threshold, lower_is_better=False):
+        value = ratio(mine, theirs)
+        met = None if value is None else (value <= threshold if lower_is_better else value >= threshold)
+        checks.append({"target": name, "ratio": value, "threshold": threshold, "met": met})
+
+    for precision, threshold in (("float32", 1.3), ("mixed_bfloat16", 2.0)):
+        mine, _ = _best(records, "keras_vit", precision, infer, backend="tensorflow")
+        theirs, _ = _best(records, "keras_hub", precision, infer, backend="tensorflow")
+        add(f"TensorFlow {precision} inference b{batch} vs keras-hub", mine, theirs, threshold)
+    compiled = [r for r in records if r["kind"] == "transformers" and r["jit_compile"]]
+    eager = [r for r in records if r["kind"] == "transformers" and not r["jit_compile"]]
+    mine, _ = _best(records, "keras_vit", "mixed_bfloat16", infer)
+    theirs, _ = _best(compiled, "transformers", "mixed_bfloat16", infer)
+    add(f"best mixed_bfloat16 inference b{batch} vs HF torch.compile", mine, theirs, 1.0)
+    mine, _ = _best(records, "keras_vit", "mixed_bfloat16", _train)
+    theirs, _ = _best(eager, "transformers", "mixed_bfloat16", _train)
+    add("best mixed_bfloat16 training step vs HF eager", mine, theirs, 1.0)
+    mine, _ = _best(records, "keras_vit", "mixed_bfloat16", low_memory)
+    theirs, _ = _best(eager, "transformers", "mixed_bfloat16", low_memory)
+    add("lowest training peak memory vs HF eager (<=)", mine and -mine, theirs and -theirs, 1.25, True)
+    return checks
+
+
+def _number(value, digits=1):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def format_table(records, summary):
+    """The results as Markdown: throughputs, then ratios to the peers, then targets."""
+    batches = sorted({int(b) for r in records if r.get("status") == "ok" and "inference" in r["result"]
+                      for b in r["result"]["inference"]})
+    train_batch = next((r["train_batch_size"] for r in records if r["kind"] != "ceiling"), None)
+    header = (
+        ["configuration"]
+        + [f"inference b{b} (img/s)" for b in batches]
+        + [f"training b{train_batch} (img/s)", "first train step (s)", "peak RSS training (MiB)",
+           "% of ceiling (inference / training)"]
+    )
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for record in records:
+        if record["kind"] == "ceiling":
+            continue
+        if record.get("status") != "ok":
+            cells = [record["label"]] + [record["status"]] + ["-"] * (len(header) - 2)
+        else:
+            result, share = record["result"], record.get("percent_of_ceiling", {})
+            cells = (
+                [record["label"]]
+                + [_number(_inference(record, b), 2) for b in batches]
+                + [_number(_train(record), 2), _number(result["first_train_step_s"]), _number(_memory(record), 0),
+                   f"{_number(share.get('inference'))} / {_number(share.get('train'))}"]
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    limits = summary["ceilings_gflops"]
+    lines.append("")
+    lines.append(
+        f"Matrix-multiply ceiling: float32 {_number(limits.get('float32'))} GFLOP/s, "
+        f"bfloat16 {_number(limits.get('mixed_bfloat16'))} GFLOP/s."
+    )
+    ratio_rows = [
+        (record["label"], peer, values)
+        for record in records if record["kind"] == "keras_vit"
+        for peer, values in record.get("ratios", {}).items()
+    ]
+    if ratio_rows:
+        large = batches[-1] if batches else "?"
+        lines += ["", f"| keras_vit configuration | peer | inference b{large} ratio | training ratio | memory ratio |",
+                  "|---|---|---|---|---|"]
+        for mine, peer, values in ratio_rows:
+            lines.append(
+                f"| {mine} | {peer} | {_number(values['inference'], 2)} | {_number(values['train'], 2)} | "
+                f"{_number(values['memory'], 2)} |"
+            )
+    if summary.get("targets"):
+        lines += ["", "| target | ratio | threshold | met |", "|---|---|---|---|"]
+        for check in summary["targets"]:
+            met = {True: "yes", False: "no", None: "not measured"}[check["met"]]
+            lines.append(f"| {check['target']} | {_number(check['ratio'], 2)} | {check['threshold']} | {met} |")
+    failures = [r for r in records if r.get("status") not in (None, "ok")]
+    for record in failures:
+        lines.append(f"\n{record['label']}: {record['status']}: {record['error']}")
+    return "\n".join(lines)
+
+
+def machine_description():
+    """CPU model, cores and the load average at the start, for the record."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
+    return {"cpu": model, "cores": os.cpu_count(), "load_average": load}
+
+
+def run(specs, timeout=1800, output=None, log=None):
+    """Runs every spec, summarises, writes the JSON to `output` (if given) and returns it."""
+    log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    machine = machine_description()
+    records = []
+    for index, spec in enumerate(specs, 1):
+        log(f"[{index}/{len(specs)}] {label(spec)} ...")
+        record = run_spec(spec, timeout)
+        log(f"[{index}/{len(specs)}] {record['label']}: {record['status']} in {record['elapsed_s']:.0f} s")
+        records.append(record)
+    summary = summarize(records)
+    report = {"started": started, "machine": machine, "command": " ".join(sys.argv), "records": records, **summary}
+    report["table"] = format_table(records, summary)
+    if output:
+        temporary = f"{output}.partial"
+        with open(temporary, "w") as handle:
+            json.dump(report, handle, indent=1)
+        os.replace(temporary, output)  # never a half-written report
+    return report

@@ -1,0 +1,282 @@
+"""Measures one benchmark configuration; runs in its own process.
+
+`python keras_vit/benchmarking/worker.py '<json spec>'` pins the process to
+`threads` cores and sets every framework's thread pools before importing any
+of them, builds the model the spec names, measures it and prints one line
+`KERAS_VIT_BENCHMARK_RESULT {json}` on stdout. The runner starts one such
+process per configuration, so one framework's thread pools, caches, compiled
+code and memory high-water mark never leak into another's numbers.
+
+Spec keys: `kind` ("keras_vit", "keras_hub", "transformers" or "ceiling"),
+`backend`, `precision` ("float32" or "mixed_bfloat16"), `jit_compile`
+(bool; for "transformers" it selects `torch.compile`), `variant` (a dict of
+`keras_vit.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
+`train_batch_size`, `repeats`, `threads`.
+"""
+
+import json
+import os
+import sys
+import time
+
+RESULT_PREFIX = "KERAS_VIT_BENCHMARK_RESULT "
+
+
+def limit_threads(threads):
+    """Pins this process to `threads` cores and sizes every thread pool to match.
+
+    Must run before TensorFlow, JAX, PyTorch or NumPy is imported: their pools
+    read these variables once, at start-up.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, cpus[:threads])
+    threads = str(threads)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
+        os.environ[name] = threads
+    os.environ["TF_NUM_INTEROP_THREADS"] = "1"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def peak_rss_mb():
+    """The process's resident-memory high-water mark in MiB (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _timed(function, repeats):
+    """Calls `function` `repeats` times; returns the sorted wall times in seconds."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return sorted(times)
+
+
+def _median(values):
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def _throughput(batch, times):
+    return {"images_per_s": batch / _median(times), "seconds": times}
+
+
+def _images(batch, image_size, channels_first=False, seed=0):
+    import numpy as np
+
+    shape = (batch, 3, image_size, image_size) if channels_first else (batch, image_size, image_size, 3)
+    return np.random.default_rng(seed).uniform(-1, 1, size=shape).astype("float32")
+
+
+def _labels(batch, classes, seed=0):
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, classes, size=(batch,)).astype("int32")
+
+
+def _measure(spec, infer, train_step):
+    """The common protocol: training first, so its peak memory is not inference's.
+
+    `infer(images)` and `train_step(images, labels)` must block until the
+    result is computed. The first call of each is timed separately (tracing,
+    compilation, allocation: "time to first step"), then `repeats` timed
+    calls follow one untimed warm-up.
+    """
+    result = {"rss_after_build_mb": peak_rss_mb()}
+    batch = spec["train_batch_size"]
+    images, labels = _images(batch, spec["image_size"], spec.get("channels_first")), _labels(batch, spec["classes"])
+    start = time.perf_counter()
+    train_step(images, labels)
+    result["first_train_step_s"] = time.perf_counter() - start
+    train_step(images, labels)
+    result["train"] = _throughput(batch, _timed(lambda: train_step(images, labels), spec["repeats"]))
+    result["train"]["batch_size"] = batch
+    result["peak_rss_train_mb"] = peak_rss_mb()
+    result["inference"] = {}
+    for batch in spec["inference_batch_sizes"]:
+        images = _images(batch, spec["image_size"], spec.get("channels_first"))
+        start = time.perf_counter()
+        infer(images)
+        first = time.perf_counter() - start
+        infer(images)
+        entry = _throughput(batch, _timed(lambda: infer(images), spec["repeats"]))
+        entry["first_call_s"] = first
+        result["inference"][str(batch)] = entry
+    result["peak_rss_mb"] = peak_rss_mb()
+    return result
+
+
+def _keras_model(spec):
+    import keras
+
+    if spec["kind"] == "keras_vit":
+        import keras_vit
+
+        return keras_vit.VisionTransformer(
+            **spec["variant"],
+            input_shape=(spec["image_size"], spec["image_size"], 3),
+            classes=spec["classes"],
+            classifier_activation=None,
+        )
+    import keras_hub
+
+    variant = spec["variant"]
+    backbone = keras_hub.models.ViTBackbone(
+        image_shape=(spec["image_size"], spec["image_size"], 3),
+        patch_size=variant["patch_size"],
+        num_layers=variant["num_layers"],
+        num_heads=variant["num_heads"],
+        hidden_dim=variant["hidden_dim"],
+        mlp_dim=variant["mlp_dim"],
+    )
+    # keras-hub's ViTImageClassifier head: the class token into a float32 Dense.
+    logits = keras.layers.Dense(spec["classes"], dtype="float32", name="head")(backbone.output[:, 0])
+    return keras.Model(backbone.input, logits)
+
+
+def _run_keras(spec):
+    import keras
+
+    backend = keras.backend.backend()
+    if backend != spec["backend"]:
+        raise RuntimeError(f"KERAS_BACKEND is {backend!r}, the spec asks for {spec['backend']!r}")
+    if backend == "torch":
+        import torch
+
+        torch.set_num_threads(spec["threads"])
+    keras.config.set_dtype_policy(spec["precision"])
+    keras.utils.set_random_seed(0)
+    model = _keras_model(spec)
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=spec["jit_compile"],
+    )
+    result = _measure(
+        spec,
+        infer=model.predict_on_batch,  # returns NumPy: the computation has finished
+        train_step=model.train_on_batch,  # returns the loss as a Python float
+    )
+    result["parameters"] = model.count_params()
+    return result
+
+
+def _run_transformers(spec):
+    import torch
+    import transformers
+
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(0)
+    variant = spec["variant"]
+    config = transformers.ViTConfig(
+        image_size=spec["image_size"],
+        patch_size=variant["patch_size"],
+        hidden_size=variant["hidden_dim"],
+        num_hidden_layers=variant["num_layers"],
+        num_attention_heads=variant["num_heads"],
+        intermediate_size=variant["mlp_dim"],
+        num_labels=spec["classes"],
+        layer_norm_eps=1e-6,
+        attn_implementation="sdpa",
+    )
+    model = transformers.ViTForImageClassification(config)
+    # Mixed bfloat16 as Keras means it: float32 weights, bfloat16 compute (autocast).
+    autocast = spec["precision"] == "mixed_bfloat16"
+    forward = torch.compile(model) if spec["jit_compile"] else model
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loss_function = torch.nn.CrossEntropyLoss()
+
+    def infer(images):
+        model.eval()
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return forward(pixel_values=torch.from_numpy(images)).logits.float().numpy()
+
+    def train_step(images, labels):
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logits = forward(pixel_values=torch.from_numpy(images)).logits
+        loss = loss_function(logits.float(), torch.from_numpy(labels).long())
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    result = _measure(dict(spec, channels_first=True), infer, train_step)
+    result["parameters"] = sum(p.numel() for p in model.parameters())
+    return result
+
+
+def _gemm_gflops(make_matmul, repeats, largest=2048, long_enough_s=0.25):
+    """The best GFLOP/s of square matrix products, sized to run long enough.
+
+    `make_matmul(size)` returns a function computing one `size`-square
+    product. The size doubles from 256 until one call takes `long_enough_s`
+    (or reaches `largest`), so a slow path (bfloat16 without hardware support
+    can run at 0.1 GFLOP/s) costs seconds, not minutes.
+    """
+    size = 256
+    while True:
+        matmul = make_matmul(size)
+        matmul()
+        seconds = min(_timed(matmul, 1))
+        if seconds >= long_enough_s or size >= largest:
+            break
+        size *= 2
+    return {"gflops": 2 * size**3 / min(_timed(matmul, max(repeats, 3))) / 1e9, "size": size}
+
+
+def _run_ceiling(spec):
+    """The machine's matrix-multiply ceiling: square GEMMs in NumPy and PyTorch."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+
+    def numpy_matmul(size):
+        a, b = (rng.standard_normal((size, size)).astype("float32") for _ in range(2))
+        return lambda: a @ b
+
+    gemms = {"numpy_float32": _gemm_gflops(numpy_matmul, spec["repeats"])}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(spec["threads"])
+        for dtype in ("float32", "bfloat16"):
+
+            def torch_matmul(size, dtype=getattr(torch, dtype)):
+                a, b = (torch.randn(size, size).to(dtype) for _ in range(2))
+                return lambda: a @ b
+
+            gemms[f"torch_{dtype}"] = _gemm_gflops(torch_matmul, spec["repeats"])
+    result = {f"{name}_gflops": value["gflops"] for name, value in gemms.items()}
+    result["gemm_sizes"] = {name: value["size"] for name, value in gemms.items()}
+    return result
+
+
+RUNNERS = {"keras_vit": _run_keras, "keras_hub": _run_keras, "transformers": _run_transformers, "ceiling": _run_ceiling}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python keras_vit/benchmarking/worker.py '<json spec>'", file=sys.stderr)
+        return 2
+    spec = json.loads(argv[0])
+    limit_threads(spec["threads"])
+    start = time.perf_counter()
+    result = RUNNERS[spec["kind"]](spec)
+    result["wall_s"] = time.perf_counter() - start
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    # Run as a script, this folder is first on sys.path; drop it so that its
+    # modules (cli, flops, runner) cannot shadow anything the frameworks import.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The benchmark's plan, arithmetic and report; one tiny real run per backend.
+
+Wall-clock speed is never asserted: only that the measurements exist, are
+positive and are combined correctly.
+"""
+
+import json
+
+import keras
+import pytest
+
+import keras_vit
+from keras_vit import benchmarking
+from keras_vit.benchmarking import runner
+from keras_vit.cli import main
+
+TINY = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
+
+
+def test_forward_flops_match_the_published_figure():
+    b16 = keras_vit.VARIANTS["B/16"]
+    assert round(benchmarking.forward_flops(b16) / 1e9, 1) == 35.1
+    # By hand for the tiny config at 16 px: 4 patches, 5 tokens, no head.
+    per_block = 5 * 16 * 48 + 2 * 25 * 16 + 5 * 16 * 16 + 2 * 5 * 16 * 32
+    assert benchmarking.forward_flops(TINY, 16, classes=0) == 2 * (4 * 8 * 8 * 3 * 16 + per_block)
+    assert benchmarking.training_flops(TINY, 16, 10) == 3 * benchmarking.forward_flops(TINY, 16, 10)
+
+
+def test_default_plan_covers_backends_jit_modes_and_peers():
+    specs = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"])
+    labels = [runner.label(spec) for spec in specs]
+    assert labels[0] == "matmul ceiling"
+    assert "keras_vit, tensorflow, XLA, float32" in labels and "keras_vit, tensorflow, float32" in labels
+    assert "keras_vit, jax, mixed_bfloat16" in labels and "keras_vit, torch, float32" in labels
+    assert "keras-hub, torch, mixed_bfloat16" in labels and "keras-hub, jax, float32" not in labels
+    assert "HF transformers, torch torch.compile, mixed_bfloat16" in labels
+    assert len(labels) == len(set(labels)) == 1 + 8 + 4 + 4
+    quick = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], jit="single", ceiling=False)
+    assert not any(spec["jit_compile"] for spec in quick if spec["backend"] != "jax")
+    with pytest.raises(ValueError, match="Unknown backend 'mxnet'"):
+        benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], backends=("mxnet",))
+
+
+def _record(kind, backend, precision, infer, train, memory, jit_compile=False):
+    spec = dict(kind=kind, backend=backend, precision=precision, jit_compile=jit_compile, variant=TINY,
+                image_size=16, classes=10, train_batch_size=2)
+    result = {"inference": {"4": {"images_per_s": infer}}, "train": {"images_per_s": train},
+              "peak_rss_train_mb": memory, "first_train_step_s": 1.0}
+    return dict(spec, label=runner.label(spec), status="ok", result=result)
+
+
+def test_summary_ratios_ceiling_share_and_targets():
+    ceiling = dict(kind="ceiling", backend="-", precision="-", jit_compile=False, label="matmul ceiling",
+                   status="ok", result={"numpy_float32_gflops": 10.0, "torch_float32_gflops": 20.0,
+                                        "torch_bfloat16_gflops": 40.0})
+    records = [
+        ceiling,
+        _record("keras_vit", "tensorflow", "mixed_bfloat16", infer=30.0, train=6.0, memory=500.0),
+        _record("keras_hub", "tensorflow", "mixed_bfloat16", infer=10.0, train=4.0, memory=1000.0),
+        _record("transformers", "torch", "mixed_bfloat16", infer=40.0, train=3.0, memory=450.0, jit_compile=True),
+        _record("transformers", "torch", "mixed_bfloat16", infer=20.0, train=5.0, memory=400.0),
+        _record("transformers", "torch", "float32", infer=1.0, train=1.0, memory=1.0),
+    ]
+    summary = benchmarking.summarize(records)
+    assert summary["ceilings_gflops"] == {"float32": 20.0, "mixed_bfloat16": 40.0}
+    mine = records[1]
+    # Compared only with peers of the same precision.
+    assert set(mine["ratios"]) == {records[2]["label"], records[3]["label"], records[4]["label"]}
+    assert mine["ratios"][records[2]["label"]] == {"inference": 3.0, "train": 1.5, "memory": 0.5}
+    assert mine["ratios"][records[3]["label"]]["inference"] == pytest.approx(0.75)
+    flops_per_image = benchmarking.forward_flops(TINY, 16, 10)
+    assert mine["percent_of_ceiling"]["inference"] == pytest.approx(100 * 30.0 * flops_per_image / 40e9)
+    targets = {check["target"]: check for check in summary["targets"]}
+    assert targets["TensorFlow mixed_bfloat16 inference b4 vs keras-hub"]["met"] is True  # 3.0 >= 2
+    assert targets["TensorFlow float32 inference b4 vs keras-hub"]["met"] is None  # not measured
+    assert targets["best mixed_bfloat16 inference b4 vs HF torch.compile"]["ratio"] == pytest.approx(0.75)
+    assert targets["best mixed_bfloat16 training step vs HF eager"]["met"] is True  # 6 / 5
+    assert targets["lowest training peak memory vs HF eager (<=)"]["ratio"] == pytest.approx(1.25)
+    table = benchmarking.format_table(records, summary)
+    assert "| keras_vit, tensorflow, mixed_bfloat16 | 30.00 | 6.00 | 1.0 | 500 |" in table
+    assert "| keras_vit, tensorflow, mixed_bfloat16 | keras-hub, tensorflow, mixed_bfloat16 | 3.00 | 1.50 | 0.50 |" in table
+
+
+def test_tiny_run_in_a_subprocess_writes_the_report(tmp_path):
+    backend = keras.backend.backend()
+    specs = benchmarking.plan("tiny", TINY, backends=(backend,), precisions=("float32",), jit="single", peers=(),
+                              ceiling=False, image_size=16, classes=10, inference_batch_sizes=(1, 2),
+                              train_batch_size=2, repeats=1)
+    output = tmp_path / "benchmark.json"
+    report = benchmarking.run(specs, timeout=600, output=str(output), log=lambda message: None)
+    (record,) = report["records"]
+    assert record["status"] == "ok", record.get("error")
+    result = record["result"]
+    assert set(result["inference"]) == {"1", "2"}
+    assert all(entry["images_per_s"] > 0 and len(entry["seconds"]) == 1 for entry in result["inference"].values())
+    assert result["train"]["images_per_s"] > 0 and result["first_train_step_s"] > 0
+    assert result["peak_rss_train_mb"] >= result["rss_after_build_mb"] > 0
+    assert result["parameters"] == keras_vit.VisionTransformer(**TINY, input_shape=(16, 16, 3), classes=10).count_params()
+    assert json.loads(output.read_text())["table"] == report["table"]
+    assert f"keras_vit, {backend}" in report["table"]
+
+
+def test_cli_rejects_bad_options(capsys):
+    assert main(["benchmark", "--variant", "Q/7"]) == 2
+    assert "Unknown --variant 'Q/7'" in capsys.readouterr().err
+    assert main(["benchmark", "--variant", "Ti/16", "--image-size", "30"]) == 2
+    assert "multiple of the patch size 16" in capsys.readouterr().err
