@@ -182,8 +182,39 @@ def _benchmark(args):
 
 
 # The one place subcommands are registered: (name, one-line help, add_arguments(parser), run(args) -> exit code).
+def _variants_arguments(parser):
+    parser.add_argument("--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)")
+    parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
+
+
+def _variants(args):
+    """Prints the variant table (a Markdown table, as in the README): the
+    architecture, the parameter count of the model as built, and the analytic
+    forward-pass GFLOPs (2 per multiply-add) of one image."""
+    import keras
+
+    import keras_vit
+    from keras_vit.benchmarking.flops import forward_flops
+
+    print(f"| constructor | variant | patch | hidden | layers | heads | MLP | params ({args.classes}-class head) "
+          f"| GFLOPs at {args.image_size} |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, constructor in keras_vit.CONSTRUCTORS.items():
+        variant_name = name[3:].rstrip("0123456789") + "/" + name[3:].lstrip("TiSBLH")
+        variant = keras_vit.VARIANTS[variant_name]
+        model = constructor(input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
+        gflops = forward_flops(variant, args.image_size, args.classes) / 1e9
+        print(f"| `{name}` | {variant_name} | {variant['patch_size']} | {variant['hidden_dim']} | "
+              f"{variant['num_layers']} | {variant['num_heads']} | {variant['mlp_dim']} | "
+              f"{model.count_params():,} | {gflops:.1f} |")
+        del model
+        keras.backend.clear_session()
+    return 0
+
+
 SUBCOMMANDS = (
     ("demo", "build a random-weight ViT and time a forward pass on a random batch", _demo_arguments, _demo),
+    ("variants", "the table of ViT variants: sizes, parameter counts, GFLOPs", _variants_arguments, _variants),
     ("inspect", "attention rollout and the paper's inspection figures for an image", _inspect_arguments, _inspect),
     ("finetune", "train a ViT on the bundled digits, or fine-tune any variant", _finetune_arguments, _finetune),
     ("download", "fetch a pretrained checkpoint into the cache (pre-seed offline machines)",
