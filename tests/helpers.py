@@ -256,6 +256,9 @@ def run_layer_test(
         return keras.Model(inputs, list(outputs) if isinstance(outputs, tuple) else outputs)
 
     model_test_kwargs.setdefault("float32_outputs", False)
+    # A fresh interpreter costs seconds per check; the classifier's model test
+    # revives every keras_vit layer in one, so layers are checked in-process.
+    model_test_kwargs.setdefault("fresh_process", False)
     # torch.compile (Keras's jit_compile on torch) spends minutes per graph on a
     # CPU; the model tests exercise torch's compiled path with every layer.
     model_test_kwargs.setdefault("jit", BACKEND != "torch")
