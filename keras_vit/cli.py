@@ -200,7 +200,7 @@ def _variants(args):
           f"| GFLOPs at {args.image_size} |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, constructor in keras_vit.CONSTRUCTORS.items():
-        variant_name = name[3:].rstrip("0123456789") + "/" + name[3:].lstrip("TiSBLH")
+        variant_name = constructor.variant
         variant = keras_vit.VARIANTS[variant_name]
         model = constructor(input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
         gflops = forward_flops(variant, args.image_size, args.classes) / 1e9

@@ -282,6 +282,7 @@ def _make_constructor(variant):
         )
 
     constructor.__name__ = constructor.__qualname__ = function_name
+    constructor.variant = variant  # its VARIANTS key, for tables and tools
     constructor.__doc__ = _CONSTRUCTOR_DOC.format(variant=variant, default_name=default_name, **VARIANTS[variant])
     return function_name, constructor
 

@@ -155,6 +155,7 @@ def test_constructors_have_the_keras_applications_signature():
         parameters = list(inspect.signature(constructor).parameters)
         assert parameters[: len(reference)] == reference, name
         assert constructor.__name__ == name
+        assert name == "ViT" + constructor.variant.replace("/", "")
         assert "Args:" in constructor.__doc__
 
 
