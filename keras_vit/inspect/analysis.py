@@ -263,6 +263,18 @@ def _check_attention(attention, name="attention"):
     return attention
 
 
+def _check_grid(attention, grid_size, num_prefix_tokens):
+    """Returns `(grid_h, grid_w)` after checking it matches the attention's tokens."""
+    grid_h, grid_w = vit_layers._pair("grid_size", grid_size)
+    if attention.shape[-1] != num_prefix_tokens + grid_h * grid_w:
+        raise ValueError(
+            f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has "
+            f"{num_prefix_tokens + grid_h * grid_w} tokens, but the attention is over "
+            f"{attention.shape[-1]}. Received: grid_size={grid_size!r}"
+        )
+    return grid_h, grid_w
+
+
 def rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=1):
     """Attention rollout (Abnar & Zuidema, 2020) of stacked attention weights.
 
@@ -343,13 +355,7 @@ def class_token_rollout(attention, grid_size, head_fusion="mean", discard_ratio=
         keeps for itself).
     """
     attention = _check_attention(attention)
-    grid_h, grid_w = vit_layers._pair("grid_size", grid_size)
-    if attention.shape[-1] != num_prefix_tokens + grid_h * grid_w:
-        raise ValueError(
-            f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has "
-            f"{num_prefix_tokens + grid_h * grid_w} tokens, but the attention is over "
-            f"{attention.shape[-1]}. Received: grid_size={grid_size!r}"
-        )
+    grid_h, grid_w = _check_grid(attention, grid_size, num_prefix_tokens)
     rolled = rollout(attention, head_fusion, discard_ratio, num_prefix_tokens)
     return rolled[:, 0, num_prefix_tokens:].reshape(-1, grid_h, grid_w)
 

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from keras_vit import layers as vit_layers
+from keras_vit.inspect import analysis
 
 
 def _figure(width, height):
@@ -192,13 +193,7 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
     num_layers, num_heads = attention.shape[:2]
     if isinstance(layer, bool) or not isinstance(layer, int) or not -num_layers <= layer < num_layers:
         raise ValueError(f"`layer` must be in [-{num_layers}, {num_layers - 1}]. Received: layer={layer!r}")
-    grid_h, grid_w = vit_layers._pair("grid_size", grid_size)
-    if attention.shape[-1] != num_prefix_tokens + grid_h * grid_w:
-        raise ValueError(
-            f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has "
-            f"{num_prefix_tokens + grid_h * grid_w} tokens, but the attention is over "
-            f"{attention.shape[-1]}. Received: grid_size={grid_size!r}"
-        )
+    grid_h, grid_w = analysis._check_grid(attention, grid_size, num_prefix_tokens)
     image = displayable_image(image)
     height, width = image.shape[:2]
     columns = min(num_heads + 1, 5)
