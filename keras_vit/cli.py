@@ -113,21 +113,16 @@ def _inspect(args):
 
     if args.weights is None and not args.model.endswith(".keras"):
         print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
-    try:
-        model = report.build_model(args.model, weights=args.weights, image_size=args.image_size)
-        paths = report.write_report(
-            model,
-            args.image or report.sample_image_path(),
-            args.out,
-            head_fusion=args.head_fusion,
-            discard_ratio=args.discard_ratio,
-            num_components=args.num_components,
-            dpi=args.dpi,
-        )
-    # ValueError: bad arguments or image; OSError: missing files, failed weight downloads.
-    except (ValueError, OSError) as error:
-        print(f"keras-vit inspect: {error}", file=sys.stderr)
-        return 2
+    model = report.build_model(args.model, weights=args.weights, image_size=args.image_size)
+    paths = report.write_report(
+        model,
+        args.image or report.sample_image_path(),
+        args.out,
+        head_fusion=args.head_fusion,
+        discard_ratio=args.discard_ratio,
+        num_components=args.num_components,
+        dpi=args.dpi,
+    )
     for path in paths.values():
         print(path)
     return 0
@@ -148,11 +143,7 @@ def _finetune(args):
     """
     from keras_vit import finetune
 
-    try:
-        return finetune.run(args)
-    except ValueError as error:
-        print(f"keras-vit finetune: {error}", file=sys.stderr)
-        return 2
+    return finetune.run(args)
 
 
 def _benchmark_arguments(parser):
@@ -174,14 +165,9 @@ def _benchmark(args):
     """
     from keras_vit.benchmarking import cli
 
-    try:
-        return cli.run(args)
-    except ValueError as error:
-        print(f"keras-vit benchmark: {error}", file=sys.stderr)
-        return 2
+    return cli.run(args)
 
 
-# The one place subcommands are registered: (name, one-line help, add_arguments(parser), run(args) -> exit code).
 def _variants_arguments(parser):
     parser.add_argument("--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)")
     parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
@@ -212,6 +198,7 @@ def _variants(args):
     return 0
 
 
+# The one place subcommands are registered: (name, one-line help, add_arguments(parser), run(args) -> exit code).
 SUBCOMMANDS = (
     ("demo", "build a random-weight ViT and time a forward pass on a random batch", _demo_arguments, _demo),
     ("variants", "the table of ViT variants: sizes, parameter counts, GFLOPs", _variants_arguments, _variants),
@@ -257,7 +244,17 @@ def build_parser():
 def main(argv=None):
     """Runs `keras-vit` with `argv` (default: `sys.argv[1:]`) and returns the exit code."""
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    # Errors the user can fix end as one line, not a traceback: bad input
+    # (ValueError, including unknown tags and bad checkpoints) exits 2,
+    # downloads and files (OSError, including offline and hash errors) exit 1.
+    try:
+        return args.run(args)
+    except ValueError as error:
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

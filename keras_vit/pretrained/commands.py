@@ -2,13 +2,12 @@
 
 Registered in `keras_vit/cli.py`; each is an `_arguments(parser)` /
 `run(args) -> exit code` pair. Errors that are the user's to fix (unknown tag,
-bad file, offline) print one clear line and exit with 2 (usage) or 1.
+bad file, offline) propagate to `keras_vit.cli.main`, which prints one clear
+line and exits with 2 (ValueError: bad input) or 1 (download and I/O errors).
 """
 
 import os
-import sys
 
-from keras_vit.pretrained.errors import WeightsError
 
 
 def _variant(model):
@@ -22,11 +21,6 @@ def _variant(model):
             return variant
     names = ", ".join("ViT" + v.replace("/", "") for v in keras_vit.VARIANTS)
     raise ValueError(f"Unknown model {model!r}; choose one of: {names} (or B/16-style names).")
-
-
-def _fail(command, error, code=1):
-    print(f"keras-vit {command}: {error}", file=sys.stderr)
-    return code
 
 
 # --------------------------------------------------------------------------- download
@@ -46,13 +40,10 @@ def download(args):
     """
     from keras_vit.pretrained import loader, sources
 
-    try:
-        variant = _variant(args.model)
-        source = sources.resolve_source(variant, args.weights, (args.image_size, args.image_size))
-        path, format = sources.fetch(source)
-        checkpoint = loader.load_checkpoint(path, format)  # verifies the file is complete and readable
-    except (ValueError, WeightsError, OSError) as error:
-        return _fail("download", error, 2 if isinstance(error, ValueError) else 1)
+    variant = _variant(args.model)
+    source = sources.resolve_source(variant, args.weights, (args.image_size, args.image_size))
+    path, format = sources.fetch(source)
+    checkpoint = loader.load_checkpoint(path, format)  # verifies the file is complete and readable
     print(f"{source.describe()}\n  cached at {os.path.realpath(path)}\n  {checkpoint.layout}; {checkpoint.facts.describe()}")
     return 0
 
@@ -98,33 +89,30 @@ def convert(args):
     """
     from keras_vit.pretrained import export, loader
 
-    try:
-        to = _target_format(args)
-        if args.src.endswith(".keras"):
-            import keras
+    to = _target_format(args)
+    if args.src.endswith(".keras"):
+        import keras
 
-            model = keras.saving.load_model(args.src)
-            written = export.export_weights(model, args.dst, to)
-        else:
-            checkpoint = loader.load_checkpoint(args.src)
-            facts = checkpoint.facts
-            patch = facts.patch_size
-            grid = None
-            if args.image_size:
-                grid = (args.image_size[0] // patch[0], args.image_size[1] // patch[1])
-            grid = loader.checkpoint_grid(checkpoint, target_grid=grid)
-            architecture = {
-                "num_heads": args.num_heads or _heads_for(facts.hidden_dim),
-                "mlp_dim": int(checkpoint.weights["encoder_block_0/mlp/fc1/bias"].shape[0]),
-                "hidden_dim": facts.hidden_dim,
-                "patch_size": patch,
-                "grid_size": grid,
-                "num_layers": facts.num_layers,
-                "gelu_approximate": False,
-            }
-            written = export.write_weights(checkpoint.weights, args.dst, to, architecture)
-    except (ValueError, WeightsError, OSError) as error:
-        return _fail("convert", error, 2 if isinstance(error, ValueError) else 1)
+        model = keras.saving.load_model(args.src)
+        written = export.export_weights(model, args.dst, to)
+    else:
+        checkpoint = loader.load_checkpoint(args.src)
+        facts = checkpoint.facts
+        patch = facts.patch_size
+        grid = None
+        if args.image_size:
+            grid = (args.image_size[0] // patch[0], args.image_size[1] // patch[1])
+        grid = loader.checkpoint_grid(checkpoint, target_grid=grid)
+        architecture = {
+            "num_heads": args.num_heads or _heads_for(facts.hidden_dim),
+            "mlp_dim": int(checkpoint.weights["encoder_block_0/mlp/fc1/bias"].shape[0]),
+            "hidden_dim": facts.hidden_dim,
+            "patch_size": patch,
+            "grid_size": grid,
+            "num_layers": facts.num_layers,
+            "gelu_approximate": False,
+        }
+        written = export.write_weights(checkpoint.weights, args.dst, to, architecture)
     print(f"wrote {written} ({to} layout)")
     return 0
 
@@ -160,16 +148,13 @@ def predict(args):
 
     import keras_vit
 
-    try:
-        variant = _variant(args.model)
-        if args.top < 1:
-            raise ValueError(f"--top must be positive. Received: {args.top}")
-        model = keras_vit.CONSTRUCTORS["ViT" + variant.replace("/", "")](
-            weights=args.weights, input_shape=(args.image_size, args.image_size, 3), classes=args.classes
-        )
-        batch = np.stack([_load_image(path, args.image_size) for path in args.images])
-    except (ValueError, WeightsError, OSError) as error:
-        return _fail("predict", error, 2 if isinstance(error, ValueError) else 1)
+    variant = _variant(args.model)
+    if args.top < 1:
+        raise ValueError(f"--top must be positive. Received: {args.top}")
+    model = keras_vit.CONSTRUCTORS["ViT" + variant.replace("/", "")](
+        weights=args.weights, input_shape=(args.image_size, args.image_size, 3), classes=args.classes
+    )
+    batch = np.stack([_load_image(path, args.image_size) for path in args.images])
     import keras
 
     from keras_vit.preprocessing import decode_predictions, preprocess_input
