@@ -40,6 +40,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--warmup-steps", type=int, default=500)
     parser.add_argument("--learning-rate", type=float, default=0.01, help="0.01 for B/16 on CIFAR-10, else 0.03")
+    parser.add_argument("--layer-decay", type=float, default=None, help="layer-wise lr decay, e.g. 0.75 (not in the paper)")
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--out", default="outputs/official_recipe")
     args = parser.parse_args(argv)
@@ -65,7 +66,7 @@ def main(argv=None):
         model.compile(
             optimizer=training.finetune_optimizer(
                 learning_rate=args.learning_rate, total_steps=args.steps, warmup_steps=args.warmup_steps,
-                accumulation_steps=args.accumulation_steps,
+                accumulation_steps=args.accumulation_steps, layer_decay=args.layer_decay, model=model,
             ),
             loss=training.classification_loss(),
             metrics=["accuracy"],

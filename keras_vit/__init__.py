@@ -7,7 +7,9 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
     model = keras_vit.ViTB16(include_top=True, weights=None)
 """
 
-from keras_vit import layers
+# `training` and `layer_decay` are imported for their registered schedule,
+# loss and optimizers: a model compiled with them reloads after `import keras_vit`.
+from keras_vit import layer_decay, layers, training
 from keras_vit.models import CONSTRUCTORS, VARIANTS, VisionTransformer
 from keras_vit.models import ViTB8, ViTB16, ViTB32, ViTH14, ViTL16, ViTL32, ViTS16, ViTS32, ViTTi16
 from keras_vit.preprocessing import decode_predictions, preprocess_input
@@ -29,7 +31,9 @@ __all__ = [
     "ViTL32",
     "ViTH14",
     "decode_predictions",
+    "layer_decay",
     "layers",
     "preprocess_input",
     "resample_position_embedding",
+    "training",
 ]

@@ -8,6 +8,8 @@
 * `pretrain_optimizer`: the pre-training recipe: Adam(W) with beta
   (0.9, 0.999), weight decay 0.1 on the kernels only (not biases, norms, the
   class token or the position embedding), warmup then linear decay.
+* Both take an optional `layer_decay` (layer-wise learning-rate decay, see
+  `keras_vit.layer_decay`).
 * `classification_loss`: cross-entropy with optional label smoothing.
 * `FaultTolerantBackup`, `atomic_save_model`: checkpoints that a SIGKILL
   cannot leave half-written.
@@ -22,6 +24,8 @@ import tempfile
 
 import keras
 from keras import ops
+
+from keras_vit import layer_decay as layer_decay_lib
 
 _PACKAGE = "keras_vit"
 
@@ -102,6 +106,19 @@ def _accumulation(accumulation_steps):
     return accumulation_steps if accumulation_steps > 1 else None
 
 
+def _optimizer(base, layerwise, layer_decay, model, **kwargs):
+    """`base(**kwargs)`, or its layer-wise variant when `layer_decay` is set."""
+    if layer_decay is None:
+        return base(**kwargs)
+    if model is None:
+        raise ValueError(
+            "`layer_decay` needs the `model` whose encoder blocks it decays: pass `model=...` (build the model "
+            f"first). Received: layer_decay={layer_decay!r}, model=None"
+        )
+    multipliers = layer_decay_lib.layer_decay_multipliers(model, layer_decay)
+    return layerwise(learning_rate_multipliers=multipliers, **kwargs)
+
+
 def finetune_optimizer(
     learning_rate=0.03,
     total_steps=10_000,
@@ -110,6 +127,8 @@ def finetune_optimizer(
     momentum=0.9,
     clipnorm=1.0,
     accumulation_steps=1,
+    layer_decay=None,
+    model=None,
 ):
     """The official fine-tune optimizer: SGD + momentum, clipping, warmup + cosine.
 
@@ -123,9 +142,13 @@ def finetune_optimizer(
         clipnorm: float, global gradient-norm clip (1.0); `None` disables it.
         accumulation_steps: int, batches whose gradients are averaged per
             update: batch 512 on small hardware is 8 x 64 with 8 here.
+        layer_decay: optional float in (0, 1]: layer-wise learning-rate
+            decay (not in the paper's recipe; 0.65-0.75 is usual for B/16).
+        model: the model to fine-tune; required with `layer_decay`.
 
     Returns:
-        A `keras.optimizers.SGD`. With accumulation the schedule counts
+        A `keras.optimizers.SGD` (`keras_vit.layer_decay.LayerwiseSGD` with
+        `layer_decay`). With accumulation the schedule counts
         batches (Keras schedules see every batch), so its lengths are scaled
         by `accumulation_steps` here: `total_steps` stays in updates.
     """
@@ -134,8 +157,15 @@ def finetune_optimizer(
     schedule = WarmupDecay(
         learning_rate, total_steps * factor, warmup_steps * factor, end=end_learning_rate, decay="cosine"
     )
-    return keras.optimizers.SGD(
-        learning_rate=schedule, momentum=momentum, global_clipnorm=clipnorm, gradient_accumulation_steps=accumulation
+    return _optimizer(
+        keras.optimizers.SGD,
+        layer_decay_lib.LayerwiseSGD,
+        layer_decay,
+        model,
+        learning_rate=schedule,
+        momentum=momentum,
+        global_clipnorm=clipnorm,
+        gradient_accumulation_steps=accumulation,
     )
 
 
@@ -149,6 +179,8 @@ def pretrain_optimizer(
     end_learning_rate=0.0,
     clipnorm=1.0,
     accumulation_steps=1,
+    layer_decay=None,
+    model=None,
 ):
     """The pre-training optimizer: AdamW, warmup + linear decay, selective decay.
 
@@ -165,16 +197,24 @@ def pretrain_optimizer(
         end_learning_rate: float, the final learning rate.
         clipnorm: float, global gradient-norm clip; `None` disables it.
         accumulation_steps: int, batches per update.
+        layer_decay: optional float in (0, 1], layer-wise learning-rate decay
+            (for fine-tuning with this optimizer).
+        model: the model to train; required with `layer_decay`.
 
     Returns:
-        A `keras.optimizers.AdamW`.
+        A `keras.optimizers.AdamW` (`keras_vit.layer_decay.LayerwiseAdamW`
+        with `layer_decay`).
     """
     accumulation = _accumulation(accumulation_steps)
     factor = accumulation or 1
     schedule = WarmupDecay(
         learning_rate, total_steps * factor, warmup_steps * factor, end=end_learning_rate, decay="linear"
     )
-    optimizer = keras.optimizers.AdamW(
+    optimizer = _optimizer(
+        keras.optimizers.AdamW,
+        layer_decay_lib.LayerwiseAdamW,
+        layer_decay,
+        model,
         learning_rate=schedule,
         weight_decay=weight_decay,
         beta_1=beta_1,

@@ -83,7 +83,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras, numpy as np
 import keras_vit
-from keras_vit import distribute, training
+from keras_vit import distribute, layer_decay, training
 
 rng = np.random.default_rng(0)
 x = rng.uniform(-1, 1, (16, 8, 8, 3)).astype("float32")
@@ -99,7 +99,9 @@ reference.get_layer("head").kernel.assign(rng.normal(size=(16, 4)).astype("float
 reference.save_weights("pretrained.weights.h5")
 
 def train(model, jit):
-    model.compile(keras.optimizers.SGD(0.1, momentum=0.9),
+    # Layer-wise decay too: its per-variable rates must find each replica's copy.
+    multipliers = layer_decay.layer_decay_multipliers(model, 0.5)
+    model.compile(layer_decay.LayerwiseSGD(0.1, momentum=0.9, learning_rate_multipliers=multipliers),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
     history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
     return history.history["loss"], [np.asarray(w) for w in model.get_weights()]

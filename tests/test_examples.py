@@ -39,7 +39,7 @@ def test_finetune_official_recipe_script(folder, tmp_path, monkeypatch):
     result = _run_script(
         "finetune_official_recipe.py",
         ["--model", "ViTTi16", "--weights", "none", "--data", folder, "--image-size", "16", "--batch-size", "4",
-         "--accumulation-steps", "2", "--steps", "2", "--warmup-steps", "1", "--eval-every", "1",
+         "--accumulation-steps", "2", "--steps", "2", "--warmup-steps", "1", "--eval-every", "1", "--layer-decay", "0.75",
          "--out", str(tmp_path / "out")],
         monkeypatch,
     )

@@ -1,0 +1,160 @@
+"""Layer-wise learning-rate decay for fine-tuning (BEiT, Bao et al. 2022; used
+by MAE and DeiT III fine-tuning of ViTs).
+
+Block `i` of an `L`-block encoder trains at `decay ** (L - i)` times the
+learning rate, the patch embedding, class token and position embedding at
+`decay ** (L + 1)`, and the final norm and the head at the full rate: the
+layers nearest the input, which hold the most general features, move least.
+
+Keras optimizers have one learning rate, so `LayerwiseSGD` and
+`LayerwiseAdamW` scale it per variable in `update_step`, from a mapping of
+layer names to multipliers that is part of the optimizer's config (it saves
+and reloads with the model). They are subclasses rather than a wrapper so
+that every backend takes the same per-variable path: the PyTorch backend
+swaps the exact `SGD` / `AdamW` classes for fused implementations that never
+call `update_step`, but leaves subclasses alone.
+"""
+
+import re
+
+import keras
+from keras import ops
+
+_PACKAGE = "keras_vit"
+
+# The first-level layer names of `keras_vit.VisionTransformer` below the
+# encoder blocks; everything not named here (norm, pooling, head, a user's own
+# head) trains at the full rate.
+EMBEDDING_LAYERS = ("patch_embedding", "class_token", "position_embedding")
+_BLOCK_NAME = re.compile(r"^encoder_block_(\d+)$")
+
+
+def _layer_names(model):
+    """Names of `model`'s layers, nested models included (a backbone inside a
+    user's `Sequential` keeps its layer names in its variables' paths)."""
+    for layer in model.layers:
+        yield layer.name
+        if isinstance(layer, keras.Model):
+            yield from _layer_names(layer)
+
+
+def layer_decay_multipliers(model, decay):
+    """The learning-rate multiplier of every layer of a ViT for a decay rate.
+
+    Args:
+        model: a `keras_vit` model (or a model containing one): its encoder
+            blocks are found by their names, `encoder_block_{i}`.
+        decay: float in (0, 1], the per-block decay (0.65 to 0.75 is usual
+            for B/16; 1.0 gives every layer the full rate).
+
+    Returns:
+        A dict of layer name to multiplier, for `LayerwiseSGD` /
+        `LayerwiseAdamW`.
+
+    Example:
+
+    >>> import keras_vit
+    >>> model = keras_vit.VisionTransformer(patch_size=4, hidden_dim=8, num_layers=2,
+    ...     num_heads=2, mlp_dim=16, input_shape=(8, 8, 3), classes=2)
+    >>> layer_decay_multipliers(model, 0.5)
+    {'patch_embedding': 0.125, 'class_token': 0.125, 'position_embedding': 0.125, 'encoder_block_0': 0.25, 'encoder_block_1': 0.5}
+    """
+    if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 < decay <= 1.0:
+        raise ValueError(f"`decay` must be a number in (0, 1]. Received: decay={decay!r}")
+    names = list(_layer_names(model))
+    blocks = sorted(int(match.group(1)) for match in map(_BLOCK_NAME.match, names) if match)
+    if not blocks or blocks != list(range(len(blocks))):
+        raise ValueError(
+            f"Layer-wise decay needs a model with layers named encoder_block_0 ... encoder_block_{{L-1}} "
+            f"(a keras_vit model); model {model.name!r} has encoder blocks {blocks}."
+        )
+    depth = len(blocks)
+    multipliers = {name: float(decay ** (depth + 1)) for name in EMBEDDING_LAYERS if name in names}
+    multipliers.update({f"encoder_block_{index}": float(decay ** (depth - index)) for index in blocks})
+    return multipliers
+
+
+class LayerwiseLearningRate:
+    """Mixin for a Keras optimizer: scales the learning rate per variable.
+
+    A variable's multiplier is that of the first component of its path
+    (`"encoder_block_3/attention/qkv/kernel"` -> `"encoder_block_3"`, or
+    `"vit_b16/encoder_block_3/..."` inside a nested model) found in
+    `learning_rate_multipliers`; variables of layers not listed use 1.0.
+
+    Args:
+        learning_rate_multipliers: dict of layer name to a positive float,
+            e.g. from `layer_decay_multipliers`.
+        **kwargs: the base optimizer's arguments.
+    """
+
+    def __init__(self, *args, learning_rate_multipliers=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        multipliers = dict(learning_rate_multipliers or {})
+        for name, value in multipliers.items():
+            if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(
+                    "`learning_rate_multipliers` must map layer names to positive numbers. "
+                    f"Received: {name!r}: {value!r}"
+                )
+        self.learning_rate_multipliers = {name: float(value) for name, value in multipliers.items()}
+
+    def multiplier_for(self, path):
+        """The multiplier of a variable with this `path`."""
+        for component in path.split("/"):
+            if component in self.learning_rate_multipliers:
+                return self.learning_rate_multipliers[component]
+        return 1.0
+
+    def build(self, variables):
+        super().build(variables)
+        # Resolved once, by position: `update_step` may receive a backend
+        # variable (a tf.Variable, or one replica's copy under a strategy)
+        # whose name is not the Keras path; the optimizer's index maps it back.
+        self._multipliers = [self.multiplier_for(variable.path) for variable in variables]
+        self._decayed = [bool(self.weight_decay) and self._use_weight_decay(variable) for variable in variables]
+
+    def _apply_weight_decay(self, variables):
+        # Decoupled weight decay is `w -= lr * wd * w` with the variable's own
+        # (scaled) rate, as in per-layer parameter groups elsewhere; Keras
+        # applies it with the global rate just before `update_step`, so it is
+        # moved into `update_step`, in the same order.
+        return
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        multiplier = self._multipliers[index]
+        if multiplier != 1.0:
+            learning_rate = learning_rate * multiplier
+        if self._decayed[index]:
+            rate = ops.cast(learning_rate * self.weight_decay, variable.dtype)
+            self.assign_sub(variable, ops.multiply(variable, rate))
+        super().update_step(gradient, variable, learning_rate)
+
+    def get_config(self):
+        config = super().get_config()
+        config["learning_rate_multipliers"] = dict(self.learning_rate_multipliers)
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class LayerwiseSGD(LayerwiseLearningRate, keras.optimizers.SGD):
+    """`keras.optimizers.SGD` with a learning-rate multiplier per layer.
+
+    Args:
+        learning_rate_multipliers: dict of layer name to multiplier.
+        **kwargs: `keras.optimizers.SGD` arguments.
+    """
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class LayerwiseAdamW(LayerwiseLearningRate, keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` with a learning-rate multiplier per layer.
+
+    Weight decay follows each variable's scaled learning rate (decoupled
+    decay is `learning_rate * weight_decay * variable`).
+
+    Args:
+        learning_rate_multipliers: dict of layer name to multiplier.
+        **kwargs: `keras.optimizers.AdamW` arguments.
+    """
