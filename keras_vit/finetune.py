@@ -88,7 +88,7 @@ def build_model(model_name, weights, image_size, num_classes):
     )
 
 
-def _optimizer(name, learning_rate, steps, warmup_steps, accumulation_steps):
+def _optimizer(name, learning_rate, steps, warmup_steps, accumulation_steps, layer_decay, model):
     from keras_vit import training
 
     if name == "sgd":
@@ -97,6 +97,8 @@ def _optimizer(name, learning_rate, steps, warmup_steps, accumulation_steps):
             total_steps=steps,
             warmup_steps=warmup_steps,
             accumulation_steps=accumulation_steps,
+            layer_decay=layer_decay,
+            model=model,
         )
     return training.pretrain_optimizer(
         learning_rate=learning_rate or 2e-3,
@@ -105,6 +107,8 @@ def _optimizer(name, learning_rate, steps, warmup_steps, accumulation_steps):
         weight_decay=0.05,
         end_learning_rate=1e-5,
         accumulation_steps=accumulation_steps,
+        layer_decay=layer_decay,
+        model=model,
     )
 
 
@@ -172,6 +176,7 @@ def finetune(
     optimizer="auto",
     warmup_steps=None,
     accumulation_steps=1,
+    layer_decay=None,
     label_smoothing=None,
     randaugment=False,
     mixup=0.0,
@@ -193,7 +198,8 @@ def finetune(
             `validation` or `test`.
         data_dir: TFDS data directory.
         image_size: int; default 16 for the digits, else 224.
-        batch_size: int, the global batch; default 64 (digits) or 512.
+        batch_size: int, the global batch of one optimizer update (all
+            replicas, all accumulated batches); default 64 (digits) or 512.
         steps: int, optimizer updates; default 1,000 for the digits, else
             10,000 (the paper's CIFAR setting).
         epochs: int, the number of epochs the steps are divided into (each
@@ -205,7 +211,10 @@ def finetune(
             pre-training recipe, for training from scratch) or `"auto"`:
             SGD with pretrained weights, AdamW without.
         warmup_steps: int; default 10 % of the steps, at most 500.
-        accumulation_steps: int, batches per optimizer update.
+        accumulation_steps: int, batches per optimizer update: `fit` sees
+            batches of `batch_size / accumulation_steps` (512 = 8 x 64).
+        layer_decay: optional float in (0, 1], layer-wise learning-rate decay
+            (see `keras_vit.layer_decay`).
         label_smoothing: float; default 0.1 without weights, else 0.
         randaugment, mixup, cutmix: augmentation (see `data.train_pipeline`).
         strategy, precision: see `keras_vit.distribute.configure`.
@@ -242,15 +251,21 @@ def finetune(
     keras.utils.set_random_seed(seed)
 
     setup = distribute.configure(strategy, precision)
-    distribute.replicas_for(batch_size, setup.num_replicas)
+    if accumulation_steps < 1 or batch_size % accumulation_steps:
+        raise ValueError(
+            f"`accumulation_steps` must be a positive divisor of `batch_size`. "
+            f"Received: batch_size={batch_size}, accumulation_steps={accumulation_steps}"
+        )
+    fit_batch_size = batch_size // accumulation_steps
+    distribute.replicas_for(fit_batch_size, setup.num_replicas)
     if optimizer == "sgd" and learning_rate is None:
-        learning_rate = 0.03 * batch_size * accumulation_steps / 512
+        learning_rate = 0.03 * batch_size / 512
     (train_source, train_info), (eval_source, eval_info) = _sources(data, train_split, eval_split, data_dir, seed)
     mixing = bool(mixup or cutmix)
     train_ds = data_lib.train_pipeline(
         train_source,
         image_size=image_size,
-        batch_size=batch_size,
+        batch_size=fit_batch_size,
         num_classes=train_info.num_classes,
         # Digits are centred and small: a mild crop, no flip (a mirrored 2
         # is no 2). Natural images get the paper's 5-100 % crop and flips.
@@ -262,9 +277,11 @@ def finetune(
         cache=digits,
         seed=seed,
     )
-    eval_ds = data_lib.eval_pipeline(eval_source, image_size=image_size, batch_size=batch_size, cache=digits)
+    eval_ds = data_lib.eval_pipeline(eval_source, image_size=image_size, batch_size=fit_batch_size, cache=digits)
 
-    steps_per_epoch = math.ceil(steps / epochs)
+    updates_per_epoch = math.ceil(steps / epochs)
+    # `fit` counts batches; an optimizer update takes `accumulation_steps` of them.
+    steps_per_epoch = updates_per_epoch * accumulation_steps
     # Several steps per call cut the per-batch overhead; a divisor of the
     # epoch keeps every epoch (and its backup) on a call boundary.
     # The PyTorch backend only runs one step per call.
@@ -273,7 +290,15 @@ def finetune(
     with setup.scope():
         vit = build_model(model, weights, image_size, train_info.num_classes)
         vit.compile(
-            optimizer=_optimizer(optimizer, learning_rate, steps_per_epoch * epochs, warmup_steps, accumulation_steps),
+            optimizer=_optimizer(
+                optimizer,
+                learning_rate,
+                updates_per_epoch * epochs,
+                warmup_steps,
+                accumulation_steps,
+                layer_decay,
+                vit,
+            ),
             loss=training.classification_loss(label_smoothing, from_logits=True, one_hot=mixing),
             metrics=["accuracy"],
             jit_compile=setup.jit_compile,
@@ -282,8 +307,12 @@ def finetune(
     history_path = os.path.join(out, "history.csv")
     if os.path.exists(history_path) and not os.path.isdir(os.path.join(out, "backup")):
         os.remove(history_path)  # left by a finished earlier run: start the log afresh
+    # After the backup's restore: a run resumed mid-epoch repeats that epoch's
+    # batches from its start, and stops once the planned batches are done.
+    stop = training.StopAtIteration(updates_per_epoch * epochs)
     callbacks = [
         training.FaultTolerantBackup(os.path.join(out, "backup"), save_freq=backup_every or "epoch"),
+        stop,
         training.AtomicModelCheckpoint(os.path.join(out, "checkpoint.keras")),
         keras.callbacks.CSVLogger(history_path, append=True),
     ]
@@ -304,8 +333,7 @@ def finetune(
         verbose=verbose,
     )
     fit_seconds = time.perf_counter() - fit_start
-    # BackupAndRestore sets `_initial_epoch` when it resumed a killed run.
-    epochs_run = epochs - (getattr(vit, "_initial_epoch", None) or 0)
+    iterations = int(keras.ops.convert_to_numpy(vit.optimizer.iterations))
     history = read_history(history_path)
 
     evaluation = vit.evaluate(eval_ds, verbose=0, return_dict=True)
@@ -313,17 +341,17 @@ def finetune(
     training.atomic_save_model(vit, model_path)
     curves_path = os.path.join(out, "training_curves.png")
     plot_curves(history, curves_path)
-    iterations = int(keras.ops.convert_to_numpy(vit.optimizer.iterations))
     metrics = {
         "heldout_accuracy": float(evaluation["accuracy"]),
         "heldout_loss": float(evaluation["loss"]),
         "heldout_examples": eval_info.num_examples,
         "train_examples": train_info.num_examples,
-        "steps": iterations,
+        "steps": iterations,  # optimizer updates
+        "start_step": stop.start_iteration,  # > 0 when resumed from a backup
         "batch_size": batch_size,
         # Measured over this process's fit() only (a resumed run counts the
         # batches it ran itself).
-        "images_per_second": round(epochs_run * steps_per_epoch * batch_size / fit_seconds, 1),
+        "images_per_second": round((iterations - stop.start_iteration) * batch_size / fit_seconds, 1),
         "fit_seconds": round(fit_seconds, 2),
         "total_seconds": round(time.perf_counter() - start, 2),
         "model": model,
@@ -332,6 +360,7 @@ def finetune(
         "image_size": image_size,
         "epochs": epochs,
         "optimizer": optimizer,
+        "layer_decay": layer_decay,
         "precision": setup.precision,
         "replicas": setup.num_replicas,
         "backend": keras.backend.backend(),
@@ -351,13 +380,18 @@ def add_arguments(parser):
     parser.add_argument("--eval-split", default=None, help="default: validation or test")
     parser.add_argument("--data-dir", default=None, help="TFDS data directory")
     parser.add_argument("--image-size", type=int, default=None, help="default: 16 (digits) or 224")
-    parser.add_argument("--batch-size", type=int, default=None, help="global batch; default 64 (digits) or 512")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="images per optimizer update; default 64 (digits) or 512"
+    )
     parser.add_argument("--steps", type=int, default=None, help="optimizer updates; default 1000 (digits) or 10000")
     parser.add_argument("--epochs", type=int, default=None, help="evaluation/checkpoint rounds; default 20 or 10")
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="auto", help="sgd with --weights, else adamw")
     parser.add_argument("--warmup-steps", type=int, default=None)
-    parser.add_argument("--accumulation-steps", type=int, default=1, help="batches per optimizer update")
+    parser.add_argument("--accumulation-steps", type=int, default=1, help="batches per update: 8 gives 512 = 8 x 64")
+    parser.add_argument(
+        "--layer-decay", type=float, default=None, help="layer-wise learning-rate decay, e.g. 0.75 (default: off)"
+    )
     parser.add_argument("--label-smoothing", type=float, default=None)
     parser.add_argument("--randaugment", action="store_true")
     parser.add_argument("--mixup", type=float, default=0.0, help="MixUp alpha (0: off)")

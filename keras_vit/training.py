@@ -319,7 +319,8 @@ class FaultTolerantBackup(keras.callbacks.BackupAndRestore):
     complete backup (at worst the previous one) and resumes from it when
     restarted with the same command. Keras restores the epoch and the
     weights and optimizer state (so the schedule); an epoch interrupted
-    midway is run again from its start.
+    midway is run again from its start (`StopAtIteration` keeps the total
+    number of updates to the plan).
 
     Args:
         backup_dir: str, the folder of the backup.
@@ -340,6 +341,40 @@ class FaultTolerantBackup(keras.callbacks.BackupAndRestore):
                 file.write(metadata)
 
         _replace_atomically(write_metadata, self._training_metadata_path)
+
+
+class StopAtIteration(keras.callbacks.Callback):
+    """Ends `fit` once `optimizer.iterations` reaches `iterations`.
+
+    Keras's `BackupAndRestore` restores the weights, the optimizer (so its
+    iteration count and the learning-rate schedule) and the epoch number, but
+    not the position inside an epoch: a run killed mid-epoch repeats that
+    epoch from its start. Stopping on the restored count makes the resumed
+    run end after exactly the planned number of updates, at the end of the
+    schedule (Keras still evaluates and ends the epoch it stops in). Put it
+    after the backup callback so that it reads the restored count.
+
+    Args:
+        iterations: int, the optimizer updates of the whole run (Keras's
+            `optimizer.iterations` counts updates, not accumulated batches).
+    """
+
+    def __init__(self, iterations):
+        super().__init__()
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ValueError(f"`iterations` must be a positive integer. Received: iterations={iterations!r}")
+        self.iterations = iterations
+        self.start_iteration = 0
+
+    def _current(self):
+        return int(ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def on_train_begin(self, logs=None):
+        self.start_iteration = self._current()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._current() >= self.iterations:
+            self.model.stop_training = True
 
 
 class AtomicModelCheckpoint(keras.callbacks.Callback):

@@ -18,26 +18,37 @@ from tests.helpers import BACKEND, REPO_ROOT
 
 def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     out = str(tmp_path / "run")
-    metrics = finetune.finetune(steps=8, epochs=2, batch_size=32, out=out, verbose=0)
+    metrics = finetune.finetune(steps=8, epochs=2, batch_size=32, layer_decay=0.8, out=out, verbose=0)
     assert sorted(os.listdir(out)) == ["checkpoint.keras", "history.csv", "metrics.json", "model.keras",
                                        "training_curves.png"]  # the backup is removed once finished
     on_disk = json.load(open(os.path.join(out, "metrics.json")))
     assert on_disk == metrics
-    assert metrics["steps"] == 8 and metrics["heldout_examples"] == 360 and metrics["train_examples"] == 1437
+    assert metrics["steps"] == 8 and metrics["start_step"] == 0 and metrics["heldout_examples"] == 360 and metrics["train_examples"] == 1437
     assert 0.0 <= metrics["heldout_accuracy"] <= 1.0 and metrics["images_per_second"] > 0
-    assert metrics["backend"] == BACKEND
+    assert metrics["backend"] == BACKEND and metrics["layer_decay"] == 0.8
     with open(os.path.join(out, "training_curves.png"), "rb") as file:
         assert file.read(8) == b"\x89PNG\r\n\x1a\n"
     history = finetune.read_history(os.path.join(out, "history.csv"))
     assert history["epoch"] == [0.0, 1.0] and len(history["val_accuracy"]) == 2
 
     model = keras.saving.load_model(os.path.join(out, "model.keras"))
+    assert model.optimizer.learning_rate_multipliers["encoder_block_0"] == pytest.approx(0.8 ** 4)  # 4 blocks
     (train, _), (evaluation, _) = finetune.digits_sources()
     from keras_vit import data
 
     images, labels = next(iter(data.eval_pipeline(evaluation, image_size=16, batch_size=360)))
     accuracy = np.mean(np.argmax(keras.ops.convert_to_numpy(model(np.asarray(images))), -1) == np.asarray(labels))
     assert accuracy == pytest.approx(metrics["heldout_accuracy"], abs=1e-6)
+
+
+def test_accumulation_runs_that_many_batches_per_update(tmp_path):
+    metrics = finetune.finetune(steps=4, epochs=2, batch_size=16, accumulation_steps=2, out=str(tmp_path), verbose=0)
+    assert metrics["steps"] == 4  # updates, each from 2 batches of 8
+    model = keras.saving.load_model(os.path.join(str(tmp_path), "model.keras"))
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 4
+    # Keras schedules see the batch count: the schedule spans the 8 batches run.
+    assert int(keras.ops.convert_to_numpy(model.optimizer._iterations)) == 8
+    assert model.optimizer._learning_rate.total_steps == 8
 
 
 def test_digits_split_is_fixed_and_stratified():
@@ -54,6 +65,8 @@ def test_cli_reports_bad_arguments(capsys, tmp_path):
     assert "Unknown model 'ViTZ99'" in capsys.readouterr().err
     assert cli.main(["finetune", "--model", "small", "--weights", "x", "--out", str(tmp_path)]) == 2
     assert "no pretrained weights" in capsys.readouterr().err
+    assert cli.main(["finetune", "--batch-size", "10", "--accumulation-steps", "4", "--out", str(tmp_path)]) == 2
+    assert "divisor of `batch_size`" in capsys.readouterr().err
 
 
 def _command(out):
@@ -90,9 +103,11 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tmp_path):
     # Resumed at epoch 2 of 2 (Keras numbers from 1): epoch 1 was not run again.
     assert "Epoch 2/2" in restart.stdout and "Epoch 1/2" not in restart.stdout
     metrics = json.load(open(os.path.join(out, "metrics.json")))
-    # The optimizer state came from the mid-epoch backup: its iterations (>= 48)
-    # plus the 40 steps of the re-run second epoch exceed a fresh run's 80.
-    assert metrics["steps"] > 80
+    # The optimizer state came from the mid-epoch backup (the first backup of
+    # epoch 2 is after its 8th batch), and the resumed run stopped at the
+    # planned 80 updates although it repeated epoch 2 from its start.
+    assert 48 <= metrics["start_step"] < 80
+    assert metrics["steps"] == 80
     assert not os.path.exists(os.path.join(out, "backup"))
     assert not [name for name in os.listdir(out) if name.startswith(".") or name.endswith(".tmp")]
     model = keras.saving.load_model(os.path.join(out, "model.keras"))

@@ -194,3 +194,17 @@ def test_model_checkpoint_requires_keras_suffix_and_writes_a_loadable_model(tmp_
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(revived(images)), keras.ops.convert_to_numpy(model(images)), atol=1e-6
     )
+
+
+def test_stop_at_iteration_ends_a_resumed_run_on_the_planned_count():
+    images, labels = _data(16)
+    model = _tiny_model()
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(images, labels, batch_size=4, epochs=1, verbose=0)  # 4 batches "before the kill"
+    stop = training.StopAtIteration(6)
+    history = model.fit(images, labels, batch_size=4, epochs=2, callbacks=[stop], verbose=0)
+    assert stop.start_iteration == 4
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 6
+    assert len(history.history["loss"]) == 1  # stopped inside the first epoch, which still ended
+    with pytest.raises(ValueError, match="iterations"):
+        training.StopAtIteration(0)
