@@ -105,3 +105,21 @@ def test_cli_rejects_bad_options(capsys):
     assert "Unknown --variant 'Q/7'" in capsys.readouterr().err
     assert main(["benchmark", "--variant", "Ti/16", "--image-size", "30"]) == 2
     assert "multiple of the patch size 16" in capsys.readouterr().err
+
+
+def test_ceiling_measures_the_models_own_product_shape_and_bounds_float32():
+    from keras_vit.benchmarking import worker
+
+    spec = dict(variant=TINY, image_size=16, classes=10, inference_batch_sizes=[1, 4], repeats=1, threads=2)
+    assert worker.mlp_gemm_shape(spec) == (4 * 5, 16, 32)  # 4 images x (4 patches + class token)
+    result = worker._run_ceiling(spec)
+    assert result["model_gemm_shape"] == [20, 16, 32]
+    assert result["numpy_float32_model_gemm_gflops"] > 0 and result["numpy_float32_gflops"] > 0
+
+    ceiling = dict(spec, kind="ceiling", backend="-", precision="-", jit_compile=False, label="matmul ceiling",
+                   status="ok", result={"numpy_float32_gflops": 10.0, "numpy_float32_model_gemm_gflops": 4.0,
+                                        "torch_float32_model_gemm_gflops": 5.0})
+    summary = benchmarking.summarize([ceiling])
+    assert summary["ceilings_gflops"]["float32_model_gemm"] == 5.0
+    assert summary["model_gemm_bound_images_per_s"] == pytest.approx(5e9 / benchmarking.forward_flops(TINY, 16, 10))
+    assert "5.0 GFLOP/s in float32" in benchmarking.format_table([ceiling], summary)

@@ -177,7 +177,9 @@ def percent_of_ceiling(images_per_s, flops_per_image, ceiling_gflops):
 
 
 def ceilings(records):
-    """`{"float32": GFLOP/s, "mixed_bfloat16": GFLOP/s}` from the ceiling record (best library)."""
+    """`{"float32": GFLOP/s, "mixed_bfloat16": GFLOP/s}` from the ceiling record
+    (best library), plus `"float32_model_gemm"`: the best float32 rate on the
+    model's MLP product shape, when measured."""
     for record in records:
         if record["kind"] == "ceiling" and record.get("status") == "ok":
             result = record["result"]
@@ -185,7 +187,11 @@ def ceilings(records):
             # Without bfloat16 hardware (AVX2-only CPUs) PyTorch's bfloat16 GEMM
             # crawls while TensorFlow computes bfloat16 products in float32: the
             # attainable bfloat16 rate is then the float32 one.
-            return {"float32": max(f32), "mixed_bfloat16": max(f32 + [result.get("torch_bfloat16_gflops", 0.0)])}
+            limits = {"float32": max(f32), "mixed_bfloat16": max(f32 + [result.get("torch_bfloat16_gflops", 0.0)])}
+            model = [value for key, value in result.items() if key.endswith("_model_gemm_gflops")]
+            if model:
+                limits["float32_model_gemm"] = max(model)
+            return limits
     return {}
 
 
@@ -226,7 +232,14 @@ def summarize(records):
             }
             for peer in _peers_of(record, records)
         }
-    return {"ceilings_gflops": limits, "targets": targets(records, large)}
+    summary = {"ceilings_gflops": limits, "targets": targets(records, large)}
+    ceiling = next((record for record in records if record["kind"] == "ceiling"), None)
+    if "float32_model_gemm" in limits:
+        # A float32 inference bound, close to exact: about 95 % of a ViT's
+        # FLOPs are matrix products of this shape or its near relatives.
+        forward = flops.forward_flops(ceiling["variant"], ceiling["image_size"], ceiling["classes"])
+        summary["model_gemm_bound_images_per_s"] = limits["float32_model_gemm"] * 1e9 / forward
+    return summary
 
 
 def _best(records, kind, precision, metric, backend=None):
@@ -304,6 +317,13 @@ def format_table(records, summary):
         f"Matrix-multiply ceiling: float32 {_number(limits.get('float32'))} GFLOP/s, "
         f"bfloat16 {_number(limits.get('mixed_bfloat16'))} GFLOP/s."
     )
+    if "float32_model_gemm" in limits:
+        lines[-1] += (
+            f" The model's own largest product (its first MLP layer at the largest inference batch) runs at "
+            f"{_number(limits['float32_model_gemm'])} GFLOP/s in float32: "
+            f"{_number(summary['model_gemm_bound_images_per_s'], 2)} images/s if every FLOP of a forward pass ran "
+            "at that rate."
+        )
     ratio_rows = [
         (record["label"], peer, values)
         for record in records if record["kind"] == "keras_vit"

@@ -228,8 +228,24 @@ def _gemm_gflops(make_matmul, repeats, largest=2048, long_enough_s=0.25):
     return {"gflops": 2 * size**3 / min(_timed(matmul, max(repeats, 3))) / 1e9, "size": size}
 
 
+def mlp_gemm_shape(spec):
+    """`(rows, inner, columns)` of the model's largest product: the first MLP
+    layer at the largest inference batch, `(batch * tokens, hidden) @ (hidden, mlp)`."""
+    variant = spec["variant"]
+    tokens = (spec["image_size"] // variant["patch_size"]) ** 2 + 1
+    return max(spec["inference_batch_sizes"]) * tokens, variant["hidden_dim"], variant["mlp_dim"]
+
+
+def _model_gemm_gflops(matmul, shape, repeats):
+    rows, inner, columns = shape
+    matmul()
+    return 2 * rows * inner * columns / min(_timed(matmul, max(repeats, 3))) / 1e9
+
+
 def _run_ceiling(spec):
-    """The machine's matrix-multiply ceiling: square GEMMs in NumPy and PyTorch."""
+    """The machine's matrix-multiply ceiling: square GEMMs in NumPy and PyTorch,
+    and the float32 rate of the model's own MLP product shape (a closer bound
+    for what a ViT can reach than large square products)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -239,6 +255,9 @@ def _run_ceiling(spec):
         return lambda: a @ b
 
     gemms = {"numpy_float32": _gemm_gflops(numpy_matmul, spec["repeats"])}
+    shape = mlp_gemm_shape(spec)
+    tokens, weights = (rng.standard_normal(size).astype("float32") for size in (shape[:2], shape[1:]))
+    model_gemms = {"numpy_float32": _model_gemm_gflops(lambda: tokens @ weights, shape, spec["repeats"])}
     try:
         import torch
     except ImportError:
@@ -252,8 +271,12 @@ def _run_ceiling(spec):
                 return lambda: a @ b
 
             gemms[f"torch_{dtype}"] = _gemm_gflops(torch_matmul, spec["repeats"])
+        torch_tokens, torch_weights = torch.from_numpy(tokens), torch.from_numpy(weights)
+        model_gemms["torch_float32"] = _model_gemm_gflops(lambda: torch_tokens @ torch_weights, shape, spec["repeats"])
     result = {f"{name}_gflops": value["gflops"] for name, value in gemms.items()}
     result["gemm_sizes"] = {name: value["size"] for name, value in gemms.items()}
+    result.update({f"{name}_model_gemm_gflops": value for name, value in model_gemms.items()})
+    result["model_gemm_shape"] = list(shape)
     return result
 
 
