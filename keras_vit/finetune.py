@@ -77,15 +77,13 @@ def build_model(model_name, weights, image_size, num_classes):
         return keras_vit.VisionTransformer(
             **SMALL_CONFIG, input_shape=shape, classes=num_classes, classifier_activation=None, name="vit_small_digits"
         )
-    if model_name not in keras_vit.CONSTRUCTORS:
-        raise ValueError(
-            f"Unknown model {model_name!r}; choose {SMALL_MODEL!r} or one of {', '.join(keras_vit.CONSTRUCTORS)}."
-        )
+    try:
+        constructor = keras_vit.models.constructor_for(model_name)
+    except ValueError as error:
+        raise ValueError(f"{error} Or {SMALL_MODEL!r}, the default digits model.") from None
     # The paper fine-tunes without pre_logits and with a zero-initialised head,
     # which is what the constructors build for a new number of classes.
-    return keras_vit.CONSTRUCTORS[model_name](
-        weights=weights, input_shape=shape, classes=num_classes, classifier_activation=None
-    )
+    return constructor(weights=weights, input_shape=shape, classes=num_classes, classifier_activation=None)
 
 
 def _optimizer(name, learning_rate, steps, warmup_steps, accumulation_steps, layer_decay, model):

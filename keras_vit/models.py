@@ -290,3 +290,23 @@ def _make_constructor(variant):
 # ViTTi16, ViTS16, ..., ViTH14: one generated constructor per VARIANTS entry.
 CONSTRUCTORS = dict(_make_constructor(variant) for variant in VARIANTS)
 globals().update(CONSTRUCTORS)
+
+
+def constructor_for(name):
+    """The constructor a user names: `"ViTB16"` or its variant key `"B/16"`,
+    in any case (the spelling of the CLIs' `--model` / `MODEL` arguments).
+
+    Args:
+        name: str.
+
+    Returns:
+        The constructor function; its `.variant` is the `VARIANTS` key.
+    """
+    names = {function_name.lower(): constructor for function_name, constructor in CONSTRUCTORS.items()}
+    names.update({constructor.variant.lower(): constructor for constructor in CONSTRUCTORS.values()})
+    if not isinstance(name, str) or name.lower() not in names:
+        raise ValueError(
+            f"Unknown model {name!r}: choose a constructor ({', '.join(CONSTRUCTORS)}) "
+            f"or a variant ({', '.join(VARIANTS)})."
+        )
+    return names[name.lower()]

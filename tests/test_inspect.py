@@ -475,6 +475,7 @@ def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
         calls.append((weights, kwargs))
         return tiny_model(include_top=True, pooling="token")
 
+    fake_constructor.variant = "S/16"
     monkeypatch.setitem(keras_vit.CONSTRUCTORS, "ViTS16", fake_constructor)
     out = tmp_path / "report"
     argv = ["inspect", "--model", "S/16", "--weights", "ckpt.npz", "--image-size", "32", "--out", str(out)]

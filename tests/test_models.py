@@ -127,6 +127,15 @@ def test_every_variant_is_pinned():
     assert set(keras_vit.CONSTRUCTORS) == {f"ViT{v.replace('/', '')}" for v in keras_vit.VARIANTS}
 
 
+def test_constructor_for_accepts_constructor_and_variant_names():
+    from keras_vit.models import constructor_for
+
+    assert constructor_for("ViTB16") is constructor_for("b/16") is keras_vit.ViTB16
+    assert constructor_for("vitl16").variant == "L/16"
+    with pytest.raises(ValueError, match="Unknown model 'ViTZ99'.*ViTB16.*B/16"):
+        constructor_for("ViTZ99")
+
+
 @pytest.mark.parametrize(
     "variant",
     [pytest.param(v, marks=pytest.mark.slow) if v in BIG_VARIANTS else v for v in PINNED_PARAMS],

@@ -73,15 +73,12 @@ def build_model(model, weights=None, image_size=None):
         if not os.path.isfile(model):
             raise FileNotFoundError(f"No saved model at {model!r}.")
         return keras.saving.load_model(model, safe_mode=True)
-    names = {name.lower(): name for name in keras_vit.CONSTRUCTORS}
-    names.update({variant.lower(): "ViT" + variant.replace("/", "") for variant in keras_vit.VARIANTS})
-    if model.lower() not in names:
-        raise ValueError(
-            f"Unknown model {model!r}: give a constructor ({', '.join(keras_vit.CONSTRUCTORS)}), a variant "
-            f"({', '.join(keras_vit.VARIANTS)}) or the path of a saved .keras model."
-        )
+    try:
+        constructor = keras_vit.models.constructor_for(model)
+    except ValueError as error:
+        raise ValueError(f"{error} A saved model is named by its .keras path.") from None
     kwargs = {} if image_size is None else {"input_shape": (image_size, image_size, 3)}
-    return keras_vit.CONSTRUCTORS[names[model.lower()]](weights=weights, **kwargs)
+    return constructor(weights=weights, **kwargs)
 
 
 def write_report(

@@ -12,15 +12,9 @@ import os
 
 def _variant(model):
     """Accepts `ViTB16` (a constructor name) or `B/16` (a variant key)."""
-    import keras_vit
+    from keras_vit.models import constructor_for
 
-    if model in keras_vit.VARIANTS:
-        return model
-    for variant in keras_vit.VARIANTS:
-        if model == "ViT" + variant.replace("/", ""):
-            return variant
-    names = ", ".join("ViT" + v.replace("/", "") for v in keras_vit.VARIANTS)
-    raise ValueError(f"Unknown model {model!r}; choose one of: {names} (or B/16-style names).")
+    return constructor_for(model).variant
 
 
 # --------------------------------------------------------------------------- download
