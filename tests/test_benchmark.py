@@ -123,3 +123,20 @@ def test_ceiling_measures_the_models_own_product_shape_and_bounds_float32():
     assert summary["ceilings_gflops"]["float32_model_gemm"] == 5.0
     assert summary["model_gemm_bound_images_per_s"] == pytest.approx(5e9 / benchmarking.forward_flops(TINY, 16, 10))
     assert "5.0 GFLOP/s in float32" in benchmarking.format_table([ceiling], summary)
+
+
+def test_rounds_merge_to_the_median_of_each_measurement():
+    def attempt(infer, memory, status="ok"):
+        result = {"inference": {"16": {"images_per_s": infer, "seconds": [infer]}}, "peak_rss_train_mb": memory}
+        return dict(kind="keras_vit", label="x", status=status, elapsed_s=1.0, result=result)
+
+    merged = runner.merge_rounds([attempt(1.0, 300), attempt(3.0, 100), attempt(2.0, 200),
+                                  dict(kind="keras_vit", label="x", status="timeout", elapsed_s=5.0)])
+    assert merged["result"]["inference"]["16"]["images_per_s"] == 2.0
+    assert merged["result"]["peak_rss_train_mb"] == 200
+    assert merged["result"]["inference"]["16"]["seconds"] == [1.0]  # lists are not averaged: the first round's
+    assert merged["rounds_ok"] == 3 and merged["elapsed_s"] == 8.0
+    failed = dict(kind="keras_vit", label="x", status="failed", elapsed_s=1.0, error="boom")
+    assert runner.merge_rounds([failed]) is failed
+    with pytest.raises(ValueError, match="rounds"):
+        benchmarking.run([], rounds=0)

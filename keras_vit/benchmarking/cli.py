@@ -32,6 +32,9 @@ def add_arguments(parser):
     )
     parser.add_argument("--no-ceiling", action="store_true", help="skip the matrix-multiply ceiling")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls after warm-up (default: %(default)s)")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run the plan this many times, interleaved; report medians (default: 1)"
+    )
     parser.add_argument("--batch-sizes", default="1,16", help="inference batch sizes (default: %(default)s)")
     parser.add_argument("--train-batch-size", type=int, default=8, help="training batch (default: %(default)s)")
     parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
@@ -48,7 +51,7 @@ def run(args):
 
     if args.variant not in keras_vit.VARIANTS:
         raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
-    for option in ("image_size", "repeats", "train_batch_size", "classes", "threads"):
+    for option in ("image_size", "repeats", "rounds", "train_batch_size", "classes", "threads"):
         if getattr(args, option) < 1:
             raise ValueError(f"--{option.replace('_', '-')} must be positive. Received: {getattr(args, option)}")
     patch = keras_vit.VARIANTS[args.variant]["patch_size"]
@@ -73,7 +76,7 @@ def run(args):
         repeats=1 if args.quick else args.repeats,
         threads=args.threads,
     )
-    report = runner.run(specs, timeout=args.timeout, output=args.output)
+    report = runner.run(specs, timeout=args.timeout, output=args.output, rounds=args.rounds)
     print(f"ViT-{args.variant} at {args.image_size} px, {args.threads} threads, {report['started']}, "
           f"{report['machine']['cpu']} ({report['machine']['cores']} cores), "
           f"load average at start {report['machine']['load_average']}")

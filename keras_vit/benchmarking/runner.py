@@ -8,6 +8,7 @@ and `format_table()` renders the Markdown tables the README shows.
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -367,17 +368,56 @@ def machine_description():
     return {"cpu": model, "cores": os.cpu_count(), "load_average": load}
 
 
-def run(specs, timeout=1800, output=None, log=None):
-    """Runs every spec, summarises, writes the JSON to `output` (if given) and returns it."""
+def _median_of(values):
+    """Element-wise median of the same structure measured several times:
+    numbers become their median, dicts recurse, anything else is the first."""
+    first = values[0]
+    if isinstance(first, dict):
+        return {
+            key: _median_of([value[key] for value in values])
+            if all(isinstance(value, dict) and key in value for value in values)
+            else first[key]
+            for key in first
+        }
+    numbers = all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in values)
+    return statistics.median(values) if numbers else first
+
+
+def merge_rounds(attempts):
+    """One record from a spec's runs in several rounds: the median of every
+    measurement over the rounds that succeeded (`rounds_ok` says how many)."""
+    succeeded = [attempt for attempt in attempts if attempt.get("status") == "ok"]
+    if not succeeded:
+        return attempts[-1]
+    merged = dict(succeeded[0], result=_median_of([attempt["result"] for attempt in succeeded]))
+    merged["elapsed_s"] = sum(attempt["elapsed_s"] for attempt in attempts)
+    merged["rounds_ok"] = len(succeeded)
+    return merged
+
+
+def run(specs, timeout=1800, output=None, log=None, rounds=1):
+    """Runs every spec, summarises, writes the JSON to `output` (if given) and returns it.
+
+    With `rounds > 1` the whole plan runs that many times, one configuration
+    after another in each round, and each measurement is the median over
+    the rounds: on a shared machine the speed drifts by 10-15 % over
+    minutes, and interleaving spreads that drift over every configuration
+    instead of favouring whichever ran in a quiet moment.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"`rounds` must be a positive integer. Received: rounds={rounds!r}")
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     machine = machine_description()
-    records = []
-    for index, spec in enumerate(specs, 1):
-        log(f"[{index}/{len(specs)}] {label(spec)} ...")
-        record = run_spec(spec, timeout)
-        log(f"[{index}/{len(specs)}] {record['label']}: {record['status']} in {record['elapsed_s']:.0f} s")
-        records.append(record)
+    attempts = [[] for _ in specs]
+    for round_index in range(rounds):
+        prefix = f"round {round_index + 1}/{rounds} " if rounds > 1 else ""
+        for index, spec in enumerate(specs, 1):
+            log(f"{prefix}[{index}/{len(specs)}] {label(spec)} ...")
+            record = run_spec(spec, timeout)
+            log(f"{prefix}[{index}/{len(specs)}] {record['label']}: {record['status']} in {record['elapsed_s']:.0f} s")
+            attempts[index - 1].append(record)
+    records = [merge_rounds(spec_attempts) for spec_attempts in attempts]
     summary = summarize(records)
     report = {"started": started, "machine": machine, "command": " ".join(sys.argv), "records": records, **summary}
     report["table"] = format_table(records, summary)
