@@ -107,7 +107,7 @@ def test_cli_rejects_bad_options(capsys):
     assert "multiple of the patch size 16" in capsys.readouterr().err
 
 
-def test_ceiling_measures_the_models_own_product_shape_and_bounds_float32():
+def test_ceiling_measures_the_models_own_product_shape():
     from keras_vit.benchmarking import worker
 
     spec = dict(variant=TINY, image_size=16, classes=10, inference_batch_sizes=[1, 4], repeats=1, threads=2)
@@ -121,8 +121,8 @@ def test_ceiling_measures_the_models_own_product_shape_and_bounds_float32():
                                         "torch_float32_model_gemm_gflops": 5.0})
     summary = benchmarking.summarize([ceiling])
     assert summary["ceilings_gflops"]["float32_model_gemm"] == 5.0
-    assert summary["model_gemm_bound_images_per_s"] == pytest.approx(5e9 / benchmarking.forward_flops(TINY, 16, 10))
-    assert "5.0 GFLOP/s in float32" in benchmarking.format_table([ceiling], summary)
+    assert summary["model_gemm_images_per_s"] == pytest.approx(5e9 / benchmarking.forward_flops(TINY, 16, 10))
+    assert "5.0 GFLOP/s in NumPy / PyTorch float32" in benchmarking.format_table([ceiling], summary)
 
 
 def test_rounds_merge_to_the_median_of_each_measurement():
@@ -136,6 +136,7 @@ def test_rounds_merge_to_the_median_of_each_measurement():
     assert merged["result"]["peak_rss_train_mb"] == 200
     assert merged["result"]["inference"]["16"]["seconds"] == [1.0]  # lists are not averaged: the first round's
     assert merged["rounds_ok"] == 3 and merged["elapsed_s"] == 8.0
+    assert [r["peak_rss_train_mb"] for r in merged["round_results"]] == [300, 100, 200]
     failed = dict(kind="keras_vit", label="x", status="failed", elapsed_s=1.0, error="boom")
     assert runner.merge_rounds([failed]) is failed
     with pytest.raises(ValueError, match="rounds"):

@@ -244,8 +244,8 @@ def _model_gemm_gflops(matmul, shape, repeats):
 
 def _run_ceiling(spec):
     """The machine's matrix-multiply ceiling: square GEMMs in NumPy and PyTorch,
-    and the float32 rate of the model's own MLP product shape (a closer bound
-    for what a ViT can reach than large square products)."""
+    and the float32 rate of the model's own MLP product shape (a closer
+    yardstick for a ViT than large square products)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
