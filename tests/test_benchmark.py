@@ -107,6 +107,7 @@ def test_cli_rejects_bad_options(capsys):
     assert "multiple of the patch size 16" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="NumPy and PyTorch only: one backend's run is enough")
 def test_ceiling_measures_the_models_own_product_shape():
     from keras_vit.benchmarking import worker
 
