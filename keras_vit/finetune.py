@@ -198,7 +198,7 @@ def finetune(
         image_size: int; default 16 for the digits, else 224.
         batch_size: int, the global batch of one optimizer update (all
             replicas, all accumulated batches); default 64 (digits) or 512.
-        steps: int, optimizer updates; default 1,000 for the digits, else
+        steps: int, optimizer updates; default 1,500 for the digits, else
             10,000 (the paper's CIFAR setting).
         epochs: int, the number of epochs the steps are divided into (each
             ends with a held-out evaluation and a checkpoint); default 20 for
@@ -235,7 +235,7 @@ def finetune(
     digits = data == DIGITS
     image_size = image_size or (DIGITS_IMAGE_SIZE if digits else 224)
     batch_size = batch_size or (64 if digits else 512)
-    steps = steps or (1000 if digits else 10_000)
+    steps = steps or (1500 if digits else 10_000)
     epochs = min(epochs or (20 if digits else 10), steps)
     for name, value in (("image_size", image_size), ("batch_size", batch_size), ("steps", steps)):
         if value < 1:
@@ -267,7 +267,7 @@ def finetune(
         num_classes=train_info.num_classes,
         # Digits are centred and small: a mild crop, no flip (a mirrored 2
         # is no 2). Natural images get the paper's 5-100 % crop and flips.
-        area_range=(0.7, 1.0) if digits else data_lib.DEFAULT_AREA_RANGE,
+        area_range=(0.85, 1.0) if digits else data_lib.DEFAULT_AREA_RANGE,
         flip=not digits,
         randaugment=randaugment,
         mixup_alpha=mixup,
@@ -381,7 +381,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--batch-size", type=int, default=None, help="images per optimizer update; default 64 (digits) or 512"
     )
-    parser.add_argument("--steps", type=int, default=None, help="optimizer updates; default 1000 (digits) or 10000")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer updates; default 1500 (digits) or 10000")
     parser.add_argument("--epochs", type=int, default=None, help="evaluation/checkpoint rounds; default 20 or 10")
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="auto", help="sgd with --weights, else adamw")
