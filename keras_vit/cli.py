@@ -249,12 +249,9 @@ def main(argv=None):
     # downloads and files (OSError, including offline and hash errors) exit 1.
     try:
         return args.run(args)
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         print(f"keras-vit {args.command}: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
-        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, ValueError) else 1
 
 
 if __name__ == "__main__":

@@ -354,6 +354,11 @@ class StopAtIteration(keras.callbacks.Callback):
     schedule (Keras still evaluates and ends the epoch it stops in). Put it
     after the backup callback so that it reads the restored count.
 
+    The count is read once, when training begins, and the batches are
+    counted from there: reading the optimizer every batch would force the
+    JAX backend to write its whole training state back to the variables
+    (`Callback.model` does that) after every step.
+
     Args:
         iterations: int, the optimizer updates of the whole run (Keras's
             `optimizer.iterations` counts updates, not accumulated batches).
@@ -365,15 +370,25 @@ class StopAtIteration(keras.callbacks.Callback):
             raise ValueError(f"`iterations` must be a positive integer. Received: iterations={iterations!r}")
         self.iterations = iterations
         self.start_iteration = 0
-
-    def _current(self):
-        return int(ops.convert_to_numpy(self.model.optimizer.iterations))
+        self._batches_left = 0
+        self._last_batch = -1
 
     def on_train_begin(self, logs=None):
-        self.start_iteration = self._current()
+        optimizer = self.model.optimizer
+        self.start_iteration = int(ops.convert_to_numpy(optimizer.iterations))
+        # A backup taken inside an accumulation cycle leaves a few batches in
+        # the accumulators; counting whole updates from the restored count
+        # lets them run without an extra update.
+        self._batches_left = (self.iterations - self.start_iteration) * (optimizer.gradient_accumulation_steps or 1)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_batch = -1
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._current() >= self.iterations:
+        # With `steps_per_execution`, `batch` is the last index of the call.
+        self._batches_left -= batch - self._last_batch
+        self._last_batch = batch
+        if self._batches_left <= 0:
             self.model.stop_training = True
 
 

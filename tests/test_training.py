@@ -206,5 +206,14 @@ def test_stop_at_iteration_ends_a_resumed_run_on_the_planned_count():
     assert stop.start_iteration == 4
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 6
     assert len(history.history["loss"]) == 1  # stopped inside the first epoch, which still ended
+
+    # Counted in updates: 2 batches each, 3 batches per call (torch runs one per call).
+    model = _tiny_model()
+    optimizer = keras.optimizers.SGD(0.1, gradient_accumulation_steps=2)
+    per_call = 1 if BACKEND == "torch" else 3
+    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=per_call)
+    stop = training.StopAtIteration(3)
+    model.fit(images, labels, batch_size=1, epochs=2, callbacks=[stop], verbose=0)
+    assert int(keras.ops.convert_to_numpy(optimizer.iterations)) == 3  # after 6 of the 32 batches
     with pytest.raises(ValueError, match="iterations"):
         training.StopAtIteration(0)

@@ -234,8 +234,8 @@ def summarize(records):
             for peer in _peers_of(record, records)
         }
     summary = {"ceilings_gflops": limits, "targets": targets(records, large)}
-    ceiling = next((record for record in records if record["kind"] == "ceiling"), None)
     if "float32_model_gemm" in limits:
+        ceiling = next(record for record in records if record["kind"] == "ceiling")
         # A yardstick, not a bound: about 95 % of a ViT's FLOPs are products of
         # this shape or its near relatives, but frameworks call other GEMM
         # libraries (oneDNN, XLA's Eigen) than NumPy's and PyTorch's.

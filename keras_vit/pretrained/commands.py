@@ -9,14 +9,6 @@ line and exits with 2 (ValueError: bad input) or 1 (download and I/O errors).
 import os
 
 
-
-def _variant(model):
-    """Accepts `ViTB16` (a constructor name) or `B/16` (a variant key)."""
-    from keras_vit.models import constructor_for
-
-    return constructor_for(model).variant
-
-
 # --------------------------------------------------------------------------- download
 
 def download_arguments(parser):
@@ -32,9 +24,10 @@ def download(args):
     KERAS_VIT_CACHE. Copy those folders to the offline machine and set
     HF_HUB_OFFLINE=1 (or KERAS_VIT_OFFLINE=1) there.
     """
+    from keras_vit.models import constructor_for
     from keras_vit.pretrained import loader, sources
 
-    variant = _variant(args.model)
+    variant = constructor_for(args.model).variant
     source = sources.resolve_source(variant, args.weights, (args.image_size, args.image_size))
     path, format = sources.fetch(source)
     checkpoint = loader.load_checkpoint(path, format)  # verifies the file is complete and readable
@@ -140,12 +133,11 @@ def predict(args):
     """
     import numpy as np
 
-    import keras_vit
+    from keras_vit.models import constructor_for
 
-    variant = _variant(args.model)
     if args.top < 1:
         raise ValueError(f"--top must be positive. Received: {args.top}")
-    model = keras_vit.CONSTRUCTORS["ViT" + variant.replace("/", "")](
+    model = constructor_for(args.model)(
         weights=args.weights, input_shape=(args.image_size, args.image_size, 3), classes=args.classes
     )
     batch = np.stack([_load_image(path, args.image_size) for path in args.images])
