@@ -50,8 +50,10 @@ def main(argv=None):
         keras.distribution.set_distribution(distribute.model_parallel(args.model_shards))
         setup.num_replicas = len(keras.distribution.list_devices()) // args.model_shards
     global_batch = setup.global_batch_size(args.per_replica_batch)
-    print(f"backend {keras.backend.backend()}, {setup.num_replicas} replica(s), global batch {global_batch}, "
-          f"{setup.precision}, jit_compile={setup.jit_compile}")
+    print(
+        f"backend {keras.backend.backend()}, {setup.num_replicas} replica(s), global batch {global_batch}, "
+        f"{setup.precision}, jit_compile={setup.jit_compile}"
+    )
 
     train_source, info = data.load(args.data, "train")
     # Each host reads its own shard when there are several (JAX multi-host).
@@ -62,8 +64,9 @@ def main(argv=None):
         if jax.process_count() > 1:
             shard = (jax.process_count(), jax.process_index())
             global_batch //= jax.process_count()
-    train_ds = data.train_pipeline(train_source, image_size=args.image_size, batch_size=global_batch,
-                                   num_classes=info.num_classes, shard=shard)
+    train_ds = data.train_pipeline(
+        train_source, image_size=args.image_size, batch_size=global_batch, num_classes=info.num_classes, shard=shard
+    )
     with setup.scope():
         model = keras_vit.CONSTRUCTORS[args.model](
             input_shape=(args.image_size, args.image_size, 3), classes=info.num_classes, classifier_activation=None
@@ -71,7 +74,8 @@ def main(argv=None):
         model.compile(
             optimizer=training.pretrain_optimizer(
                 learning_rate=setup.scale_learning_rate(1e-3, args.per_replica_batch, reference_batch_size=4096),
-                total_steps=args.steps, warmup_steps=max(1, args.steps // 10),
+                total_steps=args.steps,
+                warmup_steps=max(1, args.steps // 10),
             ),
             loss=training.classification_loss(label_smoothing=0.1),
             metrics=["accuracy"],

@@ -40,7 +40,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--warmup-steps", type=int, default=500)
     parser.add_argument("--learning-rate", type=float, default=0.01, help="0.01 for B/16 on CIFAR-10, else 0.03")
-    parser.add_argument("--layer-decay", type=float, default=None, help="layer-wise lr decay, e.g. 0.75 (not in the paper)")
+    parser.add_argument(
+        "--layer-decay", type=float, default=None, help="layer-wise lr decay, e.g. 0.75 (not in the paper)"
+    )
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--out", default="outputs/official_recipe")
     args = parser.parse_args(argv)
@@ -54,19 +56,26 @@ def main(argv=None):
         data.default_eval_split(args.data),
         class_names=None if args.data.startswith("tfds:") else info.class_names,
     )
-    train_ds = data.train_pipeline(train_source, image_size=args.image_size, batch_size=batch,
-                                   num_classes=info.num_classes)
+    train_ds = data.train_pipeline(
+        train_source, image_size=args.image_size, batch_size=batch, num_classes=info.num_classes
+    )
     eval_ds = data.eval_pipeline(eval_source, image_size=args.image_size, batch_size=batch)
 
     with setup.scope():
         model = keras_vit.CONSTRUCTORS[args.model](
-            weights=None if args.weights.lower() == "none" else args.weights, input_shape=(args.image_size, args.image_size, 3),
-            classes=info.num_classes, classifier_activation=None,
+            weights=None if args.weights.lower() == "none" else args.weights,
+            input_shape=(args.image_size, args.image_size, 3),
+            classes=info.num_classes,
+            classifier_activation=None,
         )
         model.compile(
             optimizer=training.finetune_optimizer(
-                learning_rate=args.learning_rate, total_steps=args.steps, warmup_steps=args.warmup_steps,
-                accumulation_steps=args.accumulation_steps, layer_decay=args.layer_decay, model=model,
+                learning_rate=args.learning_rate,
+                total_steps=args.steps,
+                warmup_steps=args.warmup_steps,
+                accumulation_steps=args.accumulation_steps,
+                layer_decay=args.layer_decay,
+                model=model,
             ),
             loss=training.classification_loss(),
             metrics=["accuracy"],

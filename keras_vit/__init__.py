@@ -10,8 +10,20 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
 # `training` and `layer_decay` are imported for their registered schedule,
 # loss and optimizers: a model compiled with them reloads after `import keras_vit`.
 from keras_vit import layer_decay, layers, training
-from keras_vit.models import CONSTRUCTORS, VARIANTS, VisionTransformer
-from keras_vit.models import ViTB8, ViTB16, ViTB32, ViTH14, ViTL16, ViTL32, ViTS16, ViTS32, ViTTi16
+from keras_vit.models import (
+    CONSTRUCTORS,
+    VARIANTS,
+    VisionTransformer,
+    ViTB8,
+    ViTB16,
+    ViTB32,
+    ViTH14,
+    ViTL16,
+    ViTL32,
+    ViTS16,
+    ViTS32,
+    ViTTi16,
+)
 from keras_vit.preprocessing import decode_predictions, preprocess_input
 from keras_vit.resampling import resample_position_embedding
 

@@ -47,8 +47,9 @@ def _demo(args):
 
     constructors = keras_vit.CONSTRUCTORS
     if args.model not in constructors:
-        print(f"keras-vit demo: unknown --model {args.model!r}; choose one of: {', '.join(constructors)}",
-              file=sys.stderr)
+        print(
+            f"keras-vit demo: unknown --model {args.model!r}; choose one of: {', '.join(constructors)}", file=sys.stderr
+        )
         return 2
     for option in ("batch_size", "image_size", "classes"):
         if getattr(args, option) < 1:
@@ -59,8 +60,9 @@ def _demo(args):
     model = constructors[args.model](
         weights=None, input_shape=(args.image_size, args.image_size, 3), classes=args.classes
     )
-    pixels = np.random.default_rng(args.seed).integers(0, 256, size=(args.batch_size, args.image_size,
-                                                                      args.image_size, 3))
+    pixels = np.random.default_rng(args.seed).integers(
+        0, 256, size=(args.batch_size, args.image_size, args.image_size, 3)
+    )
     images = preprocess_input(pixels)
 
     timings = []
@@ -169,7 +171,9 @@ def _benchmark(args):
 
 
 def _variants_arguments(parser):
-    parser.add_argument("--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)")
+    parser.add_argument(
+        "--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)"
+    )
     parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
 
 
@@ -182,17 +186,21 @@ def _variants(args):
     import keras_vit
     from keras_vit.benchmarking.flops import forward_flops
 
-    print(f"| constructor | variant | patch | hidden | layers | heads | MLP | params ({args.classes}-class head) "
-          f"| GFLOPs at {args.image_size} |")
+    print(
+        f"| constructor | variant | patch | hidden | layers | heads | MLP | params ({args.classes}-class head) "
+        f"| GFLOPs at {args.image_size} |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, constructor in keras_vit.CONSTRUCTORS.items():
         variant_name = constructor.variant
         variant = keras_vit.VARIANTS[variant_name]
         model = constructor(input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
         gflops = forward_flops(variant, args.image_size, args.classes) / 1e9
-        print(f"| `{name}` | {variant_name} | {variant['patch_size']} | {variant['hidden_dim']} | "
-              f"{variant['num_layers']} | {variant['num_heads']} | {variant['mlp_dim']} | "
-              f"{model.count_params():,} | {gflops:.1f} |")
+        print(
+            f"| `{name}` | {variant_name} | {variant['patch_size']} | {variant['hidden_dim']} | "
+            f"{variant['num_layers']} | {variant['num_heads']} | {variant['mlp_dim']} | "
+            f"{model.count_params():,} | {gflops:.1f} |"
+        )
         del model
         keras.backend.clear_session()
     return 0
@@ -204,14 +212,30 @@ SUBCOMMANDS = (
     ("variants", "the table of ViT variants: sizes, parameter counts, GFLOPs", _variants_arguments, _variants),
     ("inspect", "attention rollout and the paper's inspection figures for an image", _inspect_arguments, _inspect),
     ("finetune", "train a ViT on the bundled digits, or fine-tune any variant", _finetune_arguments, _finetune),
-    ("download", "fetch a pretrained checkpoint into the cache (pre-seed offline machines)",
-     _weights_commands.download_arguments, _weights_commands.download),
-    ("convert", "convert a checkpoint between the official .npz, timm and Hugging Face layouts",
-     _weights_commands.convert_arguments, _weights_commands.convert),
-    ("predict", "classify images with a pretrained ViT and print the top classes",
-     _weights_commands.predict_arguments, _weights_commands.predict),
-    ("benchmark", "images/s, memory and time to first step against keras-hub and Hugging Face ViTs",
-     _benchmark_arguments, _benchmark),
+    (
+        "download",
+        "fetch a pretrained checkpoint into the cache (pre-seed offline machines)",
+        _weights_commands.download_arguments,
+        _weights_commands.download,
+    ),
+    (
+        "convert",
+        "convert a checkpoint between the official .npz, timm and Hugging Face layouts",
+        _weights_commands.convert_arguments,
+        _weights_commands.convert,
+    ),
+    (
+        "predict",
+        "classify images with a pretrained ViT and print the top classes",
+        _weights_commands.predict_arguments,
+        _weights_commands.predict,
+    ),
+    (
+        "benchmark",
+        "images/s, memory and time to first step against keras-hub and Hugging Face ViTs",
+        _benchmark_arguments,
+        _benchmark,
+    ),
 )
 
 
@@ -234,7 +258,10 @@ def build_parser():
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text, add_arguments, run in SUBCOMMANDS:
         subparser = subparsers.add_parser(
-            name, help=help_text, description=inspect.cleandoc(run.__doc__ or help_text), formatter_class=argparse.RawDescriptionHelpFormatter
+            name,
+            help=help_text,
+            description=inspect.cleandoc(run.__doc__ or help_text),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         add_arguments(subparser)
         subparser.set_defaults(run=run)

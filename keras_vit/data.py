@@ -91,12 +91,10 @@ def load(source, split, *, data_dir=None, class_names=None):
             f"`from_arrays` for arrays. Received: source={source!r}"
         )
     if source.startswith("tfds:"):
-        return _load_tfds(source[len("tfds:"):], split, data_dir)
+        return _load_tfds(source[len("tfds:") :], split, data_dir)
     if os.path.isdir(source):
         return _load_folder(source, split, class_names)
-    raise ValueError(
-        f"`source` is neither 'tfds:NAME' nor an existing folder. Received: source={source!r}"
-    )
+    raise ValueError(f"`source` is neither 'tfds:NAME' nor an existing folder. Received: source={source!r}")
 
 
 def _load_tfds(name, split, data_dir):
@@ -121,9 +119,7 @@ def _load_tfds(name, split, data_dir):
 
     def to_rgb(image, label):
         # Grayscale datasets (MNIST) are repeated to the 3 channels of the model.
-        image = tf.cond(
-            tf.equal(tf.shape(image)[-1], 1), lambda: tf.image.grayscale_to_rgb(image), lambda: image
-        )
+        image = tf.cond(tf.equal(tf.shape(image)[-1], 1), lambda: tf.image.grayscale_to_rgb(image), lambda: image)
         return image, tf.cast(label, tf.int32)
 
     dataset = dataset.map(to_rgb, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -136,7 +132,7 @@ def default_eval_split(source, data_dir=None):
     if source.startswith("tfds:"):
         import tensorflow_datasets as tfds
 
-        splits = tfds.builder(source[len("tfds:"):], data_dir=data_dir).info.splits
+        splits = tfds.builder(source[len("tfds:") :], data_dir=data_dir).info.splits
     else:
         splits = [entry for entry in os.listdir(source) if os.path.isdir(os.path.join(source, entry))]
     for name in ("validation", "val", "test"):
@@ -235,13 +231,11 @@ def from_arrays(images, labels, num_classes=None):
         images = images[..., None]
     if images.ndim != 4 or images.shape[-1] not in (1, 3):
         raise ValueError(
-            "`images` must have shape (N, H, W), (N, H, W, 1) or (N, H, W, 3). "
-            f"Received: images.shape={images.shape}"
+            f"`images` must have shape (N, H, W), (N, H, W, 1) or (N, H, W, 3). Received: images.shape={images.shape}"
         )
     if labels.ndim != 1 or len(labels) != len(images):
         raise ValueError(
-            f"`labels` must be a vector with one label per image ({len(images)}). "
-            f"Received: labels.shape={labels.shape}"
+            f"`labels` must be a vector with one label per image ({len(images)}). Received: labels.shape={labels.shape}"
         )
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"`labels` must be integers. Received: labels.dtype={labels.dtype}")

@@ -395,9 +395,7 @@ def add_arguments(parser):
     parser.add_argument("--mixup", type=float, default=0.0, help="MixUp alpha (0: off)")
     parser.add_argument("--cutmix", type=float, default=0.0, help="CutMix alpha (0: off)")
     parser.add_argument("--strategy", choices=("auto", "default", "mirrored", "tpu"), default="auto")
-    parser.add_argument(
-        "--precision", choices=("auto", "float32", "mixed_bfloat16", "mixed_float16"), default="auto"
-    )
+    parser.add_argument("--precision", choices=("auto", "float32", "mixed_bfloat16", "mixed_float16"), default="auto")
     parser.add_argument("--backup-every", type=int, default=0, help="batches between backups (0: every epoch)")
     parser.add_argument("--out", default="outputs/finetune", help="output folder (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)

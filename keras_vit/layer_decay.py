@@ -56,8 +56,9 @@ def layer_decay_multipliers(model, decay):
     >>> import keras_vit
     >>> model = keras_vit.VisionTransformer(patch_size=4, hidden_dim=8, num_layers=2,
     ...     num_heads=2, mlp_dim=16, input_shape=(8, 8, 3), classes=2)
-    >>> layer_decay_multipliers(model, 0.5)
-    {'patch_embedding': 0.125, 'class_token': 0.125, 'position_embedding': 0.125, 'encoder_block_0': 0.25, 'encoder_block_1': 0.5}
+    >>> multipliers = layer_decay_multipliers(model, 0.5)
+    >>> multipliers["patch_embedding"], multipliers["encoder_block_0"], multipliers["encoder_block_1"]
+    (0.125, 0.25, 0.5)
     """
     if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 < decay <= 1.0:
         raise ValueError(f"`decay` must be a number in (0, 1]. Received: decay={decay!r}")
@@ -92,7 +93,12 @@ class LayerwiseLearningRate:
         super().__init__(*args, **kwargs)
         multipliers = dict(learning_rate_multipliers or {})
         for name, value in multipliers.items():
-            if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            if (
+                not isinstance(name, str)
+                or isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or value <= 0
+            ):
                 raise ValueError(
                     "`learning_rate_multipliers` must map layer names to positive numbers. "
                     f"Received: {name!r}: {value!r}"

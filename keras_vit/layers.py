@@ -134,10 +134,7 @@ class PatchEmbedding(keras.layers.Layer):
         return ops.reshape(patches, (batch, -1, self.hidden_dim))
 
     def compute_output_shape(self, input_shape):
-        grid = [
-            None if size is None else size // patch
-            for size, patch in zip(input_shape[1:3], self.patch_size)
-        ]
+        grid = [None if size is None else size // patch for size, patch in zip(input_shape[1:3], self.patch_size)]
         num_patches = None if None in grid else grid[0] * grid[1]
         return (input_shape[0], num_patches, self.hidden_dim)
 
@@ -168,9 +165,7 @@ class ClassToken(keras.layers.Layer):
     """
 
     def build(self, input_shape):
-        self.token = self.add_weight(
-            shape=(1, 1, input_shape[-1]), initializer="zeros", name="token"
-        )
+        self.token = self.add_weight(shape=(1, 1, input_shape[-1]), initializer="zeros", name="token")
 
     def call(self, tokens):
         batch = ops.shape(tokens)[0]
@@ -218,8 +213,7 @@ class PositionEmbedding(keras.layers.Layer):
         self.grid_size = _pair("grid_size", grid_size)
         if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
             raise ValueError(
-                "`num_prefix_tokens` must be a non-negative integer. "
-                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
+                f"`num_prefix_tokens` must be a non-negative integer. Received: num_prefix_tokens={num_prefix_tokens!r}"
             )
         self.num_prefix_tokens = num_prefix_tokens
 
@@ -347,8 +341,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         hidden_dim = input_shape[-1]
         if hidden_dim is None or hidden_dim % self.num_heads:
             raise ValueError(
-                f"The hidden size must be divisible by num_heads={self.num_heads}. "
-                f"Received: input_shape={input_shape}"
+                f"The hidden size must be divisible by num_heads={self.num_heads}. Received: input_shape={input_shape}"
             )
         self.head_dim = hidden_dim // self.num_heads
         # xavier_uniform is the kernel initialiser of flax's attention, which the
@@ -388,9 +381,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             logits = ops.einsum("bhqd,bhkd->bhqk", query * ops.cast(scale, query.dtype), key)
             # Softmax in float32 keeps float16 from overflowing on long sequences.
             weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), query.dtype)
-            attended = ops.einsum(
-                "bhqk,bhkd->bhqd", self.attention_dropout(weights, training=training), value
-            )
+            attended = ops.einsum("bhqk,bhkd->bhqd", self.attention_dropout(weights, training=training), value)
             attended = ops.transpose(attended, (0, 2, 1, 3))
         outputs = self.output_projection(ops.reshape(attended, (batch, length, -1)))
         return (outputs, weights) if return_attention_scores else outputs
@@ -403,9 +394,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if not return_attention_scores:
             return outputs
         length = tokens.shape[1]
-        weights = keras.KerasTensor(
-            (tokens.shape[0], self.num_heads, length, length), dtype=self.compute_dtype
-        )
+        weights = keras.KerasTensor((tokens.shape[0], self.num_heads, length, length), dtype=self.compute_dtype)
         return outputs, weights
 
     def get_config(self):
@@ -452,9 +441,7 @@ class MLPBlock(keras.layers.Layer):
             raise ValueError(f"`gelu_approximate` must be a bool. Received: gelu_approximate={gelu_approximate!r}")
         self.gelu_approximate = gelu_approximate
         self.seed = seed
-        self.dropout = keras.layers.Dropout(
-            self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout"
-        )
+        self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape):
         hidden_dim = input_shape[-1]

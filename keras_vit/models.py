@@ -24,7 +24,15 @@ _SIZES = {
 VARIANTS = {
     f"{size}/{patch}": dict(_SIZES[size], patch_size=patch)
     for size, patch in (
-        ("Ti", 16), ("S", 16), ("S", 32), ("B", 8), ("B", 16), ("B", 32), ("L", 16), ("L", 32), ("H", 14),
+        ("Ti", 16),
+        ("S", 16),
+        ("S", 32),
+        ("B", 8),
+        ("B", 16),
+        ("B", 32),
+        ("L", 16),
+        ("L", 32),
+        ("H", 14),
     )
 }
 

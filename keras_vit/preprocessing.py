@@ -78,7 +78,7 @@ def preprocess_input(x, data_format=None):
     return x / np.float32(127.5) - np.float32(1.0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _imagenet_class_index():
     """Reads the shipped class index once: a tuple of `(wnid, class_name)` in class order."""
     text = importlib.resources.files("keras_vit").joinpath("resources", _CLASS_INDEX_FILE).read_text("utf-8")

@@ -35,9 +35,7 @@ _PACKAGE = "keras_vit"
 # against `variable.name`, which is "bias" on JAX and PyTorch but the
 # tf.Variable's "encoder_norm/bias:0" on TensorFlow: hence the optional
 # prefix and ":0" suffix.
-NO_WEIGHT_DECAY_NAMES = tuple(
-    rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamma", "beta", "token", "embedding")
-)
+NO_WEIGHT_DECAY_NAMES = tuple(rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamma", "beta", "token", "embedding"))
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -407,4 +405,3 @@ class AtomicModelCheckpoint(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         atomic_save_model(self.model, self.filepath)
-

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the whole test suite once per Keras backend (slow tests included) and fails if any backend fails.
+# Runs ruff (format check + lint), then the whole test suite once per Keras backend (slow tests included);
+# fails if ruff or any backend fails.
 #
 #   scripts/test.sh                               # everything, on tensorflow, jax and torch
 #   BACKENDS="jax" scripts/test.sh -k attention   # one backend; extra arguments go to pytest
@@ -19,6 +20,13 @@ export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 if [[ ! -x "$PYTHON" ]]; then
     echo "test.sh: $PYTHON not found; run scripts/bootstrap.sh (or make test) first" >&2
+    exit 1
+fi
+
+# Style first: a formatting or lint error fails fast, before any backend runs.
+echo "test.sh: ruff format --check and ruff check"
+if ! "${VENV:-.venv}/bin/ruff" format --check --quiet . || ! "${VENV:-.venv}/bin/ruff" check --quiet .; then
+    echo "test.sh: ruff found style problems; run '.venv/bin/ruff format . && .venv/bin/ruff check --fix .'" >&2
     exit 1
 fi
 

@@ -68,7 +68,9 @@ def assert_config_round_trip(obj):
 def trainable_gradients(model, inputs):
     """Gradients of a fixed random linear function of the outputs."""
     outputs = model(inputs)
-    projections = [keras.ops.convert_to_tensor(random_inputs(tuple(keras.ops.shape(o)), seed=1)) for o in _flat(outputs)]
+    projections = [
+        keras.ops.convert_to_tensor(random_inputs(tuple(keras.ops.shape(o)), seed=1)) for o in _flat(outputs)
+    ]
 
     def objective(outs):
         return sum(keras.ops.sum(keras.ops.cast(o, "float32") * p) for o, p in zip(_flat(outs), projections))
@@ -126,7 +128,10 @@ def predict_in_fresh_process(model_path, inputs, workdir):
     env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")])
     result = subprocess.run(
         [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, model_path, inputs_path, outputs_path],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     with np.load(outputs_path, allow_pickle=False) as data:
@@ -214,9 +219,9 @@ def run_model_test(
     symbolic = _flat(model.compute_output_spec(keras.KerasTensor(input_shape)))
     randomize_weights(model)
     eager = _flat(model(inputs))
-    assert [tuple(s.shape) for s in symbolic] == [tuple(keras.ops.shape(e)) for e in eager] == [
-        tuple(s) for s in expected
-    ]
+    assert (
+        [tuple(s.shape) for s in symbolic] == [tuple(keras.ops.shape(e)) for e in eager] == [tuple(s) for s in expected]
+    )
     if expected_num_params is not None:
         assert model.count_params() == expected_num_params
     if expected_num_trainable_weights is not None:

@@ -119,10 +119,15 @@ def hf_to_timm_state(state):
         out[t + "attn.qkv.weight"] = np.concatenate(
             [s[h + f"attention.attention.{n}.weight"] for n in ("query", "key", "value")], axis=0
         )
-        out[t + "attn.qkv.bias"] = np.concatenate([s[h + f"attention.attention.{n}.bias"] for n in ("query", "key", "value")])
+        out[t + "attn.qkv.bias"] = np.concatenate(
+            [s[h + f"attention.attention.{n}.bias"] for n in ("query", "key", "value")]
+        )
         for ours, theirs in (
-            ("norm1", "layernorm_before"), ("norm2", "layernorm_after"), ("attn.proj", "attention.output.dense"),
-            ("mlp.fc1", "intermediate.dense"), ("mlp.fc2", "output.dense"),
+            ("norm1", "layernorm_before"),
+            ("norm2", "layernorm_after"),
+            ("attn.proj", "attention.output.dense"),
+            ("mlp.fc1", "intermediate.dense"),
+            ("mlp.fc2", "output.dense"),
         ):
             out[t + ours + ".weight"] = s[h + theirs + ".weight"]
             out[t + ours + ".bias"] = s[h + theirs + ".bias"]
@@ -149,8 +154,11 @@ def hf_to_official_state(state, num_heads, layout="plain", zero_head_classes=Non
     big_vision = "big_vision" in layout
     hidden = s["embeddings.cls_token"].shape[-1]
     head_dim = hidden // num_heads
-    names = ("LayerNorm_0", "MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0") if big_vision else (
-        "LayerNorm_0", "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
+    names = (
+        ("LayerNorm_0", "MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0")
+        if big_vision
+        else ("LayerNorm_0", "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
+    )
     ln1, mha, ln2, mlp = names
     out = {
         "embedding/kernel": s["embeddings.patch_embeddings.projection.weight"].transpose(2, 3, 1, 0),
@@ -169,8 +177,10 @@ def hf_to_official_state(state, num_heads, layout="plain", zero_head_classes=Non
     for i in range(num_layers_of(s)):
         h = f"encoder.layer.{i}."
         block = {
-            f"{ln1}/scale": s[h + "layernorm_before.weight"], f"{ln1}/bias": s[h + "layernorm_before.bias"],
-            f"{ln2}/scale": s[h + "layernorm_after.weight"], f"{ln2}/bias": s[h + "layernorm_after.bias"],
+            f"{ln1}/scale": s[h + "layernorm_before.weight"],
+            f"{ln1}/bias": s[h + "layernorm_before.bias"],
+            f"{ln2}/scale": s[h + "layernorm_after.weight"],
+            f"{ln2}/bias": s[h + "layernorm_after.bias"],
             f"{mha}/out/kernel": s[h + "attention.output.dense.weight"].T.reshape(num_heads, head_dim, hidden),
             f"{mha}/out/bias": s[h + "attention.output.dense.bias"],
             f"{mlp}/Dense_0/kernel": s[h + "intermediate.dense.weight"].T,

@@ -42,17 +42,35 @@ def test_default_plan_covers_backends_jit_modes_and_peers():
 
 
 def _record(kind, backend, precision, infer, train, memory, jit_compile=False):
-    spec = dict(kind=kind, backend=backend, precision=precision, jit_compile=jit_compile, variant=TINY,
-                image_size=16, classes=10, train_batch_size=2)
-    result = {"inference": {"4": {"images_per_s": infer}}, "train": {"images_per_s": train},
-              "peak_rss_train_mb": memory, "first_train_step_s": 1.0}
+    spec = dict(
+        kind=kind,
+        backend=backend,
+        precision=precision,
+        jit_compile=jit_compile,
+        variant=TINY,
+        image_size=16,
+        classes=10,
+        train_batch_size=2,
+    )
+    result = {
+        "inference": {"4": {"images_per_s": infer}},
+        "train": {"images_per_s": train},
+        "peak_rss_train_mb": memory,
+        "first_train_step_s": 1.0,
+    }
     return dict(spec, label=runner.label(spec), status="ok", result=result)
 
 
 def test_summary_ratios_ceiling_share_and_targets():
-    ceiling = dict(kind="ceiling", backend="-", precision="-", jit_compile=False, label="matmul ceiling",
-                   status="ok", result={"numpy_float32_gflops": 10.0, "torch_float32_gflops": 20.0,
-                                        "torch_bfloat16_gflops": 40.0})
+    ceiling = dict(
+        kind="ceiling",
+        backend="-",
+        precision="-",
+        jit_compile=False,
+        label="matmul ceiling",
+        status="ok",
+        result={"numpy_float32_gflops": 10.0, "torch_float32_gflops": 20.0, "torch_bfloat16_gflops": 40.0},
+    )
     records = [
         ceiling,
         _record("keras_vit", "tensorflow", "mixed_bfloat16", infer=30.0, train=6.0, memory=500.0),
@@ -78,14 +96,28 @@ def test_summary_ratios_ceiling_share_and_targets():
     assert targets["lowest training peak memory vs HF eager (<=)"]["ratio"] == pytest.approx(1.25)
     table = benchmarking.format_table(records, summary)
     assert "| keras_vit, tensorflow, mixed_bfloat16 | 30.00 | 6.00 | 1.0 | 500 |" in table
-    assert "| keras_vit, tensorflow, mixed_bfloat16 | keras-hub, tensorflow, mixed_bfloat16 | 3.00 | 1.50 | 0.50 |" in table
+    assert (
+        "| keras_vit, tensorflow, mixed_bfloat16 | keras-hub, tensorflow, mixed_bfloat16 | 3.00 | 1.50 | 0.50 |"
+        in table
+    )
 
 
 def test_tiny_run_in_a_subprocess_writes_the_report(tmp_path):
     backend = keras.backend.backend()
-    specs = benchmarking.plan("tiny", TINY, backends=(backend,), precisions=("float32",), jit="single", peers=(),
-                              ceiling=False, image_size=16, classes=10, inference_batch_sizes=(1, 2),
-                              train_batch_size=2, repeats=1)
+    specs = benchmarking.plan(
+        "tiny",
+        TINY,
+        backends=(backend,),
+        precisions=("float32",),
+        jit="single",
+        peers=(),
+        ceiling=False,
+        image_size=16,
+        classes=10,
+        inference_batch_sizes=(1, 2),
+        train_batch_size=2,
+        repeats=1,
+    )
     output = tmp_path / "benchmark.json"
     report = benchmarking.run(specs, timeout=600, output=str(output), log=lambda message: None)
     (record,) = report["records"]
@@ -95,7 +127,9 @@ def test_tiny_run_in_a_subprocess_writes_the_report(tmp_path):
     assert all(entry["images_per_s"] > 0 and len(entry["seconds"]) == 1 for entry in result["inference"].values())
     assert result["train"]["images_per_s"] > 0 and result["first_train_step_s"] > 0
     assert result["peak_rss_train_mb"] >= result["rss_after_build_mb"] > 0
-    assert result["parameters"] == keras_vit.VisionTransformer(**TINY, input_shape=(16, 16, 3), classes=10).count_params()
+    assert (
+        result["parameters"] == keras_vit.VisionTransformer(**TINY, input_shape=(16, 16, 3), classes=10).count_params()
+    )
     assert json.loads(output.read_text())["table"] == report["table"]
     assert f"keras_vit, {backend}" in report["table"]
 
@@ -107,7 +141,9 @@ def test_cli_rejects_bad_options(capsys):
     assert "multiple of the patch size 16" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="NumPy and PyTorch only: one backend's run is enough")
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="NumPy and PyTorch only: one backend's run is enough"
+)
 def test_ceiling_measures_the_models_own_product_shape():
     from keras_vit.benchmarking import worker
 
@@ -117,9 +153,20 @@ def test_ceiling_measures_the_models_own_product_shape():
     assert result["model_gemm_shape"] == [20, 16, 32]
     assert result["numpy_float32_model_gemm_gflops"] > 0 and result["numpy_float32_gflops"] > 0
 
-    ceiling = dict(spec, kind="ceiling", backend="-", precision="-", jit_compile=False, label="matmul ceiling",
-                   status="ok", result={"numpy_float32_gflops": 10.0, "numpy_float32_model_gemm_gflops": 4.0,
-                                        "torch_float32_model_gemm_gflops": 5.0})
+    ceiling = dict(
+        spec,
+        kind="ceiling",
+        backend="-",
+        precision="-",
+        jit_compile=False,
+        label="matmul ceiling",
+        status="ok",
+        result={
+            "numpy_float32_gflops": 10.0,
+            "numpy_float32_model_gemm_gflops": 4.0,
+            "torch_float32_model_gemm_gflops": 5.0,
+        },
+    )
     summary = benchmarking.summarize([ceiling])
     assert summary["ceilings_gflops"]["float32_model_gemm"] == 5.0
     assert summary["model_gemm_images_per_s"] == pytest.approx(5e9 / benchmarking.forward_flops(TINY, 16, 10))
@@ -131,8 +178,14 @@ def test_rounds_merge_to_the_median_of_each_measurement():
         result = {"inference": {"16": {"images_per_s": infer, "seconds": [infer]}}, "peak_rss_train_mb": memory}
         return dict(kind="keras_vit", label="x", status=status, elapsed_s=1.0, result=result)
 
-    merged = runner.merge_rounds([attempt(1.0, 300), attempt(3.0, 100), attempt(2.0, 200),
-                                  dict(kind="keras_vit", label="x", status="timeout", elapsed_s=5.0)])
+    merged = runner.merge_rounds(
+        [
+            attempt(1.0, 300),
+            attempt(3.0, 100),
+            attempt(2.0, 200),
+            dict(kind="keras_vit", label="x", status="timeout", elapsed_s=5.0),
+        ]
+    )
     assert merged["result"]["inference"]["16"]["images_per_s"] == 2.0
     assert merged["result"]["peak_rss_train_mb"] == 200
     assert merged["result"]["inference"]["16"]["seconds"] == [1.0]  # lists are not averaged: the first round's

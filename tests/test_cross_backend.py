@@ -12,8 +12,17 @@ import keras_vit
 from tests.helpers import BACKEND, REPO_ROOT, random_inputs, randomize_weights, to_numpy
 
 BACKENDS = ("tensorflow", "jax", "torch")
-CONFIG = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=4, mlp_dim=64, input_shape=(32, 24, 3),
-              classes=7, classifier_activation=None, representation_size=16)
+CONFIG = dict(
+    patch_size=8,
+    hidden_dim=32,
+    num_layers=2,
+    num_heads=4,
+    mlp_dim=64,
+    input_shape=(32, 24, 3),
+    classes=7,
+    classifier_activation=None,
+    representation_size=16,
+)
 
 _SCRIPT = """
 import sys, numpy as np, keras_vit
@@ -24,7 +33,9 @@ np.save(sys.argv[3], np.asarray(model.predict(np.load(sys.argv[2]), verbose=0)))
 
 
 @pytest.mark.cross_backend
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="run once per suite, from the TensorFlow pass, against the other two")
+@pytest.mark.skipif(
+    BACKEND != "tensorflow", reason="run once per suite, from the TensorFlow pass, against the other two"
+)
 def test_same_weights_same_logits_on_every_backend(tmp_path):
     model = keras_vit.VisionTransformer(**CONFIG)
     randomize_weights(model)
@@ -40,7 +51,10 @@ def test_same_weights_same_logits_on_every_backend(tmp_path):
         env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
         result = subprocess.run(
             [sys.executable, "-c", _SCRIPT.format(config=repr(CONFIG)), weights_path, images_path, out_path],
-            capture_output=True, text=True, env=env, timeout=600,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
         )
         assert result.returncode == 0, result.stderr[-3000:]
         logits = np.load(out_path)

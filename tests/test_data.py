@@ -140,7 +140,7 @@ def test_arrays_validate_labels_and_grayscale():
     with pytest.raises(ValueError, match="one label per image"):
         data.from_arrays(images, np.array([0, 1]))
     dataset, info = data.from_arrays(images + 255, np.array([0, 1, 2, 0]), num_classes=3)
-    (batch, labels), = list(data.eval_pipeline(dataset, image_size=4, batch_size=8))
+    ((batch, labels),) = list(data.eval_pipeline(dataset, image_size=4, batch_size=8))
     assert np.asarray(batch).shape == (4, 4, 4, 3)
     np.testing.assert_allclose(np.asarray(batch), 1.0)  # 255 -> +1
 

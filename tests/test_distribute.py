@@ -199,9 +199,7 @@ print(json.dumps(dict(single_loss=single_loss, dp_loss=dp_loss, dp_diff=dp_diff,
 @pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution runs on the jax backend")
 def test_jax_data_and_model_parallel_match_single_device(tmp_path):
     script = _JAX.replace("{tiny}", _TINY).replace("{{", "{").replace("}}", "}")
-    result = _run(
-        script, tmp_path, {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-    )
+    result = _run(script, tmp_path, {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
     assert result["dp_loss"] == pytest.approx(result["single_loss"], abs=1e-5)
     assert result["dp_diff"] < 1e-5
     specs = result["specs"]

@@ -38,9 +38,30 @@ def _run_script(name, argv, monkeypatch):
 def test_finetune_official_recipe_script(folder, tmp_path, monkeypatch):
     result = _run_script(
         "finetune_official_recipe.py",
-        ["--model", "ViTTi16", "--weights", "none", "--data", folder, "--image-size", "16", "--batch-size", "4",
-         "--accumulation-steps", "2", "--steps", "2", "--warmup-steps", "1", "--eval-every", "1", "--layer-decay", "0.75",
-         "--out", str(tmp_path / "out")],
+        [
+            "--model",
+            "ViTTi16",
+            "--weights",
+            "none",
+            "--data",
+            folder,
+            "--image-size",
+            "16",
+            "--batch-size",
+            "4",
+            "--accumulation-steps",
+            "2",
+            "--steps",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--eval-every",
+            "1",
+            "--layer-decay",
+            "0.75",
+            "--out",
+            str(tmp_path / "out"),
+        ],
         monkeypatch,
     )
     assert 0.0 <= result["accuracy"] <= 1.0
@@ -68,21 +89,24 @@ def test_transfer_learning_notebook_runs(folder, tmp_path):
 
     notebook = nbformat.read(os.path.join(EXAMPLES, "transfer_learning.ipynb"), as_version=4)
     (parameters,) = [cell for cell in notebook.cells if "parameters" in cell.metadata.get("tags", [])]
-    parameters.source = "\n".join([
-        f"DATA = {folder!r}",
-        'TRAIN_SPLIT, EVAL_SPLIT = "train", "test"',
-        "MODEL = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)",
-        "WEIGHTS = None",
-        "IMAGE_SIZE = 16",
-        "BATCH_SIZE = 4",
-        "STEPS = 2",
-        "LEARNING_RATE = 0.01",
-    ])
+    parameters.source = "\n".join(
+        [
+            f"DATA = {folder!r}",
+            'TRAIN_SPLIT, EVAL_SPLIT = "train", "test"',
+            "MODEL = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)",
+            "WEIGHTS = None",
+            "IMAGE_SIZE = 16",
+            "BATCH_SIZE = 4",
+            "STEPS = 2",
+            "LEARNING_RATE = 0.01",
+        ]
+    )
     env_backup = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env_backup if env_backup else "")
     try:
-        client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                                         resources={"metadata": {"path": str(tmp_path)}})
+        client = nbclient.NotebookClient(
+            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        )
         client.execute()
     finally:
         if env_backup is None:

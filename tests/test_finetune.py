@@ -22,8 +22,13 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     metrics = finetune.finetune(
         steps=8, epochs=2, batch_size=32, accumulation_steps=2, layer_decay=0.8, out=out, verbose=0
     )
-    assert sorted(os.listdir(out)) == ["checkpoint.keras", "history.csv", "metrics.json", "model.keras",
-                                       "training_curves.png"]  # the backup is removed once finished
+    assert sorted(os.listdir(out)) == [
+        "checkpoint.keras",
+        "history.csv",
+        "metrics.json",
+        "model.keras",
+        "training_curves.png",
+    ]  # the backup is removed once finished
     on_disk = json.load(open(os.path.join(out, "metrics.json")))
     assert on_disk == metrics
     assert metrics["steps"] == 8 and metrics["start_step"] == 0
@@ -36,7 +41,7 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     assert history["epoch"] == [0.0, 1.0] and len(history["val_accuracy"]) == 2
 
     model = keras.saving.load_model(os.path.join(out, "model.keras"))
-    assert model.optimizer.learning_rate_multipliers["encoder_block_0"] == pytest.approx(0.8 ** 4)  # 4 blocks
+    assert model.optimizer.learning_rate_multipliers["encoder_block_0"] == pytest.approx(0.8**4)  # 4 blocks
     # 8 updates from 16 batches; Keras schedules see the batch count, and the schedule spans exactly those 16.
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 8
     assert int(keras.ops.convert_to_numpy(model.optimizer._iterations)) == 16
@@ -68,8 +73,24 @@ def test_cli_reports_bad_arguments(capsys, tmp_path):
 
 
 def _command(out):
-    return [sys.executable, "-m", "keras_vit", "finetune", "--steps", "80", "--epochs", "2", "--batch-size", "16",
-            "--backup-every", "4", "--verbose", "2", "--out", out]
+    return [
+        sys.executable,
+        "-m",
+        "keras_vit",
+        "finetune",
+        "--steps",
+        "80",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "16",
+        "--backup-every",
+        "4",
+        "--verbose",
+        "2",
+        "--out",
+        out,
+    ]
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="one kill-and-resume run is enough (tensorflow run)")
@@ -77,8 +98,9 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tmp_path):
     out = str(tmp_path / "run")
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=BACKEND)
     metadata = os.path.join(out, "backup", "training_metadata.json")
-    process = subprocess.Popen(_command(out), cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        _command(out), cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.time() + 480
         # Kill once a backup exists mid-way through the second epoch.

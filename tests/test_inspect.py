@@ -78,8 +78,10 @@ def numpy_forward(model, pixels):
         weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
         attention.append(weights)
         attended = np.einsum("bhqk,bkhd->bqhd", weights, v).reshape(x.shape)
-        x = x + attended @ weight(block.attention.output_projection.kernel) + weight(
-            block.attention.output_projection.bias
+        x = (
+            x
+            + attended @ weight(block.attention.output_projection.kernel)
+            + weight(block.attention.output_projection.bias)
         )
         h = layer_norm(x, block.norm2) @ weight(block.mlp.fc1.kernel) + weight(block.mlp.fc1.bias)
         h = 0.5 * h * (1 + erf(h / math.sqrt(2)))
@@ -306,9 +308,7 @@ def test_attention_distance_averages_queries_layers_and_heads():
     uniform = np.full((1, 1, 1, 4, 4), 0.25)
     itself = pattern_attention(grid, lambda r, c: (r, c))
     layers = np.concatenate([np.concatenate([uniform, itself], axis=2)] * 2)  # (2 layers, 1, 2 heads)
-    np.testing.assert_allclose(
-        inspect.attention_distance(layers, grid, 16), [[128 / 9, 0.0], [128 / 9, 0.0]]
-    )
+    np.testing.assert_allclose(inspect.attention_distance(layers, grid, 16), [[128 / 9, 0.0], [128 / 9, 0.0]])
 
 
 def test_mean_attention_distance_of_model():

@@ -13,8 +13,14 @@ from keras_vit import layer_decay, training
 
 def _model(num_layers=2):
     return keras_vit.VisionTransformer(
-        patch_size=4, hidden_dim=8, num_layers=num_layers, num_heads=2, mlp_dim=16,
-        input_shape=(8, 8, 3), classes=3, classifier_activation=None,
+        patch_size=4,
+        hidden_dim=8,
+        num_layers=num_layers,
+        num_heads=2,
+        mlp_dim=16,
+        input_shape=(8, 8, 3),
+        classes=3,
+        classifier_activation=None,
     )
 
 
@@ -49,8 +55,14 @@ def test_multipliers_decay_from_the_head_down_to_the_embeddings():
 
 def test_multipliers_find_a_backbone_nested_in_a_users_model():
     backbone = keras_vit.VisionTransformer(
-        patch_size=4, hidden_dim=8, num_layers=1, num_heads=2, mlp_dim=16,
-        input_shape=(8, 8, 3), include_top=False, pooling="token",
+        patch_size=4,
+        hidden_dim=8,
+        num_layers=1,
+        num_heads=2,
+        mlp_dim=16,
+        input_shape=(8, 8, 3),
+        include_top=False,
+        pooling="token",
     )
     model = keras.Sequential([backbone, keras.layers.Dense(2, name="my_head")])
     assert layer_decay.layer_decay_multipliers(model, 0.5)["encoder_block_0"] == 0.5
@@ -107,7 +119,9 @@ def test_adamw_weight_decay_follows_the_scaled_rate():
     optimizer.apply_gradients([(keras.ops.zeros(v.shape), v) for v in variables])
     for v in variables:
         factor = optimizer.multiplier_for(v.path)
-        expected = before[v.path] * (1 - rate * factor * 0.5) if training.decays_weight(optimizer, v) else before[v.path]
+        expected = (
+            before[v.path] * (1 - rate * factor * 0.5) if training.decays_weight(optimizer, v) else before[v.path]
+        )
         np.testing.assert_allclose(keras.ops.convert_to_numpy(v), expected, rtol=1e-6, err_msg=v.path)
     assert optimizer.multiplier_for("patch_embedding/projection/kernel") == 0.25
 

@@ -79,8 +79,8 @@ def test_mlp_block_contract(tmp_path):
 
 
 def test_transformer_block_contract(tmp_path):
-    per_block = 4 * HIDDEN + (3 * HIDDEN * HIDDEN + 3 * HIDDEN) + (HIDDEN * HIDDEN + HIDDEN) + (
-        2 * HIDDEN * 32 + 32 + HIDDEN
+    per_block = (
+        4 * HIDDEN + (3 * HIDDEN * HIDDEN + 3 * HIDDEN) + (HIDDEN * HIDDEN + HIDDEN) + (2 * HIDDEN * 32 + 32 + HIDDEN)
     )
     run_layer_test(
         layers.TransformerBlock,

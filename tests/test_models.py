@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 import keras_vit
-from tests.helpers import BACKEND, assert_jit_fit_and_predict, random_inputs, randomize_weights, run_model_test, to_numpy
+from tests.helpers import (
+    BACKEND,
+    assert_jit_fit_and_predict,
+    random_inputs,
+    randomize_weights,
+    run_model_test,
+    to_numpy,
+)
 
 TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=4, mlp_dim=64)
 
@@ -171,7 +178,10 @@ def test_constructors_have_the_keras_applications_signature():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(input_shape=(30, 24, 3)), r"height must be divisible by the patch size 8, but 30 leaves a remainder of 6"),
+        (
+            dict(input_shape=(30, 24, 3)),
+            r"height must be divisible by the patch size 8, but 30 leaves a remainder of 6",
+        ),
         (dict(input_shape=(32, 20, 3)), r"width must be divisible by the patch size 8, but 20 leaves a remainder of 4"),
         (dict(input_shape=(None, None, 3)), r"fully known.*input_shape=\(None, None, 3\)"),
         (dict(pooling="max"), r"`pooling` must be one of \('token', 'gap'\).*pooling='max'"),

@@ -113,8 +113,11 @@ def test_decode_predictions_orders_and_labels_the_top_k():
     decoded = decode_predictions(preds, top=3)
 
     assert decoded == [
-        [("n15075141", "toilet_tissue", pytest.approx(0.4)), ("n02099601", "golden_retriever", pytest.approx(0.3)),
-         ("n01440764", "tench", pytest.approx(0.2))],
+        [
+            ("n15075141", "toilet_tissue", pytest.approx(0.4)),
+            ("n02099601", "golden_retriever", pytest.approx(0.3)),
+            ("n01440764", "tench", pytest.approx(0.2)),
+        ],
         [("n02123045", "tabby", 1.0), ("n01440764", "tench", 0.0), ("n01443537", "goldfish", 0.0)],
     ]
     for row in decoded:

@@ -1,12 +1,11 @@
 """`keras-vit download / convert / predict`, run in-process through `cli.main`."""
 
 import numpy as np
+import pretrained_helpers as ph
 import pytest
 
 from keras_vit import cli, pretrained
 from keras_vit.pretrained import download
-
-import pretrained_helpers as ph
 
 
 @pytest.fixture
@@ -22,9 +21,18 @@ def test_convert_between_layouts_is_lossless(hf_dir, tmp_path, capsys):
     original = pretrained.load_checkpoint(hf_dir).weights
     assert cli.main(["convert", hf_dir, str(tmp_path / "vit.npz"), "--num-heads", "2"]) == 0
     assert cli.main(["convert", str(tmp_path / "vit.npz"), str(tmp_path / "vit.safetensors")]) == 0
-    assert cli.main(["convert", str(tmp_path / "vit.safetensors"), str(tmp_path / "back"), "--to", "hf", "--num-heads", "2"]) == 0
+    assert (
+        cli.main(
+            ["convert", str(tmp_path / "vit.safetensors"), str(tmp_path / "back"), "--to", "hf", "--num-heads", "2"]
+        )
+        == 0
+    )
     assert "official layout" in capsys.readouterr().out
-    for path, format in ((tmp_path / "vit.npz", "official"), (tmp_path / "vit.safetensors", "timm"), (tmp_path / "back", "hf")):
+    for path, format in (
+        (tmp_path / "vit.npz", "official"),
+        (tmp_path / "vit.safetensors", "timm"),
+        (tmp_path / "back", "hf"),
+    ):
         checkpoint = pretrained.load_checkpoint(path)
         assert checkpoint.format == format
         assert sorted(checkpoint.weights) == sorted(original)
@@ -43,7 +51,9 @@ def test_download_preseeds_and_verifies(hf_dir, monkeypatch, tmp_path, capsys):
     from safetensors.numpy import load_file
 
     # The registry's Ti/16 rows are timm copies: serve a timm-layout file.
-    timm_file = ph.write_safetensors(tmp_path / "timm.safetensors", ph.hf_to_timm_state(load_file(hf_dir + "/model.safetensors")))
+    timm_file = ph.write_safetensors(
+        tmp_path / "timm.safetensors", ph.hf_to_timm_state(load_file(hf_dir + "/model.safetensors"))
+    )
     requested = []
 
     def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):
@@ -63,8 +73,22 @@ def test_predict_prints_top_classes(hf_dir, tmp_path, capsys):
 
     image = tmp_path / "cat.png"
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 50, 3), dtype=np.uint8)).save(image)
-    code = cli.main(["predict", str(image), "--model", "ViTTi16", "--weights", hf_dir,
-                     "--image-size", "32", "--classes", "5", "--top", "3"])
+    code = cli.main(
+        [
+            "predict",
+            str(image),
+            "--model",
+            "ViTTi16",
+            "--weights",
+            hf_dir,
+            "--image-size",
+            "32",
+            "--classes",
+            "5",
+            "--top",
+            "3",
+        ]
+    )
     assert code == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == str(image) and len(lines) == 4

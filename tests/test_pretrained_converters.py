@@ -11,14 +11,13 @@ import os
 
 import keras
 import numpy as np
+import pretrained_helpers as ph
 import pytest
 import scipy.ndimage
 
 import keras_vit
 from keras_vit import pretrained
 from keras_vit.pretrained import loader
-
-import pretrained_helpers as ph
 
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -35,8 +34,13 @@ def _setup(monkeypatch, tmp_path, name="hidden32_patch8_img32", classifier=True,
     arch, size, classes = CONFIGS[name]
     variant = ph.register_variant(monkeypatch, **arch)
     config = ph.hf_config(
-        hidden_dim=arch["hidden_dim"], num_layers=arch["num_layers"], num_heads=arch["num_heads"],
-        mlp_dim=arch["mlp_dim"], image_size=size, patch_size=arch["patch_size"], classes=classes,
+        hidden_dim=arch["hidden_dim"],
+        num_layers=arch["num_layers"],
+        num_heads=arch["num_heads"],
+        mlp_dim=arch["mlp_dim"],
+        image_size=size,
+        patch_size=arch["patch_size"],
+        classes=classes,
     )
     hf = ph.random_hf_model(config, classifier=classifier, pooler=pooler, seed=seed, **hf_kwargs)
     directory = tmp_path / "hf"
@@ -58,7 +62,9 @@ def test_hf_parity_through_named_constructor(monkeypatch, tmp_path):
     # The constructors' weights= goes through models._build_variant to the loader.
     _, hf, directory, size, classes = _setup(monkeypatch, tmp_path)
     ph.register_variant(monkeypatch, name="Ti/16", hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64, patch_size=8)
-    model = keras_vit.ViTTi16(weights=directory, input_shape=(size, size, 3), classes=classes, classifier_activation=None)
+    model = keras_vit.ViTTi16(
+        weights=directory, input_shape=(size, size, 3), classes=classes, classifier_activation=None
+    )
     x = ph.images((1, size, size, 3), seed=3)
     np.testing.assert_allclose(ph.outputs(model, x), ph.hf_logits(hf, x), atol=TOL, rtol=0)
 
@@ -69,7 +75,11 @@ def test_hf_parity_at_another_resolution(monkeypatch, tmp_path, shape):
     # i.e. our resample_method="bicubic"; non-square targets included.
     variant, hf, directory, _, classes = _setup(monkeypatch, tmp_path)
     model = pretrained.build_pretrained(
-        variant, directory, input_shape=shape + (3,), classes=classes, classifier_activation=None,
+        variant,
+        directory,
+        input_shape=shape + (3,),
+        classes=classes,
+        classifier_activation=None,
         resample_method="bicubic",
     )
     x = ph.images((2,) + shape + (3,), seed=1)
@@ -160,15 +170,21 @@ def test_bfloat16_safetensors_load_exactly(monkeypatch, tmp_path):
     from safetensors.numpy import save_file
 
     save_file(half, str(tmp_path / "bf16.safetensors"))
-    model = pretrained.build_pretrained(variant, str(tmp_path / "bf16.safetensors"), input_shape=(size, size, 3), classes=classes)
+    model = pretrained.build_pretrained(
+        variant, str(tmp_path / "bf16.safetensors"), input_shape=(size, size, 3), classes=classes
+    )
     loaded = ph.keras_weights(model)
     np.testing.assert_array_equal(loaded["class_token/token"], half["cls_token"].astype("float32"))
 
 
 def _random_model(variant, size, classes=5, representation_size=None, include_top=True, pooling=None):
     model = keras_vit.models.VisionTransformer(
-        **keras_vit.VARIANTS[variant], input_shape=(size[0], size[1], 3), classes=classes,
-        representation_size=representation_size, include_top=include_top, pooling=pooling,
+        **keras_vit.VARIANTS[variant],
+        input_shape=(size[0], size[1], 3),
+        classes=classes,
+        representation_size=representation_size,
+        include_top=include_top,
+        pooling=pooling,
     )
     rng = np.random.default_rng(0)
     for variable in model.weights:
@@ -183,16 +199,17 @@ def _random_model(variant, size, classes=5, representation_size=None, include_to
 def test_round_trip_is_bit_identical(monkeypatch, tmp_path, format, representation_size, include_top):
     variant = ph.register_variant(monkeypatch)
     size = (32, 24)  # Non-square: the exporter records the grid.
-    kwargs = dict(representation_size=representation_size, include_top=include_top,
-                  pooling="token" if representation_size else None)
+    kwargs = dict(
+        representation_size=representation_size,
+        include_top=include_top,
+        pooling="token" if representation_size else None,
+    )
     model = _random_model(variant, size, **kwargs)
     target = str(tmp_path / {"timm": "vit.safetensors", "hf": "hf_dir", "official": "vit.npz"}[format])
     written = pretrained.export_weights(model, target, format)
     assert os.path.isfile(written)
     assert not [name for name in os.listdir(os.path.dirname(written)) if name.endswith(".tmp")]
-    reloaded = pretrained.build_pretrained(
-        variant, target, input_shape=size + (3,), classes=5, **kwargs
-    )
+    reloaded = pretrained.build_pretrained(variant, target, input_shape=size + (3,), classes=5, **kwargs)
     original, again = ph.keras_weights(model), ph.keras_weights(reloaded)
     assert sorted(original) == sorted(again)
     for name in original:
@@ -222,6 +239,7 @@ def test_export_refuses_what_the_target_cannot_hold(monkeypatch, tmp_path):
 
 
 # ----------------------------------------------------------------- resampling through the loader
+
 
 def _official_reference(embedding, source, target):
     # The official code: scipy.ndimage.zoom(order=1) on the grid, class row kept.
@@ -255,9 +273,9 @@ def test_resample_method_is_selectable(monkeypatch, tmp_path):
     model = _random_model(variant, (32, 32))
     path = pretrained.export_weights(model, tmp_path / "vit.safetensors", "timm")
     loaded = {
-        method: ph.keras_weights(pretrained.build_pretrained(
-            variant, path, input_shape=(48, 48, 3), classes=5, resample_method=method
-        ))["position_embedding/embedding"]
+        method: ph.keras_weights(
+            pretrained.build_pretrained(variant, path, input_shape=(48, 48, 3), classes=5, resample_method=method)
+        )["position_embedding/embedding"]
         for method in ("official", "bicubic")
     }
     original = ph.keras_weights(model)["position_embedding/embedding"]
@@ -269,6 +287,7 @@ def test_resample_method_is_selectable(monkeypatch, tmp_path):
 
 
 # ----------------------------------------------------------------- transfer learning
+
 
 def test_new_classes_get_a_logged_zero_head(monkeypatch, tmp_path, caplog):
     variant, hf, directory, size, _ = _setup(monkeypatch, tmp_path)
@@ -293,6 +312,7 @@ def test_backbone_file_with_include_top_gets_a_logged_head(monkeypatch, tmp_path
 
 
 # ----------------------------------------------------------------- bad input: clear errors, no model
+
 
 @pytest.fixture
 def no_assignment(monkeypatch):

@@ -11,12 +11,11 @@ import os
 import threading
 
 import numpy as np
+import pretrained_helpers as ph
 import pytest
 
 from keras_vit import pretrained
 from keras_vit.pretrained import download, sources
-
-import pretrained_helpers as ph
 
 PAYLOAD = bytes(range(256)) * 64
 
@@ -154,6 +153,7 @@ def test_parallel_workers_download_once(server, cache):
 
 # ----------------------------------------------------------------- Hugging Face Hub, offline
 
+
 def _seed_hub_cache(root, repo_id, filename, data, blob_name=None):
     """Lays a file out as huggingface_hub's cache does: blobs/<sha256>, snapshots/<rev>/file, refs/main."""
     repo = root / ("models--" + repo_id.replace("/", "--"))
@@ -177,7 +177,9 @@ def test_hub_offline_reads_a_preseeded_cache(tmp_path, monkeypatch):
 
 def test_hub_blob_that_does_not_match_its_sha_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    _seed_hub_cache(tmp_path, "org/vit", "model.safetensors", PAYLOAD[:100], blob_name=hashlib.sha256(PAYLOAD).hexdigest())
+    _seed_hub_cache(
+        tmp_path, "org/vit", "model.safetensors", PAYLOAD[:100], blob_name=hashlib.sha256(PAYLOAD).hexdigest()
+    )
     with pytest.raises(pretrained.CorruptCheckpointError, match="corrupt"):
         download.hf_download("org/vit", "model.safetensors", cache_dir_=str(tmp_path))
 
@@ -220,7 +222,8 @@ def test_registry_falls_back_to_the_official_url(server, cache, monkeypatch):
     monkeypatch.setattr(download, "hf_download", hub_unavailable)
     info = pretrained.resolve("B/16", "augreg_in21k", (224, 224))
     monkeypatch.setattr(
-        sources.registry, "resolve",
+        sources.registry,
+        "resolve",
         lambda variant, tag, size: pretrained.CheckpointInfo(**{**info.__dict__, "url": _url(server, "/ok/B_16.npz")}),
     )
     path, format = sources.fetch(sources.resolve_source("B/16", "augreg_in21k"))

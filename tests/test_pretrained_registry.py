@@ -10,13 +10,12 @@ also loaded at full size.
 """
 
 import numpy as np
+import pretrained_helpers as ph
 import pytest
 
 import keras_vit
 from keras_vit import pretrained
 from keras_vit.pretrained import download
-
-import pretrained_helpers as ph
 
 TINY_WIDTH = dict(hidden_dim=8, num_heads=2, mlp_dim=8)
 
@@ -29,14 +28,32 @@ def _timm_state(arch, resolution, classes, seed=0):
     rng = np.random.default_rng(seed)
     d, m, p = arch["hidden_dim"], arch["mlp_dim"], arch["patch_size"]
     n = (resolution // p) ** 2
-    shapes = {"patch_embed.proj.weight": (d, 3, p, p), "patch_embed.proj.bias": (d,), "cls_token": (1, 1, d),
-              "pos_embed": (1, n + 1, d), "norm.weight": (d,), "norm.bias": (d,)}
+    shapes = {
+        "patch_embed.proj.weight": (d, 3, p, p),
+        "patch_embed.proj.bias": (d,),
+        "cls_token": (1, 1, d),
+        "pos_embed": (1, n + 1, d),
+        "norm.weight": (d,),
+        "norm.bias": (d,),
+    }
     for i in range(arch["num_layers"]):
         b = f"blocks.{i}."
-        shapes.update({b + "norm1.weight": (d,), b + "norm1.bias": (d,), b + "attn.qkv.weight": (3 * d, d),
-                       b + "attn.qkv.bias": (3 * d,), b + "attn.proj.weight": (d, d), b + "attn.proj.bias": (d,),
-                       b + "norm2.weight": (d,), b + "norm2.bias": (d,), b + "mlp.fc1.weight": (m, d),
-                       b + "mlp.fc1.bias": (m,), b + "mlp.fc2.weight": (d, m), b + "mlp.fc2.bias": (d,)})
+        shapes.update(
+            {
+                b + "norm1.weight": (d,),
+                b + "norm1.bias": (d,),
+                b + "attn.qkv.weight": (3 * d, d),
+                b + "attn.qkv.bias": (3 * d,),
+                b + "attn.proj.weight": (d, d),
+                b + "attn.proj.bias": (d,),
+                b + "norm2.weight": (d,),
+                b + "norm2.bias": (d,),
+                b + "mlp.fc1.weight": (m, d),
+                b + "mlp.fc1.bias": (m,),
+                b + "mlp.fc2.weight": (d, m),
+                b + "mlp.fc2.bias": (d,),
+            }
+        )
     if classes:
         shapes.update({"head.weight": (classes, d), "head.bias": (classes,)})
     return {name: rng.normal(0, 0.02, shape).astype("float32") for name, shape in shapes.items()}
@@ -47,8 +64,13 @@ def _synthetic_file(info, arch, tmp_path):
         state = _timm_state(arch, info.resolution, info.classes)
         return ph.write_safetensors(tmp_path / "model.safetensors", state), state["cls_token"]
     config = ph.hf_config(
-        hidden_dim=arch["hidden_dim"], num_layers=arch["num_layers"], num_heads=arch["num_heads"],
-        mlp_dim=arch["mlp_dim"], image_size=info.resolution, patch_size=arch["patch_size"], classes=info.classes or 2,
+        hidden_dim=arch["hidden_dim"],
+        num_layers=arch["num_layers"],
+        num_heads=arch["num_heads"],
+        mlp_dim=arch["mlp_dim"],
+        image_size=info.resolution,
+        patch_size=arch["patch_size"],
+        classes=info.classes or 2,
     )
     model = ph.random_hf_model(config, classifier=info.classes is not None, pooler=info.pre_logits)
     model.save_pretrained(tmp_path / "hf")
@@ -184,7 +206,10 @@ def test_nearest_resolution_and_imagenet_alias():
 def test_hub_handle_parsing():
     source = pretrained.resolve_source("B/16", "hf://timm/vit_base_patch16_224.augreg_in21k@main")
     assert (source.kind, source.repo_id, source.filename, source.revision) == (
-        "hub", "timm/vit_base_patch16_224.augreg_in21k", "model.safetensors", "main"
+        "hub",
+        "timm/vit_base_patch16_224.augreg_in21k",
+        "model.safetensors",
+        "main",
     )
     source = pretrained.resolve_source("B/16", "hf://me/my-vit/sub/weights.safetensors")
     assert (source.repo_id, source.filename, source.revision) == ("me/my-vit", "sub/weights.safetensors", None)

@@ -27,11 +27,15 @@ def test_official_method_matches_scipy_zoom(source, target):
 
 
 @pytest.mark.parametrize("source, target", GRIDS)
-@pytest.mark.parametrize("method, antialias", [("bilinear", False), ("bicubic", False), ("bilinear", True), ("bicubic", True)])
+@pytest.mark.parametrize(
+    "method, antialias", [("bilinear", False), ("bicubic", False), ("bilinear", True), ("bicubic", True)]
+)
 def test_half_pixel_methods_match_torch_interpolate(source, target, method, antialias):
     torch = pytest.importorskip("torch")
     embedding = _embedding(source, prefix=2)
-    result = resample_position_embedding(embedding, source, target, num_prefix_tokens=2, method=method, antialias=antialias)
+    result = resample_position_embedding(
+        embedding, source, target, num_prefix_tokens=2, method=method, antialias=antialias
+    )
     grid = torch.tensor(embedding[0, 2:].reshape(source + (-1,)), dtype=torch.float64).permute(2, 0, 1)[None]
     expected = torch.nn.functional.interpolate(grid, size=target, mode=method, align_corners=False, antialias=antialias)
     expected = expected[0].permute(1, 2, 0).numpy()

@@ -16,8 +16,14 @@ from tests.helpers import BACKEND
 
 def _tiny_model(classes=3, activation=None):
     return keras_vit.VisionTransformer(
-        patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32,
-        input_shape=(8, 8, 3), classes=classes, classifier_activation=activation,
+        patch_size=4,
+        hidden_dim=16,
+        num_layers=1,
+        num_heads=2,
+        mlp_dim=32,
+        input_shape=(8, 8, 3),
+        classes=classes,
+        classifier_activation=activation,
     )
 
 
@@ -168,15 +174,24 @@ def test_backup_resumes_epoch_weights_and_optimizer_state(tmp_path):
     backup_dir = str(tmp_path / "backup")
     model = _tiny_model()
     model.compile(keras.optimizers.SGD(0.1, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(images, labels, batch_size=4, epochs=2, verbose=0,
-              callbacks=[training.FaultTolerantBackup(backup_dir, delete_checkpoint=False)])
+    model.fit(
+        images,
+        labels,
+        batch_size=4,
+        epochs=2,
+        verbose=0,
+        callbacks=[training.FaultTolerantBackup(backup_dir, delete_checkpoint=False)],
+    )
     assert sorted(os.listdir(backup_dir)) == ["latest.weights.h5", "training_metadata.json"]
     assert json.load(open(os.path.join(backup_dir, "training_metadata.json")))["epoch"] == 2
 
     resumed = _tiny_model()
-    resumed.compile(keras.optimizers.SGD(0.1, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = resumed.fit(images, labels, batch_size=4, epochs=3, verbose=0,
-                          callbacks=[training.FaultTolerantBackup(backup_dir)])
+    resumed.compile(
+        keras.optimizers.SGD(0.1, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    history = resumed.fit(
+        images, labels, batch_size=4, epochs=3, verbose=0, callbacks=[training.FaultTolerantBackup(backup_dir)]
+    )
     assert history.epoch == [2]  # epochs 0 and 1 came from the backup
     assert int(keras.ops.convert_to_numpy(resumed.optimizer.iterations)) == 6
     assert not os.path.exists(backup_dir)  # deleted once training finished

@@ -20,7 +20,8 @@ def table():
     from keras_vit.pretrained import registry
 
     lines = [
-        "| Model | `weights=` | Res. | Head | pre_logits | Hub copy (format) | Official file | ImageNet top-1 | License |",
+        "| Model | `weights=` | Res. | Head | pre_logits | Hub copy (format) | Official file | ImageNet top-1 "
+        "| License |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for info in registry.CHECKPOINTS:

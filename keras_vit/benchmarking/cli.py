@@ -77,9 +77,11 @@ def run(args):
         threads=args.threads,
     )
     report = runner.run(specs, timeout=args.timeout, output=args.output, rounds=args.rounds)
-    print(f"ViT-{args.variant} at {args.image_size} px, {args.threads} threads, {report['started']}, "
-          f"{report['machine']['cpu']} ({report['machine']['cores']} cores), "
-          f"load average at start {report['machine']['load_average']}")
+    print(
+        f"ViT-{args.variant} at {args.image_size} px, {args.threads} threads, {report['started']}, "
+        f"{report['machine']['cpu']} ({report['machine']['cores']} cores), "
+        f"load average at start {report['machine']['load_average']}"
+    )
     print(report["table"])
     print(f"\nWrote {args.output}", file=sys.stderr)
     return 0 if all(record["status"] == "ok" for record in report["records"]) else 1

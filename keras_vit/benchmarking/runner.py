@@ -13,8 +13,7 @@ import subprocess
 import sys
 import time
 
-from keras_vit.benchmarking import flops
-from keras_vit.benchmarking import worker
+from keras_vit.benchmarking import flops, worker
 from keras_vit.benchmarking.worker import RESULT_PREFIX
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -100,17 +99,23 @@ def plan(
     for backend in backends:
         for precision in precisions:
             for jit_compile in jit_modes(backend, jit):
-                specs.append(dict(common, kind="keras_vit", backend=backend, precision=precision, jit_compile=jit_compile))
+                specs.append(
+                    dict(common, kind="keras_vit", backend=backend, precision=precision, jit_compile=jit_compile)
+                )
     if "keras_hub" in peers:
         for backend in backends:
             if backend in KERAS_HUB_BACKENDS:
                 for precision in precisions:
-                    specs.append(dict(common, kind="keras_hub", backend=backend, precision=precision, jit_compile=False))
+                    specs.append(
+                        dict(common, kind="keras_hub", backend=backend, precision=precision, jit_compile=False)
+                    )
     if "transformers" in peers:
         compile_modes = (False,) if jit in ("off", "single") else (False, True)
         for precision in precisions:
             for jit_compile in compile_modes:
-                specs.append(dict(common, kind="transformers", backend="torch", precision=precision, jit_compile=jit_compile))
+                specs.append(
+                    dict(common, kind="transformers", backend="torch", precision=precision, jit_compile=jit_compile)
+                )
     return specs
 
 
@@ -289,14 +294,24 @@ def _number(value, digits=1):
 
 def format_table(records, summary):
     """The results as Markdown: throughputs, then ratios to the peers, then targets."""
-    batches = sorted({int(b) for r in records if r.get("status") == "ok" and "inference" in r["result"]
-                      for b in r["result"]["inference"]})
+    batches = sorted(
+        {
+            int(b)
+            for r in records
+            if r.get("status") == "ok" and "inference" in r["result"]
+            for b in r["result"]["inference"]
+        }
+    )
     train_batch = next((r["train_batch_size"] for r in records if r["kind"] != "ceiling"), None)
     header = (
         ["configuration"]
         + [f"inference b{b} (img/s)" for b in batches]
-        + [f"training b{train_batch} (img/s)", "first train step (s)", "peak RSS training (MiB)",
-           "% of ceiling (inference / training)"]
+        + [
+            f"training b{train_batch} (img/s)",
+            "first train step (s)",
+            "peak RSS training (MiB)",
+            "% of ceiling (inference / training)",
+        ]
     )
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in records:
@@ -309,8 +324,12 @@ def format_table(records, summary):
             cells = (
                 [record["label"]]
                 + [_number(_inference(record, b), 2) for b in batches]
-                + [_number(_train(record), 2), _number(result["first_train_step_s"]), _number(_memory(record), 0),
-                   f"{_number(share.get('inference'))} / {_number(share.get('train'))}"]
+                + [
+                    _number(_train(record), 2),
+                    _number(result["first_train_step_s"]),
+                    _number(_memory(record), 0),
+                    f"{_number(share.get('inference'))} / {_number(share.get('train'))}",
+                ]
             )
         lines.append("| " + " | ".join(cells) + " |")
     limits = summary["ceilings_gflops"]
@@ -328,13 +347,17 @@ def format_table(records, summary):
         )
     ratio_rows = [
         (record["label"], peer, values)
-        for record in records if record["kind"] == "keras_vit"
+        for record in records
+        if record["kind"] == "keras_vit"
         for peer, values in record.get("ratios", {}).items()
     ]
     if ratio_rows:
         large = batches[-1] if batches else "?"
-        lines += ["", f"| keras_vit configuration | peer | inference b{large} ratio | training ratio | memory ratio |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"| keras_vit configuration | peer | inference b{large} ratio | training ratio | memory ratio |",
+            "|---|---|---|---|---|",
+        ]
         for mine, peer, values in ratio_rows:
             lines.append(
                 f"| {mine} | {peer} | {_number(values['inference'], 2)} | {_number(values['train'], 2)} | "

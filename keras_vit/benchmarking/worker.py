@@ -102,7 +102,7 @@ def _measure(spec, infer, train_step):
         infer(images)
         first = time.perf_counter() - start
         infer(images)
-        entry = _throughput(batch, _timed(lambda: infer(images), spec["repeats"]))
+        entry = _throughput(batch, _timed(lambda images=images: infer(images), spec["repeats"]))
         entry["first_call_s"] = first
         result["inference"][str(batch)] = entry
     result["peak_rss_mb"] = peak_rss_mb()
@@ -264,13 +264,14 @@ def _run_ceiling(spec):
         torch = None
     if torch is not None:
         torch.set_num_threads(spec["threads"])
-        for dtype in ("float32", "bfloat16"):
+        for dtype_name in ("float32", "bfloat16"):
+            torch_dtype = getattr(torch, dtype_name)
 
-            def torch_matmul(size, dtype=getattr(torch, dtype)):
+            def torch_matmul(size, dtype=torch_dtype):
                 a, b = (torch.randn(size, size).to(dtype) for _ in range(2))
                 return lambda: a @ b
 
-            gemms[f"torch_{dtype}"] = _gemm_gflops(torch_matmul, spec["repeats"])
+            gemms[f"torch_{dtype_name}"] = _gemm_gflops(torch_matmul, spec["repeats"])
         torch_tokens, torch_weights = torch.from_numpy(tokens), torch.from_numpy(weights)
         model_gemms["torch_float32"] = _model_gemm_gflops(lambda: torch_tokens @ torch_weights, shape, spec["repeats"])
     result = {f"{name}_gflops": value["gflops"] for name, value in gemms.items()}

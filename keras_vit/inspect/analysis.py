@@ -29,9 +29,7 @@ _KNOWN_LAYERS = (
     vit_layers.TransformerBlock,
 )
 
-_VitParts = collections.namedtuple(
-    "_VitParts", ["patch_embedding", "class_token", "position_embedding", "blocks"]
-)
+_VitParts = collections.namedtuple("_VitParts", ["patch_embedding", "class_token", "position_embedding", "blocks"])
 
 FilterComponents = collections.namedtuple("FilterComponents", ["components", "explained_variance_ratio"])
 FilterComponents.__doc__ = """The principal components of the patch-embedding filters.
@@ -110,7 +108,7 @@ def _prepare_images(parts, images):
             f"Received: images with shape {images.shape}"
         )
     if images.shape[0] == 0:
-        raise ValueError("Expected at least one image. Received: an empty batch of shape " f"{images.shape}")
+        raise ValueError(f"Expected at least one image. Received: an empty batch of shape {images.shape}")
     return images
 
 

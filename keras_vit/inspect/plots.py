@@ -24,7 +24,7 @@ def _figure(width, height):
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError(
             "keras_vit.inspect's plots need matplotlib. Install it with "
-            "`pip install \"keras-vit[inspect]\"` (or `pip install matplotlib`)."
+            '`pip install "keras-vit[inspect]"` (or `pip install matplotlib`).'
         ) from error
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
@@ -140,9 +140,7 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
     images = _batched(images, 4, "images")
     maps = _batched(maps, 3, "maps")
     if len(images) != len(maps):
-        raise ValueError(
-            f"Expected one map per image. Received: {len(images)} images and {len(maps)} maps"
-        )
+        raise ValueError(f"Expected one map per image. Received: {len(images)} images and {len(maps)} maps")
     figure = _figure(9.0, 3.0 * len(images) + 0.4)
     axes = figure.subplots(len(images), 3, squeeze=False)
     heat = None
@@ -277,8 +275,7 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
     similarity = np.asarray(similarity, dtype="float64")
     if similarity.ndim != 4 or similarity.shape[:2] != similarity.shape[2:]:
         raise ValueError(
-            "`similarity` must have shape (grid_h, grid_w, grid_h, grid_w). "
-            f"Received: shape {similarity.shape}"
+            f"`similarity` must have shape (grid_h, grid_w, grid_h, grid_w). Received: shape {similarity.shape}"
         )
     grid_h, grid_w = similarity.shape[:2]
     # One mosaic image with one blank cell between tiles draws in one call,

@@ -114,9 +114,7 @@ def write_report(
     """
     # Arguments are checked before any work, so a typo costs no partial report.
     if head_fusion not in analysis.HEAD_FUSIONS:
-        raise ValueError(
-            f"`head_fusion` must be one of {analysis.HEAD_FUSIONS}. Received: head_fusion={head_fusion!r}"
-        )
+        raise ValueError(f"`head_fusion` must be one of {analysis.HEAD_FUSIONS}. Received: head_fusion={head_fusion!r}")
     vit_layers._require_rate("discard_ratio", discard_ratio)
     vit_layers._require_positive_int("num_components", num_components)
     if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:

@@ -77,13 +77,22 @@ def _augreg_i1k_url(variant, resolution):
 
 
 _TIMM_NAMES = {
-    "Ti/16": "vit_tiny_patch16", "S/16": "vit_small_patch16", "S/32": "vit_small_patch32",
-    "B/8": "vit_base_patch8", "B/16": "vit_base_patch16", "B/32": "vit_base_patch32",
-    "L/16": "vit_large_patch16", "L/32": "vit_large_patch32", "H/14": "vit_huge_patch14",
+    "Ti/16": "vit_tiny_patch16",
+    "S/16": "vit_small_patch16",
+    "S/32": "vit_small_patch32",
+    "B/8": "vit_base_patch8",
+    "B/16": "vit_base_patch16",
+    "B/32": "vit_base_patch32",
+    "L/16": "vit_large_patch16",
+    "L/32": "vit_large_patch32",
+    "H/14": "vit_huge_patch14",
 }
 _GOOGLE_NAMES = {
-    "B/16": "vit-base-patch16", "B/32": "vit-base-patch32", "L/16": "vit-large-patch16",
-    "L/32": "vit-large-patch32", "H/14": "vit-huge-patch14",
+    "B/16": "vit-base-patch16",
+    "B/32": "vit-base-patch32",
+    "L/16": "vit-large-patch16",
+    "L/32": "vit-large-patch32",
+    "H/14": "vit-huge-patch14",
 }
 
 
@@ -135,7 +144,11 @@ _GOOGLE_ROWS = (
     ("B/32", "orig_in21k_ft_in1k", 384, 1000, None, None, "imagenet21k+imagenet2012/ViT-B_32.npz"),
     ("L/16", "orig_in21k", 224, None, None, None, "imagenet21k/ViT-L_16.npz"),
     (
-        "L/16", "orig_in21k_ft_in1k", 224, 1000, 82.7,
+        "L/16",
+        "orig_in21k_ft_in1k",
+        224,
+        1000,
+        82.7,
         "google-research/vision_transformer README (expected accuracy of the -224 models)",
         "imagenet21k+imagenet2012/ViT-L_16-224.npz",
     ),

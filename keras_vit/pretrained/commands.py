@@ -8,13 +8,15 @@ line and exits with 2 (ValueError: bad input) or 1 (download and I/O errors).
 
 import os
 
-
 # --------------------------------------------------------------------------- download
+
 
 def download_arguments(parser):
     parser.add_argument("model", help="ViTB16, ViTL16, ... (or B/16)")
     parser.add_argument("--weights", required=True, help="a checkpoint tag, 'imagenet', or hf://org/repo")
-    parser.add_argument("--image-size", type=int, default=224, help="picks the tag's nearest resolution (default: %(default)s)")
+    parser.add_argument(
+        "--image-size", type=int, default=224, help="picks the tag's nearest resolution (default: %(default)s)"
+    )
 
 
 def download(args):
@@ -31,21 +33,37 @@ def download(args):
     source = sources.resolve_source(variant, args.weights, (args.image_size, args.image_size))
     path, format = sources.fetch(source)
     checkpoint = loader.load_checkpoint(path, format)  # verifies the file is complete and readable
-    print(f"{source.describe()}\n  cached at {os.path.realpath(path)}\n  {checkpoint.layout}; {checkpoint.facts.describe()}")
+    print(f"{source.describe()}\n  cached at {os.path.realpath(path)}")
+    print(f"  {checkpoint.layout}; {checkpoint.facts.describe()}")
     return 0
 
 
 # --------------------------------------------------------------------------- convert
 
+
 def convert_arguments(parser):
     parser.add_argument("src", help="a checkpoint (.npz, .safetensors, save_pretrained folder) or a .keras model")
     parser.add_argument("dst", help="output: a folder for --to hf, a .safetensors file for timm, an .npz for official")
-    parser.add_argument("--to", choices=("hf", "timm", "official"), default=None,
-                        help="target layout (default: from DST: .npz -> official, .safetensors -> timm, else hf)")
-    parser.add_argument("--num-heads", type=int, default=None,
-                        help="attention heads (needed by hf/official; default: from the ViT size table by hidden size)")
-    parser.add_argument("--image-size", type=int, nargs=2, metavar=("HEIGHT", "WIDTH"), default=None,
-                        help="image size the position embedding is for (default: from the file, else square)")
+    parser.add_argument(
+        "--to",
+        choices=("hf", "timm", "official"),
+        default=None,
+        help="target layout (default: from DST: .npz -> official, .safetensors -> timm, else hf)",
+    )
+    parser.add_argument(
+        "--num-heads",
+        type=int,
+        default=None,
+        help="attention heads (needed by hf/official; default: from the ViT size table by hidden size)",
+    )
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        nargs=2,
+        metavar=("HEIGHT", "WIDTH"),
+        default=None,
+        help="image size the position embedding is for (default: from the file, else square)",
+    )
 
 
 def _target_format(args):
@@ -106,12 +124,17 @@ def convert(args):
 
 # --------------------------------------------------------------------------- predict
 
+
 def predict_arguments(parser):
     parser.add_argument("images", nargs="+", help="image files")
     parser.add_argument("--model", default="ViTB16", help="ViTB16, ... (default: %(default)s)")
-    parser.add_argument("--weights", default="imagenet", help="tag, 'imagenet', file or hf://org/repo (default: %(default)s)")
+    parser.add_argument(
+        "--weights", default="imagenet", help="tag, 'imagenet', file or hf://org/repo (default: %(default)s)"
+    )
     parser.add_argument("--image-size", type=int, default=224, help="square input size (default: %(default)s)")
-    parser.add_argument("--classes", type=int, default=1000, help="classes of the checkpoint's head (default: %(default)s)")
+    parser.add_argument(
+        "--classes", type=int, default=1000, help="classes of the checkpoint's head (default: %(default)s)"
+    )
     parser.add_argument("--top", type=int, default=5, help="how many classes to print (default: %(default)s)")
 
 

@@ -245,9 +245,9 @@ def keras_to_official(weights, num_heads):
         for name, kernel, bias in zip(("query", "key", "value"), kernels, biases):
             out[f"{root}MultiHeadDotProductAttention_1/{name}/kernel"] = kernel.reshape(hidden, num_heads, head_dim)
             out[f"{root}MultiHeadDotProductAttention_1/{name}/bias"] = bias.reshape(num_heads, head_dim)
-        out[f"{root}MultiHeadDotProductAttention_1/out/kernel"] = weights[
-            _block(i, "attention/output/kernel")
-        ].reshape(num_heads, head_dim, hidden)
+        out[f"{root}MultiHeadDotProductAttention_1/out/kernel"] = weights[_block(i, "attention/output/kernel")].reshape(
+            num_heads, head_dim, hidden
+        )
         out[f"{root}MultiHeadDotProductAttention_1/out/bias"] = weights[_block(i, "attention/output/bias")]
         for ours, theirs in (("norm1", "LayerNorm_0"), ("norm2", "LayerNorm_2")):
             out[f"{root}{theirs}/scale"] = weights[_block(i, f"{ours}/gamma")]
@@ -264,6 +264,7 @@ def keras_to_official(weights, num_heads):
 
 # --------------------------------------------------------------------------- timm / HF shared
 
+
 def _torch_conv_to_hwio(x):
     return np.transpose(x, (2, 3, 1, 0))
 
@@ -277,6 +278,7 @@ def _t(x):
 
 
 # --------------------------------------------------------------------------- timm
+
 
 def timm_to_keras(tensors):
     """Converts a timm `VisionTransformer` state dict to keras_vit names."""
@@ -405,7 +407,9 @@ def hf_to_keras(tensors):
         if source.has(f"{theirs}.weight") or source.has(f"{theirs}.bias"):
             weights[f"{ours}/kernel"] = _t(source.take(f"{theirs}.weight"))
             weights[f"{ours}/bias"] = source.take(f"{theirs}.bias")
-    return source.finish(weights), f"Hugging Face transformers safetensors ({'ViTForImageClassification' if prefix else 'ViTModel'})"
+    return source.finish(
+        weights
+    ), f"Hugging Face transformers safetensors ({'ViTForImageClassification' if prefix else 'ViTModel'})"
 
 
 def keras_to_hf(weights):
@@ -463,6 +467,7 @@ def keras_to_hf(weights):
 
 
 # --------------------------------------------------------------------------- dispatch
+
 
 def num_blocks(weights):
     return _count_blocks(weights, r"encoder_block_(\d+)/")
@@ -533,7 +538,11 @@ class CheckpointFacts:
     representation_size: object
 
     def describe(self):
-        parts = [f"hidden {self.hidden_dim}", f"{self.num_layers} blocks", f"patch {self.patch_size[0]}x{self.patch_size[1]}"]
+        parts = [
+            f"hidden {self.hidden_dim}",
+            f"{self.num_layers} blocks",
+            f"patch {self.patch_size[0]}x{self.patch_size[1]}",
+        ]
         parts.append(f"{self.classes}-class head" if self.classes else "no head")
         if self.representation_size:
             parts.append(f"pre_logits {self.representation_size}")

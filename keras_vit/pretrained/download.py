@@ -24,7 +24,6 @@ import http.client
 import logging
 import os
 import re
-import socket
 import tempfile
 import urllib.error
 import urllib.parse
@@ -154,7 +153,7 @@ def _transfer(url, temp, sha256, timeout, hint):
             "gs://vit_models bucket has refused anonymous downloads since February 2026; the Hub "
             f"copies are the maintained source.) {hint}"
         ) from error
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as error:
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
         reason = getattr(error, "reason", error)
         raise OfflineError(
             f"Could not reach {url} ({reason}; timeout {timeout}s) and the file is not cached. {hint}"
@@ -218,23 +217,34 @@ def hf_download(repo_id, filename="model.safetensors", revision=None, cache_dir_
         DownloadError: the repo or file does not exist, or HTTP failure.
         CorruptCheckpointError: the cached bytes do not match the Hub's sha256.
     """
-    from huggingface_hub import hf_hub_download
     from huggingface_hub import errors as hub_errors
+    from huggingface_hub import hf_hub_download
 
     offline = is_offline() if offline is None else offline
     where = _hub_cache_path(repo_id, cache_dir_)
     hint = _preseed_hint(f"`hf download {repo_id} {filename}`")
     try:
         path = hf_hub_download(
-            repo_id, filename, revision=revision, cache_dir=cache_dir_, local_files_only=offline, library_name="keras-vit"
+            repo_id,
+            filename,
+            revision=revision,
+            cache_dir=cache_dir_,
+            local_files_only=offline,
+            library_name="keras-vit",
         )
     except hub_errors.LocalEntryNotFoundError as error:
         raise OfflineError(
             f"{repo_id}/{filename} is not in the Hugging Face cache ({where}) and it could not be "
             f"downloaded ({'offline mode is on' if offline else error}). {hint}"
         ) from error
-    except (hub_errors.RepositoryNotFoundError, hub_errors.EntryNotFoundError, hub_errors.RevisionNotFoundError) as error:
-        raise DownloadError(f"The Hub has no {filename} in {repo_id}{'@' + revision if revision else ''}: {error}") from error
+    except (
+        hub_errors.RepositoryNotFoundError,
+        hub_errors.EntryNotFoundError,
+        hub_errors.RevisionNotFoundError,
+    ) as error:
+        raise DownloadError(
+            f"The Hub has no {filename} in {repo_id}{'@' + revision if revision else ''}: {error}"
+        ) from error
     except (hub_errors.HfHubHTTPError, OSError) as error:
         raise DownloadError(f"Downloading {repo_id}/{filename} from the Hub failed: {error}. {hint}") from error
     verify_hub_blob(path)

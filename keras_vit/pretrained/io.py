@@ -25,8 +25,16 @@ from keras_vit.pretrained.errors import CheckpointFormatError, CorruptCheckpoint
 
 # safetensors dtype names -> NumPy little-endian dtypes. BF16 is widened below.
 _SAFETENSORS_DTYPES = {
-    "F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2",
-    "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?",
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+    "BF16": "<u2",
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U8": "u1",
+    "BOOL": "?",
 }
 _MAX_HEADER = 100 * 1024 * 1024
 _PICKLE_HINT = (

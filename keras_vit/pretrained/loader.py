@@ -130,13 +130,17 @@ def _plan_top(facts, kwargs, source_name):
             plan["keep_pre_logits"] = True
             logger.warning(
                 "Keeping the pre_logits layer (%d) of %s because its pretrained %d-class head uses it.",
-                facts.representation_size, source_name, facts.classes,
+                facts.representation_size,
+                source_name,
+                facts.classes,
             )
         elif representation_size is None:
             logger.warning(
                 "Dropping the pre_logits layer (%d) of %s, as the paper does for fine-tuning; pass "
                 "representation_size=%d to keep it.",
-                facts.representation_size, source_name, facts.representation_size,
+                facts.representation_size,
+                source_name,
+                facts.representation_size,
             )
         else:
             plan["keep_pre_logits"] = True  # A size mismatch is reported with the other shapes.
@@ -144,19 +148,25 @@ def _plan_top(facts, kwargs, source_name):
         plan["fresh_pre_logits"] = True
         logger.warning(
             "%s has no pre_logits layer: the requested pre_logits (%d) keeps its random initialisation.",
-            source_name, representation_size,
+            source_name,
+            representation_size,
         )
     if include_top and not keep_head:
         if facts.classes is None:
             logger.warning(
                 "%s has no classification head: the model gets a new zero-initialised %d-class head "
-                "(train it before use).", source_name, classes,
+                "(train it before use).",
+                source_name,
+                classes,
             )
         else:
             logger.warning(
                 "classes=%s differs from the %d classes of %s: the model gets a new zero-initialised "
                 "%s-class head instead of the pretrained one (the paper's fine-tuning recipe).",
-                classes, facts.classes, source_name, classes,
+                classes,
+                facts.classes,
+                source_name,
+                classes,
             )
     return plan
 
@@ -199,7 +209,10 @@ def assemble(model, checkpoint, plan, source_grid, target_grid, method="official
                 value = resample_position_embedding(value, source_grid, target_grid, method=method, antialias=antialias)
                 logger.info(
                     "Resampled the position embedding from %dx%d to %dx%d (%s%s).",
-                    *source_grid, *target_grid, method, ", antialias" if antialias else "",
+                    *source_grid,
+                    *target_grid,
+                    method,
+                    ", antialias" if antialias else "",
                 )
         if tuple(value.shape) != shape:
             mismatched.append((path, tuple(value.shape), shape))
@@ -276,7 +289,8 @@ def build_pretrained(variant, weights, resample_method="official", resample_anti
         logger.info(
             "%s comes from the official JAX code, which uses tanh-approximate GELU; this model uses exact "
             "GELU like timm and transformers (logits differ by ~1e-3). Pass gelu_approximate=True to "
-            "match the JAX outputs exactly.", source.describe(),
+            "match the JAX outputs exactly.",
+            source.describe(),
         )
     kwargs = dict(kwargs)
     plan = _plan_top(checkpoint.facts, kwargs, source.describe())

@@ -44,7 +44,7 @@ class WeightsSource:
 
 def parse_hub_handle(handle):
     """Parses `hf://org/repo[/path/file.safetensors][@revision]`."""
-    body = handle[len(HUB_SCHEME):]
+    body = handle[len(HUB_SCHEME) :]
     revision = None
     if "@" in body:
         body, revision = body.rsplit("@", 1)
@@ -116,7 +116,11 @@ def fetch(source, timeout=download.DEFAULT_TIMEOUT):
         try:
             return download.download_url(info.url, sha256=None, timeout=timeout), "official"
         except DownloadError as url_error:
-            kind = OfflineError if isinstance(hub_error, OfflineError) and isinstance(url_error, OfflineError) else DownloadError
+            kind = (
+                OfflineError
+                if isinstance(hub_error, OfflineError) and isinstance(url_error, OfflineError)
+                else DownloadError
+            )
             raise kind(
                 f"Could not fetch {info.name} from any source.\n- Hub: {hub_error}\n- URL: {url_error}"
             ) from url_error
