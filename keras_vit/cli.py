@@ -111,7 +111,7 @@ def _inspect(args):
     embedding_filters.png go to --out. Needs matplotlib
     (pip install "keras-vision-transformer[inspect]").
     """
-    from keras_vit.inspect import report
+    from keras_vit.inspection import report
 
     if args.weights is None and not args.model.endswith(".keras"):
         print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
@@ -148,28 +148,6 @@ def _finetune(args):
     return finetune.run(args)
 
 
-def _benchmark_arguments(parser):
-    from keras_vit.benchmarking import cli
-
-    cli.add_arguments(parser)
-
-
-def _benchmark(args):
-    """Measures keras_vit against keras-hub and Hugging Face ViTs in one run.
-
-    Each configuration (backend x precision x jit_compile, and each peer) runs
-    in its own subprocess on --threads cores: inference and training-step
-    images/s, time to the first step, peak memory, ratios to the peers and
-    percent of the machine's matrix-multiply ceiling. Prints Markdown tables
-    and writes them with every measurement to --output (JSON). ViT-B/16 with
-    every configuration takes about an hour on 2 cores; --quick and a small
-    --variant give a look in minutes.
-    """
-    from keras_vit.benchmarking import cli
-
-    return cli.run(args)
-
-
 def _variants_arguments(parser):
     parser.add_argument(
         "--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)"
@@ -184,7 +162,7 @@ def _variants(args):
     import keras
 
     import keras_vit
-    from keras_vit.benchmarking.flops import forward_flops
+    from keras_vit.flops import forward_flops
 
     print(
         f"| constructor | variant | patch | hidden | layers | heads | MLP | params ({args.classes}-class head) "
@@ -229,12 +207,6 @@ SUBCOMMANDS = (
         "classify images with a pretrained ViT and print the top classes",
         _weights_commands.predict_arguments,
         _weights_commands.predict,
-    ),
-    (
-        "benchmark",
-        "images/s, memory and time to first step against keras-hub and Hugging Face ViTs",
-        _benchmark_arguments,
-        _benchmark,
     ),
 )
 

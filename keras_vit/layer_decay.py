@@ -20,7 +20,7 @@ import re
 import keras
 from keras import ops
 
-_PACKAGE = "keras_vit"
+from keras_vit import serialization
 
 # The first-level layer names of `keras_vit.VisionTransformer` below the
 # encoder blocks; everything not named here (norm, pooling, head, a user's own
@@ -143,7 +143,7 @@ class LayerwiseLearningRate:
         return config
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class LayerwiseSGD(LayerwiseLearningRate, keras.optimizers.SGD):
     """`keras.optimizers.SGD` with a learning-rate multiplier per layer.
 
@@ -153,7 +153,7 @@ class LayerwiseSGD(LayerwiseLearningRate, keras.optimizers.SGD):
     """
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class LayerwiseAdamW(LayerwiseLearningRate, keras.optimizers.AdamW):
     """`keras.optimizers.AdamW` with a learning-rate multiplier per layer.
 

@@ -19,50 +19,14 @@ import math
 import keras
 from keras import ops
 
-_PACKAGE = "keras_vit"
+from keras_vit import serialization, validation
 
 # The official implementation (flax) and every published checkpoint use 1e-6;
 # the Keras default of 1e-3 changes the outputs of converted weights.
 LAYER_NORM_EPSILON = 1e-6
 
 
-def _require_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-    return value
-
-
-def _require_rate(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ValueError(f"`{name}` must be a float in [0, 1). Received: {name}={value!r}")
-    return float(value)
-
-
-def _pair(name, value):
-    """Normalises an int or a pair of ints to a tuple `(height, width)`."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = (value, value)
-    if (
-        not isinstance(value, (tuple, list))
-        or len(value) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
-    ):
-        raise ValueError(
-            f"`{name}` must be a positive integer or a pair of positive integers "
-            f"(height, width). Received: {name}={value!r}"
-        )
-    return tuple(value)
-
-
-def _static_dim(value):
-    """Returns `value` as a Python int when it is known statically, else None."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class PatchEmbedding(keras.layers.Layer):
     """Splits images into patches and projects each patch linearly.
 
@@ -92,8 +56,8 @@ class PatchEmbedding(keras.layers.Layer):
 
     def __init__(self, hidden_dim, patch_size, **kwargs):
         super().__init__(**kwargs)
-        self.hidden_dim = _require_positive_int("hidden_dim", hidden_dim)
-        self.patch_size = _pair("patch_size", patch_size)
+        self.hidden_dim = validation.positive_int("hidden_dim", hidden_dim)
+        self.patch_size = validation.pair("patch_size", patch_size)
         # lecun_normal is the flax default the official code trains with.
         self.projection = keras.layers.Conv2D(
             hidden_dim,
@@ -108,7 +72,7 @@ class PatchEmbedding(keras.layers.Layer):
 
     def _check_divisible(self, height, width):
         for side, size, patch in (("height", height, self.patch_size[0]), ("width", width, self.patch_size[1])):
-            size = _static_dim(size)
+            size = validation.static_dim(size)
             if size is not None and size % patch:
                 raise ValueError(
                     f"The image {side} must be divisible by the patch size {patch}, but "
@@ -144,7 +108,7 @@ class PatchEmbedding(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class ClassToken(keras.layers.Layer):
     """Prepends a learned class token to a sequence of tokens.
 
@@ -178,7 +142,7 @@ class ClassToken(keras.layers.Layer):
         return (input_shape[0], length, input_shape[2])
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class PositionEmbedding(keras.layers.Layer):
     """Adds a learned position embedding to the class token and patch tokens.
 
@@ -210,7 +174,7 @@ class PositionEmbedding(keras.layers.Layer):
 
     def __init__(self, grid_size, num_prefix_tokens=1, **kwargs):
         super().__init__(**kwargs)
-        self.grid_size = _pair("grid_size", grid_size)
+        self.grid_size = validation.pair("grid_size", grid_size)
         if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
             raise ValueError(
                 f"`num_prefix_tokens` must be a non-negative integer. Received: num_prefix_tokens={num_prefix_tokens!r}"
@@ -247,7 +211,7 @@ class PositionEmbedding(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class DropPath(keras.layers.Layer):
     """Stochastic depth: drops the whole residual branch, per sample.
 
@@ -274,7 +238,7 @@ class DropPath(keras.layers.Layer):
 
     def __init__(self, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
-        self.rate = _require_rate("rate", rate)
+        self.rate = validation.rate("rate", rate)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
 
@@ -296,7 +260,7 @@ class DropPath(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class MultiHeadSelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with a fused projection.
 
@@ -330,8 +294,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def __init__(self, num_heads, attention_dropout_rate=0.0, seed=None, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads = _require_positive_int("num_heads", num_heads)
-        self.attention_dropout_rate = _require_rate("attention_dropout_rate", attention_dropout_rate)
+        self.num_heads = validation.positive_int("num_heads", num_heads)
+        self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
         self.seed = seed
         self.attention_dropout = keras.layers.Dropout(
             self.attention_dropout_rate, seed=seed, dtype=self.dtype_policy, name="attention_dropout"
@@ -409,7 +373,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class MLPBlock(keras.layers.Layer):
     """The transformer's feed-forward block: Dense, GELU, dropout, Dense, dropout.
 
@@ -435,8 +399,8 @@ class MLPBlock(keras.layers.Layer):
 
     def __init__(self, mlp_dim, dropout_rate=0.0, gelu_approximate=False, seed=None, **kwargs):
         super().__init__(**kwargs)
-        self.mlp_dim = _require_positive_int("mlp_dim", mlp_dim)
-        self.dropout_rate = _require_rate("dropout_rate", dropout_rate)
+        self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
+        self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
         if not isinstance(gelu_approximate, bool):
             raise ValueError(f"`gelu_approximate` must be a bool. Received: gelu_approximate={gelu_approximate!r}")
         self.gelu_approximate = gelu_approximate
@@ -478,7 +442,7 @@ class MLPBlock(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class TransformerBlock(keras.layers.Layer):
     """A pre-LayerNorm transformer encoder block.
 
@@ -525,11 +489,11 @@ class TransformerBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = _require_positive_int("num_heads", num_heads)
-        self.mlp_dim = _require_positive_int("mlp_dim", mlp_dim)
-        self.dropout_rate = _require_rate("dropout_rate", dropout_rate)
-        self.attention_dropout_rate = _require_rate("attention_dropout_rate", attention_dropout_rate)
-        self.drop_path_rate = _require_rate("drop_path_rate", drop_path_rate)
+        self.num_heads = validation.positive_int("num_heads", num_heads)
+        self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
+        self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
+        self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
+        self.drop_path_rate = validation.rate("drop_path_rate", drop_path_rate)
         self.gelu_approximate = gelu_approximate
         self.seed = seed
         policy = self.dtype_policy
@@ -585,7 +549,7 @@ class TransformerBlock(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class TokenPooling(keras.layers.Layer):
     """Reduces the token sequence to one vector per image.
 

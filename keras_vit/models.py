@@ -9,6 +9,7 @@ call.
 import keras
 
 from keras_vit import layers as vit_layers
+from keras_vit import validation
 
 # Sizes from Dosovitskiy et al. 2021, Table 1 (B, L, H) and Steiner et al.
 # 2021, "How to train your ViT?" (Ti, S): hidden size, depth, heads, MLP size.
@@ -59,7 +60,7 @@ def _resolve_input_shape(input_shape, input_tensor, patch_size):
             "build the model at that size (pretrained weights are resampled). "
             f"Received: input_shape={input_shape}"
         )
-    patch = vit_layers._pair("patch_size", patch_size)
+    patch = validation.pair("patch_size", patch_size)
     for side, size, p in (("height", input_shape[0], patch[0]), ("width", input_shape[1], patch[1])):
         if size % p:
             raise ValueError(
@@ -156,10 +157,10 @@ def VisionTransformer(
     (1, 10)
     """
     for arg_name, value in (("num_layers", num_layers), ("classes", classes)):
-        vit_layers._require_positive_int(arg_name, value)
+        validation.positive_int(arg_name, value)
     if representation_size is not None:
-        vit_layers._require_positive_int("representation_size", representation_size)
-    vit_layers._require_rate("drop_path_rate", drop_path_rate)
+        validation.positive_int("representation_size", representation_size)
+    validation.rate("drop_path_rate", drop_path_rate)
     pooling = _resolve_pooling(pooling, include_top)
     if not include_top and representation_size is not None and pooling is None:
         raise ValueError(

@@ -26,8 +26,7 @@ import keras
 from keras import ops
 
 from keras_vit import layer_decay as layer_decay_lib
-
-_PACKAGE = "keras_vit"
+from keras_vit import serialization
 
 # Variable names (`variable.name`, the last part of the path) that are not
 # decayed: biases, LayerNorm scale/offset, the class token and the position
@@ -38,7 +37,7 @@ _PACKAGE = "keras_vit"
 NO_WEIGHT_DECAY_NAMES = tuple(rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamma", "beta", "token", "embedding"))
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warmup from 0 to `peak`, then cosine or linear decay to `end`.
 
@@ -252,7 +251,7 @@ def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
     return SparseSmoothedCrossentropy(label_smoothing=label_smoothing, from_logits=from_logits)
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
+@serialization.register
 class SparseSmoothedCrossentropy(keras.losses.Loss):
     """Label-smoothed cross-entropy for integer labels.
 

@@ -9,10 +9,10 @@ import json
 import keras
 import pytest
 
+import benchmarks as benchmarking
 import keras_vit
-from keras_vit import benchmarking
-from keras_vit.benchmarking import runner
-from keras_vit.cli import main
+from benchmarks import runner
+from benchmarks.__main__ import main as benchmark_main
 
 TINY = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
 
@@ -135,9 +135,9 @@ def test_tiny_run_in_a_subprocess_writes_the_report(tmp_path):
 
 
 def test_cli_rejects_bad_options(capsys):
-    assert main(["benchmark", "--variant", "Q/7"]) == 2
+    assert benchmark_main(["--variant", "Q/7"]) == 2
     assert "Unknown --variant 'Q/7'" in capsys.readouterr().err
-    assert main(["benchmark", "--variant", "Ti/16", "--image-size", "30"]) == 2
+    assert benchmark_main(["--variant", "Ti/16", "--image-size", "30"]) == 2
     assert "multiple of the patch size 16" in capsys.readouterr().err
 
 
@@ -145,7 +145,7 @@ def test_cli_rejects_bad_options(capsys):
     keras.backend.backend() != "tensorflow", reason="NumPy and PyTorch only: one backend's run is enough"
 )
 def test_ceiling_measures_the_models_own_product_shape():
-    from keras_vit.benchmarking import worker
+    from benchmarks import worker
 
     spec = dict(variant=TINY, image_size=16, classes=10, inference_batch_sizes=[1, 4], repeats=1, threads=2)
     assert worker.mlp_gemm_shape(spec) == (4 * 5, 16, 32)  # 4 images x (4 patches + class token)

@@ -1,4 +1,4 @@
-"""keras_vit.inspect: attention maps against NumPy, rollout / distance / similarity / filters on
+"""keras_vit.inspection: attention maps against NumPy, rollout / distance / similarity / filters on
 hand-made inputs, the plots and the `keras-vit inspect` command."""
 
 import doctest
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import inspect
-from keras_vit.inspect import analysis
+from keras_vit import inspection
+from keras_vit.inspection import analysis
 
 # Non-square images and grid (4 x 3 patches of 8 px) catch transposed grids.
 IMAGE_SHAPE = (32, 24, 3)
@@ -94,7 +94,7 @@ def numpy_forward(model, pixels):
 
 def test_attention_maps_equal_numpy_reference():
     model, pixels = tiny_model(), images()
-    attention = inspect.attention_maps(model, pixels)
+    attention = inspection.attention_maps(model, pixels)
     expected, _ = numpy_forward(model, pixels)
     assert attention.shape == (2, 3, 2, 13, 13)
     assert attention.dtype == np.float32
@@ -107,15 +107,15 @@ def test_normal_forward_pass_unchanged():
     model, pixels = tiny_model(include_top=True, pooling="token"), images()
     config = model.get_config()
     before = keras.ops.convert_to_numpy(model(pixels))
-    inspect.attention_maps(model, pixels)
-    inspect.intermediate_features(model, pixels)
+    inspection.attention_maps(model, pixels)
+    inspection.intermediate_features(model, pixels)
     after = keras.ops.convert_to_numpy(model(pixels))
     np.testing.assert_array_equal(before, after)
     assert model.get_config() == config
     # The inspected pass is the same computation: its last tokens, through
     # the model's own final norm, are the backbone's outputs.
     backbone = keras.Model(model.input, model.get_layer("encoder_norm").output)
-    last = inspect.intermediate_features(model, pixels, layers=-1)
+    last = inspection.intermediate_features(model, pixels, layers=-1)
     normed = keras.ops.convert_to_numpy(model.get_layer("encoder_norm")(last))
     np.testing.assert_allclose(normed, keras.ops.convert_to_numpy(backbone(pixels)), atol=1e-5)
 
@@ -126,40 +126,40 @@ def test_attention_maps_of_reloaded_model(tmp_path):
     model.save(path)
     reloaded = keras.saving.load_model(path, safe_mode=True)
     np.testing.assert_allclose(
-        inspect.attention_maps(reloaded, pixels), inspect.attention_maps(model, pixels), atol=1e-6
+        inspection.attention_maps(reloaded, pixels), inspection.attention_maps(model, pixels), atol=1e-6
     )
 
 
 def test_attention_maps_batches_agree():
     model, pixels = tiny_model(), images(batch=3)
     np.testing.assert_allclose(
-        inspect.attention_maps(model, pixels, batch_size=2), inspect.attention_maps(model, pixels), atol=1e-6
+        inspection.attention_maps(model, pixels, batch_size=2), inspection.attention_maps(model, pixels), atol=1e-6
     )
 
 
 def test_intermediate_features_layers_and_maps():
     model, pixels = tiny_model(num_layers=3), images(batch=2)
     _, reference_tokens = numpy_forward(model, pixels)
-    every = inspect.intermediate_features(model, pixels)
+    every = inspection.intermediate_features(model, pixels)
     assert [f.shape for f in every] == [(2, 13, 16)] * 3
     np.testing.assert_allclose(every[-1], reference_tokens, atol=1e-4)
-    last, first = inspect.intermediate_features(model, pixels, layers=[-1, 0])
+    last, first = inspection.intermediate_features(model, pixels, layers=[-1, 0])
     np.testing.assert_array_equal(last, every[2])
     np.testing.assert_array_equal(first, every[0])
-    maps = inspect.intermediate_features(model, pixels, layers=np.int64(1), reshape=True)
+    maps = inspection.intermediate_features(model, pixels, layers=np.int64(1), reshape=True)
     assert maps.shape == (2, 4, 3, 16)
     # Row-major patches: patch (row 1, column 2) is token 1 + 1 * 3 + 2.
     np.testing.assert_array_equal(maps[:, 1, 2], every[1][:, 1 + 1 * 3 + 2])
     with pytest.raises(ValueError, match=r"\[-3, 2\]"):
-        inspect.intermediate_features(model, pixels, layers=3)
+        inspection.intermediate_features(model, pixels, layers=3)
 
 
 def test_attention_maps_under_mixed_precision():
     pixels = images(batch=1)
-    reference = inspect.attention_maps(tiny_model(seed=3), pixels)
+    reference = inspection.attention_maps(tiny_model(seed=3), pixels)
     keras.config.set_dtype_policy("mixed_float16")
     model = tiny_model(seed=3)
-    attention = inspect.attention_maps(model, pixels)
+    attention = inspection.attention_maps(model, pixels)
     assert attention.dtype == np.float32
     np.testing.assert_allclose(attention, reference, atol=2e-2)
 
@@ -167,17 +167,17 @@ def test_attention_maps_under_mixed_precision():
 def test_bad_inputs_raise_clear_errors():
     model = tiny_model()
     with pytest.raises(ValueError, match=r"\(batch, 32, 24, 3\).*Received: images with shape \(2, 32, 32, 3\)"):
-        inspect.attention_maps(model, np.zeros((2, 32, 32, 3)))
+        inspection.attention_maps(model, np.zeros((2, 32, 32, 3)))
     with pytest.raises(ValueError, match=r"image\[None\]"):
-        inspect.attention_maps(model, np.zeros(IMAGE_SHAPE))
+        inspection.attention_maps(model, np.zeros(IMAGE_SHAPE))
     with pytest.raises(ValueError, match="batch_size"):
-        inspect.attention_maps(model, images(), batch_size=0)
+        inspection.attention_maps(model, images(), batch_size=0)
     with pytest.raises(TypeError, match="keras_vit model"):
-        inspect.attention_maps("vit", images())
+        inspection.attention_maps("vit", images())
     inputs = keras.Input(IMAGE_SHAPE)
     other = keras.Model(inputs, keras.layers.Conv2D(4, 8)(inputs))
     with pytest.raises(ValueError, match="0 TransformerBlock"):
-        inspect.attention_maps(other, images())
+        inspection.attention_maps(other, images())
     # A layer the pass would skip (here preprocessing before the patches).
     inputs = keras.Input(IMAGE_SHAPE)
     scaled = keras.layers.Rescaling(1 / 127.5, offset=-1, name="scale")(inputs)
@@ -185,19 +185,19 @@ def test_bad_inputs_raise_clear_errors():
         patch_size=PATCH, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_tensor=scaled
     )
     with pytest.raises(ValueError, match="'scale' \\(Rescaling\\)"):
-        inspect.attention_maps(with_preprocessing, images())
+        inspection.attention_maps(with_preprocessing, images())
 
 
 # --- rollout ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("head_fusion", inspect.HEAD_FUSIONS)
+@pytest.mark.parametrize("head_fusion", inspection.HEAD_FUSIONS)
 @pytest.mark.parametrize("discard_ratio", [0.0, 0.5, 0.9])
 def test_rollout_rows_sum_to_one(head_fusion, discard_ratio):
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 2, 4, 7, 7))
     attention = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-    rolled = inspect.rollout(attention, head_fusion, discard_ratio)
+    rolled = inspection.rollout(attention, head_fusion, discard_ratio)
     assert rolled.shape == (2, 7, 7)
     np.testing.assert_allclose(rolled.sum(-1), 1.0, atol=1e-12)
     assert rolled.min() >= 0
@@ -208,12 +208,12 @@ def test_rollout_of_identity_and_uniform_attention():
     identity = np.broadcast_to(np.eye(tokens), (num_layers, 1, 2, tokens, tokens))
     # Every token attends only to itself: nothing mixes, the rollout is the
     # identity and the class token's map over the patches is empty.
-    np.testing.assert_allclose(inspect.rollout(identity)[0], np.eye(tokens))
-    np.testing.assert_allclose(inspect.class_token_rollout(identity, (2, 3)), np.zeros((1, 2, 3)))
+    np.testing.assert_allclose(inspection.rollout(identity)[0], np.eye(tokens))
+    np.testing.assert_allclose(inspection.class_token_rollout(identity, (2, 3)), np.zeros((1, 2, 3)))
     # Uniform attention: each step is (U + I) / 2, so after L layers the map
     # is uniform over the patches at (1 - 0.5**L) / tokens.
     uniform = np.full((num_layers, 1, 2, tokens, tokens), 1 / tokens)
-    class_map = inspect.class_token_rollout(uniform, (2, 3))
+    class_map = inspection.class_token_rollout(uniform, (2, 3))
     np.testing.assert_allclose(class_map, np.full((1, 2, 3), (1 - 0.5**num_layers) / tokens))
 
 
@@ -226,13 +226,13 @@ def test_rollout_hand_computed():
     # Mean fusion: row 0 = [0.5, 0.25, 0.25]; + I and halved: [0.75, 0.125, 0.125]; the
     # patch rows stay [0, 1, 0] and [0, 0, 1]. Two layers: class row
     # [0.75**2, 0.125 * 0.75 + 0.125, same] = [0.5625, 0.21875, 0.21875].
-    np.testing.assert_allclose(inspect.rollout(attention)[0, 0], [0.5625, 0.21875, 0.21875])
-    np.testing.assert_allclose(inspect.class_token_rollout(attention, (1, 2)), [[[0.21875, 0.21875]]])
+    np.testing.assert_allclose(inspection.rollout(attention)[0, 0], [0.5625, 0.21875, 0.21875])
+    np.testing.assert_allclose(inspection.class_token_rollout(attention, (1, 2)), [[[0.21875, 0.21875]]])
     # Max fusion: row 0 = [0.5, 0.5, 0.5] + [1, 0, 0] = [1.5, 0.5, 0.5] / 2.5 = [0.6, 0.2, 0.2];
     # two layers: [0.36, 0.2 * 0.6 + 0.2, same] = [0.36, 0.32, 0.32].
-    np.testing.assert_allclose(inspect.rollout(attention, "max")[0, 0], [0.36, 0.32, 0.32])
+    np.testing.assert_allclose(inspection.rollout(attention, "max")[0, 0], [0.36, 0.32, 0.32])
     # Min fusion: row 0 = [0.5, 0, 0]: the class token keeps everything.
-    np.testing.assert_allclose(inspect.rollout(attention, "min")[0, 0], [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(inspection.rollout(attention, "min")[0, 0], [1.0, 0.0, 0.0])
 
 
 def test_rollout_discard_ratio_drops_lowest_but_not_class_self_attention():
@@ -243,13 +243,13 @@ def test_rollout_discard_ratio_drops_lowest_but_not_class_self_attention():
     # 0.01 -> 0.05, 0.10 and 0.25 are zeroed.
     kept = np.array([[0.01, 0.59, 0.40], [0.30, 0.60, 0.0], [0.0, 0.0, 0.70]]) + np.eye(3)
     expected = kept / kept.sum(-1, keepdims=True)
-    np.testing.assert_allclose(inspect.rollout(attention, discard_ratio=3 / 9)[0], expected)
+    np.testing.assert_allclose(inspection.rollout(attention, discard_ratio=3 / 9)[0], expected)
 
 
 def test_attention_rollout_of_model():
     model, pixels = tiny_model(), images(batch=2)
-    maps = inspect.attention_rollout(model, pixels, head_fusion="max", discard_ratio=0.2)
-    expected = inspect.class_token_rollout(inspect.attention_maps(model, pixels), GRID, "max", 0.2)
+    maps = inspection.attention_rollout(model, pixels, head_fusion="max", discard_ratio=0.2)
+    expected = inspection.class_token_rollout(inspection.attention_maps(model, pixels), GRID, "max", 0.2)
     assert maps.shape == (2,) + GRID
     np.testing.assert_allclose(maps, expected)
     assert np.all(maps > 0) and np.all(maps.sum(axis=(1, 2)) < 1)
@@ -258,13 +258,13 @@ def test_attention_rollout_of_model():
 def test_rollout_rejects_bad_arguments():
     attention = np.full((1, 1, 1, 3, 3), 1 / 3)
     with pytest.raises(ValueError, match="head_fusion"):
-        inspect.rollout(attention, head_fusion="median")
+        inspection.rollout(attention, head_fusion="median")
     with pytest.raises(ValueError, match="discard_ratio"):
-        inspect.rollout(attention, discard_ratio=1.0)
+        inspection.rollout(attention, discard_ratio=1.0)
     with pytest.raises(ValueError, match="num_layers, batch, num_heads"):
-        inspect.rollout(attention[0])
+        inspection.rollout(attention[0])
     with pytest.raises(ValueError, match="2x2 grid"):
-        inspect.class_token_rollout(attention, (2, 2))
+        inspection.class_token_rollout(attention, (2, 2))
 
 
 # --- mean attention distance ------------------------------------------------------------------
@@ -288,17 +288,17 @@ def pattern_attention(grid, target_of, class_weight=0.0):
 def test_attention_distance_of_hand_made_patterns():
     grid = (2, 3)
     itself = pattern_attention(grid, lambda r, c: (r, c))
-    np.testing.assert_allclose(inspect.attention_distance(itself, grid, 16), [[0.0]])
+    np.testing.assert_allclose(inspection.attention_distance(itself, grid, 16), [[0.0]])
     # Each patch looks at the one in the other row: 16 px away, however much
     # weight also goes to the class token (it has no place in the image).
     other_row = pattern_attention(grid, lambda r, c: (1 - r, c), class_weight=0.5)
-    np.testing.assert_allclose(inspect.attention_distance(other_row, grid, 16), [[16.0]])
+    np.testing.assert_allclose(inspection.attention_distance(other_row, grid, 16), [[16.0]])
     # Non-square patches (16 high, 8 wide): one column over is 8 px,
     # diagonally hypot(16, 8).
     beside = pattern_attention(grid, lambda r, c: (r, 1 if c != 1 else 0))
-    np.testing.assert_allclose(inspect.attention_distance(beside, grid, (16, 8)), [[8.0]])
+    np.testing.assert_allclose(inspection.attention_distance(beside, grid, (16, 8)), [[8.0]])
     diagonal = pattern_attention(grid, lambda r, c: (1 - r, 1 if c != 1 else 0))
-    np.testing.assert_allclose(inspect.attention_distance(diagonal, grid, (16, 8)), [[math.hypot(16, 8)]])
+    np.testing.assert_allclose(inspection.attention_distance(diagonal, grid, (16, 8)), [[math.hypot(16, 8)]])
 
 
 def test_attention_distance_averages_queries_layers_and_heads():
@@ -308,12 +308,12 @@ def test_attention_distance_averages_queries_layers_and_heads():
     uniform = np.full((1, 1, 1, 4, 4), 0.25)
     itself = pattern_attention(grid, lambda r, c: (r, c))
     layers = np.concatenate([np.concatenate([uniform, itself], axis=2)] * 2)  # (2 layers, 1, 2 heads)
-    np.testing.assert_allclose(inspect.attention_distance(layers, grid, 16), [[128 / 9, 0.0], [128 / 9, 0.0]])
+    np.testing.assert_allclose(inspection.attention_distance(layers, grid, 16), [[128 / 9, 0.0], [128 / 9, 0.0]])
 
 
 def test_mean_attention_distance_of_model():
     model, pixels = tiny_model(), images(batch=2)
-    distances = inspect.mean_attention_distance(model, pixels)
+    distances = inspection.mean_attention_distance(model, pixels)
     assert distances.shape == (2, 2)
     assert np.all(distances > 0) and np.all(distances < math.hypot(24, 16))
 
@@ -323,7 +323,7 @@ def test_mean_attention_distance_of_model():
 
 def test_position_embedding_similarity():
     model = tiny_model()
-    similarity = inspect.position_embedding_similarity(model)
+    similarity = inspection.position_embedding_similarity(model)
     assert similarity.shape == GRID + GRID
     flat = similarity.reshape(12, 12)
     np.testing.assert_allclose(np.diag(flat), 1.0, atol=1e-12)
@@ -336,13 +336,13 @@ def test_position_embedding_similarity():
     embedding[0, 1, 0], embedding[0, 2, 0], embedding[0, 4, 1], embedding[0, 5, 0] = 1.0, 3.0, 1.0, -2.0
     embedding[0, 6:, 2] = 1.0
     model.get_layer("position_embedding").embedding.assign(embedding)
-    similarity = inspect.position_embedding_similarity(model)
+    similarity = inspection.position_embedding_similarity(model)
     np.testing.assert_allclose(similarity[0, 0, :2, :2], [[1.0, 1.0], [0.0, -1.0]], atol=1e-12)
 
 
 def test_embedding_filters_are_orthonormal_principal_components():
     model = tiny_model()
-    result = inspect.embedding_filters(model, num_components=10)
+    result = inspection.embedding_filters(model, num_components=10)
     assert result.components.shape == (10, PATCH, PATCH, 3)
     flat = result.components.reshape(10, -1)
     np.testing.assert_allclose(flat @ flat.T, np.eye(10), atol=1e-10)
@@ -356,11 +356,11 @@ def test_embedding_filters_are_orthonormal_principal_components():
     kernel = rng.normal(size=PATCH * PATCH * 3)[:, None] + direction[:, None] * rng.normal(size=16)[None]
     projection = model.get_layer("patch_embedding").projection
     projection.kernel.assign(kernel.reshape(PATCH, PATCH, 3, 16).astype("float32"))
-    first = inspect.embedding_filters(model, num_components=1)
+    first = inspection.embedding_filters(model, num_components=1)
     np.testing.assert_allclose(np.abs(first.components.reshape(-1)), np.abs(direction), atol=1e-5)
     np.testing.assert_allclose(first.explained_variance_ratio, [1.0], atol=1e-6)
     with pytest.raises(ValueError, match=r"\[1, 16\]"):
-        inspect.embedding_filters(model, num_components=28)
+        inspection.embedding_filters(model, num_components=28)
 
 
 def test_docstring_examples_run():
@@ -391,20 +391,20 @@ def expected_size(figure, dpi):
 def test_plots_write_pngs_of_their_figure_size(tmp_path):
     pytest.importorskip("matplotlib")
     model, pixels = tiny_model(), images(batch=2)
-    attention = inspect.attention_maps(model, pixels)
+    attention = inspection.attention_maps(model, pixels)
     cases = {
-        "rollout.png": lambda p: inspect.plot_attention_rollout(
-            pixels, inspect.class_token_rollout(attention, GRID), p, dpi=40
+        "rollout.png": lambda p: inspection.plot_attention_rollout(
+            pixels, inspection.class_token_rollout(attention, GRID), p, dpi=40
         ),
-        "heads.png": lambda p: inspect.plot_class_token_attention(pixels[0], attention[:, 0], GRID, p, dpi=40),
-        "distance.png": lambda p: inspect.plot_mean_attention_distance(
-            inspect.attention_distance(attention, GRID, PATCH), p, dpi=40
+        "heads.png": lambda p: inspection.plot_class_token_attention(pixels[0], attention[:, 0], GRID, p, dpi=40),
+        "distance.png": lambda p: inspection.plot_mean_attention_distance(
+            inspection.attention_distance(attention, GRID, PATCH), p, dpi=40
         ),
-        "similarity.png": lambda p: inspect.plot_position_embedding_similarity(
-            inspect.position_embedding_similarity(model), p, dpi=40
+        "similarity.png": lambda p: inspection.plot_position_embedding_similarity(
+            inspection.position_embedding_similarity(model), p, dpi=40
         ),
-        "filters.png": lambda p: inspect.plot_embedding_filters(
-            inspect.embedding_filters(model, 6).components, p, dpi=40
+        "filters.png": lambda p: inspection.plot_embedding_filters(
+            inspection.embedding_filters(model, 6).components, p, dpi=40
         ),
     }
     for name, draw in cases.items():
@@ -418,11 +418,11 @@ def test_plots_write_pngs_of_their_figure_size(tmp_path):
 def test_plots_reject_mismatched_inputs(tmp_path):
     pytest.importorskip("matplotlib")
     with pytest.raises(ValueError, match="one map per image"):
-        inspect.plot_attention_rollout(images(batch=2), np.ones((3,) + GRID), tmp_path / "x.png")
+        inspection.plot_attention_rollout(images(batch=2), np.ones((3,) + GRID), tmp_path / "x.png")
     with pytest.raises(ValueError, match="grid_h, grid_w, grid_h, grid_w"):
-        inspect.plot_position_embedding_similarity(np.ones((4, 3, 3, 4)), tmp_path / "x.png")
+        inspection.plot_position_embedding_similarity(np.ones((4, 3, 3, 4)), tmp_path / "x.png")
     with pytest.raises(ValueError, match="layer"):
-        inspect.plot_class_token_attention(images(1)[0], np.ones((2, 2, 13, 13)), GRID, tmp_path / "x.png", layer=2)
+        inspection.plot_class_token_attention(images(1)[0], np.ones((2, 2, 13, 13)), GRID, tmp_path / "x.png", layer=2)
     assert not os.listdir(tmp_path)
 
 
@@ -434,10 +434,10 @@ def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path):
     tiny_model(include_top=True, pooling="token").save(model_path)
     out = tmp_path / "report"
     exit_code = cli.main(
-        ["inspect", inspect.sample_image_path(), "--model", model_path, "--out", str(out), "--dpi", "50"]
+        ["inspect", inspection.sample_image_path(), "--model", model_path, "--out", str(out), "--dpi", "50"]
     )
     assert exit_code in (0, None)
-    assert sorted(os.listdir(out)) == sorted(inspect.REPORT_FILES)
+    assert sorted(os.listdir(out)) == sorted(inspection.REPORT_FILES)
     # The figure sizes in inches (see each plot's docstring) times the dpi;
     # the tiny model has 2 heads (3 panels of 2.2 in) and 16 filters (3 rows of 7).
     expected = {
@@ -457,7 +457,7 @@ def test_cli_inspect_rejects_weights_for_a_saved_model(tmp_path, capsys):
     model_path = str(tmp_path / "tiny.keras")
     tiny_model().save(model_path)
     out = tmp_path / "report"
-    argv = ["inspect", inspect.sample_image_path(), "--model", model_path, "--weights", "x", "--out", str(out)]
+    argv = ["inspect", inspection.sample_image_path(), "--model", model_path, "--weights", "x", "--out", str(out)]
     assert cli.main(argv) == 2
     assert "--weights" in capsys.readouterr().err
     assert not out.exists()
@@ -481,4 +481,4 @@ def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
     argv = ["inspect", "--model", "S/16", "--weights", "ckpt.npz", "--image-size", "32", "--out", str(out)]
     assert cli.main(argv + ["--num-components", "3", "--dpi", "30"]) == 0
     assert calls == [("ckpt.npz", {"input_shape": (32, 32, 3)})]
-    assert sorted(os.listdir(out)) == sorted(inspect.REPORT_FILES)
+    assert sorted(os.listdir(out)) == sorted(inspection.REPORT_FILES)

@@ -1,8 +1,14 @@
-"""The options and the entry point of `keras-vit benchmark`."""
+"""`python -m benchmarks`: keras_vit against its peers, from the repository root.
 
+Run from a clone (the benchmark is not part of the installed package):
+
+    python -m benchmarks --variant Ti/16 --quick
+"""
+
+import argparse
 import sys
 
-from keras_vit.benchmarking import runner
+from benchmarks import runner
 
 
 def _names(text):
@@ -85,3 +91,18 @@ def run(args):
     print(report["table"])
     print(f"\nWrote {args.output}", file=sys.stderr)
     return 0 if all(record["status"] == "ok" for record in report["records"]) else 1
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ValueError as error:
+        print(f"python -m benchmarks: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`keras-vit benchmark`: keras_vit against its peers, measured in one run.
+"""`python -m benchmarks`: keras_vit against its peers, measured in one run.
 
 Each configuration (model x backend x precision x jit_compile) runs in its
 own subprocess pinned to the same number of cores, with a timeout: inference
@@ -12,7 +12,7 @@ absolute numbers do not.
 Example:
 
 ```python
-from keras_vit import benchmarking
+import benchmarks as benchmarking
 import keras_vit
 
 specs = benchmarking.plan("Ti/16", keras_vit.VARIANTS["Ti/16"], backends=("jax",),
@@ -22,8 +22,7 @@ print(report["table"])
 ```
 """
 
-from keras_vit.benchmarking.flops import forward_flops, training_flops
-from keras_vit.benchmarking.runner import (
+from benchmarks.runner import (
     BACKENDS,
     JIT_OPTIONS,
     PEERS,
@@ -33,6 +32,7 @@ from keras_vit.benchmarking.runner import (
     run,
     summarize,
 )
+from keras_vit.flops import forward_flops, training_flops
 
 __all__ = [
     "BACKENDS",

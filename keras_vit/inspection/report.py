@@ -6,8 +6,8 @@ import os
 import keras
 import numpy as np
 
-from keras_vit import layers as vit_layers
-from keras_vit.inspect import analysis, plots
+from keras_vit import validation
+from keras_vit.inspection import analysis, plots
 
 SAMPLE_IMAGE = "sample_image.jpg"
 
@@ -115,8 +115,8 @@ def write_report(
     # Arguments are checked before any work, so a typo costs no partial report.
     if head_fusion not in analysis.HEAD_FUSIONS:
         raise ValueError(f"`head_fusion` must be one of {analysis.HEAD_FUSIONS}. Received: head_fusion={head_fusion!r}")
-    vit_layers._require_rate("discard_ratio", discard_ratio)
-    vit_layers._require_positive_int("num_components", num_components)
+    validation.rate("discard_ratio", discard_ratio)
+    validation.positive_int("num_components", num_components)
     if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:
         raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
     if preprocess is None:

@@ -15,6 +15,7 @@ import keras
 import numpy as np
 
 from keras_vit import layers as vit_layers
+from keras_vit import validation
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -113,7 +114,7 @@ def _prepare_images(parts, images):
 
 
 def _require_batch_size(batch_size):
-    return vit_layers._require_positive_int("batch_size", batch_size)
+    return validation.positive_int("batch_size", batch_size)
 
 
 def _no_grad():
@@ -263,7 +264,7 @@ def _check_attention(attention, name="attention"):
 
 def _check_grid(attention, grid_size, num_prefix_tokens):
     """Returns `(grid_h, grid_w)` after checking it matches the attention's tokens."""
-    grid_h, grid_w = vit_layers._pair("grid_size", grid_size)
+    grid_h, grid_w = validation.pair("grid_size", grid_size)
     if attention.shape[-1] != num_prefix_tokens + grid_h * grid_w:
         raise ValueError(
             f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has "
@@ -307,7 +308,7 @@ def rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=
     attention = _check_attention(attention)
     if head_fusion not in HEAD_FUSIONS:
         raise ValueError(f"`head_fusion` must be one of {HEAD_FUSIONS}. Received: head_fusion={head_fusion!r}")
-    discard_ratio = vit_layers._require_rate("discard_ratio", discard_ratio)
+    discard_ratio = validation.rate("discard_ratio", discard_ratio)
     fused = getattr(np, head_fusion)(attention, axis=2)  # (layers, batch, T, T)
     num_layers, batch, tokens, _ = fused.shape
     if discard_ratio > 0:
@@ -377,7 +378,7 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
 
     Returns:
         float64 array `(batch, height // patch_h, width // patch_w)`; draw it
-        over the images with `keras_vit.inspect.plot_attention_rollout`.
+        over the images with `keras_vit.inspection.plot_attention_rollout`.
 
     Example:
 
@@ -417,8 +418,8 @@ def patch_distances(grid_size, patch_size):
            [16.,  0., 16.],
            [32., 16.,  0.]])
     """
-    grid_h, grid_w = vit_layers._pair("grid_size", grid_size)
-    patch_h, patch_w = vit_layers._pair("patch_size", patch_size)
+    grid_h, grid_w = validation.pair("grid_size", grid_size)
+    patch_h, patch_w = validation.pair("patch_size", patch_size)
     rows, cols = np.meshgrid(np.arange(grid_h), np.arange(grid_w), indexing="ij")
     y = rows.reshape(-1) * patch_h
     x = cols.reshape(-1) * patch_w
@@ -474,7 +475,7 @@ def mean_attention_distance(model, images, batch_size=16):
     """Mean attention distance in pixels of every head of every block.
 
     See `attention_distance` for the definition; draw it against depth with
-    `keras_vit.inspect.plot_mean_attention_distance` (paper Figure 7 right).
+    `keras_vit.inspection.plot_mean_attention_distance` (paper Figure 7 right).
 
     Args:
         model: a keras_vit model.

@@ -13,8 +13,8 @@ import os
 
 import numpy as np
 
-from keras_vit import layers as vit_layers
-from keras_vit.inspect import analysis
+from keras_vit import validation
+from keras_vit.inspection import analysis
 
 
 def _figure(width, height):
@@ -23,7 +23,7 @@ def _figure(width, height):
         from matplotlib.figure import Figure
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "keras_vit.inspect's plots need matplotlib. Install it with "
+            "keras_vit.inspection's plots need matplotlib. Install it with "
             '`pip install "keras-vit[inspect]"` (or `pip install matplotlib`).'
         ) from error
     figure = Figure(figsize=(width, height), layout="constrained")
@@ -245,7 +245,7 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
     axes.set_xticks(depth if num_layers <= 16 else depth[:: math.ceil(num_layers / 16)])
     top = float(np.max(distances)) * 1.1 if np.max(distances) > 0 else 1.0
     if image_size is not None:
-        height, width = vit_layers._pair("image_size", image_size)
+        height, width = validation.pair("image_size", image_size)
         top = math.hypot(height, width)
     axes.set_ylim(0, top)
     axes.grid(alpha=0.3)
@@ -328,7 +328,7 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
             "`components` must have shape (num_components, patch_h, patch_w, channels). "
             f"Received: shape {components.shape}"
         )
-    vit_layers._require_positive_int("columns", columns)
+    validation.positive_int("columns", columns)
     count = len(components)
     columns = min(columns, count)
     rows = math.ceil(count / columns)

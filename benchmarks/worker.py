@@ -1,6 +1,6 @@
 """Measures one benchmark configuration; runs in its own process.
 
-`python keras_vit/benchmarking/worker.py '<json spec>'` pins the process to
+`python benchmarks/worker.py '<json spec>'` pins the process to
 `threads` cores and sets every framework's thread pools before importing any
 of them, builds the model the spec names, measures it and prints one line
 `KERAS_VIT_BENCHMARK_RESULT {json}` on stdout. The runner starts one such
@@ -287,7 +287,7 @@ RUNNERS = {"keras_vit": _run_keras, "keras_hub": _run_keras, "transformers": _ru
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python keras_vit/benchmarking/worker.py '<json spec>'", file=sys.stderr)
+        print("usage: python benchmarks/worker.py '<json spec>'", file=sys.stderr)
         return 2
     spec = json.loads(argv[0])
     limit_threads(spec["threads"])

@@ -22,17 +22,17 @@ Example:
 
 ```python
 import keras_vit
-from keras_vit import inspect
+from keras_vit import inspection
 
 model = keras_vit.ViTB16(weights=...)
 images = keras_vit.preprocessing.preprocess_input(pixels)  # (batch, 224, 224, 3)
-attention = inspect.attention_maps(model, images)    # (12, batch, 12, 197, 197)
-maps = inspect.attention_rollout(model, images)      # (batch, 14, 14)
-inspect.plot_attention_rollout(pixels, maps, "rollout.png")
+attention = inspection.attention_maps(model, images)    # (12, batch, 12, 197, 197)
+maps = inspection.attention_rollout(model, images)      # (batch, 14, 14)
+inspection.plot_attention_rollout(pixels, maps, "rollout.png")
 ```
 """
 
-from keras_vit.inspect.analysis import (
+from keras_vit.inspection.analysis import (
     HEAD_FUSIONS,
     FilterComponents,
     attention_distance,
@@ -47,7 +47,7 @@ from keras_vit.inspect.analysis import (
     position_embedding_similarity,
     rollout,
 )
-from keras_vit.inspect.plots import (
+from keras_vit.inspection.plots import (
     displayable_image,
     plot_attention_rollout,
     plot_class_token_attention,
@@ -55,7 +55,7 @@ from keras_vit.inspect.plots import (
     plot_mean_attention_distance,
     plot_position_embedding_similarity,
 )
-from keras_vit.inspect.report import REPORT_FILES, load_image, sample_image_path, write_report
+from keras_vit.inspection.report import REPORT_FILES, load_image, sample_image_path, write_report
 
 __all__ = [
     "HEAD_FUSIONS",

@@ -13,8 +13,9 @@ import subprocess
 import sys
 import time
 
-from keras_vit.benchmarking import flops, worker
-from keras_vit.benchmarking.worker import RESULT_PREFIX
+from benchmarks import worker
+from benchmarks.worker import RESULT_PREFIX
+from keras_vit import flops
 
 BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_bfloat16")
