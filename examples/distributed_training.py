@@ -65,7 +65,12 @@ def main(argv=None):
             shard = (jax.process_count(), jax.process_index())
             global_batch //= jax.process_count()
     train_ds = data.train_pipeline(
-        train_source, image_size=args.image_size, batch_size=global_batch, num_classes=info.num_classes, shard=shard
+        train_source,
+        image_size=args.image_size,
+        batch_size=global_batch,
+        num_classes=info.num_classes,
+        shard=shard,
+        repeat=True,  # fit counts the steps
     )
     with setup.scope():
         model = keras_vit.CONSTRUCTORS[args.model](

@@ -50,14 +50,15 @@ def main(argv=None):
     # TPUStrategy / MirroredStrategy / default, bfloat16 where supported, XLA.
     setup = distribute.configure("auto", "auto")
     batch = args.batch_size // args.accumulation_steps  # batches fed to fit
-    train_source, info = data.load(args.data, "train")
+    train_source, info = data.load(args.data, "train", shuffle_files=True, seed=0)
     eval_source, _ = data.load(
         args.data,
         data.default_eval_split(args.data),
         class_names=None if args.data.startswith("tfds:") else info.class_names,
     )
+    # Repeated: `fit` below counts the steps itself.
     train_ds = data.train_pipeline(
-        train_source, image_size=args.image_size, batch_size=batch, num_classes=info.num_classes
+        train_source, image_size=args.image_size, batch_size=batch, num_classes=info.num_classes, repeat=True
     )
     eval_ds = data.eval_pipeline(eval_source, image_size=args.image_size, batch_size=batch)
 

@@ -9,15 +9,27 @@ The paper's preprocessing, written once and shared by every source:
   example kept: with `static_shapes=True` the last batch is padded and the
   padding carries a sample weight of 0, so TPUs see one batch shape and the
   metrics count each example exactly once;
-* pixels to [-1, 1] (`x / 127.5 - 1`), the scaling of every ViT checkpoint.
+* pixels to the model's input range, in one place: `scale_pixels`.
 
 Keras 3 consumes `tf.data` on every backend, so these pipelines feed JAX and
 PyTorch models too. TensorFlow is imported inside the functions: `import
 keras_vit` does not need it.
 
 Sources are strings: `"tfds:NAME"` (a TensorFlow Datasets name) or the path of
-a folder laid out as `root/<split>/<class>/*.jpg|png`; arrays go through
-`from_arrays`.
+an image folder, in either layout:
+
+* `root/<split>/<class>/*.jpg`: pass the split (`"train"`, `"val"`, ...);
+* `root/<class>/*.jpg` (what `keras.utils.image_dataset_from_directory`
+  reads): pass `split=None`, and `validation_split`, `subset` and `seed` to
+  carve a held-out part, with the same meaning as in Keras.
+
+Indexing a folder lists file names only (no file is opened), so it takes
+seconds for ImageNet's 1.28 M files. A file that cannot be decoded is skipped
+when the pipeline meets it; `SourceInfo.skipped` lists the files skipped so
+far and a warning names each one.
+
+Arrays go through `from_arrays`. Datasets are finite: `train_pipeline` repeats
+only with `repeat=True`.
 
 Example:
 
@@ -30,15 +42,55 @@ train = keras_vit.data.train_pipeline(
 
 import dataclasses
 import os
+import threading
 import warnings
 
 import numpy as np
+
+from keras_vit import validation
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 # The paper's Inception crop keeps 5-100 % of the image area (big_vision's
 # `inception_crop` default), with aspect ratios in [3/4, 4/3].
 DEFAULT_AREA_RANGE = (0.05, 1.0)
 ASPECT_RATIO_RANGE = (3.0 / 4.0, 4.0 / 3.0)
+SUBSETS = ("training", "validation")
+
+
+class SkippedFiles:
+    """The files of a folder source that could not be decoded, filled lazily.
+
+    The pipeline appends a file the first time it fails to decode it (and
+    warns, naming it); a file is listed once however many epochs meet it.
+    Behaves as a read-only sequence of paths.
+    """
+
+    def __init__(self):
+        self._paths = []
+        self._lock = threading.Lock()
+
+    def add(self, path):
+        """Records `path`; returns True the first time it is seen."""
+        with self._lock:
+            if path in self._paths:
+                return False
+            self._paths.append(path)
+            return True
+
+    def __len__(self):
+        return len(self._paths)
+
+    def __getitem__(self, index):
+        return self._paths[index]
+
+    def __iter__(self):
+        return iter(list(self._paths))
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self):
+        return f"SkippedFiles({self._paths!r})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,18 +98,19 @@ class SourceInfo:
     """What a loaded split holds.
 
     Attributes:
-        num_examples: int, the examples in the split (corrupt files excluded),
-            or `None` when the source does not say.
+        num_examples: int, the examples in the split (for folders: the image
+            files indexed, before any unreadable one is skipped), or `None`
+            when the source does not say.
         num_classes: int, the classes of the labels.
         class_names: tuple of str, or `None`.
-        skipped: tuple of str, the files skipped because they could not be
-            decoded (image folders only).
+        skipped: the files skipped because they could not be decoded, filled
+            as the pipeline meets them (image folders only; empty otherwise).
     """
 
     num_examples: object
     num_classes: int
     class_names: object = None
-    skipped: tuple = ()
+    skipped: object = dataclasses.field(default_factory=tuple)
 
 
 def _tf():
@@ -66,38 +119,92 @@ def _tf():
     return tf
 
 
-def load(source, split, *, data_dir=None, class_names=None):
+def load(
+    source,
+    split=None,
+    *,
+    data_dir=None,
+    class_names=None,
+    validation_split=None,
+    subset=None,
+    seed=None,
+    shuffle_files=False,
+):
     """Loads one split of a dataset as `(image uint8 HxWx3, label int32)` pairs.
 
     Args:
         source: `"tfds:NAME"` for a TensorFlow Datasets dataset (`as_supervised`
-            pairs), or the path of a folder `root/<split>/<class>/*.jpg|png`.
-        split: the split, e.g. `"train"`, `"test"` or `"train[:90%]"` (TFDS).
+            pairs), or the path of an image folder, `root/<split>/<class>/`
+            or `root/<class>/`.
+        split: the split: `"train"`, `"test"`, `"train[:90%]"` (TFDS), or
+            the split folder's name; `None` reads a folder in the flat
+            layout `root/<class>/`.
         data_dir: TFDS data directory (TFDS only).
-        class_names: folders only: the class list of the training split, so
-            that an eval split uses the same label numbers; `None` reads the
-            folders of this split.
+        class_names: folders only: the class list (folder names), e.g. that
+            of the training split, so that an eval split uses the same label
+            numbers; `None` reads the folders present.
+        validation_split: folders only: optional float in (0, 1), the
+            fraction of the files held out, as in
+            `keras.utils.image_dataset_from_directory`.
+        subset: `"training"` or `"validation"`, the part to return when
+            `validation_split` is given.
+        seed: int, the seed of the `validation_split` partition (required
+            with it: both subsets must use the same one).
+        shuffle_files: bool, read the files (folders) or shards (TFDS) in a
+            new random order every epoch, before decoding: this is what makes
+            a small shuffle buffer enough on a large folder.
 
     Returns:
-        `(dataset, SourceInfo)`. The dataset yields unbatched, undecoded-size
-        images; pass it to `train_pipeline` or `eval_pipeline`.
+        `(dataset, SourceInfo)`. The dataset is finite and yields unbatched
+        images of their own size; pass it to `train_pipeline` or
+        `eval_pipeline`.
 
     Raises:
-        ValueError: unknown source, missing split or class folder, or no images.
+        ValueError: unknown source, missing split or class folder, no images,
+            or a bad argument.
     """
     if not isinstance(source, str):
         raise ValueError(
             "`source` must be 'tfds:NAME' or the path of an image folder; use "
             f"`from_arrays` for arrays. Received: source={source!r}"
         )
+    if split is not None and not isinstance(split, str):
+        raise ValueError(f"`split` must be a string or None. Received: split={split!r}")
+    if seed is not None:
+        validation.non_negative_int("seed", seed)
     if source.startswith("tfds:"):
-        return _load_tfds(source[len("tfds:") :], split, data_dir)
+        if validation_split is not None or subset is not None:
+            raise ValueError(
+                "`validation_split` and `subset` are for image folders; TFDS slices splits itself, e.g. "
+                f"split='train[:80%]'. Received: validation_split={validation_split!r}, subset={subset!r}"
+            )
+        if split is None:
+            raise ValueError("A TFDS source needs a split, e.g. split='train'. Received: split=None")
+        return _load_tfds(source[len("tfds:") :], split, data_dir, shuffle_files, seed)
     if os.path.isdir(source):
-        return _load_folder(source, split, class_names)
+        part = _partition(validation_split, subset, seed)
+        return _load_folder(source, split, class_names, part, shuffle_files, seed)
     raise ValueError(f"`source` is neither 'tfds:NAME' nor an existing folder. Received: source={source!r}")
 
 
-def _load_tfds(name, split, data_dir):
+def _partition(validation_split, subset, seed):
+    """Checks the `image_dataset_from_directory`-style split arguments."""
+    if validation_split is None:
+        if subset is not None:
+            raise ValueError(f"`subset` needs a `validation_split`. Received: subset={subset!r}")
+        return None
+    validation_split = validation.finite_float(
+        "validation_split", validation_split, minimum=0, maximum=1, include_minimum=False, include_maximum=False
+    )
+    validation.one_of("subset", subset, SUBSETS)
+    if seed is None:
+        raise ValueError(
+            "`validation_split` needs a `seed`, the same for both subsets, or they would overlap. Received: seed=None"
+        )
+    return validation_split, subset, seed
+
+
+def _load_tfds(name, split, data_dir, shuffle_files, seed):
     import tensorflow_datasets as tfds
 
     if not name:
@@ -110,7 +217,10 @@ def _load_tfds(name, split, data_dir):
             f"TFDS dataset {name!r} has no (image, class label) supervised keys; "
             "write its pipeline with `from_arrays` or an image folder."
         )
-    dataset = tfds.load(name, split=split, data_dir=data_dir, as_supervised=True, shuffle_files=False)
+    read_config = tfds.ReadConfig(shuffle_seed=seed) if shuffle_files else None
+    dataset = tfds.load(
+        name, split=split, data_dir=data_dir, as_supervised=True, shuffle_files=shuffle_files, read_config=read_config
+    )
     try:
         num_examples = builder.info.splits[split].num_examples or None
     except (KeyError, ValueError):
@@ -119,7 +229,9 @@ def _load_tfds(name, split, data_dir):
 
     def to_rgb(image, label):
         # Grayscale datasets (MNIST) are repeated to the 3 channels of the model.
-        image = tf.cond(tf.equal(tf.shape(image)[-1], 1), lambda: tf.image.grayscale_to_rgb(image), lambda: image)
+        # TFDS declares the channels statically (a cond would trace both branches).
+        if image.shape[-1] == 1:
+            image = tf.image.grayscale_to_rgb(image)
         return image, tf.cast(label, tf.int32)
 
     dataset = dataset.map(to_rgb, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -127,86 +239,154 @@ def _load_tfds(name, split, data_dir):
     return _check_labels(dataset, info.num_classes), info
 
 
+def folder_layout(source, split):
+    """`"split"` when `source/split` is a folder, `"flat"` for `source/<class>/`.
+
+    Args:
+        source: the path of an image folder.
+        split: the split folder to look for.
+
+    Returns:
+        `"split"` or `"flat"`: a folder whose subfolders hold images directly
+        is flat; one whose subfolders hold class folders is split.
+
+    Raises:
+        ValueError: `source` is not a folder, or has no subfolders.
+    """
+    if not os.path.isdir(source):
+        raise ValueError(f"`source` is not a folder. Received: source={source!r}")
+    if split is not None and os.path.isdir(os.path.join(source, split)):
+        return "split"
+    if not _subfolders(source):
+        raise ValueError(f"Image folder {source!r} has no class or split folders; expected {source}/<class>/*.jpg.")
+    return "flat"
+
+
 def default_eval_split(source, data_dir=None):
-    """The held-out split of `source`: `validation` if present, else `test`."""
+    """The held-out split of `source`: `validation` if present, else `val`, else `test`."""
     if source.startswith("tfds:"):
         import tensorflow_datasets as tfds
 
         splits = tfds.builder(source[len("tfds:") :], data_dir=data_dir).info.splits
     else:
-        splits = [entry for entry in os.listdir(source) if os.path.isdir(os.path.join(source, entry))]
+        splits = _subfolders(source)
     for name in ("validation", "val", "test"):
         if name in splits:
             return name
     raise ValueError(
         f"{source!r} has neither a 'validation', 'val' nor a 'test' split; pass the eval split "
-        f"explicitly. Found: {sorted(splits)}"
+        f"explicitly (or use the flat layout root/<class>/ with a validation split). Found: {sorted(splits)}"
     )
 
 
-def _readable_image(path):
-    """True when Pillow can decode the whole file (not just its header)."""
-    from PIL import Image
-
-    try:
-        with Image.open(path) as image:
-            image.load()
-        return True
-    except Exception:  # Pillow raises many types for bad files (OSError, SyntaxError, ...).
-        return False
+def _subfolders(path):
+    with os.scandir(path) as entries:
+        return sorted(entry.name for entry in entries if entry.is_dir())
 
 
-def _load_folder(root, split, class_names):
-    split_dir = os.path.join(root, split)
-    if not os.path.isdir(split_dir):
-        raise ValueError(
-            f"Image folder {root!r} has no split folder {split!r}; expected "
-            f"{root}/{split}/<class>/*.jpg. Found: {sorted(os.listdir(root))}"
-        )
-    found = sorted(entry for entry in os.listdir(split_dir) if os.path.isdir(os.path.join(split_dir, entry)))
+def _image_files(folder):
+    """The image files under `folder` (recursively), sorted; no file is opened."""
+    found = []
+    stack = [folder]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    stack.append(entry.path)
+                elif entry.name.lower().endswith(IMAGE_EXTENSIONS):
+                    found.append(entry.path)
+    return sorted(found)
+
+
+def _index_folder(folder, class_names):
+    """Returns `(class_names, paths, labels)` of `folder/<class>/...`."""
+    found = _subfolders(folder)
     if class_names is None:
         class_names = found
+    class_names = tuple(class_names)
     unknown = sorted(set(found) - set(class_names))
     if unknown:
         raise ValueError(
-            f"Split {split!r} of {root!r} has class folders that are not in the class list "
+            f"{folder!r} has class folders that are not in the class list "
             f"{list(class_names)}: {unknown}. Their labels would be outside [0, {len(class_names)})."
         )
-    paths, labels, skipped = [], [], []
+    paths, labels = [], []
     for label, name in enumerate(class_names):
-        class_dir = os.path.join(split_dir, name)
-        if not os.path.isdir(class_dir):
-            continue
-        for filename in sorted(os.listdir(class_dir)):
-            if not filename.lower().endswith(IMAGE_EXTENSIONS):
-                continue
-            path = os.path.join(class_dir, filename)
-            # Decoding every file once here means a corrupt image is counted
-            # and skipped now, not an error deep inside `fit`.
-            if _readable_image(path):
-                paths.append(path)
-                labels.append(label)
-            else:
-                skipped.append(path)
-    if skipped:
-        warnings.warn(
-            f"Skipped {len(skipped)} unreadable image(s) in {split_dir}: {skipped[:5]}"
-            + (" ..." if len(skipped) > 5 else ""),
-            stacklevel=3,
+        class_dir = os.path.join(folder, name)
+        if os.path.isdir(class_dir):
+            files = _image_files(class_dir)
+            paths += files
+            labels += [label] * len(files)
+    return class_names, paths, np.asarray(labels, np.int32)
+
+
+def _load_folder(root, split, class_names, partition, shuffle_files, seed):
+    folder = root if split is None else os.path.join(root, split)
+    if not os.path.isdir(folder):
+        raise ValueError(
+            f"Image folder {root!r} has no split folder {split!r}; expected {root}/{split}/<class>/*.jpg, "
+            f"or split=None for the flat layout {root}/<class>/*.jpg. Found: {_subfolders(root)}"
         )
+    class_names, paths, labels = _index_folder(folder, class_names)
+    if partition is not None:
+        fraction, subset, partition_seed = partition
+        # Keras's rule: shuffle every file with the seed, hold out the last part.
+        order = np.random.default_rng(partition_seed).permutation(len(paths))
+        held_out = int(fraction * len(paths))
+        keep = order[len(paths) - held_out :] if subset == "validation" else order[: len(paths) - held_out]
+        keep = np.sort(keep)
+        paths, labels = [paths[i] for i in keep], labels[keep]
     if not paths:
-        raise ValueError(f"No readable {'/'.join(IMAGE_EXTENSIONS)} images under {split_dir}/<class>/.")
+        raise ValueError(f"No {'/'.join(IMAGE_EXTENSIONS)} images under {folder}/<class>/.")
+    skipped = SkippedFiles()
+    tf = _tf()
+    dataset = tf.data.Dataset.from_tensor_slices((paths, labels))
+    if shuffle_files:
+        # Shuffling names, not decoded images: a whole-epoch shuffle costs a
+        # few bytes per file.
+        dataset = dataset.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(_decoder(skipped), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.filter(lambda image, label, ok: ok).map(lambda image, label, ok: (image, label))
+    return dataset, SourceInfo(len(paths), len(class_names), class_names, skipped)
+
+
+def _op_error_text(error):
+    """The reason in a TensorFlow op error, without the op/device decoration."""
+    text = error.message.splitlines()[0].split("}} ")[-1]
+    return text.split(" [Op:")[0].strip()
+
+
+def _decoder(skipped):
+    """A map function `(path, label) -> (image, label, ok)` that never fails.
+
+    TensorFlow's decode ops stop the whole pipeline at the first bad file,
+    and tf.data has no per-element try/except: the decode runs in
+    `tf.py_function` (the op itself runs outside the Python lock), so a bad
+    file becomes `ok=False`, is recorded in `skipped`, and is filtered out.
+    """
     tf = _tf()
 
-    def decode(path, label):
-        # channels=3 turns grayscale and palette images into RGB and drops alpha.
-        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
-        image.set_shape((None, None, 3))
-        return image, label
+    def decode(path):
+        try:
+            # channels=3 turns grayscale and palette images into RGB and drops alpha.
+            image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+            return image, True
+        except tf.errors.OpError as error:
+            name = path.numpy().decode("utf-8", "replace")
+            if skipped.add(name):
+                warnings.warn(
+                    f"Skipped unreadable image {name} ({_op_error_text(error)}); {len(skipped)} skipped so far.",
+                    stacklevel=2,
+                )
+            return tf.zeros((0, 0, 3), tf.uint8), False
 
-    dataset = tf.data.Dataset.from_tensor_slices((paths, np.asarray(labels, np.int32)))
-    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return dataset, SourceInfo(len(paths), len(class_names), tuple(class_names), tuple(skipped))
+    def map_fn(path, label):
+        image, ok = tf.py_function(decode, [path], (tf.uint8, tf.bool))
+        image.set_shape((None, None, 3))
+        ok.set_shape(())
+        return image, label, ok
+
+    return map_fn
 
 
 def from_arrays(images, labels, num_classes=None):
@@ -240,7 +420,8 @@ def from_arrays(images, labels, num_classes=None):
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"`labels` must be integers. Received: labels.dtype={labels.dtype}")
     if num_classes is None:
-        num_classes = int(labels.max()) + 1
+        num_classes = int(labels.max()) + 1 if len(labels) else 0
+    validation.positive_int("num_classes", num_classes)
     bad = (labels < 0) | (labels >= num_classes)
     if bad.any():
         raise ValueError(
@@ -272,7 +453,11 @@ def _check_labels(dataset, num_classes):
 
 
 def scale_pixels(images):
-    """Maps pixel values in [0, 255] to [-1, 1] as float32 (`x / 127.5 - 1`)."""
+    """Maps pixel values in [0, 255] to [-1, 1] as float32 (`x / 127.5 - 1`).
+
+    The one step that sets the value range the pipelines hand to the model;
+    every pipeline calls it last, after the augmentation on [0, 255] pixels.
+    """
     tf = _tf()
     return tf.cast(images, tf.float32) / 127.5 - 1.0
 
@@ -311,21 +496,30 @@ def _central_crop_resize(image, image_size, crop_fraction):
     return tf.image.resize(image, image_size, method="bilinear")
 
 
-def _image_size(image_size):
-    if isinstance(image_size, int):
-        image_size = (image_size, image_size)
-    if len(image_size) != 2 or not all(isinstance(s, int) and s > 0 for s in image_size):
-        raise ValueError(f"`image_size` must be an int or (height, width). Received: image_size={image_size!r}")
-    return tuple(image_size)
+def _check_shard(shard):
+    if shard is None:
+        return None
+    if not isinstance(shard, (tuple, list)) or len(shard) != 2:
+        raise ValueError(f"`shard` must be None or a pair (num_shards, index). Received: shard={shard!r}")
+    num_shards = validation.positive_int("shard[0] (num_shards)", shard[0])
+    index = validation.non_negative_int("shard[1] (index)", shard[1])
+    if index >= num_shards:
+        raise ValueError(f"`shard` must be (num_shards, index) with index < num_shards. Received: shard={shard!r}")
+    return num_shards, index
 
 
 def _shard(dataset, shard):
-    if shard is None:
-        return dataset
-    num_shards, index = shard
-    if not 0 <= index < num_shards:
-        raise ValueError(f"`shard` must be (num_shards, index) with 0 <= index < num_shards. Received: {shard}")
-    return dataset.shard(num_shards, index)
+    return dataset if shard is None else dataset.shard(*shard)
+
+
+def _check_area_range(area_range):
+    if area_range is None:
+        return None
+    if not isinstance(area_range, (tuple, list)) or len(area_range) != 2:
+        raise ValueError(f"`area_range` must be None or a pair (min, max). Received: area_range={area_range!r}")
+    low = validation.finite_float("area_range[0]", area_range[0], minimum=0, maximum=1, include_minimum=False)
+    high = validation.finite_float("area_range[1]", area_range[1], minimum=low, maximum=1)
+    return low, high
 
 
 def train_pipeline(
@@ -340,12 +534,12 @@ def train_pipeline(
     mixup_alpha=0.0,
     cutmix_alpha=0.0,
     shuffle_buffer=10_000,
-    repeat=True,
+    repeat=False,
     cache=False,
     shard=None,
     seed=None,
 ):
-    """The training pipeline: shuffle, augment, scale to [-1, 1], batch.
+    """The training pipeline: shuffle, augment, scale pixels, batch.
 
     Batches always have `batch_size` examples (`drop_remainder=True`), the
     static shape TPUs and `jit_compile=True` need.
@@ -353,16 +547,20 @@ def train_pipeline(
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`, the model's input size.
-        batch_size: int, the global batch size (per replica x replicas).
+        batch_size: int, the global batch size (per replica x replicas); an
+            epoch ends with the last full batch.
         num_classes: int, for one-hot labels when MixUp or CutMix is on.
-        area_range: `(min, max)` area fraction of the Inception crop; `None`
-            resizes the whole image instead.
+        area_range: `(min, max)` area fraction of the Inception crop, with
+            `0 < min <= max <= 1`; `None` resizes the whole image instead.
         flip: bool, random horizontal flips.
         randaugment: bool, `keras.layers.RandAugment` on the uint8 crop.
-        mixup_alpha: float, `keras.layers.MixUp` alpha; 0 disables it.
-        cutmix_alpha: float, `keras.layers.CutMix` alpha; 0 disables it.
-        shuffle_buffer: int, examples in the shuffle buffer.
-        repeat: bool, repeat forever (then pass `steps_per_epoch` to `fit`).
+        mixup_alpha: float >= 0, `keras.layers.MixUp` alpha; 0 disables it.
+        cutmix_alpha: float >= 0, `keras.layers.CutMix` alpha; 0 disables it.
+        shuffle_buffer: int >= 1, decoded examples in the shuffle buffer
+            (load folders with `shuffle_files=True` to shuffle them all).
+        repeat: bool. `False` (default): one pass over the data, so
+            `model.fit(ds, epochs=n)` ends. `True`: repeat forever (then pass
+            `steps_per_epoch` to `fit`).
         cache: bool, cache the decoded images in memory (small datasets).
         shard: `(num_shards, index)` to read only this host's part (one
             shard per host in multi-host training).
@@ -375,8 +573,17 @@ def train_pipeline(
     """
     import keras
 
+    image_size = validation.pair("image_size", image_size)
+    validation.positive_int("batch_size", batch_size)
+    validation.positive_int("num_classes", num_classes)
+    area_range = _check_area_range(area_range)
+    mixup_alpha = validation.finite_float("mixup_alpha", mixup_alpha, minimum=0)
+    cutmix_alpha = validation.finite_float("cutmix_alpha", cutmix_alpha, minimum=0)
+    validation.positive_int("shuffle_buffer", shuffle_buffer)
+    shard = _check_shard(shard)
+    if seed is not None:
+        validation.non_negative_int("seed", seed)
     tf = _tf()
-    image_size = _image_size(image_size)
     dataset = _shard(dataset, shard)
     if cache:
         dataset = dataset.cache()
@@ -427,7 +634,7 @@ def eval_pipeline(
     cache=False,
     shard=None,
 ):
-    """The evaluation pipeline: resize, scale to [-1, 1], batch, in order.
+    """The evaluation pipeline: resize, scale pixels, batch, in order.
 
     Deterministic and complete: every example appears exactly once, in the
     source's order.
@@ -449,11 +656,11 @@ def eval_pipeline(
     Returns:
         A `tf.data.Dataset`.
     """
+    image_size = validation.pair("image_size", image_size)
+    validation.positive_int("batch_size", batch_size)
+    validation.finite_float("crop_fraction", crop_fraction, minimum=0, maximum=1, include_minimum=False)
+    dataset = _shard(dataset, _check_shard(shard))
     tf = _tf()
-    image_size = _image_size(image_size)
-    if not 0.0 < crop_fraction <= 1.0:
-        raise ValueError(f"`crop_fraction` must be in (0, 1]. Received: crop_fraction={crop_fraction}")
-    dataset = _shard(dataset, shard)
 
     def preprocess(image, label):
         image = tf.ensure_shape(_central_crop_resize(image, image_size, crop_fraction), image_size + (3,))

@@ -273,6 +273,7 @@ def finetune(
         mixup_alpha=mixup,
         cutmix_alpha=cutmix,
         cache=digits,
+        repeat=True,  # fit counts the steps (steps_per_epoch)
         seed=seed,
     )
     eval_ds = data_lib.eval_pipeline(eval_source, image_size=image_size, batch_size=fit_batch_size, cache=digits)

@@ -1,4 +1,4 @@
-"""tf.data pipelines against image folders written here and tfds mock data.
+"""tf.data pipelines against image folders and a TFDS dataset built here (no mocks, no network).
 
 The pipelines are tf.data on every backend; they are tested once, on the
 TensorFlow backend run of the suite.
@@ -51,21 +51,127 @@ def _collect(dataset):
     return [np.concatenate([b[i] for b in batches]) for i in range(len(batches[0]))], batches
 
 
-def test_folder_counts_and_skips_corrupt_files(folder):
+def test_folder_counts_and_skips_corrupt_files_lazily(folder):
     from keras_vit import data
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         dataset, info = data.load(folder, "train")
+        # Indexing opens no file: nothing is known to be unreadable yet.
+        assert len(info.skipped) == 0 and not caught
+        images = [np.asarray(image) for image, _ in dataset]
+        images += [np.asarray(image) for image, _ in dataset]  # a second epoch names the file once
     assert info.class_names == ("cat", "dog")
     assert info.num_classes == 2
-    # 5 cat + 4 dog PNGs + the grayscale JPEG; the corrupt PNG and the .txt are not examples.
-    assert info.num_examples == 10
-    assert len(info.skipped) == 1 and info.skipped[0].endswith("corrupt.png")
-    assert any("Skipped 1 unreadable" in str(w.message) for w in caught)
-    images = [np.asarray(image) for image, _ in dataset]
-    assert len(images) == 10
+    # 5 cat + 4 dog PNGs + the grayscale JPEG + the corrupt PNG indexed; the .txt is not.
+    assert info.num_examples == 11
+    assert len(images) == 20  # the corrupt PNG is skipped in each epoch
+    assert list(info.skipped) == [os.path.join(folder, "train", "cat", "corrupt.png")]
+    messages = [str(w.message) for w in caught if "unreadable" in str(w.message)]
+    assert len(messages) == 1 and "corrupt.png" in messages[0]
     assert all(image.ndim == 3 and image.shape[-1] == 3 and image.dtype == np.uint8 for image in images)
+
+
+def test_flat_layout_with_validation_split_partitions_the_files(tmp_path):
+    from keras_vit import data
+
+    root = str(tmp_path / "flat")
+    _write_folder(root)
+    flat = os.path.join(root, "train")  # train/<class>/ is a flat folder of its own
+    whole, whole_info = data.load(flat)
+    assert whole_info.class_names == ("cat", "dog") and whole_info.num_examples == 11
+    parts = [
+        data.load(flat, validation_split=0.3, subset=subset, seed=3, class_names=("cat", "dog"))
+        for subset in ("training", "validation")
+    ]
+    (train, train_info), (held_out, held_out_info) = parts
+    assert (train_info.num_examples, held_out_info.num_examples) == (8, 3)  # int(0.3 * 11) held out, as Keras
+
+    def digests(dataset):
+        return sorted(hash(np.asarray(image).tobytes()) for image, _ in dataset)
+
+    train_set, held_out_set = digests(train), digests(held_out)
+    assert not set(train_set) & set(held_out_set)
+    assert sorted(train_set + held_out_set) == digests(whole)  # together: every readable file once
+    again, _ = data.load(flat, validation_split=0.3, subset="validation", seed=3)
+    assert digests(again) == held_out_set
+    with pytest.raises(ValueError, match="needs a `seed`"):
+        data.load(flat, validation_split=0.3, subset="training")
+    with pytest.raises(ValueError, match="subset"):
+        data.load(flat, validation_split=0.3, subset="train", seed=0)
+    with pytest.raises(ValueError, match="validation_split"):
+        data.load(flat, validation_split=1.0, subset="training", seed=0)
+    with pytest.raises(ValueError, match="split=None for the flat layout"):
+        data.load(flat, "train")
+    assert data.folder_layout(root, "train") == "split" and data.folder_layout(flat, "train") == "flat"
+
+
+def test_train_pipeline_is_finite_unless_repeated(folder):
+    import keras
+
+    from keras_vit import data
+
+    dataset, _ = data.load(folder, "train", shuffle_files=True, seed=0)
+    pipeline = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=0)
+    assert len(list(pipeline)) == 2  # 10 readable images: two full batches, then the epoch ends
+    repeated = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, repeat=True)
+    assert len(list(repeated.take(7))) == 7
+    inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3))
+    model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling2D()(inputs)))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(pipeline, epochs=2, verbose=0)  # ends without steps_per_epoch
+    assert len(history.history["loss"]) == 2
+
+
+@pytest.mark.parametrize(
+    "arguments, match",
+    [
+        (dict(mixup_alpha=-1), "mixup_alpha"),
+        (dict(cutmix_alpha=float("nan")), "cutmix_alpha"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(image_size=0), "image_size"),
+        (dict(area_range=(0.5, 0.2)), "area_range"),
+        (dict(area_range=(0.0, 1.0)), "area_range"),
+        (dict(area_range=(0.1,)), "area_range"),
+        (dict(num_classes=0), "num_classes"),
+        (dict(shuffle_buffer=0), "shuffle_buffer"),
+        (dict(shard=(2, 2)), "shard"),
+        (dict(seed=-1), "seed"),
+    ],
+)
+def test_train_pipeline_rejects_bad_arguments(arguments, match):
+    from keras_vit import data
+
+    dataset, _ = data.from_arrays(np.zeros((4, 6, 6, 3), np.uint8), np.arange(4) % 2)
+    options = dict(image_size=4, batch_size=2, num_classes=2) | arguments
+    with pytest.raises(ValueError, match=match):
+        data.train_pipeline(dataset, **options)
+
+
+def test_eval_pipeline_rejects_bad_arguments():
+    from keras_vit import data
+
+    dataset, _ = data.from_arrays(np.zeros((4, 6, 6, 3), np.uint8), np.arange(4) % 2)
+    for arguments, match in ((dict(batch_size=0), "batch_size"), (dict(crop_fraction=0), "crop_fraction")):
+        with pytest.raises(ValueError, match=match):
+            data.eval_pipeline(dataset, **(dict(image_size=4, batch_size=2) | arguments))
+
+
+def test_indexing_opens_no_file(tmp_path):
+    from keras_vit import data
+
+    # 3,000 empty "images" in nested folders: indexing only lists names (an
+    # empty file would fail any decode attempt).
+    for label in range(3):
+        for sub in range(10):
+            folder = tmp_path / f"class_{label}" / f"part_{sub}"
+            folder.mkdir(parents=True)
+            for index in range(100):
+                (folder / f"{index}.JPEG").touch()
+    (tmp_path / "class_0" / "README").touch()
+    dataset, info = data.load(str(tmp_path))
+    assert info.num_examples == 3000 and info.class_names == ("class_0", "class_1", "class_2")
+    assert len(info.skipped) == 0
 
 
 def test_train_pipeline_shapes_range_and_static_batches(folder):
@@ -127,7 +233,7 @@ def test_bad_sources_are_errors(folder, tmp_path):
     with pytest.raises(ValueError, match="neither"):
         data.load(str(tmp_path / "missing"), "train")
     os.makedirs(tmp_path / "empty" / "train" / "a")
-    with pytest.raises(ValueError, match="No readable"):
+    with pytest.raises(ValueError, match="No .* images under"):
         data.load(str(tmp_path / "empty"), "train")
 
 
@@ -187,24 +293,65 @@ def test_mixup_cutmix_randaugment_give_soft_labels():
     np.testing.assert_allclose(labels.sum(axis=-1), 1.0, rtol=1e-5)
 
 
-def test_tfds_mock_data_pipelines():
+def _tiny_tfds_builder(data_dir):
+    """A 2-class TFDS dataset (train 12, test 5 RGB images), prepared offline into `data_dir`."""
     import tensorflow_datasets as tfds
+    from etils import epath
+
+    class KerasVitTinyImages(tfds.core.GeneratorBasedBuilder):
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return self.dataset_info_from_configs(
+                features=tfds.features.FeaturesDict(
+                    {
+                        "image": tfds.features.Image(shape=(None, None, 3)),
+                        "label": tfds.features.ClassLabel(names=["ant", "bee"]),
+                    }
+                ),
+                supervised_keys=("image", "label"),
+            )
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples(12, 0), "test": self._generate_examples(5, 1)}
+
+        def _generate_examples(self, count, seed):
+            rng = np.random.default_rng(seed)
+            for index in range(count):
+                image = rng.integers(0, 256, size=(10 + index, 9, 3), dtype=np.uint8)
+                yield index, {"image": image, "label": index % 2}
+
+    # TFDS looks for the builder's checksums beside its module; a test module
+    # has no package folder, so point it at an empty one.
+    code_dir = os.path.join(data_dir, "code")
+    os.makedirs(code_dir, exist_ok=True)
+    KerasVitTinyImages.pkg_dir_path = epath.Path(code_dir)
+    builder = KerasVitTinyImages(data_dir=data_dir)
+    builder.download_and_prepare()
+    return builder.name
+
+
+def test_tfds_dataset_built_offline_loads_and_trains(tmp_path):
+    import keras
 
     from keras_vit import data
 
-    with tfds.testing.mock_data(num_examples=7):
-        train, info = data.load("tfds:mnist", "train")
-        evaluation, _ = data.load("tfds:mnist", "test")
-        assert info.num_classes == 10 and info.class_names[:2] == ("0", "1")
-        images, labels = next(iter(data.train_pipeline(train, image_size=16, batch_size=4, num_classes=10, seed=0)))
-        assert np.asarray(images).shape == (4, 16, 16, 3)  # grayscale MNIST repeated to RGB
-        assert np.asarray(images).min() >= -1.0 and np.asarray(images).max() <= 1.0
-        pipeline = data.eval_pipeline(evaluation, image_size=16, batch_size=4)
-        (eval_images, eval_labels), _ = _collect(pipeline)
-        (again, _), _ = _collect(pipeline)
-    assert eval_images.shape == (7, 16, 16, 3)
-    assert set(eval_labels.tolist()) <= set(range(10))
-    np.testing.assert_array_equal(eval_images, again)
+    data_dir = str(tmp_path / "tfds")
+    name = _tiny_tfds_builder(data_dir)
+    train, info = data.load(f"tfds:{name}", "train", data_dir=data_dir, shuffle_files=True, seed=0)
+    evaluation, eval_info = data.load(f"tfds:{name}", "test", data_dir=data_dir)
+    assert (info.num_examples, eval_info.num_examples) == (12, 5)
+    assert info.num_classes == 2 and info.class_names == ("ant", "bee")
+    assert data.default_eval_split(f"tfds:{name}", data_dir) == "test"
+    pipeline = data.train_pipeline(train, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=0)
+    eval_ds = data.eval_pipeline(evaluation, image_size=IMAGE_SIZE, batch_size=4)
+    (eval_images, eval_labels), _ = _collect(eval_ds)
+    assert eval_images.shape == (5, IMAGE_SIZE, IMAGE_SIZE, 3) and sorted(eval_labels.tolist()) == [0, 0, 0, 1, 1]
+    inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3))
+    model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling2D()(inputs)))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    history = model.fit(pipeline, epochs=2, validation_data=eval_ds, verbose=0)
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["val_loss"]).all()
 
 
 def test_tfds_source_without_labels_or_name_is_an_error():
