@@ -7,10 +7,11 @@ global batch is the per-replica batch times `setup.num_replicas`, and the
 learning rate is scaled with it (`setup.scale_learning_rate`).
 
 Keras 3 does not support `tf.distribute.MultiWorkerMirroredStrategy`
-(keras-team/keras issue 20585). Across hosts, use the JAX backend with
-`keras.distribution` (`data_parallel` / `model_parallel` below, after
-`jax.distributed.initialize()` on every host) or a TPU pod slice through
-`TPUStrategy`.
+(keras-team/keras issue 20585). Across processes (several hosts, a TPU pod
+slice) use the JAX backend: `keras_vit.multihost.initialize()` on every
+process first, then `configure()` lays the model out over the devices of
+all processes, and each process feeds its own shard of the input
+(`keras_vit.multihost`).
 
 JAX backend (`keras.distribution`): `data_parallel()` replicates the model
 and splits the batch over all devices; `model_parallel()` additionally
@@ -23,6 +24,8 @@ import dataclasses
 import math
 
 import keras
+
+from keras_vit import multihost
 
 STRATEGIES = ("auto", "default", "mirrored", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
@@ -37,8 +40,10 @@ class Setup:
             backend.
         precision: the global dtype policy name that was set.
         jit_compile: bool, what to pass to `model.compile(jit_compile=...)`.
-        num_replicas: int, the data-parallel replicas.
+        num_replicas: int, the data-parallel replicas (of all processes).
         device: str, `"tpu"`, `"gpu"` or `"cpu"`.
+        processes: `multihost.ProcessInfo`, this process among the
+            processes of the run (count 1 in a single-process run).
     """
 
     strategy: object
@@ -46,6 +51,7 @@ class Setup:
     jit_compile: bool
     num_replicas: int
     device: str
+    processes: multihost.ProcessInfo = dataclasses.field(default_factory=multihost.ProcessInfo)
 
     def scope(self):
         """The scope to build and compile the model in."""
@@ -155,8 +161,14 @@ def configure(strategy="auto", precision="auto"):
     """Picks strategy, precision and XLA for the hardware and sets the policy.
 
     On TensorFlow this selects a `tf.distribute` strategy; on JAX with more
-    than one device it sets `keras.distribution.DataParallel`; on PyTorch it
-    runs on the default device.
+    than one device it sets `keras.distribution.DataParallel` over the
+    devices of all processes; on PyTorch it runs on the default device.
+
+    In a multi-process run (after `multihost.initialize`) the distribution
+    does not shard the input itself: each process must feed its own part of
+    every global batch (`multihost.data_shard`,
+    `multihost.per_process_batch_size`), which saves every host from
+    reading and augmenting the examples of the others.
 
     XLA (`jit_compile=True`) is chosen on TensorFlow without a strategy and
     under `TPUStrategy` (Keras's "auto" means off on CPU, but XLA halves the
@@ -197,8 +209,14 @@ def configure(strategy="auto", precision="auto"):
 
             device = _jax_device()
             replicas = jax.device_count()
+            processes = multihost.process_info()
+            if processes.count > 1 and strategy != "auto":
+                raise ValueError(
+                    f"A multi-process run needs strategy='auto' (keras.distribution over the devices of all "
+                    f"{processes.count} processes). Received: strategy={strategy!r}"
+                )
             if replicas > 1 and strategy == "auto":
-                keras.distribution.set_distribution(data_parallel())
+                keras.distribution.set_distribution(data_parallel(auto_shard_dataset=processes.count == 1))
             else:
                 replicas = 1
         else:
@@ -214,13 +232,21 @@ def configure(strategy="auto", precision="auto"):
         jit_compile = not isinstance(tf_strategy, tf.distribute.MirroredStrategy)
     else:
         jit_compile = backend == "jax"
-    return Setup(tf_strategy, policy, jit_compile, replicas, device)
+    return Setup(tf_strategy, policy, jit_compile, replicas, device, multihost.process_info())
 
 
-def data_parallel(devices=None):
-    """`keras.distribution.DataParallel` over `devices` (default: all)."""
+def data_parallel(devices=None, auto_shard_dataset=True):
+    """`keras.distribution.DataParallel` over `devices` (default: all, of all processes).
+
+    Args:
+        devices: the devices; default all.
+        auto_shard_dataset: bool. `True`: in a multi-process run Keras gives
+            each process its slice of every batch of a `tf.data` pipeline
+            that yields global batches. `False`: each process already
+            yields only its own part (see `keras_vit.multihost`).
+    """
     devices = devices or keras.distribution.list_devices()
-    return keras.distribution.DataParallel(devices=devices)
+    return keras.distribution.DataParallel(devices=devices, auto_shard_dataset=auto_shard_dataset)
 
 
 # Megatron-style sharding of the two matrix pairs of every transformer block:
@@ -251,7 +277,7 @@ def vit_layout_map(device_mesh):
     return layout_map
 
 
-def model_parallel(model_shards=2, devices=None):
+def model_parallel(model_shards=2, devices=None, auto_shard_dataset=True):
     """`keras.distribution.ModelParallel` with `vit_layout_map` (JAX backend).
 
     Args:
@@ -259,7 +285,12 @@ def model_parallel(model_shards=2, devices=None):
             rest of the devices form the data-parallel "batch" axis. It must
             divide the device count and the sharded dimensions (hidden and
             MLP sizes).
-        devices: the devices; default all.
+        devices: the devices; default all, of all processes. Each model
+            shard group is `model_shards` consecutive devices, which are
+            one process's own devices when `model_shards` divides the
+            devices per process (then `model.save` on one process sees whole
+            kernels).
+        auto_shard_dataset: bool, see `data_parallel`.
 
     Returns:
         A `keras.distribution.ModelParallel`; use it with
@@ -274,7 +305,9 @@ def model_parallel(model_shards=2, devices=None):
     mesh = keras.distribution.DeviceMesh(
         shape=(len(devices) // model_shards, model_shards), axis_names=("batch", "model"), devices=devices
     )
-    return keras.distribution.ModelParallel(layout_map=vit_layout_map(mesh), batch_dim_name="batch")
+    return keras.distribution.ModelParallel(
+        layout_map=vit_layout_map(mesh), batch_dim_name="batch", auto_shard_dataset=auto_shard_dataset
+    )
 
 
 def replicas_for(global_batch_size, num_replicas):

@@ -1,0 +1,410 @@
+"""Training across processes (several hosts, or several processes on one host) with JAX.
+
+Keras 3 has no `tf.distribute.MultiWorkerMirroredStrategy`; beyond one
+process the supported path is the JAX backend: every process runs the same
+program, `initialize` connects it to the others through JAX's distributed
+runtime, and `keras.distribution` (see `keras_vit.distribute.configure`) lays
+the model out over the global device mesh, the devices of all processes.
+Each process then feeds only its own part of every global batch
+(`data_shard`, `per_process_batch_size`, `split_batches`), and files are
+written by one process (`run_on_primary`) while the others wait.
+
+The settings come from the arguments or the environment Keras documents for
+`keras.distribution.initialize` (`KERAS_DISTRIBUTION_JOB_ADDRESSES`, the
+first address being the coordinator's, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
+`KERAS_DISTRIBUTION_PROCESS_ID`) or JAX's `JAX_COORDINATOR_ADDRESS`. With
+`coordinator_address="auto"` JAX detects the cluster itself (Cloud TPU pod
+slices, SLURM, Open MPI, Kubernetes). With nothing set the program stays a
+single process and every function here is a no-op.
+
+On CPU devices the processes exchange gradients through JAX's CPU
+collectives (gloo), which is how the two-process tests run on one machine.
+If a process dies, JAX's heartbeat notices it and terminates the others
+(after `heartbeat_timeout` seconds) instead of letting them wait forever.
+"""
+
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from keras_vit import validation
+
+AUTO = "auto"
+ENV_JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
+ENV_NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+ENV_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
+ENV_JAX_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessInfo:
+    """Where this process stands among the processes of one training run.
+
+    Attributes:
+        count: int, the number of processes.
+        index: int, this process's index in `[0, count)`; process 0 writes
+            the files.
+    """
+
+    count: int = 1
+    index: int = 0
+
+    @property
+    def is_primary(self):
+        return self.index == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The resolved `initialize` settings (`None` fields: JAX detects them)."""
+
+    coordinator_address: object
+    num_processes: object
+    process_id: object
+
+
+def _env_int(name):
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"The environment variable {name} must be an integer. Received: {name}={value!r}") from None
+
+
+def settings(coordinator_address=None, num_processes=None, process_id=None):
+    """Resolves the multi-process settings from the arguments and the environment.
+
+    Arguments win over environment variables. Returns `None` when nothing is
+    set (a single-process run).
+
+    Args:
+        coordinator_address: `"host:port"` of process 0, `"auto"` (JAX
+            detects the cluster) or `None` (read the environment).
+        num_processes: int or `None`.
+        process_id: int or `None`.
+
+    Returns:
+        A `Settings`, or `None`.
+
+    Example:
+
+    >>> settings("10.0.0.1:1234", 2, 1)
+    Settings(coordinator_address='10.0.0.1:1234', num_processes=2, process_id=1)
+    """
+    if coordinator_address is None:
+        addresses = os.environ.get(ENV_JOB_ADDRESSES) or os.environ.get(ENV_JAX_COORDINATOR)
+        coordinator_address = addresses.split(",")[0].strip() if addresses else None
+    if num_processes is None:
+        num_processes = _env_int(ENV_NUM_PROCESSES)
+    if process_id is None:
+        process_id = _env_int(ENV_PROCESS_ID)
+    if coordinator_address is None and num_processes is None and process_id is None:
+        return None
+    if coordinator_address == AUTO:
+        if num_processes is not None or process_id is not None:
+            raise ValueError(
+                "With coordinator_address='auto' JAX detects the number of processes and the process id; do not "
+                f"set them. Received: num_processes={num_processes!r}, process_id={process_id!r}"
+            )
+        return Settings(None, None, None)
+    if not isinstance(coordinator_address, str) or ":" not in coordinator_address:
+        raise ValueError(
+            "`coordinator_address` must be 'host:port' of process 0 (or 'auto' on a cluster JAX detects). "
+            f"Received: coordinator_address={coordinator_address!r}"
+        )
+    validation.positive_int("num_processes", num_processes)
+    validation.non_negative_int("process_id", process_id)
+    if process_id >= num_processes:
+        raise ValueError(
+            f"`process_id` must be in [0, num_processes - 1]. Received: process_id={process_id}, "
+            f"num_processes={num_processes}"
+        )
+    return Settings(coordinator_address, num_processes, process_id)
+
+
+def initialize(
+    coordinator_address=None,
+    num_processes=None,
+    process_id=None,
+    *,
+    seed=None,
+    heartbeat_timeout=100,
+    initialization_timeout=300,
+):
+    """Connects this process to the others of a multi-process run (JAX backend).
+
+    Call it on every process before anything else touches JAX (before a model
+    is built or a seed set); it returns at once in a single-process run
+    (nothing set, see `settings`). Afterwards `jax.devices()` and
+    `keras.distribution.list_devices()` list the devices of all processes.
+
+    Args:
+        coordinator_address, num_processes, process_id: see `settings`.
+        seed: int, Keras's global random seed, set on every process so
+            that they all create the same initial weights; `None`: one that
+            process 0 draws.
+        heartbeat_timeout: int, seconds without a heartbeat after which a
+            process counts as dead and JAX terminates the others.
+        initialization_timeout: int, seconds to wait for all processes to
+            connect.
+
+    Returns:
+        The `ProcessInfo` of this process.
+    """
+    if seed is not None:
+        validation.non_negative_int("seed", seed)
+    validation.positive_int("heartbeat_timeout", heartbeat_timeout)
+    validation.positive_int("initialization_timeout", initialization_timeout)
+    resolved = settings(coordinator_address, num_processes, process_id)
+    if resolved is None:
+        return process_info()
+    import keras
+
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            "Multi-process training runs on the JAX backend (Keras 3 has no MultiWorkerMirroredStrategy): set "
+            f"KERAS_BACKEND=jax. Received: backend={keras.backend.backend()!r}"
+        )
+    import jax
+
+    if jax.distributed.is_initialized():
+        return process_info()
+    # CPU devices talk through gloo (already JAX's default on Linux; set so
+    # that a different default cannot silently leave CPU processes alone).
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    try:
+        jax.distributed.initialize(
+            coordinator_address=resolved.coordinator_address,
+            num_processes=resolved.num_processes,
+            process_id=resolved.process_id,
+            initialization_timeout=initialization_timeout,
+            heartbeat_timeout_seconds=heartbeat_timeout,
+        )
+    except RuntimeError as error:
+        raise RuntimeError(
+            f"Could not join the multi-process run at {resolved.coordinator_address} as process "
+            f"{resolved.process_id} of {resolved.num_processes}: {error} Call initialize() first thing, before "
+            "any JAX computation, and check that every process uses the same coordinator address and count."
+        ) from error
+    # Every process creates every variable from its own initial value: the
+    # values, hence the seeds, must agree.
+    if seed is None:
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        drawn = np.int32(np.random.SeedSequence().generate_state(1)[0] >> 1)
+        seed = int(multihost_utils.broadcast_one_to_all(drawn))
+    keras.utils.set_random_seed(seed)
+    return process_info()
+
+
+def process_info():
+    """The `ProcessInfo` of this process (count 1 off JAX or before `initialize`)."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return ProcessInfo()
+    import jax
+
+    if not jax.distributed.is_initialized():
+        return ProcessInfo()
+    return ProcessInfo(count=jax.process_count(), index=jax.process_index())
+
+
+def is_primary():
+    """True on the process that writes files (process 0; always in a single process)."""
+    return process_info().is_primary
+
+
+def sync(name):
+    """Waits until every process reaches the barrier called `name`."""
+    if process_info().count > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def check_same(name, value):
+    """Raises on every process unless all processes hold the same `value`.
+
+    Args:
+        name: str, what `value` is, for the message.
+        value: an int (or array of ints).
+
+    Returns:
+        `value`.
+    """
+    info = process_info()
+    if info.count == 1:
+        return value
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    gathered = np.asarray(multihost_utils.process_allgather(np.asarray(value, dtype=np.int64)))
+    if not (gathered == gathered[0]).all():
+        raise RuntimeError(
+            f"The processes disagree on {name}: {gathered.tolist()} (process 0 first). Every process must see the "
+            "same files: put the output folder on a filesystem all hosts share."
+        )
+    return value
+
+
+def run_on_primary(function, name):
+    """Runs `function()` on process 0 only; the others wait for it.
+
+    If it raises, process 0 re-raises the error and every other process
+    raises a `RuntimeError` naming `name`, so no process waits forever.
+
+    Args:
+        function: a callable without arguments (e.g. writing a file).
+        name: str, what it does, for barriers and messages.
+
+    Returns:
+        `function()`'s result on process 0, `None` on the others.
+
+    Example:
+
+    >>> run_on_primary(lambda: "written", "write the report")
+    'written'
+    """
+    info = process_info()
+    if info.count == 1:
+        return function()
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    result, failure = None, None
+    if info.is_primary:
+        try:
+            result = function()
+        except Exception as error:  # re-raised below, after the others heard of it
+            failure = error
+    succeeded = int(multihost_utils.broadcast_one_to_all(np.int32(failure is None)))
+    if failure is not None:
+        raise failure
+    if not succeeded:
+        raise RuntimeError(f"Process 0 failed to {name}; its log has the error.")
+    return result
+
+
+def data_shard():
+    """`(num_shards, index)` of this process's part of the input, or `None` in a single process.
+
+    Pass it as `shard=` to `keras_vit.data.train_pipeline`: `tf.data`'s
+    `shard` gives every process a disjoint part of the examples and together
+    they cover all of them, so within an epoch no example is read twice and
+    none is skipped.
+    """
+    info = process_info()
+    return None if info.count == 1 else (info.count, info.index)
+
+
+def per_process_batch_size(global_batch_size):
+    """The batch each process feeds: the global batch divided evenly.
+
+    Args:
+        global_batch_size: int, the examples of one step over all processes.
+
+    Returns:
+        An int.
+    """
+    validation.positive_int("global_batch_size", global_batch_size)
+    count = process_info().count
+    if global_batch_size % count:
+        raise ValueError(
+            f"`global_batch_size` must be divisible by the {count} processes. "
+            f"Received: global_batch_size={global_batch_size}"
+        )
+    return global_batch_size // count
+
+
+def split_batches(dataset):
+    """This process's part of every batch of a dataset that yields global batches.
+
+    For evaluation: every process builds the same complete, padded pipeline
+    (`keras_vit.data.eval_pipeline(..., static_shapes=True)`) with the global
+    batch size, and reads only its slice of each batch, so the global batches
+    are exactly those of a single-process run (the same split Keras's
+    `DataParallel` makes with `auto_shard_dataset=True`).
+
+    Args:
+        dataset: a `tf.data.Dataset` with a static batch dimension.
+
+    Returns:
+        The dataset itself in a single process, else its per-process slices.
+    """
+    info = process_info()
+    if info.count == 1:
+        return dataset
+    import tensorflow as tf
+
+    batch = tf.nest.flatten(dataset.element_spec)[0].shape[0]
+    if batch is None:
+        raise ValueError("`split_batches` needs batches of a static size: batch with drop_remainder=True.")
+    return dataset.rebatch(per_process_batch_size(batch)).shard(info.count, info.index)
+
+
+def free_port():
+    """A TCP port that was free on localhost a moment ago (for a local coordinator)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
+def launch_local(arguments, num_processes, *, port=None, poll_interval=0.5):
+    """Runs `python -m keras_vit ARGUMENTS` as `num_processes` local processes.
+
+    Each process gets the `KERAS_DISTRIBUTION_*` settings of one rank with a
+    coordinator on `localhost:port`. If one process fails, the others are
+    stopped (JAX would stop them too, after its heartbeat timeout).
+
+    Args:
+        arguments: list of str, the `keras-vit` command line
+            (e.g. `["finetune", "--steps", "100"]`).
+        num_processes: int.
+        port: int, the coordinator's port; default a free one.
+        poll_interval: float, seconds between checks on the processes.
+
+    Returns:
+        0 if every process succeeded, else the first failure's exit code
+        (negative: killed by that signal).
+    """
+    validation.positive_int("num_processes", num_processes)
+    port = free_port() if port is None else validation.positive_int("port", port)
+    processes = []
+    for index in range(num_processes):
+        env = dict(
+            os.environ,
+            **{
+                ENV_JOB_ADDRESSES: f"localhost:{port}",
+                ENV_NUM_PROCESSES: str(num_processes),
+                ENV_PROCESS_ID: str(index),
+            },
+        )
+        processes.append(subprocess.Popen([sys.executable, "-m", "keras_vit", *arguments], env=env))
+    try:
+        while True:
+            codes = [process.poll() for process in processes]
+            failed = [(index, code) for index, code in enumerate(codes) if code not in (None, 0)]
+            if failed:
+                index, code = failed[0]
+                print(f"keras-vit launch: process {index} exited with {code}; stopping the others.", file=sys.stderr)
+                return code
+            if all(code == 0 for code in codes):
+                return 0
+            time.sleep(poll_interval)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -1,0 +1,181 @@
+"""Multi-process training on one machine: two JAX processes on CPU devices,
+talking through JAX's distributed runtime and CPU collectives (gloo).
+
+The settings and single-process behaviour are plain Python (checked on the
+JAX run only); the two-process runs need the JAX backend.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_vit import multihost
+from tests.helpers import BACKEND, REPO_ROOT
+
+jax_only = pytest.mark.skipif(BACKEND != "jax", reason="multi-process training runs on the jax backend")
+# Generous: a guard against a hang, not a timing (the shared CI machine is slow).
+HANG_GUARD_SECONDS = 600
+STEPS = 3
+
+
+@pytest.fixture
+def no_cluster_env(monkeypatch):
+    for name in (
+        multihost.ENV_JOB_ADDRESSES,
+        multihost.ENV_NUM_PROCESSES,
+        multihost.ENV_PROCESS_ID,
+        multihost.ENV_JAX_COORDINATOR,
+    ):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@jax_only
+def test_settings_come_from_arguments_then_the_environment(no_cluster_env):
+    assert multihost.settings() is None  # nothing set: one process
+    no_cluster_env.setenv(multihost.ENV_JOB_ADDRESSES, "10.0.0.1:1234,10.0.0.2:1234")
+    no_cluster_env.setenv(multihost.ENV_NUM_PROCESSES, "2")
+    no_cluster_env.setenv(multihost.ENV_PROCESS_ID, "1")
+    assert multihost.settings() == multihost.Settings("10.0.0.1:1234", 2, 1)  # the first address coordinates
+    assert multihost.settings("host:9", 4, 3) == multihost.Settings("host:9", 4, 3)
+    no_cluster_env.delenv(multihost.ENV_JOB_ADDRESSES)
+    no_cluster_env.setenv(multihost.ENV_JAX_COORDINATOR, "10.0.0.3:99")
+    assert multihost.settings().coordinator_address == "10.0.0.3:99"
+
+
+@jax_only
+def test_settings_are_checked(no_cluster_env):
+    assert multihost.settings("auto") == multihost.Settings(None, None, None)  # JAX detects the cluster
+    with pytest.raises(ValueError, match="auto"):
+        multihost.settings("auto", 2, 0)
+    with pytest.raises(ValueError, match="process_id=2"):
+        multihost.settings("host:1", 2, 2)
+    with pytest.raises(ValueError, match="num_processes"):
+        multihost.settings("host:1", 0, 0)
+    with pytest.raises(ValueError, match="coordinator_address"):
+        multihost.settings("host-without-port", 2, 0)
+    with pytest.raises(ValueError, match="process_id"):
+        multihost.settings("host:1", 2, None)
+    no_cluster_env.setenv(multihost.ENV_NUM_PROCESSES, "two")
+    with pytest.raises(ValueError, match="KERAS_DISTRIBUTION_NUM_PROCESSES"):
+        multihost.settings()
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="checks the refusal on a backend other than jax (one run)")
+def test_initialize_refuses_backends_other_than_jax(no_cluster_env):
+    with pytest.raises(ValueError, match="KERAS_BACKEND=jax"):
+        multihost.initialize("localhost:1", 2, 0)
+
+
+@jax_only
+def test_a_single_process_run_is_untouched(no_cluster_env, tmp_path):
+    import tensorflow as tf
+
+    assert multihost.initialize() == multihost.ProcessInfo(1, 0)  # nothing set: returns at once
+    assert multihost.is_primary() and multihost.data_shard() is None
+    assert multihost.per_process_batch_size(8) == 8
+    dataset = tf.data.Dataset.range(4).batch(2)
+    assert multihost.split_batches(dataset) is dataset
+    assert multihost.run_on_primary(lambda: "done", "write") == "done"
+    assert multihost.check_same("the step", 3) == 3
+    multihost.sync("nothing to wait for")
+    with pytest.raises(ValueError, match="global_batch_size"):
+        multihost.per_process_batch_size(0)
+    with pytest.raises(ValueError, match="heartbeat_timeout"):
+        multihost.initialize(heartbeat_timeout=0)
+
+
+def _start_processes(arguments, count=2, env=None):
+    port = multihost.free_port()
+    processes = []
+    for index in range(count):
+        process_env = dict(
+            os.environ,
+            PYTHONPATH=REPO_ROOT,
+            KERAS_BACKEND="jax",
+            TF_CPP_MIN_LOG_LEVEL="2",
+            **(env or {}),
+            **{
+                multihost.ENV_JOB_ADDRESSES: f"localhost:{port}",
+                multihost.ENV_NUM_PROCESSES: str(count),
+                multihost.ENV_PROCESS_ID: str(index),
+            },
+        )
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, *arguments],
+                cwd=REPO_ROOT,
+                env=process_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    return processes
+
+
+def _finish(processes):
+    results = []
+    try:
+        for process in processes:
+            stdout, stderr = process.communicate(timeout=HANG_GUARD_SECONDS)
+            results.append((process.returncode, stdout, stderr))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    return results
+
+
+def _report(stdout, stderr):
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    assert lines, stdout[-2000:] + stderr[-3000:]
+    return json.loads(lines[0])
+
+
+def _single_process_reference(initial, steps):
+    from tests import multihost_worker
+
+    model = multihost_worker.build_and_compile(steps)
+    model.set_weights(initial)
+    images, labels = multihost_worker.dataset_arrays(steps)
+    # Process p reads examples p, p + 2, ... (tf.data shard); a global batch
+    # is process 0's 4 examples followed by process 1's.
+    half = multihost_worker.GLOBAL_BATCH // 2
+    for step in range(steps):
+        order = [2 * (step * half + j) + p for p in (0, 1) for j in range(half)]
+        model.train_on_batch(images[order], labels[order])
+    return [np.asarray(w) for w in model.get_weights()]
+
+
+@jax_only
+def test_two_processes_train_like_one_and_a_dead_peer_stops_the_other(tmp_path):
+    worker = os.path.join(REPO_ROOT, "tests", "multihost_worker.py")
+    results = _finish(_start_processes([worker, str(tmp_path), str(STEPS), "die"]))
+    (code_0, out_0, err_0), (code_1, out_1, err_1) = results
+    reports = [_report(out, err) for out, err in ((out_0, err_0), (out_1, err_1))]
+    assert [r["process"] for r in reports] == [0, 1]
+    for report in reports:
+        assert report["processes"] == 2 and report["replicas"] == 2 and report["iterations"] == STEPS
+    # The replicas hold the same weights.
+    assert reports[0]["weight_sum"] == reports[1]["weight_sum"]
+    # Files from process 0 only: one set.
+    assert sorted(os.listdir(tmp_path)) == ["initial.npz", "trained.npz"]
+
+    # The same steps on the same global batches in this single process.
+    initial = list(np.load(tmp_path / "initial.npz").values())
+    trained = list(np.load(tmp_path / "trained.npz").values())
+    expected = _single_process_reference(initial, STEPS)
+    assert max(float(np.abs(a - b).max()) for a, b in zip(initial, trained)) > 1e-3  # it did train
+    assert max(float(np.abs(a - b).max()) for a, b in zip(expected, trained)) < 1e-5
+
+    # Process 1 killed itself; process 0, waiting for it, ended with an error
+    # instead of hanging (the hang guard in _finish fails the test otherwise).
+    assert code_1 == -9
+    assert code_0 != 0
+    assert "passed the barrier" not in out_0
+    assert "Connection reset by peer" in err_0 or "another task died" in err_0, err_0[-3000:]
