@@ -53,3 +53,27 @@ class HashMismatchError(DownloadError):
 
 class TruncatedDownloadError(DownloadError):
     """The server sent fewer bytes than it announced."""
+
+
+_LIST_LIMIT = 12
+
+
+def _summarise(names):
+    names = list(names)
+    shown = ", ".join(str(name) for name in names[:_LIST_LIMIT])
+    return shown + (f", ... ({len(names) - _LIST_LIMIT} more)" if len(names) > _LIST_LIMIT else "")
+
+
+def mismatch_error(what, missing=(), unexpected=(), mismatched=(), hint=""):
+    """Builds one `CheckpointMismatchError` that lists every problem (the first 12 of each kind)."""
+    parts = [what]
+    if missing:
+        parts.append(f"Missing ({len(missing)}): {_summarise(missing)}.")
+    if unexpected:
+        parts.append(f"Unexpected ({len(unexpected)}): {_summarise(unexpected)}.")
+    if mismatched:
+        shown = [f"{name} {tuple(got)} vs model {tuple(want)}" for name, got, want in mismatched]
+        parts.append(f"Wrong shapes ({len(mismatched)}): {_summarise(shown)}.")
+    if hint:
+        parts.append(hint)
+    return CheckpointMismatchError(" ".join(parts), missing, unexpected, mismatched)

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from keras_vit.pretrained import converters, io, sources
-from keras_vit.pretrained.errors import CheckpointMismatchError
+from keras_vit.pretrained.errors import CheckpointMismatchError, mismatch_error
 from keras_vit.resampling import RESAMPLING_METHODS, resample_position_embedding
 
 logger = logging.getLogger("keras_vit.pretrained")
@@ -224,7 +224,7 @@ def assemble(model, checkpoint, plan, source_grid, target_grid, method="official
             found = checkpoint.facts.describe()
         except (KeyError, IndexError, ValueError):
             found = "unrecognised shapes"
-        raise converters.mismatch_error(
+        raise mismatch_error(
             f"{checkpoint.path} ({checkpoint.layout}; {found}) does not fit {_describe_model(model, variant)}. "
             "Is it the checkpoint of another variant? No weights were loaded.",
             missing=missing,

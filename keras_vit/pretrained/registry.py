@@ -9,9 +9,8 @@ nearest the requested image size wins (ties go to the larger resolution).
 import dataclasses
 
 from keras_vit.pretrained import catalog
+from keras_vit.pretrained.converters import FORMATS
 from keras_vit.pretrained.errors import UnknownWeightsError
-
-FORMATS = ("official", "timm", "hf")
 
 
 @dataclasses.dataclass(frozen=True)
