@@ -10,6 +10,7 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
 # `training` and `layer_decay` are imported for their registered schedule,
 # loss and optimizers: a model compiled with them reloads after `import keras_vit`.
 from keras_vit import layer_decay, layers, training
+from keras_vit.metadata import class_names
 from keras_vit.models import (
     CONSTRUCTORS,
     VARIANTS,
@@ -42,6 +43,7 @@ __all__ = [
     "ViTL16",
     "ViTL32",
     "ViTH14",
+    "class_names",
     "decode_predictions",
     "layer_decay",
     "layers",

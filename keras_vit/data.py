@@ -389,7 +389,7 @@ def _decoder(skipped):
     return map_fn
 
 
-def from_arrays(images, labels, num_classes=None):
+def from_arrays(images, labels, num_classes=None, class_names=None):
     """Wraps in-memory images and integer labels as a source.
 
     Args:
@@ -397,6 +397,7 @@ def from_arrays(images, labels, num_classes=None):
             values in [0, 255].
         labels: int array `(N,)`.
         num_classes: int; defaults to `max(labels) + 1`.
+        class_names: optional sequence of `num_classes` names.
 
     Returns:
         `(dataset, SourceInfo)` like `load`.
@@ -432,7 +433,13 @@ def from_arrays(images, labels, num_classes=None):
     dataset = tf.data.Dataset.from_tensor_slices((images, labels.astype(np.int32)))
     if images.shape[-1] == 1:
         dataset = dataset.map(lambda image, label: (tf.image.grayscale_to_rgb(image), label))
-    return dataset, SourceInfo(len(images), int(num_classes))
+    if class_names is not None:
+        class_names = tuple(class_names)
+        if len(class_names) != num_classes:
+            raise ValueError(
+                f"`class_names` must have one name per class ({num_classes}). Received: {len(class_names)} names"
+            )
+    return dataset, SourceInfo(len(images), int(num_classes), class_names)
 
 
 def _check_labels(dataset, num_classes):

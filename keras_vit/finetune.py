@@ -18,12 +18,15 @@ Everything goes to `--out`:
   when restarted with the same command.
 """
 
+import dataclasses
 import json
 import math
 import os
 import time
 
 import numpy as np
+
+from keras_vit import validation
 
 DIGITS = "digits"
 SMALL_MODEL = "small"
@@ -52,18 +55,11 @@ def digits_sources(seed=0):
     train_x, eval_x, train_y, eval_y = train_test_split(
         images, digits.target, test_size=DIGITS_HOLDOUT_FRACTION, stratify=digits.target, random_state=seed
     )
-    return data.from_arrays(train_x, train_y, num_classes=10), data.from_arrays(eval_x, eval_y, num_classes=10)
-
-
-def _sources(data_source, train_split, eval_split, data_dir, seed):
-    from keras_vit import data
-
-    if data_source == DIGITS:
-        return digits_sources(seed)
-    train = data.load(data_source, train_split, data_dir=data_dir)
-    eval_split = eval_split or data.default_eval_split(data_source, data_dir)
-    class_names = None if data_source.startswith("tfds:") else train[1].class_names
-    return train, data.load(data_source, eval_split, data_dir=data_dir, class_names=class_names)
+    names = tuple(str(digit) for digit in range(10))
+    return (
+        data.from_arrays(train_x, train_y, num_classes=10, class_names=names),
+        data.from_arrays(eval_x, eval_y, num_classes=10, class_names=names),
+    )
 
 
 def build_model(model_name, weights, image_size, num_classes):
@@ -86,30 +82,6 @@ def build_model(model_name, weights, image_size, num_classes):
     return constructor(weights=weights, input_shape=shape, classes=num_classes, classifier_activation=None)
 
 
-def _optimizer(name, learning_rate, steps, warmup_steps, accumulation_steps, layer_decay, model):
-    from keras_vit import training
-
-    if name == "sgd":
-        return training.finetune_optimizer(
-            learning_rate=learning_rate or 0.03,
-            total_steps=steps,
-            warmup_steps=warmup_steps,
-            accumulation_steps=accumulation_steps,
-            layer_decay=layer_decay,
-            model=model,
-        )
-    return training.pretrain_optimizer(
-        learning_rate=learning_rate or 2e-3,
-        total_steps=steps,
-        warmup_steps=warmup_steps,
-        weight_decay=0.05,
-        end_learning_rate=1e-5,
-        accumulation_steps=accumulation_steps,
-        layer_decay=layer_decay,
-        model=model,
-    )
-
-
 def _write_json(path, payload):
     temporary = f"{path}.tmp"
     with open(temporary, "w") as file:
@@ -119,7 +91,8 @@ def _write_json(path, payload):
 
 def read_history(path):
     """Per-epoch logs from `history.csv`, one row per epoch (a repeated epoch
-    after a resume keeps its last row)."""
+    after a resume keeps its last row). Keras's `CSVLogger` writes `NA` for a
+    metric an epoch did not log: it reads as NaN (a gap in the curves)."""
     import csv
 
     if not os.path.exists(path):
@@ -131,7 +104,7 @@ def read_history(path):
     history = {}
     for epoch in sorted(rows):
         for key, value in rows[epoch].items():
-            history.setdefault(key, []).append(float(value))
+            history.setdefault(key, []).append(float("nan") if value in ("NA", "") else float(value))
     return history
 
 
@@ -159,13 +132,79 @@ def plot_curves(history, path):
     os.replace(temporary, path)
 
 
-def finetune(
+@dataclasses.dataclass(frozen=True)
+class FinetuneConfig:
+    """The settings of one run, every default resolved and every value checked.
+
+    Build it with `make_config` (same arguments as `finetune`); the fields
+    are the resolved values, the properties derive the batch layout.
+    `epochs` may be fewer than asked: the steps are spread over
+    `ceil(steps / epochs)` updates per epoch, and only the epochs that hold
+    updates are run (the last one may be shorter).
+    """
+
+    model: str
+    weights: object
+    data: str
+    train_split: str
+    eval_split: object
+    data_dir: object
+    validation_split: float
+    image_size: int
+    batch_size: int
+    steps: int
+    epochs: int
+    learning_rate: float
+    optimizer: str
+    warmup_steps: int
+    accumulation_steps: int
+    layer_decay: object
+    label_smoothing: float
+    randaugment: bool
+    mixup: float
+    cutmix: float
+    strategy: str
+    precision: str
+    backup_every: int
+    out: str
+    seed: int
+    verbose: int
+
+    @property
+    def digits(self):
+        return self.data == DIGITS
+
+    @property
+    def mixing(self):
+        """MixUp or CutMix on: the targets are one-hot (soft) vectors."""
+        return bool(self.mixup or self.cutmix)
+
+    @property
+    def fit_batch_size(self):
+        """The batch `fit` sees: one optimizer update takes `accumulation_steps` of them."""
+        return self.batch_size // self.accumulation_steps
+
+    @property
+    def updates_per_epoch(self):
+        return math.ceil(self.steps / self.epochs)
+
+    @property
+    def batches_per_epoch(self):
+        return self.updates_per_epoch * self.accumulation_steps
+
+    @property
+    def total_batches(self):
+        return self.steps * self.accumulation_steps
+
+
+def make_config(
     model=SMALL_MODEL,
     weights=None,
     data=DIGITS,
     train_split="train",
     eval_split=None,
     data_dir=None,
+    validation_split=0.2,
     image_size=None,
     batch_size=None,
     steps=None,
@@ -186,34 +225,349 @@ def finetune(
     seed=0,
     verbose=1,
 ):
+    """Resolves the defaults of `finetune`'s arguments and checks every value.
+
+    `None` means "the default for this data" (see `finetune`); any number
+    given is checked, never replaced: 0 and negative sizes are errors.
+
+    Returns:
+        A `FinetuneConfig`.
+
+    Raises:
+        ValueError: naming the argument and the accepted values.
+    """
+    from keras_vit import distribute
+
+    for name, value in (("model", model), ("data", data), ("train_split", train_split), ("out", out)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"`{name}` must be a non-empty string. Received: {name}={value!r}")
+    digits = data == DIGITS
+
+    def given_or(name, value, default, check):
+        return check(name, default if value is None else value)
+
+    image_size = given_or("image_size", image_size, DIGITS_IMAGE_SIZE if digits else 224, validation.positive_int)
+    batch_size = given_or("batch_size", batch_size, 64 if digits else 512, validation.positive_int)
+    steps = given_or("steps", steps, 1500 if digits else 10_000, validation.positive_int)
+    if epochs is None:
+        epochs = min(20 if digits else 10, steps)
+    elif validation.positive_int("epochs", epochs) > steps:
+        raise ValueError(f"`epochs` must be at most `steps` ({steps}). Received: epochs={epochs}")
+    epochs = math.ceil(steps / math.ceil(steps / epochs))  # only epochs that hold updates
+    accumulation_steps = validation.positive_int("accumulation_steps", accumulation_steps)
+    if batch_size % accumulation_steps:
+        raise ValueError(
+            f"`accumulation_steps` must be a positive divisor of `batch_size`. "
+            f"Received: batch_size={batch_size}, accumulation_steps={accumulation_steps}"
+        )
+    optimizer = validation.one_of("optimizer", optimizer, OPTIMIZERS)
+    if optimizer == "auto":
+        optimizer = "sgd" if weights is not None else "adamw"
+    # SGD's 0.03 is the paper's rate at batch 512, scaled linearly.
+    default_rate = 0.03 * batch_size / 512 if optimizer == "sgd" else 2e-3
+    learning_rate = given_or(
+        "learning_rate",
+        learning_rate,
+        default_rate,
+        lambda name, value: validation.finite_float(name, value, minimum=0, include_minimum=False),
+    )
+    warmup_steps = given_or("warmup_steps", warmup_steps, min(500, steps // 10), validation.non_negative_int)
+    if warmup_steps >= steps:
+        raise ValueError(f"`warmup_steps` must be less than `steps` ({steps}). Received: warmup_steps={warmup_steps}")
+    if layer_decay is not None:
+        layer_decay = validation.finite_float("layer_decay", layer_decay, minimum=0, maximum=1, include_minimum=False)
+    label_smoothing = given_or("label_smoothing", label_smoothing, 0.0 if weights is not None else 0.1, validation.rate)
+    return FinetuneConfig(
+        model=model,
+        weights=weights,
+        data=data,
+        train_split=train_split,
+        eval_split=eval_split,
+        data_dir=data_dir,
+        validation_split=validation.finite_float(
+            "validation_split", validation_split, minimum=0, maximum=1, include_minimum=False, include_maximum=False
+        ),
+        image_size=image_size,
+        batch_size=batch_size,
+        steps=steps,
+        epochs=epochs,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        warmup_steps=warmup_steps,
+        accumulation_steps=accumulation_steps,
+        layer_decay=layer_decay,
+        label_smoothing=label_smoothing,
+        randaugment=bool(randaugment),
+        mixup=validation.finite_float("mixup", mixup, minimum=0),
+        cutmix=validation.finite_float("cutmix", cutmix, minimum=0),
+        strategy=validation.one_of("strategy", strategy, distribute.STRATEGIES),
+        precision=validation.one_of("precision", precision, distribute.PRECISIONS),
+        backup_every=validation.non_negative_int("backup_every", backup_every),
+        out=out,
+        seed=validation.non_negative_int("seed", seed),
+        verbose=validation.one_of("verbose", verbose, (0, 1, 2)),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Datasets:
+    """The pipelines of a run and what their sources hold (`data.SourceInfo`)."""
+
+    train: object
+    eval: object
+    train_info: object
+    eval_info: object
+
+    @property
+    def class_names(self):
+        return self.train_info.class_names
+
+
+def load_sources(config):
+    """The `(dataset, SourceInfo)` pairs of the training and held-out data.
+
+    Image folders in the split layout use `train_split` and `eval_split`;
+    in the flat layout `root/<class>/` the files are split with
+    `validation_split` and `seed` (as `keras.utils.image_dataset_from_directory`).
+    """
+    from keras_vit import data
+
+    if config.digits:
+        return digits_sources(config.seed)
+    shuffle = dict(shuffle_files=True, seed=config.seed)
+    if config.data.startswith("tfds:"):
+        train = data.load(config.data, config.train_split, data_dir=config.data_dir, **shuffle)
+        eval_split = config.eval_split or data.default_eval_split(config.data, config.data_dir)
+        return train, data.load(config.data, eval_split, data_dir=config.data_dir)
+    if data.folder_layout(config.data, config.train_split) == "flat":
+        split = dict(validation_split=config.validation_split, seed=config.seed)
+        train = data.load(config.data, None, subset="training", shuffle_files=True, **split)
+        names = train[1].class_names
+        return train, data.load(config.data, None, subset="validation", class_names=names, **split)
+    train = data.load(config.data, config.train_split, **shuffle)
+    eval_split = config.eval_split or data.default_eval_split(config.data)
+    return train, data.load(config.data, eval_split, class_names=train[1].class_names)
+
+
+def make_datasets(config):
+    """The training pipeline (repeated: `fit` counts the steps) and the held-out one.
+
+    Returns:
+        `Datasets`. With MixUp or CutMix the held-out labels are one-hot too,
+        so the compiled loss and accuracy measure both the same way.
+    """
+    from keras_vit import data
+
+    (train_source, train_info), (eval_source, eval_info) = load_sources(config)
+    train = data.train_pipeline(
+        train_source,
+        image_size=config.image_size,
+        batch_size=config.fit_batch_size,
+        num_classes=train_info.num_classes,
+        # Digits are centred and small: a mild crop, no flip (a mirrored 2
+        # is no 2). Natural images get the paper's 5-100 % crop and flips.
+        area_range=(0.85, 1.0) if config.digits else data.DEFAULT_AREA_RANGE,
+        flip=not config.digits,
+        randaugment=config.randaugment,
+        mixup_alpha=config.mixup,
+        cutmix_alpha=config.cutmix,
+        cache=config.digits,
+        repeat=True,
+        seed=config.seed,
+    )
+    evaluation = data.eval_pipeline(
+        eval_source, image_size=config.image_size, batch_size=config.fit_batch_size, cache=config.digits
+    )
+    if config.mixing:
+        import tensorflow as tf
+
+        depth = train_info.num_classes
+        evaluation = evaluation.map(lambda images, labels: (images, tf.one_hot(labels, depth)))
+    return Datasets(train, evaluation, train_info, eval_info)
+
+
+def steps_per_execution(config):
+    """Batches per call of the train function.
+
+    Several per call cut the per-batch overhead; a divisor of the epoch and
+    of the last (possibly shorter) epoch keeps every epoch end, backup and
+    the final stop on a call boundary, so exactly `steps` updates run. The
+    PyTorch backend runs one step per call.
+    """
+    import keras
+
+    max_per_call = 1 if keras.backend.backend() == "torch" else 8
+    last_epoch = config.total_batches - (config.epochs - 1) * config.batches_per_epoch
+    return max(d for d in range(1, max_per_call + 1) if config.batches_per_epoch % d == 0 and last_epoch % d == 0)
+
+
+def make_optimizer(config, model):
+    """The optimizer of the run: the official fine-tune SGD or the pre-training AdamW."""
+    from keras_vit import training
+
+    common = dict(
+        learning_rate=config.learning_rate,
+        total_steps=config.steps,
+        warmup_steps=config.warmup_steps,
+        accumulation_steps=config.accumulation_steps,
+        layer_decay=config.layer_decay,
+        model=model,
+    )
+    if config.optimizer == "sgd":
+        return training.finetune_optimizer(**common)
+    return training.pretrain_optimizer(weight_decay=0.05, end_learning_rate=1e-5, **common)
+
+
+def compile_model(config, setup, num_classes, class_names):
+    """Builds the model in `setup`'s scope, names its classes and compiles it."""
+    from keras_vit import metadata, training
+
+    with setup.scope():
+        model = build_model(config.model, config.weights, config.image_size, num_classes)
+        if class_names:
+            model = metadata.with_class_names(model, class_names)
+        model.compile(
+            optimizer=make_optimizer(config, model),
+            loss=training.classification_loss(config.label_smoothing, from_logits=True, one_hot=config.mixing),
+            metrics=["accuracy"],
+            jit_compile=setup.jit_compile,
+            steps_per_execution=steps_per_execution(config),
+        )
+    return model
+
+
+@dataclasses.dataclass(frozen=True)
+class Callbacks:
+    """The callbacks of `fit`, and the two whose readings the report uses."""
+
+    all: list
+    stop: object
+    throughput: object
+    history_path: str
+
+
+def make_callbacks(config):
+    """Backup (resume after a kill), exact stop, checkpoint, CSV log, throughput."""
+    import keras
+
+    from keras_vit import training
+
+    history_path = os.path.join(config.out, "history.csv")
+    if os.path.exists(history_path) and not os.path.isdir(os.path.join(config.out, "backup")):
+        os.remove(history_path)  # left by a finished earlier run: start the log afresh
+    # After the backup's restore: a run resumed mid-epoch repeats that epoch's
+    # batches from its start, and stops once the planned updates are done.
+    stop = training.StopAtIteration(config.steps)
+    throughput = training.ThroughputMeter()
+    callbacks = [
+        training.FaultTolerantBackup(os.path.join(config.out, "backup"), save_freq=config.backup_every or "epoch"),
+        stop,
+        throughput,
+        training.AtomicModelCheckpoint(os.path.join(config.out, "checkpoint.keras")),
+        keras.callbacks.CSVLogger(history_path, append=True),
+    ]
+    return Callbacks(callbacks, stop, throughput, history_path)
+
+
+def train(config, model, datasets, callbacks):
+    """Runs `fit`; returns its wall time in seconds (compilation included)."""
+    start = time.perf_counter()
+    model.fit(
+        datasets.train,
+        epochs=config.epochs,
+        steps_per_epoch=config.batches_per_epoch,
+        validation_data=datasets.eval,
+        callbacks=callbacks.all,
+        shuffle=False,  # the pipeline shuffles; Keras warns that it cannot
+        verbose=config.verbose,
+    )
+    return time.perf_counter() - start
+
+
+def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_seconds):
+    """Evaluates, saves the model, draws the curves, writes `metrics.json`; returns the metrics."""
+    import keras
+
+    from keras_vit import training
+
+    evaluation = model.evaluate(datasets.eval, verbose=0, return_dict=True)
+    model_path = os.path.join(config.out, "model.keras")
+    training.atomic_save_model(model, model_path)
+    curves_path = os.path.join(config.out, "training_curves.png")
+    plot_curves(read_history(callbacks.history_path), curves_path)
+    images_per_second = callbacks.throughput.batches_per_second
+    if images_per_second is not None:
+        images_per_second = round(images_per_second * config.fit_batch_size, 1)
+    metrics = {
+        "heldout_accuracy": float(evaluation["accuracy"]),
+        "heldout_loss": float(evaluation["loss"]),
+        "heldout_examples": datasets.eval_info.num_examples,
+        "train_examples": datasets.train_info.num_examples,
+        "class_names": list(datasets.class_names) if datasets.class_names else None,
+        "steps": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),  # optimizer updates
+        "start_step": callbacks.stop.start_iteration,  # > 0 when resumed from a backup
+        "batch_size": config.batch_size,
+        # Training batches of this process only: the first call of the train
+        # function (tracing, compilation) and the evaluations are left out.
+        "images_per_second": images_per_second,
+        "fit_seconds": round(fit_seconds, 2),
+        "total_seconds": round(total_seconds, 2),
+        "model": config.model,
+        "weights": config.weights,
+        "data": config.data,
+        "image_size": config.image_size,
+        "epochs": config.epochs,
+        "optimizer": config.optimizer,
+        "learning_rate": config.learning_rate,
+        "layer_decay": config.layer_decay,
+        "mixup": config.mixup,
+        "cutmix": config.cutmix,
+        "precision": setup.precision,
+        "replicas": setup.num_replicas,
+        "backend": keras.backend.backend(),
+        "model_path": model_path,
+        "curves_path": curves_path,
+    }
+    _write_json(os.path.join(config.out, "metrics.json"), metrics)
+    return metrics
+
+
+def finetune(**options):
     """Trains (default) or fine-tunes a ViT and writes model, metrics and curves.
+
+    The steps, each a public function testable alone: `make_config` (defaults
+    and checks) -> `distribute.configure` -> `make_datasets` ->
+    `compile_model` -> `make_callbacks` -> `train` -> `write_report`.
 
     Args:
         model: `"small"` (the digits model) or a constructor name (`"ViTB16"`).
         weights: passed to the constructor (`None`: random initialisation).
-        data: `"digits"`, `"tfds:NAME"` or an image-folder path.
+        data: `"digits"`, `"tfds:NAME"` or an image folder, `root/<split>/<class>/`
+            or `root/<class>/`.
         train_split, eval_split: the splits; `eval_split=None` picks
-            `validation` or `test`.
+            `validation`, `val` or `test`.
         data_dir: TFDS data directory.
+        validation_split: float in (0, 1), the held-out fraction of an image
+            folder in the flat layout `root/<class>/`; default 0.2.
         image_size: int; default 16 for the digits, else 224.
         batch_size: int, the global batch of one optimizer update (all
             replicas, all accumulated batches); default 64 (digits) or 512.
-        steps: int, optimizer updates; default 1,500 for the digits, else
-            10,000 (the paper's CIFAR setting).
-        epochs: int, the number of epochs the steps are divided into (each
+        steps: int, optimizer updates, exactly; default 1,500 for the
+            digits, else 10,000 (the paper's CIFAR setting).
+        epochs: int <= steps, the rounds the steps are divided into (each
             ends with a held-out evaluation and a checkpoint); default 20 for
             the digits, else 10.
-        learning_rate: float; default 0.03 (SGD) or 2e-3 (AdamW), scaled
-            linearly from batch 512 for SGD.
+        learning_rate: float > 0; default 0.03 x batch / 512 (SGD) or 2e-3
+            (AdamW).
         optimizer: `"sgd"` (the official fine-tune recipe), `"adamw"` (the
             pre-training recipe, for training from scratch) or `"auto"`:
             SGD with pretrained weights, AdamW without.
-        warmup_steps: int; default 10 % of the steps, at most 500.
+        warmup_steps: int < steps; default 10 % of the steps, at most 500.
         accumulation_steps: int, batches per optimizer update: `fit` sees
             batches of `batch_size / accumulation_steps` (512 = 8 x 64).
         layer_decay: optional float in (0, 1], layer-wise learning-rate decay
             (see `keras_vit.layer_decay`).
-        label_smoothing: float; default 0.1 without weights, else 0.
+        label_smoothing: float in [0, 1); default 0.1 without weights, else 0.
         randaugment, mixup, cutmix: augmentation (see `data.train_pipeline`).
         strategy, precision: see `keras_vit.distribute.configure`.
         backup_every: int, batches between backups; 0 backs up every epoch.
@@ -227,190 +581,75 @@ def finetune(
     start = time.perf_counter()
     import keras
 
-    from keras_vit import data as data_lib
-    from keras_vit import distribute, training
+    from keras_vit import distribute
 
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}. Received: optimizer={optimizer!r}")
-    digits = data == DIGITS
-    image_size = image_size or (DIGITS_IMAGE_SIZE if digits else 224)
-    batch_size = batch_size or (64 if digits else 512)
-    steps = steps or (1500 if digits else 10_000)
-    epochs = min(epochs or (20 if digits else 10), steps)
-    for name, value in (("image_size", image_size), ("batch_size", batch_size), ("steps", steps)):
-        if value < 1:
-            raise ValueError(f"`{name}` must be positive. Received: {name}={value}")
-    if optimizer == "auto":
-        optimizer = "sgd" if weights is not None else "adamw"
-    if label_smoothing is None:
-        label_smoothing = 0.0 if weights is not None else 0.1
-    warmup_steps = min(500, steps // 10) if warmup_steps is None else warmup_steps
-    os.makedirs(out, exist_ok=True)
-    keras.utils.set_random_seed(seed)
-
-    setup = distribute.configure(strategy, precision)
-    if accumulation_steps < 1 or batch_size % accumulation_steps:
-        raise ValueError(
-            f"`accumulation_steps` must be a positive divisor of `batch_size`. "
-            f"Received: batch_size={batch_size}, accumulation_steps={accumulation_steps}"
-        )
-    fit_batch_size = batch_size // accumulation_steps
-    distribute.replicas_for(fit_batch_size, setup.num_replicas)
-    if optimizer == "sgd" and learning_rate is None:
-        learning_rate = 0.03 * batch_size / 512
-    (train_source, train_info), (eval_source, eval_info) = _sources(data, train_split, eval_split, data_dir, seed)
-    mixing = bool(mixup or cutmix)
-    train_ds = data_lib.train_pipeline(
-        train_source,
-        image_size=image_size,
-        batch_size=fit_batch_size,
-        num_classes=train_info.num_classes,
-        # Digits are centred and small: a mild crop, no flip (a mirrored 2
-        # is no 2). Natural images get the paper's 5-100 % crop and flips.
-        area_range=(0.85, 1.0) if digits else data_lib.DEFAULT_AREA_RANGE,
-        flip=not digits,
-        randaugment=randaugment,
-        mixup_alpha=mixup,
-        cutmix_alpha=cutmix,
-        cache=digits,
-        repeat=True,  # fit counts the steps (steps_per_epoch)
-        seed=seed,
-    )
-    eval_ds = data_lib.eval_pipeline(eval_source, image_size=image_size, batch_size=fit_batch_size, cache=digits)
-
-    updates_per_epoch = math.ceil(steps / epochs)
-    # `fit` counts batches; an optimizer update takes `accumulation_steps` of them.
-    steps_per_epoch = updates_per_epoch * accumulation_steps
-    # Several steps per call cut the per-batch overhead; a divisor of the
-    # epoch keeps every epoch (and its backup) on a call boundary.
-    # The PyTorch backend only runs one step per call.
-    max_per_call = 1 if keras.backend.backend() == "torch" else 8
-    steps_per_execution = max(d for d in range(1, max_per_call + 1) if steps_per_epoch % d == 0)
-    with setup.scope():
-        vit = build_model(model, weights, image_size, train_info.num_classes)
-        vit.compile(
-            optimizer=_optimizer(
-                optimizer,
-                learning_rate,
-                updates_per_epoch * epochs,
-                warmup_steps,
-                accumulation_steps,
-                layer_decay,
-                vit,
-            ),
-            loss=training.classification_loss(label_smoothing, from_logits=True, one_hot=mixing),
-            metrics=["accuracy"],
-            jit_compile=setup.jit_compile,
-            steps_per_execution=steps_per_execution,
-        )
-    history_path = os.path.join(out, "history.csv")
-    if os.path.exists(history_path) and not os.path.isdir(os.path.join(out, "backup")):
-        os.remove(history_path)  # left by a finished earlier run: start the log afresh
-    # After the backup's restore: a run resumed mid-epoch repeats that epoch's
-    # batches from its start, and stops once the planned batches are done.
-    stop = training.StopAtIteration(updates_per_epoch * epochs)
-    callbacks = [
-        training.FaultTolerantBackup(os.path.join(out, "backup"), save_freq=backup_every or "epoch"),
-        stop,
-        training.AtomicModelCheckpoint(os.path.join(out, "checkpoint.keras")),
-        keras.callbacks.CSVLogger(history_path, append=True),
-    ]
-    if mixing:
-        # One-hot targets for the mixed training batches; evaluation keeps
-        # integer labels, so it is measured separately below.
-        eval_for_fit = None
-    else:
-        eval_for_fit = eval_ds
-    fit_start = time.perf_counter()
-    vit.fit(
-        train_ds,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        validation_data=eval_for_fit,
-        callbacks=callbacks,
-        shuffle=False,  # the pipeline shuffles; Keras warns that it cannot
-        verbose=verbose,
-    )
-    fit_seconds = time.perf_counter() - fit_start
-    iterations = int(keras.ops.convert_to_numpy(vit.optimizer.iterations))
-    history = read_history(history_path)
-
-    evaluation = vit.evaluate(eval_ds, verbose=0, return_dict=True)
-    model_path = os.path.join(out, "model.keras")
-    training.atomic_save_model(vit, model_path)
-    curves_path = os.path.join(out, "training_curves.png")
-    plot_curves(history, curves_path)
-    metrics = {
-        "heldout_accuracy": float(evaluation["accuracy"]),
-        "heldout_loss": float(evaluation["loss"]),
-        "heldout_examples": eval_info.num_examples,
-        "train_examples": train_info.num_examples,
-        "steps": iterations,  # optimizer updates
-        "start_step": stop.start_iteration,  # > 0 when resumed from a backup
-        "batch_size": batch_size,
-        # Measured over this process's fit() only (a resumed run counts the
-        # batches it ran itself).
-        "images_per_second": round((iterations - stop.start_iteration) * batch_size / fit_seconds, 1),
-        "fit_seconds": round(fit_seconds, 2),
-        "total_seconds": round(time.perf_counter() - start, 2),
-        "model": model,
-        "weights": weights,
-        "data": data,
-        "image_size": image_size,
-        "epochs": epochs,
-        "optimizer": optimizer,
-        "layer_decay": layer_decay,
-        "precision": setup.precision,
-        "replicas": setup.num_replicas,
-        "backend": keras.backend.backend(),
-        "model_path": model_path,
-        "curves_path": curves_path,
-    }
-    _write_json(os.path.join(out, "metrics.json"), metrics)
-    return metrics
+    config = make_config(**options)
+    os.makedirs(config.out, exist_ok=True)
+    keras.utils.set_random_seed(config.seed)
+    setup = distribute.configure(config.strategy, config.precision)
+    distribute.replicas_for(config.fit_batch_size, setup.num_replicas)
+    datasets = make_datasets(config)
+    model = compile_model(config, setup, datasets.train_info.num_classes, datasets.class_names)
+    callbacks = make_callbacks(config)
+    fit_seconds = train(config, model, datasets, callbacks)
+    return write_report(config, model, datasets, callbacks, setup, fit_seconds, time.perf_counter() - start)
 
 
 def add_arguments(parser):
     """Adds the `keras-vit finetune` options to an argparse parser."""
-    parser.add_argument("--model", default=SMALL_MODEL, help=f"{SMALL_MODEL!r} or a constructor such as ViTB16")
-    parser.add_argument("--weights", default=None, help="pretrained weights tag passed to the constructor")
-    parser.add_argument("--data", default=DIGITS, help="'digits', 'tfds:NAME' or an image folder root/<split>/<class>/")
-    parser.add_argument("--train-split", default="train")
-    parser.add_argument("--eval-split", default=None, help="default: validation or test")
-    parser.add_argument("--data-dir", default=None, help="TFDS data directory")
-    parser.add_argument("--image-size", type=int, default=None, help="default: 16 (digits) or 224")
-    parser.add_argument(
-        "--batch-size", type=int, default=None, help="images per optimizer update; default 64 (digits) or 512"
+    add = parser.add_argument
+    add("--model", default=SMALL_MODEL, help=f"{SMALL_MODEL!r} (the digits model) or a constructor such as ViTB16")
+    add("--weights", default=None, help="pretrained weights tag passed to the constructor (default: random init)")
+    add(
+        "--data",
+        default=DIGITS,
+        help="'digits', 'tfds:NAME', or an image folder root/<split>/<class>/ or root/<class>/",
     )
-    parser.add_argument("--steps", type=int, default=None, help="optimizer updates; default 1500 (digits) or 10000")
-    parser.add_argument("--epochs", type=int, default=None, help="evaluation/checkpoint rounds; default 20 or 10")
-    parser.add_argument("--learning-rate", type=float, default=None)
-    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="auto", help="sgd with --weights, else adamw")
-    parser.add_argument("--warmup-steps", type=int, default=None)
-    parser.add_argument("--accumulation-steps", type=int, default=1, help="batches per update: 8 gives 512 = 8 x 64")
-    parser.add_argument(
-        "--layer-decay", type=float, default=None, help="layer-wise learning-rate decay, e.g. 0.75 (default: off)"
+    add("--train-split", default="train", help="training split (TFDS, or folder root/<split>/) (default: %(default)s)")
+    add("--eval-split", default=None, help="held-out split (default: validation, val or test)")
+    add("--data-dir", default=None, help="TFDS data directory (default: TFDS's own)")
+    add(
+        "--validation-split",
+        type=float,
+        default=0.2,
+        help="held-out fraction of a flat image folder root/<class>/ (default: %(default)s)",
     )
-    parser.add_argument("--label-smoothing", type=float, default=None)
-    parser.add_argument("--randaugment", action="store_true")
-    parser.add_argument("--mixup", type=float, default=0.0, help="MixUp alpha (0: off)")
-    parser.add_argument("--cutmix", type=float, default=0.0, help="CutMix alpha (0: off)")
-    parser.add_argument("--strategy", choices=("auto", "default", "mirrored", "tpu"), default="auto")
-    parser.add_argument("--precision", choices=("auto", "float32", "mixed_bfloat16", "mixed_float16"), default="auto")
-    parser.add_argument("--backup-every", type=int, default=0, help="batches between backups (0: every epoch)")
-    parser.add_argument("--out", default="outputs/finetune", help="output folder (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1)
+    add("--image-size", type=int, default=None, help="square input size in pixels; default 16 (digits) or 224")
+    add("--batch-size", type=int, default=None, help="images per optimizer update; default 64 (digits) or 512")
+    add("--steps", type=int, default=None, help="optimizer updates, exactly; default 1500 (digits) or 10000")
+    add("--epochs", type=int, default=None, help="evaluation/checkpoint rounds (<= steps); default 20 or 10")
+    add("--learning-rate", type=float, default=None, help="peak learning rate; default 0.03 x batch/512 (sgd), 2e-3")
+    add("--optimizer", choices=OPTIMIZERS, default="auto", help="auto: sgd with --weights, else adamw")
+    add("--warmup-steps", type=int, default=None, help="linear warmup updates; default 10%% of --steps, at most 500")
+    add("--accumulation-steps", type=int, default=1, help="batches per update: 8 gives 512 = 8 x 64 (default: 1)")
+    add("--layer-decay", type=float, default=None, help="layer-wise learning-rate decay in (0, 1], e.g. 0.75")
+    add("--label-smoothing", type=float, default=None, help="in [0, 1); default 0.1 without --weights, else 0")
+    add("--randaugment", action="store_true", help="RandAugment on the training crops")
+    add("--mixup", type=float, default=0.0, help="MixUp alpha (0: off)")
+    add("--cutmix", type=float, default=0.0, help="CutMix alpha (0: off)")
+    add("--strategy", choices=("auto", "default", "mirrored", "tpu"), default="auto", help="tf.distribute strategy")
+    add(
+        "--precision",
+        choices=("auto", "float32", "mixed_bfloat16", "mixed_float16"),
+        default="auto",
+        help="auto: mixed_bfloat16 where supported, else float32",
+    )
+    add("--backup-every", type=int, default=0, help="batches between resumable backups (0: every epoch)")
+    add("--out", default="outputs/finetune", help="output folder (default: %(default)s)")
+    add("--seed", type=int, default=0, help="seed of the data order, augmentation and initialisation")
+    add("--verbose", type=int, choices=(0, 1, 2), default=1, help="0 silent, 1 progress bar, 2 one line per epoch")
 
 
 def run(args):
     """Runs `finetune` from parsed arguments, prints a summary, returns an exit code."""
     options = {key: value for key, value in vars(args).items() if key not in ("command", "run")}
     metrics = finetune(**options)
+    speed = metrics["images_per_second"]
     print(
         f"held-out accuracy {metrics['heldout_accuracy']:.4f} on {metrics['heldout_examples']} images; "
-        f"{metrics['steps']} steps, {metrics['images_per_second']:.0f} images/s, "
-        f"{metrics['total_seconds']:.0f} s in all"
+        f"{metrics['steps']} steps, "
+        + (f"{speed:.0f} images/s, " if speed is not None else "")
+        + f"{metrics['total_seconds']:.0f} s in all"
     )
     print(f"wrote {metrics['model_path']}, {metrics['curves_path']} and {os.path.join(args.out, 'metrics.json')}")
     return 0

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import tempfile
+import time
 
 import keras
 from keras import ops
@@ -387,6 +388,47 @@ class StopAtIteration(keras.callbacks.Callback):
         self._last_batch = batch
         if self._batches_left <= 0:
             self.model.stop_training = True
+
+
+class ThroughputMeter(keras.callbacks.Callback):
+    """Measures training batches per second without compilation or evaluation.
+
+    The time from the start of an epoch (or the end of the previous train
+    call) to the end of each train call is summed, except for the first call
+    of the run, which traces and compiles the train function. Time between
+    epochs (evaluation, checkpoints, backups) is never counted.
+
+    Attributes:
+        batches: int, the batches measured.
+        seconds: float, the time they took.
+        batches_per_second: float, or `None` before two calls have run.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+        self.seconds = 0.0
+        self._mark = None
+        self._last_batch = -1
+        self._compiled = False
+
+    @property
+    def batches_per_second(self):
+        return self.batches / self.seconds if self.seconds > 0 else None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._mark = time.perf_counter()
+        self._last_batch = -1
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        # With `steps_per_execution`, `batch` is the last index of the call.
+        count, self._last_batch = batch - self._last_batch, batch
+        if self._compiled:
+            self.batches += count
+            self.seconds += now - self._mark
+        self._compiled = True
+        self._mark = now
 
 
 class AtomicModelCheckpoint(keras.callbacks.Callback):

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 
+import keras_vit
 from keras_vit import cli, finetune
 from tests.helpers import BACKEND, REPO_ROOT
 
@@ -19,8 +20,9 @@ from tests.helpers import BACKEND, REPO_ROOT
 def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     out = str(tmp_path / "run")
     # Batch 32 per update from 2 accumulated batches of 16, with layer-wise decay.
+    # 7 updates in 2 epochs (4 + 3): exactly 7 run, not 2 x 4.
     metrics = finetune.finetune(
-        steps=8, epochs=2, batch_size=32, accumulation_steps=2, layer_decay=0.8, out=out, verbose=0
+        steps=7, epochs=2, batch_size=32, accumulation_steps=2, layer_decay=0.8, out=out, verbose=0
     )
     assert sorted(os.listdir(out)) == [
         "checkpoint.keras",
@@ -31,7 +33,8 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     ]  # the backup is removed once finished
     on_disk = json.load(open(os.path.join(out, "metrics.json")))
     assert on_disk == metrics
-    assert metrics["steps"] == 8 and metrics["start_step"] == 0
+    assert metrics["steps"] == 7 and metrics["start_step"] == 0
+    assert metrics["class_names"] == [str(digit) for digit in range(10)]
     assert metrics["heldout_examples"] == 360 and metrics["train_examples"] == 1437
     assert 0.0 <= metrics["heldout_accuracy"] <= 1.0 and metrics["images_per_second"] > 0
     assert metrics["backend"] == BACKEND and metrics["layer_decay"] == 0.8
@@ -40,12 +43,13 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     history = finetune.read_history(os.path.join(out, "history.csv"))
     assert history["epoch"] == [0.0, 1.0] and len(history["val_accuracy"]) == 2
 
-    model = keras.saving.load_model(os.path.join(out, "model.keras"))
+    model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
+    assert keras_vit.class_names(model) == tuple(str(digit) for digit in range(10))
     assert model.optimizer.learning_rate_multipliers["encoder_block_0"] == pytest.approx(0.8**4)  # 4 blocks
-    # 8 updates from 16 batches; Keras schedules see the batch count, and the schedule spans exactly those 16.
-    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 8
-    assert int(keras.ops.convert_to_numpy(model.optimizer._iterations)) == 16
-    assert model.optimizer._learning_rate.total_steps == 16
+    # 7 updates from 14 batches; Keras schedules see the batch count, and the schedule spans exactly those 14.
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 7
+    assert int(keras.ops.convert_to_numpy(model.optimizer._iterations)) == 14
+    assert model.optimizer._learning_rate.total_steps == 14
     (train, _), (evaluation, _) = finetune.digits_sources()
     from keras_vit import data
 
@@ -63,6 +67,58 @@ def test_digits_split_is_fixed_and_stratified():
     assert np.all(np.bincount(labels, minlength=10) >= 35)  # every digit held out ~36 times
 
 
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("steps", 0),
+        ("batch_size", 0),
+        ("image_size", 0),
+        ("epochs", -1),
+        ("epochs", 9),  # more epochs than steps
+        ("learning_rate", 0.0),
+        ("warmup_steps", 8),
+        ("layer_decay", 1.5),
+        ("label_smoothing", 1.0),
+        ("mixup", -1.0),
+        ("cutmix", float("nan")),
+        ("backup_every", -1),
+        ("validation_split", 0.0),
+        ("seed", -1),
+        ("verbose", 3),
+        ("optimizer", "adam"),
+    ],
+)
+def test_config_rejects_zero_negative_and_out_of_range_values(flag, value):
+    with pytest.raises(ValueError, match=flag):
+        finetune.make_config(**({"steps": 8} | {flag: value}))
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")
+def test_config_resolves_defaults_and_batch_layout():
+    config = finetune.make_config(steps=30)
+    # 20 default epochs would hold 2 updates each: 15 epochs hold the 30.
+    assert (config.epochs, config.updates_per_epoch, config.total_batches) == (15, 2, 30)
+    assert config.optimizer == "adamw" and config.learning_rate == 2e-3 and config.label_smoothing == 0.1
+    config = finetune.make_config(
+        steps=10, epochs=3, batch_size=64, accumulation_steps=4, weights="x", model="ViTTi16", data="tfds:x"
+    )
+    assert (config.fit_batch_size, config.batches_per_epoch, config.total_batches) == (16, 16, 40)
+    assert config.optimizer == "sgd" and config.learning_rate == pytest.approx(0.03 * 64 / 512)
+    assert config.image_size == 224 and config.warmup_steps == 1 and config.label_smoothing == 0.0
+    assert finetune.steps_per_execution(config) in ((8,) if BACKEND != "torch" else (1,))
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="CLI parsing: one backend is enough")
+def test_every_finetune_flag_has_help():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    finetune.add_arguments(parser)
+    missing = [action.dest for action in parser._actions if action.dest != "help" and not action.help]
+    assert missing == []
+
+
 def test_cli_reports_bad_arguments(capsys, tmp_path):
     assert cli.main(["finetune", "--model", "ViTZ99", "--steps", "1", "--out", str(tmp_path)]) == 2
     assert "Unknown model 'ViTZ99'" in capsys.readouterr().err
@@ -70,6 +126,8 @@ def test_cli_reports_bad_arguments(capsys, tmp_path):
     assert "no pretrained weights" in capsys.readouterr().err
     assert cli.main(["finetune", "--batch-size", "10", "--accumulation-steps", "4", "--out", str(tmp_path)]) == 2
     assert "divisor of `batch_size`" in capsys.readouterr().err
+    assert cli.main(["finetune", "--steps", "0", "--out", str(tmp_path)]) == 2
+    assert "Received: steps=0" in capsys.readouterr().err
 
 
 def _command(out):
