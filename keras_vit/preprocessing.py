@@ -16,6 +16,7 @@ first call.
 import functools
 import importlib.resources
 import json
+import os
 
 import keras
 import numpy as np
@@ -131,3 +132,19 @@ def decode_predictions(preds, top=5):
         top_indices = np.argsort(-pred.astype(np.float64), kind="stable")[:top]
         results.append([(*class_index[i], float(pred[i])) for i in top_indices])
     return results
+
+
+def load_image(path, size):
+    """Reads an image file as uint8 RGB, resized (bilinear, as the official evaluation) to `size`.
+
+    Args:
+        path: path of a file PIL can read (JPEG, PNG, ...).
+        size: `(height, width)`.
+
+    Returns:
+        uint8 array `(height, width, 3)`.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No image file at {path!r}.")
+    image = keras.utils.load_img(path, color_mode="rgb", target_size=tuple(size), interpolation="bilinear")
+    return np.asarray(keras.utils.img_to_array(image, dtype="float32")).round().astype("uint8")

@@ -1,29 +1,81 @@
-"""The `keras-vit` command: parser structure and the `demo` subcommand."""
+"""The `keras-vit` command: one protocol for every command, help without Keras, one-line errors."""
 
 import argparse
+import importlib
+import os
 import re
+import subprocess
+import sys
 
+import keras
 import pytest
 
-from keras_vit import cli
+import keras_vit_cli as cli
+
+ONE_BACKEND = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="argument parsing: one run is enough")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_every_registered_subcommand_has_a_parser_and_a_handler():
+def _python(code, *args):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@ONE_BACKEND
+def test_every_command_follows_the_protocol():
     parser = cli.build_parser()
     (subparsers,) = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
-    assert list(subparsers.choices) == [name for name, _, _, _ in cli.SUBCOMMANDS]
-    for name, _, _, run in cli.SUBCOMMANDS:
-        assert subparsers.choices[name].get_default("run") is run
-        assert run.__doc__, f"subcommand {name!r} needs a docstring: it is its --help description"
+    assert list(subparsers.choices) == list(cli.COMMANDS)
+    for name in cli.COMMANDS:
+        module = importlib.import_module(f"keras_vit_cli.commands.{name}")
+        assert module.__doc__ and module.__doc__.splitlines()[0].strip(), f"{name}: the docstring is its help"
+        assert callable(module.add_arguments) and callable(module.run)
+        assert subparsers.choices[name].get_default("run") is module.run
 
 
-def test_a_subcommand_is_required(capsys):
+@ONE_BACKEND
+def test_help_imports_neither_keras_nor_the_library():
+    # What makes `keras-vit --help` instant: building the parser and printing
+    # every command's help must not import Keras (6-7 s) or keras_vit (which imports Keras).
+    code = (
+        "import sys, contextlib, io\n"
+        "import keras_vit_cli\n"
+        "parser = keras_vit_cli.build_parser()\n"
+        "for argv in [['--help']] + [[name, '--help'] for name in keras_vit_cli.COMMANDS]:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            parser.parse_args(argv)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        "heavy = sorted(m for m in ('keras', 'keras_vit', 'tensorflow', 'jax', 'torch', 'numpy') if m in sys.modules)\n"
+        "print(heavy)\n"
+    )
+    result = _python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+@ONE_BACKEND
+def test_python_dash_m_keras_vit_delegates(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_vit", "--help"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=300,
+    )
+    assert result.returncode == 0 and "predict" in result.stdout
+
+
+@ONE_BACKEND
+def test_a_command_is_required(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main([])
     assert info.value.code == 2
     assert "COMMAND" in capsys.readouterr().err
 
 
+@ONE_BACKEND
 def test_version(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["--version"])
@@ -31,8 +83,27 @@ def test_version(capsys):
     assert capsys.readouterr().out.startswith("keras-vit ")
 
 
+@ONE_BACKEND
+@pytest.mark.parametrize(
+    "argv,code,message",
+    [
+        (["demo", "--model", "ViTXL99"], 2, "ViTTi16"),
+        (["demo", "--batch-size", "0"], 2, "batch_size"),
+        (["predict", "--model", "B/16", "--top", "0", "x.jpg"], 2, "top"),
+        (["predict", "--model", "Ti/16", "--weights", "none.npz", "missing.jpg"], 1, "missing.jpg"),
+        (["convert", "missing.npz", "out.safetensors"], 1, "missing.npz"),
+        (["convert", "missing.npz", "out", "--to", "onnx"], 2, "format"),
+    ],
+)
+def test_user_errors_are_one_line(capsys, argv, code, message):
+    assert cli.main(argv) == code
+    err = capsys.readouterr().err
+    assert message in err and err.startswith(f"keras-vit {argv[0]}: ")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
 def test_demo_runs_a_small_model(capsys):
-    code = cli.main(["demo", "--image-size", "32", "--batch-size", "3", "--classes", "7"])
+    code = cli.main(["demo", "--model", "Ti/16", "--image-size", "32", "--batch-size", "3", "--classes", "7"])
     out = capsys.readouterr().out
     assert code == 0
     assert "model:         ViTTi16" in out
@@ -43,13 +114,3 @@ def test_demo_runs_a_small_model(capsys):
     params = int(re.search(r"parameters:\s+([\d,]+)", out).group(1).replace(",", ""))
     assert params == 5_524_416 - 192 * 192 + 192 * 7 + 7
     assert re.search(r"forward pass:\s+[\d.]+ s first call", out)
-
-
-def test_demo_rejects_an_unknown_model(capsys):
-    assert cli.main(["demo", "--model", "ViTXL99"]) == 2
-    assert "ViTTi16" in capsys.readouterr().err
-
-
-def test_demo_rejects_a_non_positive_batch(capsys):
-    assert cli.main(["demo", "--batch-size", "0"]) == 2
-    assert "--batch-size must be positive" in capsys.readouterr().err

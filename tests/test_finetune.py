@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import cli, finetune
+import keras_vit_cli as cli
+from keras_vit import finetune
+from keras_vit_cli.commands import finetune as finetune_command
 from tests.helpers import BACKEND, REPO_ROOT
 
 
@@ -114,7 +116,7 @@ def test_every_finetune_flag_has_help():
     import argparse
 
     parser = argparse.ArgumentParser()
-    finetune.add_arguments(parser)
+    finetune_command.add_arguments(parser)
     missing = [action.dest for action in parser._actions if action.dest != "help" and not action.help]
     assert missing == []
 

@@ -428,7 +428,7 @@ def test_plots_reject_mismatched_inputs(tmp_path):
 
 def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path):
     pytest.importorskip("matplotlib")
-    from keras_vit import cli
+    import keras_vit_cli as cli
 
     model_path = str(tmp_path / "tiny.keras")
     tiny_model(include_top=True, pooling="token").save(model_path)
@@ -452,7 +452,7 @@ def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path):
 
 
 def test_cli_inspect_rejects_weights_for_a_saved_model(tmp_path, capsys):
-    from keras_vit import cli
+    import keras_vit_cli as cli
 
     model_path = str(tmp_path / "tiny.keras")
     tiny_model().save(model_path)
@@ -467,7 +467,7 @@ def test_cli_inspect_rejects_weights_for_a_saved_model(tmp_path, capsys):
 
 
 def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
-    from keras_vit import cli
+    import keras_vit_cli as cli
 
     calls = []
 

@@ -4,7 +4,8 @@ import numpy as np
 import pretrained_helpers as ph
 import pytest
 
-from keras_vit import cli, pretrained
+import keras_vit_cli as cli
+from keras_vit import pretrained
 from keras_vit.pretrained import download
 
 

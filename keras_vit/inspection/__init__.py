@@ -55,7 +55,8 @@ from keras_vit.inspection.plots import (
     plot_mean_attention_distance,
     plot_position_embedding_similarity,
 )
-from keras_vit.inspection.report import REPORT_FILES, load_image, sample_image_path, write_report
+from keras_vit.inspection.report import REPORT_FILES, sample_image_path, write_report
+from keras_vit.preprocessing import load_image
 
 __all__ = [
     "HEAD_FUSIONS",

@@ -8,6 +8,7 @@ import numpy as np
 
 from keras_vit import validation
 from keras_vit.inspection import analysis, plots
+from keras_vit.preprocessing import load_image
 
 SAMPLE_IMAGE = "sample_image.jpg"
 
@@ -28,22 +29,6 @@ def sample_image_path():
     (CC BY 2.0, by vultilion on Flickr; see `keras_vit/resources/README.md`).
     """
     return str(importlib.resources.files("keras_vit") / "resources" / SAMPLE_IMAGE)
-
-
-def load_image(path, size):
-    """Reads an image file as uint8 RGB, resized (bilinear) to `size`.
-
-    Args:
-        path: path of a file PIL can read (JPEG, PNG, ...).
-        size: `(height, width)`.
-
-    Returns:
-        uint8 array `(height, width, 3)`.
-    """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"No image file at {path!r}.")
-    image = keras.utils.load_img(path, color_mode="rgb", target_size=tuple(size), interpolation="bilinear")
-    return np.asarray(keras.utils.img_to_array(image, dtype="float32")).round().astype("uint8")
 
 
 def build_model(model, weights=None, image_size=None):

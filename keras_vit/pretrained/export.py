@@ -119,3 +119,69 @@ def write_weights(weights, path, format, architecture):
         return target
     io.write_safetensors(path, tensors, metadata)
     return path
+
+
+def format_for_path(path):
+    """The layout a path implies: `.npz` -> `"official"`, `.safetensors` -> `"timm"`, else `"hf"` (a folder)."""
+    path = os.fspath(path)
+    if path.endswith(".npz"):
+        return "official"
+    if path.endswith(".safetensors"):
+        return "timm"
+    return "hf"
+
+
+def _heads_for(hidden_dim):
+    from keras_vit import models
+
+    heads = {spec["hidden_dim"]: spec["num_heads"] for spec in models.VARIANTS.values()}
+    if hidden_dim not in heads:
+        raise ValueError(f"Hidden size {hidden_dim} is not a published ViT size: pass num_heads.")
+    return heads[hidden_dim]
+
+
+def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
+    """Converts a checkpoint file (or a `.keras` model) to another layout.
+
+    Args:
+        src: a checkpoint (`.npz`, `.safetensors`, `save_pretrained` folder)
+            or a `.keras` model file.
+        dst: the output (see `export_weights`).
+        format: `"hf"`, `"timm"`, `"official"` or None to take it from `dst`
+            (`format_for_path`).
+        num_heads: attention heads; None takes them from the variant table
+            by hidden size.
+        image_size: `(height, width)` the position embedding is for; None
+            takes it from the file, else a square grid.
+
+    Returns:
+        `(path written, format)`.
+    """
+    from keras_vit import validation
+    from keras_vit.pretrained import loader
+
+    src, dst = os.fspath(src), os.fspath(dst)
+    format = format_for_path(dst) if format is None else validation.one_of("format", format, EXPORT_FORMATS)
+    if src.endswith(".keras"):
+        import keras
+
+        return export_weights(keras.saving.load_model(src), dst, format), format
+    checkpoint = loader.load_checkpoint(src)
+    facts = checkpoint.facts
+    patch = facts.patch_size
+    grid = None
+    if image_size is not None:
+        height, width = validation.pair("image_size", image_size)
+        grid = (height // patch[0], width // patch[1])
+    architecture = {
+        "num_heads": _heads_for(facts.hidden_dim)
+        if num_heads is None
+        else validation.positive_int("num_heads", num_heads),
+        "mlp_dim": int(checkpoint.weights["encoder_block_0/mlp/fc1/bias"].shape[0]),
+        "hidden_dim": facts.hidden_dim,
+        "patch_size": patch,
+        "grid_size": loader.checkpoint_grid(checkpoint, target_grid=grid),
+        "num_layers": facts.num_layers,
+        "gelu_approximate": False,
+    }
+    return write_weights(checkpoint.weights, dst, format, architecture), format

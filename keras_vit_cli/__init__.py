@@ -1,0 +1,93 @@
+"""The `keras-vit` command line (also `python -m keras_vit_cli`, `python -m keras_vit`).
+
+    keras-vit --help                     # the commands
+    keras-vit demo                       # build ViT-Ti/16, time a forward pass
+    KERAS_BACKEND=jax keras-vit demo --model ViTS16 --batch-size 8
+
+The backend is Keras's: set `KERAS_BACKEND` (`tensorflow`, `jax`, `torch`)
+before the command; it cannot be switched once Keras is imported.
+
+This package sits above the library: it imports `keras_vit`, never the
+reverse, and it imports it (and so Keras) only when a command runs, so
+`keras-vit --help` and `keras-vit COMMAND --help` answer at once.
+
+Adding a command: write `keras_vit_cli/commands/NAME.py` with
+
+- a module docstring: its first line is the one-line help of
+  `keras-vit --help`, the whole docstring the description of
+  `keras-vit NAME --help`;
+- `add_arguments(parser)`: adds the command's options to an argparse parser;
+- `run(args) -> int`: does the work and returns the exit code,
+
+then add NAME to `COMMANDS` in `keras_vit_cli/commands/__init__.py`. A
+command module imports nothing heavy at module level (no `keras`, no
+`keras_vit`): `run` imports what it needs. Models are named through
+`keras_vit.models.constructor_for` (`ViTB16` or `B/16`), and arguments are
+checked with `keras_vit.validation` inside `run`.
+
+Errors the user can fix end as one line on stderr, never a traceback:
+usage errors (argparse, and `ValueError` from the library: bad values,
+unknown tags, bad checkpoints) exit 2; I/O errors (`OSError`: missing files,
+downloads, offline) exit 1.
+
+Example:
+
+>>> parser = build_parser()
+>>> parser.parse_args(["demo", "--batch-size", "4"]).batch_size
+4
+"""
+
+import argparse
+import importlib
+import inspect
+import sys
+
+from keras_vit_cli.commands import COMMANDS
+
+__all__ = ["COMMANDS", "build_parser", "command_module", "main"]
+
+
+def command_module(name):
+    """The module of command `name` (see the protocol above)."""
+    return importlib.import_module(f"keras_vit_cli.commands.{name}")
+
+
+def _version():
+    from importlib import metadata
+
+    try:
+        return metadata.version("keras-vision-transformer")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def build_parser():
+    """Returns the `argparse.ArgumentParser` of `keras-vit` with every command (imports no Keras)."""
+    parser = argparse.ArgumentParser(
+        prog="keras-vit",
+        description="Vision Transformers in Keras 3. The backend comes from KERAS_BACKEND (tensorflow, jax, torch).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module = command_module(name)
+        description = inspect.cleandoc(module.__doc__)
+        subparser = subparsers.add_parser(
+            name,
+            help=description.splitlines()[0].rstrip("."),
+            description=description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(subparser)
+        subparser.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv=None):
+    """Runs `keras-vit` with `argv` (default: `sys.argv[1:]`) and returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, OSError) as error:
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ValueError) else 1

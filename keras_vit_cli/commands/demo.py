@@ -1,0 +1,58 @@
+"""Build a random-weight ViT and time a forward pass on a random batch.
+
+Builds the model (no download), runs it twice on random pixels and prints the
+backend, the parameter count, the output shape and how long the first
+forward pass (which includes tracing) and the second one took.
+"""
+
+import sys
+import time
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--model", default="ViTTi16", help="a constructor (ViTTi16) or variant (Ti/16) (default: %(default)s)"
+    )
+    parser.add_argument("--batch-size", type=int, default=2, help="images per batch (default: %(default)s)")
+    parser.add_argument(
+        "--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)"
+    )
+    parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the weights and the images")
+
+
+def run(args):
+    import keras
+    import numpy as np
+
+    from keras_vit import validation
+    from keras_vit.models import constructor_for
+    from keras_vit.preprocessing import preprocess_input
+
+    constructor = constructor_for(args.model)
+    for option in ("batch_size", "image_size", "classes"):
+        validation.positive_int(option, getattr(args, option))
+
+    keras.utils.set_random_seed(args.seed)
+    model = constructor(weights=None, input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
+    pixels = np.random.default_rng(args.seed).integers(
+        0, 256, size=(args.batch_size, args.image_size, args.image_size, 3)
+    )
+    images = preprocess_input(pixels)
+
+    timings = []
+    for _ in range(2):
+        start = time.perf_counter()
+        outputs = keras.ops.convert_to_numpy(model(images, training=False))
+        timings.append(time.perf_counter() - start)
+
+    print(f"backend:       {keras.backend.backend()}")
+    print(f"model:         {constructor.__name__} ({model.name}), random weights")
+    print(f"parameters:    {model.count_params():,}")
+    print(f"input shape:   {tuple(images.shape)}")
+    print(f"output shape:  {tuple(outputs.shape)}")
+    print(f"forward pass:  {timings[0]:.3f} s first call (includes tracing), {timings[1]:.3f} s second call")
+    if not np.all(np.isfinite(outputs)):
+        print("keras-vit demo: the outputs are not all finite", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,50 @@
+"""Attention rollout and the paper's inspection figures for an image.
+
+Writes the paper's "Inspecting Vision Transformer" figures for one image:
+attention_rollout.png, class_token_attention.png (last layer, every head),
+mean_attention_distance.png, position_embedding_similarity.png and
+embedding_filters.png go to --out. Needs matplotlib
+(pip install "keras-vision-transformer[inspect]").
+"""
+
+import sys
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "image", nargs="?", default=None, help="the image file (default: the photograph bundled with keras_vit)"
+    )
+    parser.add_argument(
+        "--model",
+        default="ViTB16",
+        help="a constructor (ViTB16), a variant (B/16) or the path of a saved .keras model (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--weights", default=None, help="passed as the constructor's weights= argument (default: random weights)"
+    )
+    parser.add_argument("--image-size", type=int, default=None, help="a constructor's square input size")
+    parser.add_argument("--out", default="inspect", help="folder for the PNGs (default: %(default)s)")
+    parser.add_argument("--head-fusion", default="mean", help="rollout head fusion: mean, max or min")
+    parser.add_argument("--discard-ratio", type=float, default=0.0, help="rollout discard ratio in [0, 1)")
+    parser.add_argument("--num-components", type=int, default=28, help="embedding-filter components to draw")
+    parser.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (default: %(default)s)")
+
+
+def run(args):
+    from keras_vit.inspection import report
+
+    if args.weights is None and not args.model.endswith(".keras"):
+        print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
+    model = report.build_model(args.model, weights=args.weights, image_size=args.image_size)
+    paths = report.write_report(
+        model,
+        args.image or report.sample_image_path(),
+        args.out,
+        head_fusion=args.head_fusion,
+        discard_ratio=args.discard_ratio,
+        num_components=args.num_components,
+        dpi=args.dpi,
+    )
+    for path in paths.values():
+        print(path)
+    return 0

@@ -1,0 +1,43 @@
+"""The table of ViT variants: sizes, parameter counts, GFLOPs.
+
+Prints a Markdown table (as in the README): the architecture, the parameter
+count of the model as built, and the analytic forward-pass GFLOPs (2 per
+multiply-add) of one image.
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)"
+    )
+    parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
+
+
+def run(args):
+    import keras
+
+    import keras_vit
+    from keras_vit import validation
+    from keras_vit.flops import forward_flops
+    from keras_vit.models import constructor_for
+
+    validation.positive_int("image_size", args.image_size)
+    validation.positive_int("classes", args.classes)
+    print(
+        f"| constructor | variant | patch | hidden | layers | heads | MLP | params ({args.classes}-class head) "
+        f"| GFLOPs at {args.image_size} |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in keras_vit.CONSTRUCTORS:
+        constructor = constructor_for(name)
+        variant = keras_vit.VARIANTS[constructor.variant]
+        model = constructor(input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
+        gflops = forward_flops(variant, args.image_size, args.classes) / 1e9
+        print(
+            f"| `{name}` | {constructor.variant} | {variant['patch_size']} | {variant['hidden_dim']} | "
+            f"{variant['num_layers']} | {variant['num_heads']} | {variant['mlp_dim']} | "
+            f"{model.count_params():,} | {gflops:.1f} |"
+        )
+        del model
+        keras.backend.clear_session()
+    return 0
