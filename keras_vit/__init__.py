@@ -9,7 +9,7 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
 
 # `training` and `layer_decay` are imported for their registered schedule,
 # loss and optimizers: a model compiled with them reloads after `import keras_vit`.
-from keras_vit import layer_decay, layers, training
+from keras_vit import layer_decay, layers, resnet, training
 from keras_vit.metadata import class_names
 from keras_vit.models import (
     CONSTRUCTORS,
@@ -49,5 +49,6 @@ __all__ = [
     "layers",
     "preprocess_input",
     "resample_position_embedding",
+    "resnet",
     "training",
 ]

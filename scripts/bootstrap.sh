@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates .venv (system `python3 -m venv`) and installs requirements/ci.txt plus this package (editable).
+# Creates .venv (system `python3 -m venv`) and installs requirements/ci.txt, requirements/no-deps.txt (without
+# dependencies) plus this package (editable).
 #
-# Idempotent: a stamp file in the venv records the sha256 of requirements/ci.txt + pyproject.toml; when it
+# Idempotent: a stamp file in the venv records the sha256 of requirements/*.txt + pyproject.toml; when it
 # matches, nothing is installed and the script returns in well under a second. Delete .venv to start over.
 #
 # Environment: PYTHON (default python3) picks the interpreter for a new venv; VENV (default .venv) its path.
@@ -13,7 +14,7 @@ PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-.venv}"
 STAMP="$VENV/.keras_vit_bootstrap"
 
-want="$(cat requirements/ci.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements/ci.txt requirements/no-deps.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" -c "" 2>/dev/null; then
     echo "bootstrap: $VENV is up to date"
@@ -35,6 +36,8 @@ start=$SECONDS
 echo "bootstrap: installing requirements/ci.txt into $VENV (first run: several minutes)"
 # -qq: this machine's pip config prints a warning per missing local-index entry; errors still show.
 "$VENV/bin/python" -m pip install -qq --disable-pip-version-check -r requirements/ci.txt
+# Their real requirements are in ci.txt; see the file for why they are installed without the declared ones.
+"$VENV/bin/python" -m pip install -qq --disable-pip-version-check --no-deps -r requirements/no-deps.txt
 "$VENV/bin/python" -m pip install -qq --disable-pip-version-check --no-deps -e .
 echo "$want" > "$STAMP"
 echo "bootstrap: done in $((SECONDS - start)) s"

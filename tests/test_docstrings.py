@@ -9,9 +9,12 @@ import pytest
 import keras_vit.layers
 import keras_vit.models
 import keras_vit.resampling
+import keras_vit.resnet
 
 
-@pytest.mark.parametrize("module", [keras_vit.layers, keras_vit.models, keras_vit.resampling], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module", [keras_vit.layers, keras_vit.models, keras_vit.resampling, keras_vit.resnet], ids=lambda m: m.__name__
+)
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, extraglobs={"np": np, "keras": keras}, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0

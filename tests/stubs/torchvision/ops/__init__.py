@@ -1,0 +1,1 @@
+"""Test-only stand-in (see tests/stubs/README.md)."""

@@ -1,0 +1,13 @@
+"""Test-only stand-in (see tests/stubs/README.md): timm.data keys tables by InterpolationMode at import time."""
+
+import enum
+
+
+class InterpolationMode(enum.Enum):
+    NEAREST = "nearest"
+    NEAREST_EXACT = "nearest-exact"
+    BILINEAR = "bilinear"
+    BICUBIC = "bicubic"
+    BOX = "box"
+    HAMMING = "hamming"
+    LANCZOS = "lanczos"

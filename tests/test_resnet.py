@@ -1,0 +1,126 @@
+"""The hybrid ViT's ResNet layers through the shared contract helper, plus their behaviour."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit import resnet
+from tests.helpers import run_layer_test, to_numpy
+
+WIDTH = 32  # the smallest width GroupNorm(32) allows
+
+
+def test_standardized_conv_contract(tmp_path):
+    # Odd, non-square input with stride 2: TF-style "same" padding gives ceil(size / 2).
+    run_layer_test(
+        resnet.StandardizedConv2D,
+        dict(filters=8, kernel_size=3, strides=2),
+        input_shape=(2, 9, 6, 4),
+        expected_output_shape=(2, 5, 3, 8),
+        expected_num_trainable_weights=1,
+        expected_num_params=3 * 3 * 4 * 8,
+        workdir=tmp_path,
+    )
+
+
+def test_bottleneck_unit_contract(tmp_path):
+    # 64 -> 4 * 32 channels with stride 2: the unit has the projection shortcut.
+    per_norm = 2  # gamma, beta
+    run_layer_test(
+        resnet.BottleneckUnit,
+        dict(filters=WIDTH, strides=2),
+        input_shape=(2, 8, 6, 64),
+        expected_output_shape=(2, 4, 3, 4 * WIDTH),
+        expected_num_trainable_weights=4 + 4 * per_norm,
+        expected_num_params=(64 * 32 + 9 * 32 * 32 + 32 * 128 + 64 * 128) + 2 * (32 + 32 + 128 + 128),
+        workdir=tmp_path,
+    )
+
+
+def test_bottleneck_unit_identity_shortcut():
+    unit = resnet.BottleneckUnit(filters=WIDTH)
+    unit.build((1, 4, 4, 4 * WIDTH))
+    assert unit.projection is None and len(unit.trainable_weights) == 3 + 3 * 2
+    # gn3 starts at zero scale (official init): a fresh unit is relu(its input).
+    inputs = np.random.default_rng(0).normal(size=(1, 4, 4, 4 * WIDTH)).astype("float32")
+    np.testing.assert_allclose(to_numpy(unit(inputs)), np.maximum(inputs, 0), atol=1e-6)
+
+
+def test_backbone_contract(tmp_path):
+    # Two stages: root (stride 4) + a stride-2 stage -> output stride 8.
+    run_layer_test(
+        resnet.ResNetBackbone,
+        dict(stage_depths=(1, 1), width=WIDTH),
+        input_shape=(2, 32, 24, 3),
+        expected_output_shape=(2, 4, 3, 8 * WIDTH),
+        expected_num_trainable_weights=(1 + 2) + (4 + 8) + (4 + 8),
+        workdir=tmp_path,
+    )
+
+
+def test_hybrid_patch_embedding_contract(tmp_path):
+    # Root only (stride 4) and 2x2 patches on it: 32x16 images -> a 4x2 grid.
+    run_layer_test(
+        resnet.HybridPatchEmbedding,
+        dict(hidden_dim=16, patch_size=2, stage_depths=(), width=WIDTH),
+        input_shape=(2, 32, 16, 3),
+        expected_output_shape=(2, 8, 16),
+        expected_num_trainable_weights=3 + 2,
+        expected_num_params=7 * 7 * 3 * WIDTH + 2 * WIDTH + 2 * 2 * WIDTH * 16 + 16,
+        workdir=tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    "stage_depths, stride, channels",
+    [((), 4, 64), ((3, 4, 9), 16, 1024), ((2, 2, 2, 2), 32, 2048), ((3, 4, 6, 3), 32, 2048)],
+)
+def test_published_layouts(stage_depths, stride, channels):
+    backbone = resnet.ResNetBackbone(stage_depths)
+    assert backbone.output_stride == resnet.output_stride(stage_depths) == stride
+    assert backbone.output_channels == channels
+    assert backbone.compute_output_shape((None, 224, 224, 3)) == (None, 224 // stride, 224 // stride, channels)
+
+
+def test_standardization_makes_the_kernel_scale_free():
+    # Weight standardisation: scaling or shifting a kernel per output channel changes nothing.
+    layer = resnet.StandardizedConv2D(filters=4, kernel_size=3)
+    images = np.random.default_rng(0).normal(size=(1, 6, 6, 2)).astype("float32")
+    layer.build(images.shape)
+    before = to_numpy(layer(images))
+    kernel = to_numpy(layer.kernel)
+    layer.kernel.assign(kernel * np.array([2.0, 0.5, 3.0, 1.0], "float32") + 0.25)
+    np.testing.assert_allclose(to_numpy(layer(images)), before, atol=1e-4)
+    standardized = to_numpy(layer.standardized_kernel())
+    np.testing.assert_allclose(standardized.mean(axis=(0, 1, 2)), 0, atol=1e-6)
+    np.testing.assert_allclose(standardized.std(axis=(0, 1, 2)), 1, atol=1e-4)
+
+
+def test_dynamic_resolution_and_divisibility():
+    layer = resnet.HybridPatchEmbedding(hidden_dim=8, patch_size=1, stage_depths=(1, 1), width=WIDTH)
+    inputs = keras.Input((None, None, 3))
+    assert tuple(layer(inputs).shape) == (None, None, 8)
+    assert layer.reduction == (8, 8)
+    assert tuple(keras.ops.shape(layer(np.zeros((1, 16, 24, 3))))) == (1, 6, 8)
+    with pytest.raises(ValueError, match="multiple of the hybrid's total reduction 8"):
+        layer(np.zeros((1, 20, 24, 3)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(stage_depths=3), "stage_depths"),
+        (dict(stage_depths=(3, 0)), "stage_depths"),
+        (dict(stage_depths=(), width=48), "multiple of 32"),
+        (dict(stage_depths=(), norm_epsilon=0), "norm_epsilon"),
+        (dict(stage_depths=(), standardization_epsilon=float("nan")), "standardization_epsilon"),
+    ],
+)
+def test_backbone_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        resnet.ResNetBackbone(**kwargs)
+
+
+def test_bottleneck_rejects_widths_groupnorm_cannot_split():
+    with pytest.raises(ValueError, match="filters"):
+        resnet.BottleneckUnit(filters=40)
