@@ -34,6 +34,7 @@ def test_bottleneck_unit_contract(tmp_path):
         expected_num_trainable_weights=4 + 4 * per_norm,
         expected_num_params=(64 * 32 + 9 * 32 * 32 + 32 * 128 + 64 * 128) + 2 * (32 + 32 + 128 + 128),
         workdir=tmp_path,
+        jit=False,  # compiled with the whole backbone in test_hybrid_patch_embedding_contract
     )
 
 
@@ -55,18 +56,20 @@ def test_backbone_contract(tmp_path):
         expected_output_shape=(2, 4, 3, 8 * WIDTH),
         expected_num_trainable_weights=(1 + 2) + (4 + 8) + (4 + 8),
         workdir=tmp_path,
+        jit=False,  # compiled in test_hybrid_patch_embedding_contract
     )
 
 
 def test_hybrid_patch_embedding_contract(tmp_path):
-    # Root only (stride 4) and 2x2 patches on it: 32x16 images -> a 4x2 grid.
+    # Root (stride 4) + one unit (4 * 32 channels), 2x2 patches: 32x16 images -> a 4x2 grid.
+    unit = 32 * 32 + 9 * 32 * 32 + 32 * 128 + 32 * 128 + 2 * (32 + 32 + 128 + 128)
     run_layer_test(
         resnet.HybridPatchEmbedding,
-        dict(hidden_dim=16, patch_size=2, stage_depths=(), width=WIDTH),
+        dict(hidden_dim=16, patch_size=2, stage_depths=(1,), width=WIDTH),
         input_shape=(2, 32, 16, 3),
         expected_output_shape=(2, 8, 16),
-        expected_num_trainable_weights=3 + 2,
-        expected_num_params=7 * 7 * 3 * WIDTH + 2 * WIDTH + 2 * 2 * WIDTH * 16 + 16,
+        expected_num_trainable_weights=3 + 12 + 2,
+        expected_num_params=7 * 7 * 3 * WIDTH + 2 * WIDTH + unit + 2 * 2 * 4 * WIDTH * 16 + 16,
         workdir=tmp_path,
     )
 
