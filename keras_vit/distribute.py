@@ -25,7 +25,7 @@ import math
 
 import keras
 
-from keras_vit import multihost
+from keras_vit import multihost, validation
 
 STRATEGIES = ("auto", "default", "mirrored", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
@@ -69,11 +69,6 @@ class Setup:
         return learning_rate * self.global_batch_size(per_replica_batch_size) / reference_batch_size
 
 
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
-
-
 def _find_tpu():
     import glob
     import os
@@ -109,7 +104,7 @@ def select_strategy(strategy="auto"):
     """
     import tensorflow as tf
 
-    _check_choice("strategy", strategy, STRATEGIES)
+    validation.one_of("strategy", strategy, STRATEGIES)
     if strategy in ("auto", "tpu"):
         resolver = _find_tpu()
         if resolver is not None:
@@ -145,7 +140,7 @@ def _jax_device():
 def select_precision(precision="auto", device="cpu"):
     """The dtype policy for `device`: bfloat16 on TPU and Ampere+ GPUs, float16
     (with loss scaling, which `compile` adds itself) on older GPUs, float32 on CPU."""
-    _check_choice("precision", precision, PRECISIONS)
+    validation.one_of("precision", precision, PRECISIONS)
     if precision != "auto":
         return precision
     if device == "tpu":
@@ -192,7 +187,7 @@ def configure(strategy="auto", precision="auto"):
         model.compile(..., jit_compile=setup.jit_compile)
     ```
     """
-    _check_choice("strategy", strategy, STRATEGIES)
+    validation.one_of("strategy", strategy, STRATEGIES)
     backend = keras.backend.backend()
     tf_strategy = None
     if backend == "tensorflow":

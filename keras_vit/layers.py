@@ -70,29 +70,18 @@ class PatchEmbedding(keras.layers.Layer):
             name="projection",
         )
 
-    def _check_divisible(self, height, width):
-        for side, size, patch in (("height", height, self.patch_size[0]), ("width", width, self.patch_size[1])):
-            size = validation.static_dim(size)
-            if size is not None and size % patch:
-                raise ValueError(
-                    f"The image {side} must be divisible by the patch size {patch}, but "
-                    f"{size} leaves a remainder of {size % patch}. Resize or crop the images "
-                    f"to a multiple of {patch} (e.g. {size - size % patch} or "
-                    f"{size - size % patch + patch}). Received: {side}={size}"
-                )
-
     def build(self, input_shape):
         if len(input_shape) != 4:
             raise ValueError(
                 "PatchEmbedding expects images of shape (batch, height, width, channels). "
                 f"Received: input_shape={input_shape}"
             )
-        self._check_divisible(input_shape[1], input_shape[2])
+        validation.patch_grid(input_shape[1:3], self.patch_size)
         self.projection.build(input_shape)
 
     def call(self, images):
         shape = ops.shape(images)
-        self._check_divisible(shape[1], shape[2])
+        validation.patch_grid((shape[1], shape[2]), self.patch_size)
         patches = self.projection(images)
         batch = ops.shape(patches)[0]
         return ops.reshape(patches, (batch, -1, self.hidden_dim))

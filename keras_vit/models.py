@@ -43,7 +43,8 @@ _POOLING_ALIASES = {"avg": "gap"}
 DEFAULT_INPUT_SHAPE = (224, 224, 3)
 
 
-def _resolve_input_shape(input_shape, input_tensor, patch_size):
+def resolve_input_shape(input_shape, input_tensor, patch_size):
+    """`(input_shape, patch grid)` from a constructor's `input_shape` / `input_tensor` (checked)."""
     if input_tensor is not None:
         shape = tuple(input_tensor.shape[1:])
         if input_shape is not None and tuple(input_shape) != shape:
@@ -60,15 +61,7 @@ def _resolve_input_shape(input_shape, input_tensor, patch_size):
             "build the model at that size (pretrained weights are resampled). "
             f"Received: input_shape={input_shape}"
         )
-    patch = validation.pair("patch_size", patch_size)
-    for side, size, p in (("height", input_shape[0], patch[0]), ("width", input_shape[1], patch[1])):
-        if size % p:
-            raise ValueError(
-                f"The image {side} must be divisible by the patch size {p}, but {size} "
-                f"leaves a remainder of {size % p}; use e.g. {size - size % p} or "
-                f"{size - size % p + p}. Received: input_shape={input_shape}"
-            )
-    return input_shape, (input_shape[0] // patch[0], input_shape[1] // patch[1])
+    return input_shape, validation.patch_grid(input_shape[:2], patch_size)
 
 
 def _resolve_pooling(pooling, include_top):
@@ -173,7 +166,7 @@ def VisionTransformer(
             "constructor such as `keras_vit.ViTB16(weights=...)` for pretrained weights, "
             f"or pass weights=None. Received: weights={weights!r}"
         )
-    input_shape, grid_size = _resolve_input_shape(input_shape, input_tensor, patch_size)
+    input_shape, grid_size = resolve_input_shape(input_shape, input_tensor, patch_size)
 
     if input_tensor is None:
         inputs = keras.Input(shape=input_shape, name="images")

@@ -30,7 +30,7 @@ _KNOWN_LAYERS = (
     vit_layers.TransformerBlock,
 )
 
-_VitParts = collections.namedtuple("_VitParts", ["patch_embedding", "class_token", "position_embedding", "blocks"])
+VitParts = collections.namedtuple("VitParts", ["patch_embedding", "class_token", "position_embedding", "blocks"])
 
 FilterComponents = collections.namedtuple("FilterComponents", ["components", "explained_variance_ratio"])
 FilterComponents.__doc__ = """The principal components of the patch-embedding filters.
@@ -43,7 +43,7 @@ Attributes:
 """
 
 
-def _vit_parts(model):
+def vit_parts(model):
     """Finds the embedding layers and the transformer blocks of a keras_vit model."""
     if not isinstance(model, keras.Model):
         raise TypeError(
@@ -73,7 +73,7 @@ def _vit_parts(model):
         )
     _check_known_layers(model, blocks[-1])
     class_token = class_tokens[0] if class_tokens else None
-    return _VitParts(patch_embeddings[0], class_token, position_embeddings[0], blocks)
+    return VitParts(patch_embeddings[0], class_token, position_embeddings[0], blocks)
 
 
 def _check_known_layers(model, last_block):
@@ -89,7 +89,8 @@ def _check_known_layers(model, last_block):
             )
 
 
-def _image_shape(parts):
+def image_shape(parts):
+    """The `(height, width, channels)` of the images the model's position embedding was built for."""
     grid_h, grid_w = parts.position_embedding.grid_size
     patch_h, patch_w = parts.patch_embedding.patch_size
     channels = int(parts.patch_embedding.projection.kernel.shape[2])
@@ -98,7 +99,7 @@ def _image_shape(parts):
 
 def _prepare_images(parts, images):
     images = np.asarray(keras.ops.convert_to_numpy(images), dtype="float32")
-    expected = _image_shape(parts)
+    expected = image_shape(parts)
     if images.ndim != 4 or images.shape[1:] != expected:
         hint = " For one image, pass `image[None]`." if images.ndim == 3 else ""
         raise ValueError(
@@ -190,7 +191,7 @@ def attention_maps(model, images, batch_size=16):
     >>> attention_maps(model, np.zeros((1, 32, 24, 3))).shape
     (2, 1, 2, 13, 13)
     """
-    parts = _vit_parts(model)
+    parts = vit_parts(model)
     images = _prepare_images(parts, images)
     batch_size = _require_batch_size(batch_size)
     _, weights = _run_blocks(parts, images, batch_size, with_attention=True, keep=())
@@ -225,7 +226,7 @@ def intermediate_features(model, images, layers=None, reshape=False, batch_size=
     >>> intermediate_features(model, np.zeros((1, 32, 24, 3)), layers=-1, reshape=True).shape
     (1, 4, 3, 16)
     """
-    parts = _vit_parts(model)
+    parts = vit_parts(model)
     num_layers = len(parts.blocks)
     single = isinstance(layers, (int, np.integer)) and not isinstance(layers, bool)
     requested = list(range(num_layers)) if layers is None else [layers] if single else list(layers)
@@ -262,7 +263,7 @@ def _check_attention(attention, name="attention"):
     return attention
 
 
-def _check_grid(attention, grid_size, num_prefix_tokens):
+def check_grid(attention, grid_size, num_prefix_tokens):
     """Returns `(grid_h, grid_w)` after checking it matches the attention's tokens."""
     grid_h, grid_w = validation.pair("grid_size", grid_size)
     if attention.shape[-1] != num_prefix_tokens + grid_h * grid_w:
@@ -354,7 +355,7 @@ def class_token_rollout(attention, grid_size, head_fusion="mean", discard_ratio=
         keeps for itself).
     """
     attention = _check_attention(attention)
-    grid_h, grid_w = _check_grid(attention, grid_size, num_prefix_tokens)
+    grid_h, grid_w = check_grid(attention, grid_size, num_prefix_tokens)
     rolled = rollout(attention, head_fusion, discard_ratio, num_prefix_tokens)
     return rolled[:, 0, num_prefix_tokens:].reshape(-1, grid_h, grid_w)
 
@@ -389,7 +390,7 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
     >>> attention_rollout(model, np.zeros((2, 32, 24, 3))).shape
     (2, 4, 3)
     """
-    parts = _vit_parts(model)
+    parts = vit_parts(model)
     attention = attention_maps(model, images, batch_size=batch_size)
     return class_token_rollout(
         attention,
@@ -496,7 +497,7 @@ def mean_attention_distance(model, images, batch_size=16):
     >>> mean_attention_distance(model, np.zeros((1, 32, 24, 3))).shape
     (2, 2)
     """
-    parts = _vit_parts(model)
+    parts = vit_parts(model)
     attention = attention_maps(model, images, batch_size=batch_size)
     return attention_distance(
         attention,
@@ -530,7 +531,7 @@ def position_embedding_similarity(model):
     >>> similarity.shape, round(float(similarity[1, 2, 1, 2]), 6)
     ((4, 3, 4, 3), 1.0)
     """
-    layer = _vit_parts(model).position_embedding
+    layer = vit_parts(model).position_embedding
     grid_h, grid_w = layer.grid_size
     embedding = np.asarray(keras.ops.convert_to_numpy(layer.embedding), dtype="float64")[0]
     embedding = embedding[layer.num_prefix_tokens :]
@@ -542,7 +543,7 @@ def position_embedding_similarity(model):
 
 def max_embedding_components(model):
     """The most principal components `embedding_filters` can return for a model."""
-    kernel = _vit_parts(model).patch_embedding.projection.kernel
+    kernel = vit_parts(model).patch_embedding.projection.kernel
     patch_h, patch_w, channels, hidden_dim = (int(dim) for dim in kernel.shape)
     return min(hidden_dim, patch_h * patch_w * channels)
 
@@ -575,9 +576,7 @@ def embedding_filters(model, num_components=28):
     >>> embedding_filters(model, num_components=6).components.shape
     (6, 4, 4, 3)
     """
-    kernel = np.asarray(
-        keras.ops.convert_to_numpy(_vit_parts(model).patch_embedding.projection.kernel), dtype="float64"
-    )
+    kernel = np.asarray(keras.ops.convert_to_numpy(vit_parts(model).patch_embedding.projection.kernel), dtype="float64")
     patch_h, patch_w, channels, hidden_dim = kernel.shape
     limit = min(hidden_dim, patch_h * patch_w * channels)
     if isinstance(num_components, bool) or not isinstance(num_components, int) or not 1 <= num_components <= limit:

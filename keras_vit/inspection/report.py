@@ -106,8 +106,8 @@ def write_report(
         raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
     if preprocess is None:
         from keras_vit.preprocessing import preprocess_input as preprocess
-    parts = analysis._vit_parts(model)
-    height, width, _ = analysis._image_shape(parts)
+    parts = analysis.vit_parts(model)
+    height, width, _ = analysis.image_shape(parts)
     if isinstance(image, (str, os.PathLike)):
         pixels = load_image(os.fspath(image), (height, width))
     else:

@@ -278,7 +278,7 @@ def build_pretrained(variant, weights, resample_method="official", resample_anti
     if resample_method not in RESAMPLING_METHODS:
         raise ValueError(f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {resample_method!r}")
     architecture = dict(models.VARIANTS[variant])
-    input_shape, target_grid = models._resolve_input_shape(
+    input_shape, target_grid = models.resolve_input_shape(
         kwargs.get("input_shape"), kwargs.get("input_tensor"), architecture["patch_size"]
     )
     source = sources.resolve_source(variant, weights, image_size=input_shape[:2])
