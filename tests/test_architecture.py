@@ -4,7 +4,7 @@ The rooms (README "Architecture"), lowest first; a module may import its own
 room and the rooms below it, never one above:
 
     leaf          validation, serialization, variants, flops, keras_compat
-    architecture  layers, models, resampling, preprocessing, metadata (keras.ops only)
+    architecture  layers, models, resampling, preprocessing, metadata, resnet (keras.ops only)
     pretrained    keras_vit.pretrained.* (registry, converters, loader, download, export of weights)
     applications  the public constructors (architecture + the weights loader)
     training      data, training, layer_decay, distribute, multihost
@@ -29,7 +29,7 @@ PACKAGES = ("keras_vit", "keras_vit_cli")
 
 ROOMS = (
     ("leaf", ("validation", "serialization", "variants", "flops", "keras_compat")),
-    ("architecture", ("layers", "models", "resampling", "preprocessing", "metadata", "hybrid")),
+    ("architecture", ("layers", "models", "resampling", "preprocessing", "metadata", "hybrid", "resnet")),
     ("pretrained", ("pretrained",)),
     ("applications", ("applications",)),
     ("training", ("data", "training", "layer_decay", "distribute", "multihost")),
