@@ -23,12 +23,15 @@ Example:
 True
 """
 
+import os
+
 import keras
+import numpy as np
 
 from keras_vit import layers as vit_layers
 from keras_vit.serialization import register
 
-__all__ = ["ClassNames", "class_names", "find_vit", "with_class_names"]
+__all__ = ["ClassNames", "class_names", "find_vit", "load_classifier", "top_classes", "with_class_names"]
 
 
 @register
@@ -118,7 +121,9 @@ def with_class_names(model, names):
     if len(model.outputs) != 1:
         raise ValueError(f"`model` must have one output. Received: {len(model.outputs)} outputs")
     outputs = ClassNames(names, name="class_names")(model.outputs[0])
-    return keras.Model(model.inputs, outputs, name=model.name)
+    # One input stays a tensor, not a one-element list: callers pass a tensor.
+    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+    return keras.Model(inputs, outputs, name=model.name)
 
 
 def find_vit(model):
@@ -142,3 +147,52 @@ def find_vit(model):
         f"Model {model.name!r} holds no keras_vit Vision Transformer (no TransformerBlock layers, "
         "nested or not). Pass a model built with keras_vit."
     )
+
+
+def load_classifier(path):
+    """Loads a `.keras` file that holds a keras_vit ViT (nested or not), safely.
+
+    Args:
+        path: the `.keras` file, e.g. `keras-vit finetune`'s `model.keras`.
+
+    Returns:
+        The `keras.Model` (`load_model(..., safe_mode=True)`).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a `.keras` file, or no keras_vit ViT inside.
+    """
+    if not str(path).endswith(".keras"):
+        raise ValueError(f"A saved model must be a .keras file. Received: {path!r}")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No saved model at {path!r}.")
+    model = keras.saving.load_model(path, safe_mode=True)
+    find_vit(model)
+    return model
+
+
+def top_classes(model, outputs, top=5):
+    """Names and probabilities of the `top` classes of each row of `outputs`.
+
+    Args:
+        model: the model that produced `outputs` (for its class names).
+        outputs: array `(batch, classes)` of probabilities or logits: rows
+            that are not probability distributions go through a softmax
+            (`keras-vit finetune` saves logits models).
+        top: int, how many classes per row.
+
+    Returns:
+        A list per row of `(name, probability)` pairs, best first; the name
+        is the saved class name, else `"class <index>"`.
+    """
+    outputs = np.asarray(outputs, dtype="float64")
+    is_distribution = np.all(outputs >= 0) and np.allclose(outputs.sum(axis=-1), 1.0, atol=1e-3)
+    if not is_distribution:
+        shifted = np.exp(outputs - outputs.max(axis=-1, keepdims=True))
+        outputs = shifted / shifted.sum(axis=-1, keepdims=True)
+    names = class_names(model) or tuple(f"class {index}" for index in range(outputs.shape[-1]))
+    rows = []
+    for row in outputs:
+        order = np.argsort(-row, kind="stable")[:top]
+        rows.append([(names[index], float(row[index])) for index in order])
+    return rows

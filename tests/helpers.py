@@ -32,7 +32,7 @@ BACKEND = keras.backend.backend()
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Layers that keras_vit keeps in float32 on purpose under mixed precision.
-FLOAT32_LAYER_NAMES = ("head", "predictions")
+FLOAT32_LAYER_NAMES = ("head", "predictions", "class_names")  # class_names: keras_vit.metadata.ClassNames
 
 
 def random_inputs(shape, seed=0):

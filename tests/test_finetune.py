@@ -195,3 +195,29 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tmp_path):
     assert outputs.shape == (2, 10) and np.all(np.isfinite(outputs))
     history = finetune.read_history(os.path.join(out, "history.csv"))
     assert history["epoch"] == [0.0, 1.0]
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="one flat-folder MixUp run is enough (tensorflow run)")
+def test_flat_folder_with_mixup_finishes_and_predict_names_the_classes(tmp_path, capsys):
+    from PIL import Image
+
+    root = tmp_path / "flowers"
+    rng = np.random.default_rng(0)
+    for name in ("daisy", "tulip"):
+        (root / name).mkdir(parents=True)
+        for index in range(10):
+            pixels = rng.integers(0, 256, size=(20, 18, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / name / f"{index}.png")
+    out = str(tmp_path / "run")
+    arguments = ["--data", str(root), "--image-size", "16", "--batch-size", "4", "--steps", "3", "--epochs", "1"]
+    assert cli.main(["finetune", *arguments, "--mixup", "0.8", "--verbose", "0", "--out", out]) == 0
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["steps"] == 3 and metrics["mixup"] == 0.8
+    assert metrics["class_names"] == ["daisy", "tulip"]
+    assert (metrics["train_examples"], metrics["heldout_examples"]) == (16, 4)  # validation_split 0.2
+    assert os.path.exists(os.path.join(out, "training_curves.png"))
+    capsys.readouterr()
+    image = str(root / "daisy" / "0.png")
+    assert cli.main(["predict", image, "--model", os.path.join(out, "model.keras"), "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line.split()[1] for line in lines[1:]) == ["daisy", "tulip"]

@@ -6,7 +6,7 @@ import os
 import keras
 import numpy as np
 
-from keras_vit import validation
+from keras_vit import metadata, validation
 from keras_vit.inspection import analysis, plots
 from keras_vit.preprocessing import load_image
 
@@ -55,9 +55,7 @@ def build_model(model, weights=None, image_size=None):
                 f"has its own weights and input size. Received: weights={weights!r}, "
                 f"image_size={image_size!r}"
             )
-        if not os.path.isfile(model):
-            raise FileNotFoundError(f"No saved model at {model!r}.")
-        return keras.saving.load_model(model, safe_mode=True)
+        return metadata.load_classifier(model)
     try:
         constructor = keras_vit.models.constructor_for(model)
     except ValueError as error:
@@ -79,7 +77,9 @@ def write_report(
     """Writes the paper's "inspecting the Vision Transformer" figures for one image.
 
     Args:
-        model: a keras_vit model.
+        model: a keras_vit model, or a model with one nested in it (the
+            figures are of the ViT; a model with saved class names also gets
+            its top class in the rollout's title).
         image: a path to an image file, or a uint8-range array
             `(height, width, 3)`; it is resized to the model's input size.
         out_dir: the folder to write the PNGs to (created if missing).
@@ -106,6 +106,7 @@ def write_report(
         raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
     if preprocess is None:
         from keras_vit.preprocessing import preprocess_input as preprocess
+    classifier, model = model, metadata.find_vit(model)
     parts = analysis.vit_parts(model)
     height, width, _ = analysis.image_shape(parts)
     if isinstance(image, (str, os.PathLike)):
@@ -121,6 +122,11 @@ def write_report(
     attention = analysis.attention_maps(model, inputs)
     grid = parts.position_embedding.grid_size
     prefix = parts.position_embedding.num_prefix_tokens
+    title = f"Attention rollout (head fusion: {head_fusion}, discard ratio: {discard_ratio:g})"
+    if metadata.class_names(classifier) is not None:
+        outputs = keras.ops.convert_to_numpy(classifier(inputs, training=False))
+        name, probability = metadata.top_classes(classifier, outputs, top=1)[0][0]
+        title = f"{title}\npredicted: {name} ({probability:.2f})"
     rollout_map = analysis.class_token_rollout(attention, grid, head_fusion, discard_ratio, prefix)
     distances = analysis.attention_distance(attention, grid, parts.patch_embedding.patch_size, prefix)
     components = analysis.embedding_filters(
@@ -133,7 +139,7 @@ def write_report(
         pixels,
         rollout_map,
         paths["attention_rollout"],
-        title=f"Attention rollout (head fusion: {head_fusion}, discard ratio: {discard_ratio:g})",
+        title=title,
         dpi=dpi,
     )
     plots.plot_class_token_attention(

@@ -163,9 +163,11 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
     src, dst = os.fspath(src), os.fspath(dst)
     format = format_for_path(dst) if format is None else validation.one_of("format", format, EXPORT_FORMATS)
     if src.endswith(".keras"):
-        import keras
+        from keras_vit import metadata
 
-        return export_weights(keras.saving.load_model(src), dst, format), format
+        # The ViT itself, also when it is nested in the user's model (a head
+        # on top of a nested ViT is no part of the ViT layouts).
+        return export_weights(metadata.find_vit(metadata.load_classifier(src)), dst, format), format
     checkpoint = loader.load_checkpoint(src)
     facts = checkpoint.facts
     patch = facts.patch_size

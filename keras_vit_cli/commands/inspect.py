@@ -47,4 +47,9 @@ def run(args):
     )
     for path in paths.values():
         print(path)
+    from keras_vit import metadata
+
+    names = metadata.class_names(model)
+    if names is not None:
+        print(f"class names ({len(names)}): {', '.join(names)}")
     return 0

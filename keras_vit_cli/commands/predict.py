@@ -1,14 +1,20 @@
 """Classify images with a pretrained ViT and print the top classes.
 
-Images are resized bilinearly to --image-size and scaled to [-1, 1]; labels
-are the ImageNet-1k names for 1000-class heads, class indices otherwise.
+Images are resized bilinearly to the model's input size and scaled to
+[-1, 1]. --model is a constructor, or a saved .keras model that holds a
+keras_vit ViT (nested in your model or not, e.g. `keras-vit finetune`'s
+model.keras), which brings its own weights, input size and class names.
+Labels are the saved class names, else the ImageNet-1k names for 1000-class
+heads, else class indices; logits are turned into probabilities (softmax).
 """
 
 
 def add_arguments(parser):
     parser.add_argument("images", nargs="+", help="image files")
     parser.add_argument(
-        "--model", default="ViTB16", help="a constructor (ViTB16) or variant (B/16) (default: %(default)s)"
+        "--model",
+        default="ViTB16",
+        help="a constructor (ViTB16), a variant (B/16) or a saved .keras model (default: %(default)s)",
     )
     parser.add_argument(
         "--weights", default="imagenet", help="tag, 'imagenet', file or hf://org/repo (default: %(default)s)"
@@ -24,24 +30,31 @@ def run(args):
     import keras
     import numpy as np
 
-    from keras_vit import validation
+    from keras_vit import metadata, validation
     from keras_vit.models import constructor_for
     from keras_vit.preprocessing import decode_predictions, load_image, preprocess_input
 
     validation.positive_int("top", args.top)
-    size = validation.positive_int("image_size", args.image_size)
-    constructor = constructor_for(args.model)
-    batch = np.stack([load_image(path, (size, size)) for path in args.images]).astype("float32")
-    model = constructor(weights=args.weights, input_shape=(size, size, 3), classes=args.classes)
-    probabilities = keras.ops.convert_to_numpy(model(preprocess_input(batch), training=False))
-    top = min(args.top, probabilities.shape[-1])
-    decoded = decode_predictions(probabilities, top=top) if probabilities.shape[-1] == 1000 else None
+    if args.model.endswith(".keras"):
+        model = metadata.load_classifier(args.model)
+        size = tuple(model.input_shape[1:3])
+    else:
+        image_size = validation.positive_int("image_size", args.image_size)
+        constructor = constructor_for(args.model)
+        model = constructor(weights=args.weights, input_shape=(image_size, image_size, 3), classes=args.classes)
+        size = (image_size, image_size)
+    batch = np.stack([load_image(path, size) for path in args.images]).astype("float32")
+    outputs = keras.ops.convert_to_numpy(model(preprocess_input(batch), training=False))
+    top = min(args.top, outputs.shape[-1])
+    named = metadata.class_names(model) is not None
+    decoded = decode_predictions(outputs, top=top) if outputs.shape[-1] == 1000 and not named else None
+    rows = metadata.top_classes(model, outputs, top)
     for row, path in enumerate(args.images):
         print(path)
         if decoded is not None:
             for wnid, name, score in decoded[row]:
                 print(f"  {score:.4f}  {name} ({wnid})")
             continue
-        for index in np.argsort(-probabilities[row], kind="stable")[:top]:
-            print(f"  {probabilities[row, index]:.4f}  class {index}")
+        for name, probability in rows[row]:
+            print(f"  {probability:.4f}  {name}")
     return 0

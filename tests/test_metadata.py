@@ -1,0 +1,96 @@
+"""Class names saved in a model, and the commands that read saved models
+(`predict`, `inspect`, `convert`) on a ViT nested in a user's model."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+import keras_vit_cli as cli
+from keras_vit import metadata
+from tests.helpers import BACKEND, assert_config_round_trip, run_model_test
+
+TINY = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3))
+
+
+def test_class_names_layer_contract(tmp_path):
+    # The layer has no weights of its own: it goes through the model checks
+    # on the head of a tiny ViT (config, shapes, gradients, save/load, mixed precision).
+    layer = metadata.ClassNames(["cat", "dog", "emu"])
+    assert_config_round_trip(layer)
+    assert layer.compute_output_shape((2, 3)) == (2, 3)
+    run_model_test(
+        lambda: metadata.with_class_names(keras_vit.VisionTransformer(**TINY, classes=3), ["cat", "dog", "emu"]),
+        input_shape=(2, 16, 16, 3),
+        expected_output_shape=(2, 3),
+        workdir=tmp_path,
+        fresh_process=False,
+        jit=BACKEND != "torch",
+    )
+
+
+@pytest.mark.parametrize("names", ["cat", [], ["a", "a"], [1, 2]])
+def test_class_names_layer_rejects_bad_names(names):
+    with pytest.raises(ValueError, match="class_names"):
+        metadata.ClassNames(names)
+
+
+def test_class_names_must_match_the_outputs():
+    with pytest.raises(ValueError, match="2 names but its input has 3 classes"):
+        metadata.ClassNames(["a", "b"])(keras.Input((3,)))
+
+
+def _nested_classifier():
+    """The usual transfer-learning shape: a ViT backbone inside the user's model, with class names."""
+    backbone = keras_vit.VisionTransformer(**TINY, include_top=False, pooling="token", name="vit_backbone")
+    inputs = keras.Input((16, 16, 3))
+    logits = keras.layers.Dense(2, name="user_head")(backbone(inputs))
+    return metadata.with_class_names(keras.Model(inputs, logits, name="user_model"), ["ant", "bee"])
+
+
+def test_nested_model_round_trips_class_names_and_finds_its_vit(tmp_path):
+    model = _nested_classifier()
+    path = str(tmp_path / "nested.keras")
+    model.save(path)
+    loaded = metadata.load_classifier(path)
+    assert keras_vit.class_names(loaded) == ("ant", "bee")
+    assert metadata.find_vit(loaded).name == "vit_backbone"
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(loaded(images)), keras.ops.convert_to_numpy(model(images)), atol=1e-5
+    )
+    rows = metadata.top_classes(loaded, keras.ops.convert_to_numpy(loaded(images)), top=2)
+    assert [sorted(name for name, _ in row) for row in rows] == [["ant", "bee"]] * 2
+    assert all(abs(sum(p for _, p in row) - 1.0) < 1e-6 for row in rows)  # logits went through a softmax
+    plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    assert keras_vit.class_names(plain) is None
+    with pytest.raises(ValueError, match="no keras_vit Vision Transformer"):
+        metadata.find_vit(plain)
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="the commands are tested on one backend")
+def test_commands_accept_a_saved_nested_vit(tmp_path, capsys):
+    from PIL import Image
+
+    model_path = str(tmp_path / "model.keras")
+    _nested_classifier().save(model_path)
+    image = str(tmp_path / "photo.png")
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (20, 24, 3), dtype=np.uint8)).save(image)
+
+    assert cli.main(["predict", image, "--model", model_path, "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == image and sorted(line.split()[1] for line in lines[1:]) == ["ant", "bee"]
+
+    assert cli.main(["inspect", image, "--model", model_path, "--out", str(tmp_path / "figures")]) == 0
+    out = capsys.readouterr().out
+    assert "class names (2): ant, bee" in out
+    assert len(os.listdir(tmp_path / "figures")) == 5
+
+    assert cli.main(["convert", model_path, str(tmp_path / "vit.safetensors")]) == 0
+    assert "timm layout" in capsys.readouterr().out
+    assert os.path.getsize(tmp_path / "vit.safetensors") > 0
+
+    assert cli.main(["predict", image, "--model", str(tmp_path / "missing.keras")]) == 1
+    assert "No saved model" in capsys.readouterr().err
