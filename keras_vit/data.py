@@ -346,8 +346,16 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed):
         # few bytes per file.
         dataset = dataset.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(_decoder(skipped), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    dataset = dataset.filter(lambda image, label, ok: ok).map(lambda image, label, ok: (image, label))
+    dataset = dataset.filter(_decoded).map(_drop_flag)
     return dataset, SourceInfo(len(paths), len(class_names), class_names, skipped)
+
+
+def _decoded(image, label, ok):
+    return ok
+
+
+def _drop_flag(image, label, ok):
+    return image, label
 
 
 def _op_error_text(error):
