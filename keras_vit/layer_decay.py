@@ -20,7 +20,7 @@ import re
 import keras
 from keras import ops
 
-from keras_vit import serialization
+from keras_vit import keras_compat, serialization
 
 # The first-level layer names of `keras_vit.VisionTransformer` below the
 # encoder blocks; everything not named here (norm, pooling, head, a user's own
@@ -75,7 +75,7 @@ def layer_decay_multipliers(model, decay):
     return multipliers
 
 
-class LayerwiseLearningRate:
+class LayerwiseLearningRate(keras_compat.PerVariableWeightDecay):
     """Mixin for a Keras optimizer: scales the learning rate per variable.
 
     A variable's multiplier is that of the first component of its path
@@ -118,17 +118,14 @@ class LayerwiseLearningRate:
         # variable (a tf.Variable, or one replica's copy under a strategy)
         # whose name is not the Keras path; the optimizer's index maps it back.
         self._multipliers = [self.multiplier_for(variable.path) for variable in variables]
-        self._decayed = [bool(self.weight_decay) and self._use_weight_decay(variable) for variable in variables]
-
-    def _apply_weight_decay(self, variables):
         # Decoupled weight decay is `w -= lr * wd * w` with the variable's own
         # (scaled) rate, as in per-layer parameter groups elsewhere; Keras
         # applies it with the global rate just before `update_step`, so it is
-        # moved into `update_step`, in the same order.
-        return
+        # moved into `update_step`, in the same order (PerVariableWeightDecay).
+        self._decayed = [keras_compat.uses_weight_decay(self, variable) for variable in variables]
 
     def update_step(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
+        index = keras_compat.variable_index(self, variable)
         multiplier = self._multipliers[index]
         if multiplier != 1.0:
             learning_rate = learning_rate * multiplier

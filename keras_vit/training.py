@@ -26,8 +26,8 @@ import time
 import keras
 from keras import ops
 
+from keras_vit import keras_compat, serialization
 from keras_vit import layer_decay as layer_decay_lib
-from keras_vit import serialization
 
 # Variable names (`variable.name`, the last part of the path) that are not
 # decayed: biases, LayerNorm scale/offset, the class token and the position
@@ -226,7 +226,7 @@ def pretrain_optimizer(
 
 def decays_weight(optimizer, variable):
     """Whether `optimizer` applies weight decay to `variable` (for checks)."""
-    return bool(optimizer.weight_decay) and optimizer._use_weight_decay(variable)
+    return keras_compat.uses_weight_decay(optimizer, variable)
 
 
 def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
@@ -308,7 +308,7 @@ def atomic_save_model(model, path):
     _replace_atomically(lambda temporary: model.save(temporary), path)
 
 
-class FaultTolerantBackup(keras.callbacks.BackupAndRestore):
+class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.BackupAndRestore):
     """`BackupAndRestore` whose files are replaced atomically.
 
     Keras writes the backup straight into place, so a SIGKILL during the
@@ -329,16 +329,16 @@ class FaultTolerantBackup(keras.callbacks.BackupAndRestore):
     def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint, double_checkpoint=False)
 
-    def _save_model(self):
+    def write_backup(self, weights_path, metadata_path, metadata):
         os.makedirs(self.backup_dir, exist_ok=True)
-        _replace_atomically(lambda temporary: self.model.save_weights(temporary), self._weights_path)
-        metadata = json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen})
+        _replace_atomically(lambda temporary: self.model.save_weights(temporary), weights_path)
+        text = json.dumps(metadata)
 
         def write_metadata(temporary):
             with open(temporary, "w") as file:
-                file.write(metadata)
+                file.write(text)
 
-        _replace_atomically(write_metadata, self._training_metadata_path)
+        _replace_atomically(write_metadata, metadata_path)
 
 
 class StopAtIteration(keras.callbacks.Callback):

@@ -1,0 +1,115 @@
+"""One test per Keras internal that keras_vit.keras_compat uses.
+
+Each fails with a message that names the Keras change, so a Keras upgrade
+that moves one of them says what to fix in keras_vit/keras_compat.py. Run on
+every backend: each backend has its own optimizer base class.
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit import keras_compat
+
+
+def _built_adamw():
+    optimizer = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.5)
+    optimizer.exclude_from_weight_decay(var_names=["bias"])
+    kernel = keras.Variable(np.ones((2,), "float32"), name="kernel")
+    bias = keras.Variable(np.ones((2,), "float32"), name="bias")
+    optimizer.build([kernel, bias])
+    return optimizer, kernel, bias
+
+
+def test_optimizer_use_weight_decay():
+    optimizer, kernel, bias = _built_adamw()
+    assert hasattr(optimizer, "_use_weight_decay"), (
+        "Keras removed BaseOptimizer._use_weight_decay(variable): find the new way to ask whether "
+        "exclude_from_weight_decay excludes a variable, and use it in keras_compat.uses_weight_decay."
+    )
+    assert (keras_compat.uses_weight_decay(optimizer, kernel), keras_compat.uses_weight_decay(optimizer, bias)) == (
+        True,
+        False,
+    ), "BaseOptimizer._use_weight_decay no longer follows exclude_from_weight_decay(var_names=...)."
+
+
+def test_optimizer_get_variable_index():
+    optimizer, kernel, bias = _built_adamw()
+    assert hasattr(optimizer, "_get_variable_index"), (
+        "Keras removed BaseOptimizer._get_variable_index(variable): keras_compat.variable_index needs "
+        "another way to find a variable's position in the built optimizer."
+    )
+    assert (keras_compat.variable_index(optimizer, kernel), keras_compat.variable_index(optimizer, bias)) == (0, 1), (
+        "BaseOptimizer._get_variable_index no longer returns the position in optimizer.build(variables)."
+    )
+
+
+def test_optimizer_apply_weight_decay_is_the_global_decay_step():
+    class NoGlobalDecay(keras_compat.PerVariableWeightDecay, keras.optimizers.AdamW):
+        pass
+
+    results = []
+    for optimizer_class in (keras.optimizers.AdamW, NoGlobalDecay):
+        optimizer = optimizer_class(learning_rate=0.1, weight_decay=0.5)
+        variable = keras.Variable(np.ones((2,), "float32"), name="kernel")
+        # A zero gradient moves Adam by exactly 0: any change is the weight decay.
+        optimizer.apply_gradients([(keras.ops.zeros((2,)), variable)])
+        results.append(keras.ops.convert_to_numpy(variable))
+    decayed, skipped = results
+    assert np.all(decayed < 1.0), "AdamW no longer applies decoupled weight decay as this test expects."
+    np.testing.assert_array_equal(
+        skipped,
+        np.ones(2),
+        err_msg="Keras no longer applies weight decay through BaseOptimizer._apply_weight_decay(variables) "
+        "before update_step (or renamed it): keras_compat.PerVariableWeightDecay must override the new step, "
+        "or layer-wise AdamW decays twice.",
+    )
+
+
+def test_backup_and_restore_save_model(tmp_path):
+    calls = []
+
+    class Recording(keras_compat.AtomicBackupWrites, keras.callbacks.BackupAndRestore):
+        def write_backup(self, weights_path, metadata_path, metadata):
+            calls.append((weights_path, metadata_path, metadata))
+            self.model.save_weights(weights_path)
+            with open(metadata_path, "w") as file:
+                json.dump(metadata, file)
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((4, 3), "float32"), np.ones((4, 1), "float32")
+    backup = Recording(str(tmp_path), delete_checkpoint=False)
+    model.fit(x, y, epochs=2, batch_size=2, verbose=0, callbacks=[backup])
+    assert len(calls) == 2, (
+        "keras.callbacks.BackupAndRestore no longer saves through _save_model() at each epoch end: "
+        "keras_compat.AtomicBackupWrites must hook the new method."
+    )
+    weights_path, metadata_path, metadata = calls[-1]
+    assert metadata == {"epoch": 2, "batch": 0}, (
+        "BackupAndRestore's _current_epoch/_last_batch_seen changed meaning; "
+        f"keras_compat.AtomicBackupWrites wrote {metadata}."
+    )
+    # Keras must read back what we wrote, from the same paths: a new run resumes after epoch 2.
+    assert os.path.isfile(weights_path) and os.path.isfile(metadata_path)
+    epochs = []
+    resumed = keras.callbacks.BackupAndRestore(str(tmp_path), delete_checkpoint=False)
+    record = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: epochs.append(epoch))
+    model.fit(x, y, epochs=3, batch_size=2, verbose=0, callbacks=[resumed, record])
+    assert epochs == [2], (
+        "BackupAndRestore no longer resumes from _weights_path/_training_metadata_path as "
+        f"keras_compat.AtomicBackupWrites writes them (epochs run: {epochs})."
+    )
+
+
+def test_the_installed_keras_is_in_the_tested_range():
+    specifiers = pytest.importorskip("packaging.specifiers")
+    pyproject = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "pyproject.toml")).read()
+    assert f'"keras{keras_compat.TESTED_KERAS}"' in pyproject, "pyproject.toml must pin the tested Keras range"
+    assert specifiers.SpecifierSet(keras_compat.TESTED_KERAS).contains(keras.__version__), (
+        f"keras {keras.__version__} is outside the tested range {keras_compat.TESTED_KERAS}: run "
+        "tests/test_keras_compat.py on it, then widen the range in pyproject.toml and keras_compat."
+    )
