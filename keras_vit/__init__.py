@@ -9,11 +9,9 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
 
 # `training` and `layer_decay` are imported for their registered schedule,
 # loss and optimizers: a model compiled with them reloads after `import keras_vit`.
-from keras_vit import layer_decay, layers, resnet, training
-from keras_vit.metadata import class_names
-from keras_vit.models import (
+from keras_vit import applications, layer_decay, layers, models, resnet, training, variants
+from keras_vit.applications import (
     CONSTRUCTORS,
-    VARIANTS,
     VisionTransformer,
     ViTB8,
     ViTB16,
@@ -24,9 +22,12 @@ from keras_vit.models import (
     ViTS16,
     ViTS32,
     ViTTi16,
+    constructor_for,
 )
+from keras_vit.metadata import class_names
 from keras_vit.preprocessing import decode_predictions, preprocess_input
 from keras_vit.resampling import resample_position_embedding
+from keras_vit.variants import VARIANTS
 
 __version__ = "0.1.0"
 
@@ -43,12 +44,16 @@ __all__ = [
     "ViTL16",
     "ViTL32",
     "ViTH14",
+    "applications",
     "class_names",
+    "constructor_for",
     "decode_predictions",
     "layer_decay",
     "layers",
+    "models",
     "preprocess_input",
     "resample_position_embedding",
     "resnet",
     "training",
+    "variants",
 ]

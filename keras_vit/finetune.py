@@ -74,7 +74,7 @@ def build_model(model_name, weights, image_size, num_classes):
             **SMALL_CONFIG, input_shape=shape, classes=num_classes, classifier_activation=None, name="vit_small_digits"
         )
     try:
-        constructor = keras_vit.models.constructor_for(model_name)
+        constructor = keras_vit.applications.constructor_for(model_name)
     except ValueError as error:
         raise ValueError(f"{error} Or {SMALL_MODEL!r}, the default digits model.") from None
     # The paper fine-tunes without pre_logits and with a zero-initialised head,

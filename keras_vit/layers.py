@@ -545,7 +545,9 @@ class TokenPooling(keras.layers.Layer):
     Args:
         mode: `"token"` takes the class token (the first token); `"gap"`
             averages the patch tokens (all but the first `num_prefix_tokens`),
-            as the official code's global-average-pooling classifier does.
+            as the official code's global-average-pooling classifier does;
+            `"max"` takes their per-channel maximum (keras.applications'
+            `pooling="max"`).
         num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
@@ -556,7 +558,7 @@ class TokenPooling(keras.layers.Layer):
     [[6.0, 7.0, 8.0, 9.0]]
     """
 
-    MODES = ("token", "gap")
+    MODES = ("token", "gap", "max")
 
     def __init__(self, mode="token", num_prefix_tokens=1, **kwargs):
         super().__init__(**kwargs)
@@ -573,6 +575,8 @@ class TokenPooling(keras.layers.Layer):
     def call(self, tokens):
         if self.mode == "token":
             return tokens[:, 0]
+        if self.mode == "max":
+            return ops.max(tokens[:, self.num_prefix_tokens :], axis=1)
         return ops.mean(tokens[:, self.num_prefix_tokens :], axis=1)
 
     def compute_output_shape(self, input_shape):

@@ -22,7 +22,7 @@ Adding a command: write `keras_vit_cli/commands/NAME.py` with
 then add NAME to `COMMANDS` in `keras_vit_cli/commands/__init__.py`. A
 command module imports nothing heavy at module level (no `keras`, no
 `keras_vit`): `run` imports what it needs. Models are named through
-`keras_vit.models.constructor_for` (`ViTB16` or `B/16`), and arguments are
+`keras_vit.applications.constructor_for` (`ViTB16` or `B/16`), and arguments are
 checked with `keras_vit.validation` inside `run`.
 
 Errors the user can fix end as one line on stderr, never a traceback:

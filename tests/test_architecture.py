@@ -38,9 +38,7 @@ ROOMS = (
     ("command line", ("__main__",)),
 )
 # Dependencies that point the wrong way today, each with the change that removes it.
-KNOWN_EXCEPTIONS = {
-    ("keras_vit.models", "keras_vit.pretrained"): "the constructors move from models.py to applications.py",
-}
+KNOWN_EXCEPTIONS = {}
 
 
 def module_name(path):

@@ -204,7 +204,7 @@ def test_patch_embedding_rejects_indivisible_sizes(size, side, remainder):
         (lambda: layers.PatchEmbedding(hidden_dim=8, patch_size=(4, 0)), r"patch_size=\(4, 0\)"),
         (lambda: layers.MultiHeadSelfAttention(num_heads=3).build((1, 5, 16)), "num_heads=3"),
         (lambda: layers.TransformerBlock(2, 8, drop_path_rate=1.0), "drop_path_rate=1.0"),
-        (lambda: layers.TokenPooling("max"), "mode='max'"),
+        (lambda: layers.TokenPooling("min"), "mode='min'"),
         (lambda: layers.PositionEmbedding((2, 2))(np.zeros((1, 4, 8))), "expects 5 tokens"),
     ],
 )

@@ -103,7 +103,13 @@ def test_pooling_reads_the_backbone_tokens():
     randomize_weights(sequence_model)
     images = random_inputs((2, 32, 24, 3))
     tokens = to_numpy(sequence_model(images))
-    for pooling, expected in (("token", tokens[:, 0]), ("gap", tokens[:, 1:].mean(1)), ("avg", tokens[:, 1:].mean(1))):
+    pooled = {
+        "token": tokens[:, 0],
+        "gap": tokens[:, 1:].mean(1),
+        "avg": tokens[:, 1:].mean(1),
+        "max": tokens[:, 1:].max(1),
+    }
+    for pooling, expected in pooled.items():
         pooled_model = _tiny(include_top=False, pooling=pooling)
         pooled_model.set_weights(sequence_model.get_weights())
         np.testing.assert_allclose(to_numpy(pooled_model(images)), expected, atol=1e-5)
@@ -135,7 +141,7 @@ def test_every_variant_is_pinned():
 
 
 def test_constructor_for_accepts_constructor_and_variant_names():
-    from keras_vit.models import constructor_for
+    from keras_vit.applications import constructor_for
 
     assert constructor_for("ViTB16") is constructor_for("b/16") is keras_vit.ViTB16
     assert constructor_for("vitl16").variant == "L/16"
@@ -184,7 +190,7 @@ def test_constructors_have_the_keras_applications_signature():
         ),
         (dict(input_shape=(32, 20, 3)), r"width must be divisible by the patch size 8, but 20 leaves a remainder of 4"),
         (dict(input_shape=(None, None, 3)), r"fully known.*input_shape=\(None, None, 3\)"),
-        (dict(pooling="max"), r"`pooling` must be one of \('token', 'gap'\).*pooling='max'"),
+        (dict(pooling="min"), r"`pooling` must be one of \('token', 'gap', 'max'\).*pooling='min'"),
         (dict(classes=0), r"classes=0"),
         (dict(include_top=False, representation_size=8), r"representation_size"),
     ],

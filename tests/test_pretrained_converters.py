@@ -59,7 +59,7 @@ def test_hf_parity(monkeypatch, tmp_path, name):
 
 
 def test_hf_parity_through_named_constructor(monkeypatch, tmp_path):
-    # The constructors' weights= goes through models._build_variant to the loader.
+    # The constructors' weights= goes through applications._build_variant to the loader.
     _, hf, directory, size, classes = _setup(monkeypatch, tmp_path)
     ph.register_variant(monkeypatch, name="Ti/16", hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64, patch_size=8)
     model = keras_vit.ViTTi16(
@@ -67,6 +67,19 @@ def test_hf_parity_through_named_constructor(monkeypatch, tmp_path):
     )
     x = ph.images((1, size, size, 3), seed=3)
     np.testing.assert_allclose(ph.outputs(model, x), ph.hf_logits(hf, x), atol=TOL, rtol=0)
+
+
+def test_hf_parity_through_vision_transformer_for_a_custom_size(monkeypatch, tmp_path):
+    # A size that is no published variant: VisionTransformer(weights=file) of the same architecture.
+    _, hf, directory, size, classes = _setup(monkeypatch, tmp_path)
+    architecture = CONFIGS["hidden32_patch8_img32"][0]
+    model = keras_vit.VisionTransformer(
+        **architecture, weights=directory, input_shape=(size, size, 3), classes=classes, classifier_activation=None
+    )
+    x = ph.images((1, size, size, 3), seed=4)
+    np.testing.assert_allclose(ph.outputs(model, x), ph.hf_logits(hf, x), atol=TOL, rtol=0)
+    with pytest.raises(ValueError, match=r"custom size.*use their constructors.*weights='imagenet'"):
+        keras_vit.VisionTransformer(**architecture, weights="imagenet")
 
 
 @pytest.mark.parametrize("shape", [(48, 48), (48, 32), (24, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
@@ -178,7 +191,7 @@ def test_bfloat16_safetensors_load_exactly(monkeypatch, tmp_path):
 
 
 def _random_model(variant, size, classes=5, representation_size=None, include_top=True, pooling=None):
-    model = keras_vit.models.VisionTransformer(
+    model = keras_vit.models.build_model(
         **keras_vit.VARIANTS[variant],
         input_shape=(size[0], size[1], 3),
         classes=classes,

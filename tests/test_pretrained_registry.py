@@ -104,7 +104,7 @@ def _load_row(info, monkeypatch, tmp_path, arch):
 @pytest.mark.parametrize("info", pretrained.CHECKPOINTS, ids=lambda i: f"{i.variant}-{i.tag}-{i.resolution}")
 def test_every_registry_checkpoint_loads_from_its_layout(info, monkeypatch, tmp_path):
     arch = dict(keras_vit.VARIANTS[info.variant], **TINY_WIDTH)
-    monkeypatch.setitem(keras_vit.models.VARIANTS, info.variant, arch)
+    monkeypatch.setitem(keras_vit.variants.VARIANTS, info.variant, arch)
     model, cls_token = _load_row(info, monkeypatch, tmp_path, arch)
     weights = ph.keras_weights(model)
     np.testing.assert_array_equal(weights["class_token/token"], cls_token)

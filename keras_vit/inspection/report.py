@@ -57,7 +57,7 @@ def build_model(model, weights=None, image_size=None):
             )
         return metadata.load_classifier(model)
     try:
-        constructor = keras_vit.models.constructor_for(model)
+        constructor = keras_vit.applications.constructor_for(model)
     except ValueError as error:
         raise ValueError(f"{error} A saved model is named by its .keras path.") from None
     kwargs = {} if image_size is None else {"input_shape": (image_size, image_size, 3)}

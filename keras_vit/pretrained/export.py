@@ -132,9 +132,9 @@ def format_for_path(path):
 
 
 def _heads_for(hidden_dim):
-    from keras_vit import models
+    from keras_vit import variants
 
-    heads = {spec["hidden_dim"]: spec["num_heads"] for spec in models.VARIANTS.values()}
+    heads = {spec["hidden_dim"]: spec["num_heads"] for spec in variants.VARIANTS.values()}
     if hidden_dim not in heads:
         raise ValueError(f"Hidden size {hidden_dim} is not a published ViT size: pass num_heads.")
     return heads[hidden_dim]

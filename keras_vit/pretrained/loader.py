@@ -19,11 +19,13 @@ The order matters and is the point of this module:
 import dataclasses
 import logging
 import math
+import os
 
 import numpy as np
 
+from keras_vit import models, variants
 from keras_vit.pretrained import converters, io, sources
-from keras_vit.pretrained.errors import CheckpointMismatchError, mismatch_error
+from keras_vit.pretrained.errors import CheckpointMismatchError, UnknownWeightsError, mismatch_error
 from keras_vit.resampling import RESAMPLING_METHODS, resample_position_embedding
 
 logger = logging.getLogger("keras_vit.pretrained")
@@ -257,7 +259,7 @@ def build_pretrained(variant, weights, resample_method="official", resample_anti
             `"bilinear"` or `"bicubic"` (the latter is what Hugging Face's
             `interpolate_pos_encoding` does).
         resample_antialias: antialias when shrinking (half-pixel methods).
-        **kwargs: the constructor arguments of `keras_vit.VisionTransformer`
+        **kwargs: the constructor arguments of `keras_vit.models.build_model`
             (include_top, input_shape, classes, representation_size, ...).
             `representation_size=None` keeps the checkpoint's `pre_logits`
             only when its pretrained head is kept (the head needs it) and
@@ -273,12 +275,52 @@ def build_pretrained(variant, weights, resample_method="official", resample_anti
         CheckpointFormatError / CorruptCheckpointError: unreadable file.
         CheckpointMismatchError: the checkpoint does not fit the model.
     """
-    from keras_vit import models
+    return build_with_weights(
+        variants.VARIANTS[variant],
+        weights,
+        variant=variant,
+        resample_method=resample_method,
+        resample_antialias=resample_antialias,
+        **kwargs,
+    )
 
+
+def _names_a_file(weights):
+    if not isinstance(weights, (str, os.PathLike)):
+        return False
+    text = os.fspath(weights)
+    return text.startswith(sources.HUB_SCHEME) or os.path.exists(text)
+
+
+def build_with_weights(
+    architecture, weights, variant=None, resample_method="official", resample_antialias=False, **kwargs
+):
+    """Builds the model of `architecture` with the weights `weights` names.
+
+    Args:
+        architecture: the architecture keywords of `keras_vit.models.build_model`
+            (`patch_size`, `hidden_dim`, `num_layers`, `num_heads`, `mlp_dim`).
+        weights: as for `build_pretrained`; checkpoint tags and `"imagenet"`
+            need `variant`.
+        variant: optional `VARIANTS` key the architecture belongs to.
+        resample_method: see `build_pretrained`.
+        resample_antialias: see `build_pretrained`.
+        **kwargs: the other arguments of `keras_vit.models.build_model`.
+
+    Returns:
+        A `keras.Model` (see `build_pretrained`).
+    """
     if resample_method not in RESAMPLING_METHODS:
         raise ValueError(f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {resample_method!r}")
-    architecture = dict(models.VARIANTS[variant])
-    input_shape, target_grid = models.resolve_input_shape(
+    architecture = dict(architecture)
+    if variant is None and not _names_a_file(weights):
+        raise UnknownWeightsError(
+            "A model of a custom size takes `weights` as a local checkpoint file (.npz, .safetensors), a "
+            "`save_pretrained` folder or 'hf://org/repo' of the same architecture; checkpoint tags and "
+            "'imagenet' name published variants: use their constructors, e.g. "
+            f"keras_vit.ViTB16(weights='imagenet'). Received: weights={weights!r}"
+        )
+    input_shape, target_grid = variants.resolve_input_shape(
         kwargs.get("input_shape"), kwargs.get("input_tensor"), architecture["patch_size"]
     )
     source = sources.resolve_source(variant, weights, image_size=input_shape[:2])
@@ -294,7 +336,7 @@ def build_pretrained(variant, weights, resample_method="official", resample_anti
         )
     kwargs = dict(kwargs)
     plan = _plan_top(checkpoint.facts, kwargs, source.describe())
-    model = models.VisionTransformer(**architecture, **kwargs)
+    model = models.build_model(**architecture, **kwargs)
     values = assemble(
         model, checkpoint, plan, source_grid, target_grid, resample_method, resample_antialias, variant=variant
     )

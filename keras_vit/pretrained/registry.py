@@ -11,6 +11,7 @@ import dataclasses
 from keras_vit.pretrained import catalog
 from keras_vit.pretrained.converters import FORMATS
 from keras_vit.pretrained.errors import UnknownWeightsError
+from keras_vit.variants import VARIANTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +57,6 @@ class CheckpointInfo:
 def _validate(entry):
     # Cheap consistency checks on the table, run at import: a typo here would
     # otherwise only surface as a 404 on a user's machine.
-    from keras_vit.models import VARIANTS
-
     if entry["variant"] not in VARIANTS:
         raise AssertionError(f"catalogue row for unknown variant: {entry}")
     if entry["format"] not in FORMATS:

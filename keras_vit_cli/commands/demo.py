@@ -26,7 +26,7 @@ def run(args):
     import numpy as np
 
     from keras_vit import validation
-    from keras_vit.models import constructor_for
+    from keras_vit.applications import constructor_for
     from keras_vit.preprocessing import preprocess_input
 
     constructor = constructor_for(args.model)

@@ -19,7 +19,7 @@ def run(args):
     import os
 
     from keras_vit import validation
-    from keras_vit.models import constructor_for
+    from keras_vit.applications import constructor_for
     from keras_vit.pretrained import loader, sources
 
     variant = constructor_for(args.model).variant

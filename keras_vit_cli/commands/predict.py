@@ -31,7 +31,7 @@ def run(args):
     import numpy as np
 
     from keras_vit import metadata, validation
-    from keras_vit.models import constructor_for
+    from keras_vit.applications import constructor_for
     from keras_vit.preprocessing import decode_predictions, load_image, preprocess_input
 
     validation.positive_int("top", args.top)

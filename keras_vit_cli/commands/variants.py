@@ -18,8 +18,8 @@ def run(args):
 
     import keras_vit
     from keras_vit import validation
+    from keras_vit.applications import constructor_for
     from keras_vit.flops import forward_flops
-    from keras_vit.models import constructor_for
 
     validation.positive_int("image_size", args.image_size)
     validation.positive_int("classes", args.classes)

@@ -1,0 +1,612 @@
+"""The public constructors: one function per published ViT variant.
+
+Each function (`ViTB16`, ...) has the `keras.applications` signature, so a
+`ViTB16` replaces a `keras.applications.ConvNeXtTiny` without editing the
+call, plus the ViT options. They all build through one private helper:
+the architecture from `keras_vit.models.build_model` with the row of
+`keras_vit.variants.VARIANTS`, and pretrained weights through
+`keras_vit.pretrained` when `weights` is not None.
+
+`VisionTransformer` is the same for any size (`patch_size`, `hidden_dim`,
+...), with `weights=` a local file or `hf://` handle of that architecture.
+"""
+
+from keras_vit import models, pretrained
+from keras_vit.variants import VARIANTS
+
+
+def VisionTransformer(
+    patch_size,
+    hidden_dim,
+    num_layers,
+    num_heads,
+    mlp_dim,
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+    name="vision_transformer",
+):
+    """Builds a Vision Transformer of any size, optionally with weights.
+
+    The architecture is `keras_vit.models.build_model`: patches, class
+    token, position embedding, `num_layers` pre-LayerNorm blocks, final
+    LayerNorm, then the pooling, optional `pre_logits` and head.
+
+    Args:
+        patch_size: int or `(height, width)`, the patch size.
+        hidden_dim: int, the token size.
+        num_layers: int, the number of transformer blocks.
+        num_heads: int, the attention heads per block.
+        mlp_dim: int, the hidden size of each MLP block.
+        include_top: bool, whether to add the classification head.
+            Defaults to `True`.
+        weights: `None` (random initialisation), the path of a local
+            `.npz` / `.safetensors` checkpoint or `save_pretrained` folder,
+            or `"hf://org/repo[/file.safetensors][@revision]"`, of this same
+            architecture (its position embedding is resampled to the grid of
+            `input_shape`). Checkpoint tags and `"imagenet"` name published
+            variants: use their constructors (`ViTB16(weights="imagenet")`).
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`, fully known; height and
+            width divisible by the patch size. Defaults to `(224, 224, 3)`.
+        pooling: `"token"` (class token), `"gap"` (mean of the patch tokens
+            after the final norm; `"avg"` is accepted as an alias), `"max"`
+            or `None`. With `include_top=False` and `None`, the model returns
+            the features; with `include_top=True`, `None` means `"token"`.
+        classes: int, the number of classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation (`"softmax"`, `None`
+            for logits, ...). Defaults to `"softmax"`.
+        representation_size: optional int; adds the `pre_logits`
+            `Dense(representation_size, activation="tanh")` of the original
+            ImageNet-21k checkpoints after the pooling.
+        dropout_rate: float, dropout on the embeddings, after attention and
+            in the MLP blocks. Defaults to `0.0`.
+        attention_dropout_rate: float, dropout on attention weights.
+            Defaults to `0.0`.
+        drop_path_rate: float, the stochastic-depth rate of the last block;
+            it rises linearly from 0 at the first. Defaults to `0.0`.
+        gelu_approximate: bool, tanh-approximate GELU as in the official JAX
+            code, instead of exact GELU. Defaults to `False`.
+        name: the model's name.
+
+    Returns:
+        A `keras.Model`.
+
+    Example:
+
+    >>> model = VisionTransformer(
+    ...     patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64,
+    ...     input_shape=(32, 32, 3), classes=10)
+    >>> keras.ops.shape(model(np.zeros((1, 32, 32, 3))))
+    (1, 10)
+    """
+    architecture = dict(
+        patch_size=patch_size, hidden_dim=hidden_dim, num_layers=num_layers, num_heads=num_heads, mlp_dim=mlp_dim
+    )
+    options = dict(
+        include_top=include_top,
+        input_tensor=input_tensor,
+        input_shape=input_shape,
+        pooling=pooling,
+        classes=classes,
+        classifier_activation=classifier_activation,
+        representation_size=representation_size,
+        dropout_rate=dropout_rate,
+        attention_dropout_rate=attention_dropout_rate,
+        drop_path_rate=drop_path_rate,
+        gelu_approximate=gelu_approximate,
+        name=name,
+    )
+    if weights is None:
+        return models.build_model(**architecture, **options)
+    return pretrained.build_with_weights(architecture, weights, **options)
+
+
+# The named constructors by function name, in table order; filled by
+# `register_constructor`.
+CONSTRUCTORS = {}
+
+
+def register_constructor(variant):
+    """Registers a named constructor of `variant` (a `VARIANTS` key).
+
+    The decorated function is returned unchanged apart from its `.variant`
+    attribute, read by `constructor_for`, the CLIs and the docs tables.
+
+    Args:
+        variant: str, the key of the constructor's row in `VARIANTS`.
+
+    Returns:
+        The decorator.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"`variant` must be a key of VARIANTS. Received: variant={variant!r}")
+
+    def register(function):
+        function.variant = variant
+        CONSTRUCTORS[function.__name__] = function
+        return function
+
+    return register
+
+
+def _build_variant(variant, weights=None, **options):
+    """The one body of every named constructor: `options` are its arguments."""
+    if weights is None:
+        return models.build_model(**VARIANTS[variant], **options)
+    return pretrained.build_pretrained(variant, weights, **options)
+
+
+@register_constructor("Ti/16")
+def ViTTi16(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_ti16",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-Ti/16: 192 hidden, 12 layers, 3 heads, MLP 768, 16x16 patches.
+
+    5,717,416 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-Ti/16 (`keras_vit.pretrained.available_tags("Ti/16")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("Ti/16", **locals())
+
+
+@register_constructor("S/16")
+def ViTS16(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_s16",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-S/16: 384 hidden, 12 layers, 6 heads, MLP 1536, 16x16 patches.
+
+    22,050,664 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-S/16 (`keras_vit.pretrained.available_tags("S/16")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("S/16", **locals())
+
+
+@register_constructor("S/32")
+def ViTS32(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_s32",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-S/32: 384 hidden, 12 layers, 6 heads, MLP 1536, 32x32 patches.
+
+    22,878,952 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-S/32 (`keras_vit.pretrained.available_tags("S/32")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("S/32", **locals())
+
+
+@register_constructor("B/8")
+def ViTB8(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_b8",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-B/8: 768 hidden, 12 layers, 12 heads, MLP 3072, 8x8 patches.
+
+    86,576,872 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-B/8 (`keras_vit.pretrained.available_tags("B/8")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("B/8", **locals())
+
+
+@register_constructor("B/16")
+def ViTB16(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_b16",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-B/16: 768 hidden, 12 layers, 12 heads, MLP 3072, 16x16 patches.
+
+    86,567,656 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-B/16 (`keras_vit.pretrained.available_tags("B/16")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("B/16", **locals())
+
+
+@register_constructor("B/32")
+def ViTB32(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_b32",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-B/32: 768 hidden, 12 layers, 12 heads, MLP 3072, 32x32 patches.
+
+    88,224,232 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-B/32 (`keras_vit.pretrained.available_tags("B/32")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("B/32", **locals())
+
+
+@register_constructor("L/16")
+def ViTL16(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_l16",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-L/16: 1024 hidden, 24 layers, 16 heads, MLP 4096, 16x16 patches.
+
+    304,326,632 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-L/16 (`keras_vit.pretrained.available_tags("L/16")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("L/16", **locals())
+
+
+@register_constructor("L/32")
+def ViTL32(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_l32",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-L/32: 1024 hidden, 24 layers, 16 heads, MLP 4096, 32x32 patches.
+
+    306,535,400 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-L/32 (`keras_vit.pretrained.available_tags("L/32")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("L/32", **locals())
+
+
+@register_constructor("H/14")
+def ViTH14(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_h14",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds ViT-H/14: 1280 hidden, 32 layers, 16 heads, MLP 5120, 14x14 patches.
+
+    632,045,800 parameters at 224 px with the 1000-class head. The
+    `keras.applications` signature plus the ViT options; see
+    `keras_vit.VisionTransformer` for what each option does.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag of ViT-H/14 (`keras_vit.pretrained.available_tags("H/14")`
+            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
+            published resolution nearest `input_shape`); a local `.npz` or
+            `.safetensors` file or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("H/14", **locals())
+
+
+def constructor_for(name):
+    """The constructor a user names: `"ViTB16"` or its variant key `"B/16"`,
+    in any case (the spelling of the CLIs' `--model` / `MODEL` arguments).
+
+    Args:
+        name: str.
+
+    Returns:
+        The constructor function; its `.variant` is the `VARIANTS` key.
+
+    Example:
+
+    >>> constructor_for("b/16").__name__
+    'ViTB16'
+    """
+    names = {function_name.lower(): constructor for function_name, constructor in CONSTRUCTORS.items()}
+    names.update({constructor.variant.lower(): constructor for constructor in CONSTRUCTORS.values()})
+    if not isinstance(name, str) or name.lower() not in names:
+        raise ValueError(
+            f"Unknown model {name!r}: choose a constructor ({', '.join(CONSTRUCTORS)}) "
+            f"or a variant ({', '.join(VARIANTS)})."
+        )
+    return names[name.lower()]
