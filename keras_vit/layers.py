@@ -359,6 +359,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 "seed": self.seed,
             }
         )
+        # The quantized Dense sublayers' policies, which Keras would not save.
+        config["dtype"] = serialization.dtype_config(self)
         return config
 
 
@@ -428,6 +430,8 @@ class MLPBlock(keras.layers.Layer):
                 "seed": self.seed,
             }
         )
+        # The quantized Dense sublayers' policies, which Keras would not save.
+        config["dtype"] = serialization.dtype_config(self)
         return config
 
 
@@ -535,6 +539,8 @@ class TransformerBlock(keras.layers.Layer):
                 "seed": self.seed,
             }
         )
+        # The quantized Dense sublayers' policies, which Keras would not save.
+        config["dtype"] = serialization.dtype_config(self)
         return config
 
 

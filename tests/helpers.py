@@ -112,30 +112,40 @@ def assert_gradients(model, inputs):
 _FRESH_PROCESS_SCRIPT = """
 import sys, numpy as np, keras
 import keras_vit  # registers the layers, as a user's import would
-model = keras.saving.load_model(sys.argv[1], safe_mode=True)
-inputs = np.load(sys.argv[2], allow_pickle=False)
-outputs = model.predict(inputs, verbose=0)
-outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-np.savez(sys.argv[3], *[np.asarray(o) for o in outputs])
+inputs = np.load(sys.argv[1], allow_pickle=False)
+for model_path, outputs_path in zip(sys.argv[2::2], sys.argv[3::2]):
+    model = keras.saving.load_model(model_path, safe_mode=True)
+    outputs = model.predict(inputs, verbose=0)
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    np.savez(outputs_path, *[np.asarray(o) for o in outputs])
 """
 
 
-def predict_in_fresh_process(model_path, inputs, workdir):
+def predict_in_fresh_process(model_paths, inputs, workdir):
+    """Loads each `.keras` file with `safe_mode=True` in one new interpreter
+    and returns each model's outputs (a list of arrays per path; one path
+    may be passed as a string)."""
+    single = isinstance(model_paths, str)
+    model_paths = [model_paths] if single else list(model_paths)
     inputs_path = os.path.join(workdir, "inputs.npy")
-    outputs_path = os.path.join(workdir, "outputs.npz")
+    outputs_paths = [os.path.join(workdir, f"outputs_{index}.npz") for index in range(len(model_paths))]
     np.save(inputs_path, inputs)
     env = dict(os.environ, KERAS_BACKEND=BACKEND, TF_CPP_MIN_LOG_LEVEL="3")
     env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")])
+    pairs = [path for pair in zip(model_paths, outputs_paths) for path in pair]
     result = subprocess.run(
-        [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, model_path, inputs_path, outputs_path],
+        [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, inputs_path, *pairs],
         capture_output=True,
         text=True,
         env=env,
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    with np.load(outputs_path, allow_pickle=False) as data:
-        return [data[f"arr_{i}"] for i in range(len(data.files))]
+    outputs = []
+    for outputs_path in outputs_paths:
+        with np.load(outputs_path, allow_pickle=False) as data:
+            outputs.append([data[f"arr_{i}"] for i in range(len(data.files))])
+    return outputs[0] if single else outputs
 
 
 def assert_save_and_load(model, inputs, workdir, fresh_process=True):
@@ -276,3 +286,80 @@ def run_layer_test(
         workdir=workdir,
         **model_test_kwargs,
     )
+
+
+# The modes `keras.layers.Dense.quantize` takes without a calibration hook.
+# "gptq" and "awq" calibrate through `get_quantization_layer_structure` on
+# token-id batches (`keras.src.quantizers.gptq_core.get_dataloader` casts the
+# data to int32 sequences), which images are not; see the README.
+QUANTIZATION_MODES = ("int8", "float8", "int4")
+
+
+def quantizable_layers(model):
+    return [
+        layer
+        for layer in model._flatten_layers(include_self=False, recursive=True)
+        if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense))
+    ]
+
+
+def assert_weights_by_path(source, target):
+    """Copies `source`'s weights into `target` matching variable paths (a
+    quantized layer's variables come in another order once rebuilt)."""
+    values = {variable.path: keras.ops.convert_to_numpy(variable) for variable in source.weights}
+    assert sorted(values) == sorted(variable.path for variable in target.weights)
+    for variable in target.weights:
+        variable.assign(values[variable.path])
+
+
+def run_quantization_test(build_model, input_shape, workdir, modes=QUANTIZATION_MODES, fresh_process=True):
+    """`model.quantize(mode)` for each mode: every Dense (the fused QKV
+    projection included) is quantized, the model predicts finite outputs
+    near the float ones, `get_config` -> `from_config` is JSON-identical and
+    predicts the same, and a `.keras` file reloads with `safe_mode=True`
+    (here and in a fresh process) to identical outputs.
+
+    Returns:
+        `{mode: max |quantized - float| / max |float|}` on random weights.
+    """
+    import warnings
+
+    inputs = random_inputs(input_shape)
+    errors, saved = {}, {}
+    for mode in modes:
+        model = build_model()
+        randomize_weights(model)
+        float_outputs = _flat(to_numpy(model.predict(inputs, verbose=0)))
+        with warnings.catch_warnings():
+            # Keras warns about every layer that has nothing to quantize.
+            warnings.simplefilter("ignore", UserWarning)
+            model.quantize(mode)
+        layers = quantizable_layers(model)
+        assert layers and all(layer.quantization_mode == mode for layer in layers), [
+            (layer.path, layer.quantization_mode) for layer in layers
+        ]
+        outputs = _flat(to_numpy(model.predict(inputs, verbose=0)))
+        scale = max(float(np.max(np.abs(f))) for f in float_outputs) or 1.0
+        errors[mode] = max(float(np.max(np.abs(o - f))) for o, f in zip(outputs, float_outputs)) / scale
+        assert all(np.all(np.isfinite(o)) for o in outputs)
+
+        config = model.get_config()
+        revived = model.__class__.from_config(copy.deepcopy(config))
+        assert json.dumps(revived.get_config(), sort_keys=True) == json.dumps(config, sort_keys=True)
+        assert all(layer.quantization_mode == mode for layer in quantizable_layers(revived))
+        assert_weights_by_path(model, revived)
+        for got, want in zip(_flat(to_numpy(revived.predict(inputs, verbose=0))), outputs):
+            np.testing.assert_array_equal(got, want)
+
+        mode_dir = os.path.join(str(workdir), mode)
+        os.makedirs(mode_dir, exist_ok=True)
+        assert_save_and_load(model, inputs, mode_dir, fresh_process=False)
+        saved[os.path.join(mode_dir, "model.keras")] = outputs
+    if fresh_process:
+        # One interpreter reloads every mode's file: each costs seconds to start.
+        for got_outputs, want_outputs in zip(
+            predict_in_fresh_process(list(saved), inputs, str(workdir)), saved.values()
+        ):
+            for got, want in zip(got_outputs, want_outputs):
+                np.testing.assert_array_equal(got, want)
+    return errors
