@@ -12,6 +12,9 @@ uses private names of Keras 3.15 and nothing else does:
   into `_weights_path` and `_training_metadata_path` from `_current_epoch`
   and `_last_batch_seen` (`AtomicBackupWrites` hands them to an atomic
   writer).
+- `Layer._flatten_layers(include_self=False, recursive=True)`: every layer
+  inside a layer (only models have a public `.layers`, one level deep);
+  the quantized sublayers of a composite layer go into its config.
 
 tests/test_keras_compat.py has one test per internal; each fails with a
 message naming the Keras change. The tested Keras range is pinned in
@@ -74,3 +77,8 @@ class AtomicBackupWrites:
 
     def write_backup(self, weights_path, metadata_path, metadata):
         raise NotImplementedError
+
+
+def sublayers(layer):
+    """Every layer inside `layer`, at any depth (not `layer` itself)."""
+    return list(layer._flatten_layers(include_self=False, recursive=True))

@@ -9,6 +9,8 @@ import re
 
 import keras
 
+from keras_vit import keras_compat
+
 PACKAGE = "keras_vit"
 
 
@@ -50,7 +52,7 @@ def dtype_config(layer):
         default, quantized = policy.default_policy, {key: policy[key] for key in policy}
     else:
         default, quantized, prefix = policy, {}, f"{layer.path}/"
-        for sublayer in layer._flatten_layers(include_self=False, recursive=True):
+        for sublayer in keras_compat.sublayers(layer):
             if sublayer.quantization_mode is not None and sublayer.path.startswith(prefix):
                 quantized[".*/" + re.escape(sublayer.path[len(prefix) :])] = sublayer.dtype_policy
     if quantized:

@@ -105,6 +105,19 @@ def test_backup_and_restore_save_model(tmp_path):
     )
 
 
+def test_layer_flatten_layers_lists_nested_sublayers():
+    from keras_vit.layers import TransformerBlock
+
+    block = TransformerBlock(num_heads=2, mlp_dim=8)
+    block.build((1, 3, 4))
+    assert hasattr(block, "_flatten_layers"), (
+        "Keras removed Layer._flatten_layers: find the new way to list a layer's sublayers recursively "
+        "and update keras_compat.sublayers (serialization.dtype_config uses it)."
+    )
+    paths = {layer.path.split("/", 1)[1] for layer in keras_compat.sublayers(block)}
+    assert {"attention", "attention/qkv", "attention/output", "mlp/fc1", "mlp/fc2"} <= paths, paths
+
+
 def test_the_installed_keras_is_in_the_tested_range():
     specifiers = pytest.importorskip("packaging.specifiers")
     pyproject = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "pyproject.toml")).read()
