@@ -18,7 +18,6 @@ Everything here is backend-agnostic Keras.
 """
 
 import json
-import math
 import os
 import tempfile
 import time
@@ -38,9 +37,25 @@ from keras_vit import layer_decay as layer_decay_lib
 NO_WEIGHT_DECAY_NAMES = tuple(rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamma", "beta", "token", "embedding"))
 
 
-@serialization.register
-class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
+DECAYS = ("cosine", "linear")
+
+
+def _check_schedule(peak, total_steps, warmup_steps, end):
+    if not (isinstance(total_steps, int) and isinstance(warmup_steps, int) and 0 <= warmup_steps < total_steps):
+        raise ValueError(
+            "`warmup_steps` and `total_steps` must be integers with 0 <= warmup_steps < total_steps. "
+            f"Received: warmup_steps={warmup_steps!r}, total_steps={total_steps!r}"
+        )
+    if not 0 <= end <= peak:
+        raise ValueError(f"Need 0 <= end <= peak. Received: peak={peak}, end={end}")
+
+
+def warmup_decay(peak, total_steps, warmup_steps, end=0.0, decay="cosine"):
     """Linear warmup from 0 to `peak`, then cosine or linear decay to `end`.
+
+    Cosine decay is Keras's own `keras.optimizers.schedules.CosineDecay`
+    (with `warmup_target=peak`, `alpha=end / peak`); Keras has no linear
+    decay after a warmup, so `"linear"` is `WarmupDecay`.
 
     Args:
         peak: float, the learning rate after warmup.
@@ -49,25 +64,56 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         end: float, the learning rate at `total_steps` and after.
         decay: `"cosine"` (fine-tuning) or `"linear"` (pre-training).
 
+    Returns:
+        A `keras.optimizers.schedules.LearningRateSchedule`.
+
+    Example:
+
+    >>> schedule = warmup_decay(0.03, total_steps=100, warmup_steps=10, end=1e-5)
+    >>> type(schedule).__name__, round(float(schedule(10)), 4), round(float(schedule(100)), 6)
+    ('CosineDecay', 0.03, 1e-05)
+    """
+    if decay not in DECAYS:
+        raise ValueError(f"`decay` must be one of {DECAYS}. Received: decay={decay!r}")
+    _check_schedule(peak, total_steps, warmup_steps, end)
+    if decay == "linear":
+        return WarmupDecay(peak, total_steps, warmup_steps, end=end)
+    return keras.optimizers.schedules.CosineDecay(
+        0.0,
+        decay_steps=total_steps - warmup_steps,
+        alpha=float(end) / float(peak) if peak else 0.0,
+        warmup_target=float(peak),
+        warmup_steps=warmup_steps,
+    )
+
+
+@serialization.register
+class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak`, then linear decay to `end` (use `warmup_decay`).
+
+    Args:
+        peak: float, the learning rate after warmup.
+        total_steps: int, the length of the schedule in optimizer iterations.
+        warmup_steps: int, the warmup length (< `total_steps`).
+        end: float, the learning rate at `total_steps` and after.
+        decay: `"linear"`. (Models saved by keras_vit 0.1 may hold a
+            `decay="cosine"` config; `from_config` revives it as Keras's
+            `CosineDecay` through `warmup_decay`.)
+
     Example:
 
     >>> schedule = WarmupDecay(0.03, total_steps=100, warmup_steps=10, end=1e-5)
-    >>> round(float(schedule(10)), 4), round(float(schedule(100)), 6)
-    (0.03, 1e-05)
+    >>> round(float(schedule(10)), 4), round(float(schedule(55)), 4), round(float(schedule(100)), 6)
+    (0.03, 0.015, 1e-05)
     """
 
-    DECAYS = ("cosine", "linear")
-
-    def __init__(self, peak, total_steps, warmup_steps, end=0.0, decay="cosine"):
-        if decay not in self.DECAYS:
-            raise ValueError(f"`decay` must be one of {self.DECAYS}. Received: decay={decay!r}")
-        if not (isinstance(total_steps, int) and isinstance(warmup_steps, int) and 0 <= warmup_steps < total_steps):
+    def __init__(self, peak, total_steps, warmup_steps, end=0.0, decay="linear"):
+        if decay != "linear":
             raise ValueError(
-                "`warmup_steps` and `total_steps` must be integers with 0 <= warmup_steps < total_steps. "
-                f"Received: warmup_steps={warmup_steps!r}, total_steps={total_steps!r}"
+                f"`WarmupDecay` decays linearly; build a cosine schedule with `warmup_decay(..., decay='cosine')`. "
+                f"Received: decay={decay!r}"
             )
-        if not 0 <= end <= peak:
-            raise ValueError(f"Need 0 <= end <= peak. Received: peak={peak}, end={end}")
+        _check_schedule(peak, total_steps, warmup_steps, end)
         self.peak = float(peak)
         self.total_steps = total_steps
         self.warmup_steps = warmup_steps
@@ -78,11 +124,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         step = ops.cast(step, "float32")
         warmup = self.peak * step / max(self.warmup_steps, 1)
         progress = ops.clip((step - self.warmup_steps) / (self.total_steps - self.warmup_steps), 0.0, 1.0)
-        if self.decay == "cosine":
-            shape = 0.5 * (1.0 + ops.cos(math.pi * progress))
-        else:
-            shape = 1.0 - progress
-        decayed = self.end + (self.peak - self.end) * shape
+        decayed = self.end + (self.peak - self.end) * (1.0 - progress)
         return ops.where(step < self.warmup_steps, warmup, decayed)
 
     def get_config(self):
@@ -93,6 +135,10 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
             "end": self.end,
             "decay": self.decay,
         }
+
+    @classmethod
+    def from_config(cls, config):
+        return warmup_decay(**config)
 
 
 def _accumulation(accumulation_steps):
@@ -152,7 +198,7 @@ def finetune_optimizer(
     """
     accumulation = _accumulation(accumulation_steps)
     factor = accumulation or 1
-    schedule = WarmupDecay(
+    schedule = warmup_decay(
         learning_rate, total_steps * factor, warmup_steps * factor, end=end_learning_rate, decay="cosine"
     )
     return _optimizer(
@@ -205,7 +251,7 @@ def pretrain_optimizer(
     """
     accumulation = _accumulation(accumulation_steps)
     factor = accumulation or 1
-    schedule = WarmupDecay(
+    schedule = warmup_decay(
         learning_rate, total_steps * factor, warmup_steps * factor, end=end_learning_rate, decay="linear"
     )
     optimizer = _optimizer(

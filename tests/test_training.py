@@ -34,7 +34,7 @@ def _data(n=8, classes=3, seed=0):
 
 @pytest.mark.parametrize("decay", ["cosine", "linear"])
 def test_warmup_decay_matches_closed_form(decay):
-    schedule = training.WarmupDecay(0.03, total_steps=110, warmup_steps=10, end=1e-5, decay=decay)
+    schedule = training.warmup_decay(0.03, total_steps=110, warmup_steps=10, end=1e-5, decay=decay)
     values = {step: float(keras.ops.convert_to_numpy(schedule(step))) for step in (0, 5, 10, 60, 110, 200)}
     assert values[0] == 0.0
     assert values[5] == pytest.approx(0.015)
@@ -50,9 +50,28 @@ def test_warmup_decay_serializes_and_validates():
     revived = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
     assert isinstance(revived, training.WarmupDecay) and revived.get_config() == schedule.get_config()
     with pytest.raises(ValueError, match="warmup_steps"):
-        training.WarmupDecay(0.1, total_steps=10, warmup_steps=10)
+        training.warmup_decay(0.1, total_steps=10, warmup_steps=10)
     with pytest.raises(ValueError, match="decay"):
-        training.WarmupDecay(0.1, total_steps=10, warmup_steps=1, decay="step")
+        training.warmup_decay(0.1, total_steps=10, warmup_steps=1, decay="step")
+
+
+def test_cosine_warmup_is_keras_cosine_decay_and_old_configs_revive_as_it():
+    schedule = training.warmup_decay(0.1, total_steps=20, warmup_steps=2, end=0.001)
+    assert isinstance(schedule, keras.optimizers.schedules.CosineDecay)
+    revived = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert revived.get_config() == schedule.get_config()
+    # What keras_vit 0.1 saved in a compiled model's optimizer.
+    old = {
+        "module": None,
+        "class_name": "keras_vit>WarmupDecay",
+        "config": {"peak": 0.1, "total_steps": 20, "warmup_steps": 2, "end": 0.001, "decay": "cosine"},
+        "registered_name": "keras_vit>WarmupDecay",
+    }
+    from_old = keras.optimizers.schedules.deserialize(old)
+    assert isinstance(from_old, keras.optimizers.schedules.CosineDecay)
+    steps = (0, 1, 2, 11, 20, 30)
+    values = [float(keras.ops.convert_to_numpy(from_old(step))) for step in steps]
+    assert values == pytest.approx([float(keras.ops.convert_to_numpy(schedule(step))) for step in steps])
 
 
 def test_finetune_optimizer_is_the_official_recipe():
@@ -63,7 +82,9 @@ def test_finetune_optimizer_is_the_official_recipe():
     assert optimizer.gradient_accumulation_steps == 8
     # Keras schedules count batches, so the schedule is 8x longer in batches.
     schedule = optimizer._learning_rate
-    assert (schedule.total_steps, schedule.warmup_steps, schedule.end) == (800, 80, 1e-5)
+    assert isinstance(schedule, keras.optimizers.schedules.CosineDecay)
+    assert (schedule.decay_steps + schedule.warmup_steps, schedule.warmup_steps) == (800, 80)
+    assert (schedule.warmup_target, schedule.alpha * schedule.warmup_target) == pytest.approx((0.01, 1e-5))
     assert training.finetune_optimizer(accumulation_steps=1).gradient_accumulation_steps is None
     with pytest.raises(ValueError, match="accumulation_steps"):
         training.finetune_optimizer(accumulation_steps=0)
