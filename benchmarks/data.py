@@ -140,7 +140,7 @@ def format_table(result):
     ]
     pipeline = result["pipeline_images_per_second"]
     for name, speed in result["model_images_per_second"].items():
-        lines.append(f"| {name} | {speed:.1f} | {pipeline:.1f} | {pipeline / speed:.1f}x |")
+        lines.append(f"| {name} | {speed:.2f} | {pipeline:.1f} | {pipeline / speed:,.0f}x |")
     return "\n".join(lines)
 
 
@@ -200,8 +200,10 @@ def main(argv=None):
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     print(format_table(result))
+    machine = result["machine"]
     print(
-        f"\n{result['machine']}; load average {result['load_average_before_after']} (before, after); {result['date']}"
+        f"\n{machine['cpu']}, {machine['cores']} cores; 1-minute load average {result['load_average_before_after']} "
+        f"(before, after); {result['date']}"
     )
     if args.output:
         with open(args.output, "w") as file:
