@@ -90,7 +90,6 @@ def test_version(capsys):
         (["demo", "--model", "ViTXL99"], 2, "ViTTi16"),
         (["demo", "--batch-size", "0"], 2, "batch_size"),
         (["predict", "--model", "B/16", "--top", "0", "x.jpg"], 2, "top"),
-        (["predict", "--model", "Ti/16", "--weights", "none.npz", "missing.jpg"], 1, "missing.jpg"),
         (["convert", "missing.npz", "out.safetensors"], 1, "missing.npz"),
         (["convert", "missing.npz", "out", "--to", "onnx"], 2, "format"),
     ],
