@@ -19,8 +19,13 @@ Example:
 import dataclasses
 import re
 
+from keras_vit.pretrained import hybrid_tables, tables
 from keras_vit.pretrained.errors import CheckpointFormatError, mismatch_error
-from keras_vit.pretrained.tables import LAYOUTS
+from keras_vit.resnet import output_stride
+
+# The plain ViT layouts first: a plain file ties with the hybrid layouts (which
+# only add the ResNet backbone) and so keeps its plain layout.
+LAYOUTS = tables.LAYOUTS + hybrid_tables.HYBRID_LAYOUTS
 
 FORMATS = tuple(dict.fromkeys(layout.format for layout in LAYOUTS))
 
@@ -81,6 +86,8 @@ def writer(weights, format, layouts=LAYOUTS):
     if format not in formats:
         raise ValueError(f"`format` must be one of {formats}. Received: format={format!r}")
     candidates = [layout for layout in layouts if layout.format == format and layout.writes]
+    # A layout written only for some weights (a head, a ResNet backbone) wins over an unconditional one.
+    candidates.sort(key=lambda layout: not layout.write_when)
     return next(layout for layout in candidates if not layout.write_when or layout.write_when in weights)
 
 
@@ -107,6 +114,14 @@ class CheckpointFacts:
     num_positions: int
     classes: object
     representation_size: object
+    # A hybrid's ResNet: units per stage (() for the root only); None for a plain ViT.
+    stage_depths: object = None
+
+    @property
+    def token_size(self):
+        """Image pixels per token side: the patch size times a hybrid's ResNet stride."""
+        stride = 1 if self.stage_depths is None else output_stride(self.stage_depths)
+        return (self.patch_size[0] * stride, self.patch_size[1] * stride)
 
     def describe(self):
         parts = [
@@ -114,6 +129,8 @@ class CheckpointFacts:
             f"{self.num_layers} blocks",
             f"patch {self.patch_size[0]}x{self.patch_size[1]}",
         ]
+        if self.stage_depths is not None:
+            parts.append(f"ResNet stages {self.stage_depths}")
         parts.append(f"{self.classes}-class head" if self.classes else "no head")
         if self.representation_size:
             parts.append(f"pre_logits {self.representation_size}")
@@ -130,4 +147,15 @@ def facts(weights):
         num_positions=int(weights["position_embedding/embedding"].shape[1]),
         classes=int(weights["head/bias"].shape[0]) if "head/bias" in weights else None,
         representation_size=int(weights["pre_logits/bias"].shape[0]) if "pre_logits/bias" in weights else None,
+        stage_depths=_stage_depths(weights),
     )
+
+
+def _stage_depths(weights):
+    if hybrid_tables.ROOT_KERNEL not in weights:
+        return None
+    units = {}
+    for name in weights:
+        if match := re.match(r"patch_embedding/backbone/block(\d+)_unit(\d+)/conv1/kernel$", name):
+            units.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+    return tuple(len(units[stage]) for stage in sorted(units))

@@ -93,7 +93,7 @@ def checkpoint_grid(checkpoint, info=None, target_grid=None):
     """
     facts = checkpoint.facts
     patches = facts.num_positions - 1
-    patch = facts.patch_size
+    patch = facts.token_size  # a hybrid's tokens cover patch x ResNet stride pixels
     grid = None
     if info is not None:
         grid = (info.resolution // patch[0], info.resolution // patch[1])
