@@ -10,7 +10,7 @@ loader (`keras_vit.pretrained`) both build through it.
 import keras
 
 from keras_vit import layers as vit_layers
-from keras_vit import validation, variants
+from keras_vit import resnet, validation, variants
 
 
 def build_model(
@@ -31,6 +31,8 @@ def build_model(
     drop_path_rate=0.0,
     gelu_approximate=False,
     name="vision_transformer",
+    resnet_stages=None,
+    resnet_width=64,
 ):
     """Builds a randomly initialised Vision Transformer as a functional `keras.Model`.
 
@@ -73,6 +75,14 @@ def build_model(
         gelu_approximate: bool, tanh-approximate GELU as in the official JAX
             code, instead of exact GELU. Defaults to `False`.
         name: the model's name.
+        resnet_stages: None for a plain ViT; for a hybrid (paper section
+            3.1), the units per stage of its ResNet (`()` for the root only,
+            `(3, 4, 9)` for the paper's R50+B/16): the patches are then
+            `patch_size` patches of the ResNet's feature map
+            (`keras_vit.resnet.HybridPatchEmbedding`), each covering
+            `patch_size * output_stride(resnet_stages)` pixels.
+        resnet_width: int, the hybrid ResNet's root width (a multiple of 32).
+            Defaults to `64`, the published hybrids'.
 
     Returns:
         A `keras.Model`.
@@ -96,7 +106,12 @@ def build_model(
             "`representation_size` (pre_logits) applies to pooled features: pass "
             "`pooling='token'` or `'gap'` with include_top=False."
         )
-    input_shape, grid_size = variants.resolve_input_shape(input_shape, input_tensor, patch_size)
+    token_size = patch_size
+    if resnet_stages is not None:
+        # Each hybrid token covers a patch of the ResNet's feature map.
+        stride = resnet.output_stride(resnet_stages)
+        token_size = tuple(stride * side for side in validation.pair("patch_size", patch_size))
+    input_shape, grid_size = variants.resolve_input_shape(input_shape, input_tensor, token_size)
 
     if input_tensor is None:
         inputs = keras.Input(shape=input_shape, name="images")
@@ -105,7 +120,12 @@ def build_model(
     else:
         inputs = input_tensor
 
-    x = vit_layers.PatchEmbedding(hidden_dim, patch_size, name="patch_embedding")(inputs)
+    if resnet_stages is None:
+        x = vit_layers.PatchEmbedding(hidden_dim, patch_size, name="patch_embedding")(inputs)
+    else:
+        x = resnet.HybridPatchEmbedding(
+            hidden_dim, patch_size, resnet_stages, width=resnet_width, name="patch_embedding"
+        )(inputs)
     x = vit_layers.ClassToken(name="class_token")(x)
     x = vit_layers.PositionEmbedding(grid_size, name="position_embedding")(x)
     x = keras.layers.Dropout(dropout_rate, name="embedding_dropout")(x)

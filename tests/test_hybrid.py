@@ -1,0 +1,137 @@
+"""The hybrid ViTs (ResNet features + ViT) against timm's, the independent reference.
+
+timm's hybrid is built with random weights (no download); its state dict is
+the "published timm layout", and the official `.npz` layout is checked by
+writing our weights in it and loading them with timm's own `.npz` loader.
+Logits must agree within 1e-4 on every backend (so the backends agree with
+each other), conversions must round-trip bit-identically, and parameter
+counts must equal timm's.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from keras_vit import models
+from keras_vit.pretrained import converters
+from tests import timm_reference
+from tests.helpers import run_model_test, to_numpy
+
+# A hybrid small enough for every backend: two stages (output stride 8), 32 px images.
+TINY = dict(resnet_stages=(1, 1), resnet_width=32, patch_size=1, hidden_dim=64, num_layers=2, num_heads=4, mlp_dim=128)
+TINY_ROOT_ONLY = dict(TINY, resnet_stages=(), patch_size=2)
+TOLERANCE = 1e-4
+
+
+def _timm_tiny(config, image_size, classes):
+    return timm_reference.timm_hybrid_vit(
+        config["resnet_stages"],
+        config["resnet_width"],
+        config["patch_size"],
+        config["hidden_dim"],
+        config["num_layers"],
+        config["num_heads"],
+        config["mlp_dim"],
+        image_size,
+        classes,
+    )
+
+
+def _keras_weights(model):
+    return {variable.path: to_numpy(variable) for variable in model.weights}
+
+
+def _load(model, weights):
+    assert {variable.path for variable in model.weights} == set(weights)
+    for variable in model.weights:
+        variable.assign(weights[variable.path])
+    return model
+
+
+def _images(size, batch=2):
+    return np.random.default_rng(3).uniform(-1, 1, (batch, size, size, 3)).astype("float32")
+
+
+def test_tiny_hybrid_contract(tmp_path):
+    run_model_test(
+        lambda: models.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=5),
+        input_shape=(2, 32, 32, 3),
+        expected_output_shape=(2, 5),
+        workdir=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("config", [TINY, TINY_ROOT_ONLY], ids=["stages", "root_only"])
+def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
+    size, classes = 32, 7
+    reference = timm_reference.randomize_torch(_timm_tiny(config, size, classes), scale=0.3)
+    images = _images(size)
+    expected = timm_reference.run_torch(reference, images)
+
+    # timm's layout (its state dict, as in the Hub's safetensors) -> keras_vit.
+    weights, layout = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
+    assert "ResNet" in layout
+    model = models.VisionTransformer(**config, input_shape=(size, size, 3), classes=classes, classifier_activation=None)
+    got = to_numpy(_load(model, weights)(images))
+    np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
+    assert np.abs(expected).max() > 0.5  # a real signal, not near-zero logits
+
+    # keras_vit -> official .npz, read by timm's own loader of the official files.
+    ours = _keras_weights(model)
+    npz = converters.from_keras(ours, "official", num_heads=config["num_heads"])
+    assert "conv_root/kernel" in npz and "embedding/kernel" in npz
+    path = os.path.join(tmp_path, "hybrid.npz")
+    np.savez(path, **npz)
+    from_npz = _timm_tiny(config, size, classes)
+    from_npz.load_pretrained(path)
+    np.testing.assert_allclose(timm_reference.run_torch(from_npz, images), got, atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize("format", ["official", "timm"])
+def test_hybrid_round_trips_are_bit_identical(format):
+    model = models.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
+    rng = np.random.default_rng(0)
+    ours = {path: rng.normal(size=value.shape).astype("float32") for path, value in _keras_weights(model).items()}
+    written = converters.from_keras(ours, format, num_heads=TINY["num_heads"])
+    back, layout = converters.to_keras(written, format)
+    assert "ResNet" in layout and set(back) == set(ours)
+    for path, value in ours.items():
+        np.testing.assert_array_equal(back[path], value, err_msg=path)
+    assert converters.facts(back).stage_depths == (1, 1)
+    assert converters.facts(back).token_size == (8, 8)
+
+
+def test_plain_vit_files_keep_their_plain_layout():
+    model = models.VisionTransformer(
+        patch_size=8, hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64, input_shape=(16, 16, 3)
+    )
+    written = converters.from_keras(_keras_weights(model), "timm")
+    _, layout = converters.to_keras(written)
+    assert layout == "timm safetensors"
+    assert converters.facts(converters.to_keras(written)[0]).stage_depths is None
+
+
+def test_r_ti16_matches_timm():
+    # The real R+Ti/16 (6.3 M parameters): the root only, 8x8 patches of its stride-4 output.
+    reference = timm_reference.randomize_torch(timm_reference.timm_model("vit_tiny_r_s16_p8_224"), scale=0.05)
+    weights, _ = converters.to_keras(timm_reference.state_dict_numpy(reference))
+    model = models.VisionTransformer(
+        patch_size=8,
+        hidden_dim=192,
+        num_layers=12,
+        num_heads=3,
+        mlp_dim=768,
+        resnet_stages=(),
+        classifier_activation=None,
+    )
+    assert model.count_params() == 6_337_704
+    images = _images(224, batch=1)
+    expected = timm_reference.run_torch(reference, images)
+    np.testing.assert_allclose(to_numpy(_load(model, weights)(images)), expected, atol=TOLERANCE, rtol=0)
+    assert np.abs(expected).max() > 0.1  # a real signal, not near-zero logits
+
+
+def test_model_rejects_images_the_resnet_cannot_tile():
+    with pytest.raises(ValueError, match="divisible by the patch size 8"):
+        models.VisionTransformer(**TINY, input_shape=(36, 32, 3))
