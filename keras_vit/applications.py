@@ -587,6 +587,256 @@ def ViTH14(
     return _build_variant("H/14", **locals())
 
 
+@register_constructor("R+Ti/16")
+def ViTRTi16(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_r_ti16",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds the hybrid R+Ti/16: a ResNet, then ViT-Ti (192 hidden, 12 layers).
+
+    The ResNet: the ResNet root (stride 4) and 8x8 patches of its output.
+
+    6,337,704 parameters at 224 px with the 1000-class head (timm's
+    `vit_tiny_r_s16_p8_224` has the same). Images must be multiples of 32 px
+    (one token per 32x32 pixels). The `keras.applications` signature
+    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a local
+            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
+            or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("R+Ti/16", **locals())
+
+
+@register_constructor("R26+S/32")
+def ViTR26S32(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_r26_s32",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds the hybrid R26+S/32: a ResNet, then ViT-S (384 hidden, 12 layers).
+
+    The ResNet: a ResNet-26 (2, 2, 2, 2) to stride 32 and 1x1 patches.
+
+    36,431,912 parameters at 224 px with the 1000-class head (timm's
+    `vit_small_r26_s32_224` has the same). Images must be multiples of 32 px
+    (one token per 32x32 pixels). The `keras.applications` signature
+    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a local
+            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
+            or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("R26+S/32", **locals())
+
+
+@register_constructor("R26+B/32")
+def ViTR26B32(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_r26_b32",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds the hybrid R26+B/32: a ResNet, then ViT-B (768 hidden, 12 layers).
+
+    The ResNet: a ResNet-26 (2, 2, 2, 2) to stride 32 and 1x1 patches.
+
+    101,383,976 parameters at 224 px with the 1000-class head (timm's
+    `vit_base_r26_s32_224` has the same). Images must be multiples of 32 px
+    (one token per 32x32 pixels). The `keras.applications` signature
+    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a local
+            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
+            or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("R26+B/32", **locals())
+
+
+@register_constructor("R50+B/16")
+def ViTR50B16(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_r50_b16",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds the hybrid R50+B/16: a ResNet, then ViT-B (768 hidden, 12 layers).
+
+    The ResNet: the paper's ResNet-50 with (3, 4, 9) units to stride 16 and 1x1 patches.
+
+    97,890,112 parameters at 224 px with the 1000-class head (timm's
+    `vit_base_r50_s16_224` has the same). Images must be multiples of 16 px
+    (one token per 16x16 pixels). The `keras.applications` signature
+    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a local
+            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
+            or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("R50+B/16", **locals())
+
+
+@register_constructor("R50+L/32")
+def ViTR50L32(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name="vit_r50_l32",
+    representation_size=None,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    drop_path_rate=0.0,
+    gelu_approximate=False,
+):
+    """Builds the hybrid R50+L/32: a ResNet, then ViT-L (1024 hidden, 24 layers).
+
+    The ResNet: a ResNet-50 (3, 4, 6, 3) to stride 32 and 1x1 patches.
+
+    328,994,856 parameters at 224 px with the 1000-class head (timm's
+    `vit_large_r50_s32_224` has the same). Images must be multiples of 32 px
+    (one token per 32x32 pixels). The `keras.applications` signature
+    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
+
+    Args:
+        include_top: bool, whether to add the classification head.
+        weights: `None` (random initialisation, the default); a local
+            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
+            or `save_pretrained` folder; or
+            `"hf://org/repo[/file.safetensors][@revision]"`.
+        input_tensor: optional Keras tensor to use as the image input.
+        input_shape: `(height, width, channels)`. Defaults to
+            `(224, 224, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        classes: int, classes of the head. Defaults to `1000`.
+        classifier_activation: the head's activation; `None` for logits.
+        name: the model's name.
+        representation_size: optional size of a `pre_logits` layer.
+        dropout_rate: float, dropout rate.
+        attention_dropout_rate: float, attention-weight dropout rate.
+        drop_path_rate: float, stochastic-depth rate.
+        gelu_approximate: bool, tanh-approximate GELU.
+
+    Returns:
+        A `keras.Model`.
+    """
+    return _build_variant("R50+L/32", **locals())
+
+
 def constructor_for(name):
     """The constructor a user names: `"ViTB16"` or its variant key `"B/16"`,
     in any case (the spelling of the CLIs' `--model` / `MODEL` arguments).

@@ -27,6 +27,11 @@ def forward_flops(variant, image_size=224, classes=1000):
     >>> round(forward_flops(keras_vit.VARIANTS["B/16"]) / 1e9, 1)
     35.1
     """
+    if variant.get("resnet_stages") is not None:
+        raise ValueError(
+            "forward_flops counts the plain ViT (patch embedding + transformer); a hybrid's ResNet is not "
+            f"modelled. Received: a variant with resnet_stages={variant['resnet_stages']}"
+        )
     height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
     patch = variant["patch_size"]
     patch_h, patch_w = (patch, patch) if isinstance(patch, int) else patch

@@ -13,6 +13,25 @@ from keras_vit import layers as vit_layers
 from keras_vit import resnet, validation, variants
 
 
+def token_size(patch_size, resnet_stages=None):
+    """Image pixels per token side: the patch size, times the ResNet's stride for a hybrid.
+
+    Args:
+        patch_size: int or `(height, width)`.
+        resnet_stages: None (plain ViT) or a hybrid's ResNet stage layout.
+
+    Returns:
+        `(height, width)`.
+
+    >>> token_size(16), token_size(1, (3, 4, 9)), token_size(8, ())
+    ((16, 16), (16, 16), (32, 32))
+    """
+    patch = validation.pair("patch_size", patch_size)
+    # Each hybrid token covers a patch of the ResNet's feature map.
+    stride = 1 if resnet_stages is None else resnet.output_stride(resnet_stages)
+    return (patch[0] * stride, patch[1] * stride)
+
+
 def build_model(
     patch_size,
     hidden_dim,
@@ -106,12 +125,9 @@ def build_model(
             "`representation_size` (pre_logits) applies to pooled features: pass "
             "`pooling='token'` or `'gap'` with include_top=False."
         )
-    token_size = patch_size
-    if resnet_stages is not None:
-        # Each hybrid token covers a patch of the ResNet's feature map.
-        stride = resnet.output_stride(resnet_stages)
-        token_size = tuple(stride * side for side in validation.pair("patch_size", patch_size))
-    input_shape, grid_size = variants.resolve_input_shape(input_shape, input_tensor, token_size)
+    input_shape, grid_size = variants.resolve_input_shape(
+        input_shape, input_tensor, token_size(patch_size, resnet_stages)
+    )
 
     if input_tensor is None:
         inputs = keras.Input(shape=input_shape, name="images")

@@ -38,6 +38,15 @@ VARIANTS = {
     "L/16": dict(SIZES["L"], patch_size=16),
     "L/32": dict(SIZES["L"], patch_size=32),
     "H/14": dict(SIZES["H"], patch_size=14),
+    # The hybrids (paper section 3.1; AugReg): a ResNet's feature map instead of pixels, `patch_size`
+    # patches of it (vit_jax `configs/models.py`). The suffix is the official name's: R+Ti/16's root
+    # alone downsamples 4x, so with 8x8 patches its tokens cover 32 px (7x7 at 224), like the others'
+    # /32; R50+B/16 uses (3, 4, 9) units to stop at stride 16.
+    "R+Ti/16": dict(SIZES["Ti"], patch_size=8, resnet_stages=()),
+    "R26+S/32": dict(SIZES["S"], patch_size=1, resnet_stages=(2, 2, 2, 2)),
+    "R26+B/32": dict(SIZES["B"], patch_size=1, resnet_stages=(2, 2, 2, 2)),
+    "R50+B/16": dict(SIZES["B"], patch_size=1, resnet_stages=(3, 4, 9)),
+    "R50+L/32": dict(SIZES["L"], patch_size=1, resnet_stages=(3, 4, 6, 3)),
 }
 
 DEFAULT_INPUT_SHAPE = (224, 224, 3)

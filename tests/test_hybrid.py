@@ -13,8 +13,9 @@ import os
 import numpy as np
 import pytest
 
+import keras_vit
 from keras_vit import models
-from keras_vit.pretrained import converters
+from keras_vit.pretrained import converters, io
 from tests import timm_reference
 from tests.helpers import run_model_test, to_numpy
 
@@ -55,7 +56,7 @@ def _images(size, batch=2):
 
 def test_tiny_hybrid_contract(tmp_path):
     run_model_test(
-        lambda: models.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=5),
+        lambda: models.build_model(**TINY, input_shape=(32, 32, 3), classes=5),
         input_shape=(2, 32, 32, 3),
         expected_output_shape=(2, 5),
         workdir=tmp_path,
@@ -72,7 +73,7 @@ def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
     # timm's layout (its state dict, as in the Hub's safetensors) -> keras_vit.
     weights, layout = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
     assert "ResNet" in layout
-    model = models.VisionTransformer(**config, input_shape=(size, size, 3), classes=classes, classifier_activation=None)
+    model = models.build_model(**config, input_shape=(size, size, 3), classes=classes, classifier_activation=None)
     got = to_numpy(_load(model, weights)(images))
     np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
     assert np.abs(expected).max() > 0.5  # a real signal, not near-zero logits
@@ -90,7 +91,7 @@ def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
 
 @pytest.mark.parametrize("format", ["official", "timm"])
 def test_hybrid_round_trips_are_bit_identical(format):
-    model = models.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
+    model = models.build_model(**TINY, input_shape=(32, 32, 3), classes=3)
     rng = np.random.default_rng(0)
     ours = {path: rng.normal(size=value.shape).astype("float32") for path, value in _keras_weights(model).items()}
     written = converters.from_keras(ours, format, num_heads=TINY["num_heads"])
@@ -103,7 +104,7 @@ def test_hybrid_round_trips_are_bit_identical(format):
 
 
 def test_plain_vit_files_keep_their_plain_layout():
-    model = models.VisionTransformer(
+    model = models.build_model(
         patch_size=8, hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64, input_shape=(16, 16, 3)
     )
     written = converters.from_keras(_keras_weights(model), "timm")
@@ -112,26 +113,23 @@ def test_plain_vit_files_keep_their_plain_layout():
     assert converters.facts(converters.to_keras(written)[0]).stage_depths is None
 
 
-def test_r_ti16_matches_timm():
-    # The real R+Ti/16 (6.3 M parameters): the root only, 8x8 patches of its stride-4 output.
+def test_r_ti16_loads_timm_safetensors_and_matches_timm(tmp_path):
+    # The real R+Ti/16 (6.3 M parameters) through its constructor and the weights loader: the root
+    # only, 8x8 patches of its stride-4 output; timm's layout written as the Hub's safetensors.
     reference = timm_reference.randomize_torch(timm_reference.timm_model("vit_tiny_r_s16_p8_224"), scale=0.05)
-    weights, _ = converters.to_keras(timm_reference.state_dict_numpy(reference))
-    model = models.VisionTransformer(
-        patch_size=8,
-        hidden_dim=192,
-        num_layers=12,
-        num_heads=3,
-        mlp_dim=768,
-        resnet_stages=(),
-        classifier_activation=None,
-    )
+    path = os.path.join(tmp_path, "model.safetensors")
+    io.write_safetensors(path, timm_reference.state_dict_numpy(reference))
+    model = keras_vit.ViTRTi16(weights=path, classifier_activation=None)
     assert model.count_params() == 6_337_704
     images = _images(224, batch=1)
     expected = timm_reference.run_torch(reference, images)
-    np.testing.assert_allclose(to_numpy(_load(model, weights)(images)), expected, atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(to_numpy(model(images)), expected, atol=TOLERANCE, rtol=0)
     assert np.abs(expected).max() > 0.1  # a real signal, not near-zero logits
+    # At another resolution the 7x7 position embedding is resampled to 8x8 at load.
+    bigger = keras_vit.ViTRTi16(weights=path, input_shape=(256, 256, 3))
+    assert tuple(bigger.get_layer("position_embedding").embedding.shape) == (1, 65, 192)
 
 
 def test_model_rejects_images_the_resnet_cannot_tile():
     with pytest.raises(ValueError, match="divisible by the patch size 8"):
-        models.VisionTransformer(**TINY, input_shape=(36, 32, 3))
+        models.build_model(**TINY, input_shape=(36, 32, 3))

@@ -31,13 +31,21 @@ PINNED_PARAMS = {
     "L/16": (303_301_632, 304_326_632),
     "L/32": (305_510_400, 306_535_400),
     "H/14": (630_764_800, 632_045_800),
+    # The hybrids: timm's counts for vit_tiny_r_s16_p8_224, vit_small_r26_s32_224, vit_base_r26_s32_224,
+    # vit_base_r50_s16_224, vit_large_r50_s32_224 (tests/test_hybrid.py builds timm's and compares).
+    "R+Ti/16": (6_144_704, 6_337_704),
+    "R26+S/32": (36_046_912, 36_431_912),
+    "R26+B/32": (100_614_976, 101_383_976),
+    "R50+B/16": (97_121_112, 97_890_112),
+    "R50+L/32": (327_969_856, 328_994_856),
 }
-BIG_VARIANTS = {"L/16", "L/32", "H/14"}
+BIG_VARIANTS = {"L/16", "L/32", "H/14", "R26+S/32", "R26+B/32", "R50+B/16", "R50+L/32"}
 
 
 def _constructor(variant):
-    size, patch = variant.split("/")
-    return getattr(keras_vit, f"ViT{size}{patch}")
+    from keras_vit.applications import constructor_for
+
+    return constructor_for(variant)
 
 
 def _tiny(**kwargs):
@@ -137,7 +145,7 @@ def test_input_tensor_is_used():
 
 def test_every_variant_is_pinned():
     assert set(PINNED_PARAMS) == set(keras_vit.VARIANTS)
-    assert set(keras_vit.CONSTRUCTORS) == {f"ViT{v.replace('/', '')}" for v in keras_vit.VARIANTS}
+    assert set(keras_vit.CONSTRUCTORS) == {f"ViT{v.replace('/', '').replace('+', '')}" for v in keras_vit.VARIANTS}
 
 
 def test_constructor_for_accepts_constructor_and_variant_names():
@@ -177,7 +185,7 @@ def test_constructors_have_the_keras_applications_signature():
         parameters = list(inspect.signature(constructor).parameters)
         assert parameters[: len(reference)] == reference, name
         assert constructor.__name__ == name
-        assert name == "ViT" + constructor.variant.replace("/", "")
+        assert name == "ViT" + constructor.variant.replace("/", "").replace("+", "")
         assert "Args:" in constructor.__doc__
 
 

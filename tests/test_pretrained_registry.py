@@ -125,7 +125,8 @@ def test_a_registry_checkpoint_at_full_size(monkeypatch, tmp_path):
 
 
 def test_every_variant_has_checkpoints_and_sources():
-    for variant in keras_vit.VARIANTS:
+    # The hybrids' checkpoints are not catalogued yet (see README, "Hybrid models").
+    for variant in [v for v in keras_vit.VARIANTS if "resnet_stages" not in keras_vit.VARIANTS[v]]:
         rows = pretrained.checkpoints(variant)
         assert rows, variant
         for info in rows:

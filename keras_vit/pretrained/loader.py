@@ -321,7 +321,9 @@ def build_with_weights(
             f"keras_vit.ViTB16(weights='imagenet'). Received: weights={weights!r}"
         )
     input_shape, target_grid = variants.resolve_input_shape(
-        kwargs.get("input_shape"), kwargs.get("input_tensor"), architecture["patch_size"]
+        kwargs.get("input_shape"),
+        kwargs.get("input_tensor"),
+        models.token_size(architecture["patch_size"], architecture.get("resnet_stages")),
     )
     source = sources.resolve_source(variant, weights, image_size=input_shape[:2])
     path, expected_format = sources.fetch(source)
