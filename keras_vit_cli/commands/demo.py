@@ -8,16 +8,14 @@ forward pass (which includes tracing) and the second one took.
 import sys
 import time
 
+from keras_vit_cli import options
+
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--model", default="ViTTi16", help="a constructor (ViTTi16) or variant (Ti/16) (default: %(default)s)"
-    )
+    options.add_model(parser, "ViTTi16")
     parser.add_argument("--batch-size", type=int, default=2, help="images per batch (default: %(default)s)")
-    parser.add_argument(
-        "--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)"
-    )
-    parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
+    options.add_image_size(parser)
+    options.add_classes(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed for the weights and the images")
 
 

@@ -8,21 +8,17 @@ Labels are the saved class names, else the ImageNet-1k names for 1000-class
 heads, else class indices; logits are turned into probabilities (softmax).
 """
 
+from keras_vit_cli import options
+
 
 def add_arguments(parser):
     parser.add_argument("images", nargs="+", help="image files")
-    parser.add_argument(
-        "--model",
-        default="ViTB16",
-        help="a constructor (ViTB16), a variant (B/16) or a saved .keras model (default: %(default)s)",
-    )
+    options.add_model(parser, "ViTB16", saved_model=True)
     parser.add_argument(
         "--weights", default="imagenet", help="tag, 'imagenet', file or hf://org/repo (default: %(default)s)"
     )
-    parser.add_argument("--image-size", type=int, default=224, help="square input size (default: %(default)s)")
-    parser.add_argument(
-        "--classes", type=int, default=1000, help="classes of the checkpoint's head (default: %(default)s)"
-    )
+    options.add_image_size(parser, help="square input size of a constructor")
+    options.add_classes(parser, help="classes of the checkpoint's head")
     parser.add_argument("--top", type=int, default=5, help="how many classes to print (default: %(default)s)")
 
 

@@ -5,12 +5,12 @@ count of the model as built, and the analytic forward-pass GFLOPs (2 per
 multiply-add) of one image.
 """
 
+from keras_vit_cli import options
+
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--image-size", type=int, default=224, help="square image side in pixels (default: %(default)s)"
-    )
-    parser.add_argument("--classes", type=int, default=1000, help="size of the head (default: %(default)s)")
+    options.add_image_size(parser)
+    options.add_classes(parser)
 
 
 def run(args):
