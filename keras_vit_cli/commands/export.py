@@ -1,0 +1,41 @@
+"""Export a model as a serving artefact: SavedModel, ONNX, LiteRT or OpenVINO.
+
+MODEL is a saved .keras model (e.g. `keras-vit finetune`'s model.keras, a
+keras_vit ViT nested in your model or not) or a constructor (ViTB16, B/16)
+with --weights. The artefact takes a batch of RGB images with pixels in
+[0, 255] (uint8, or float32 with --input-dtype), channels last, at the
+model's resolution; the batch size is dynamic and the ViT scaling is inside.
+Class names saved in the model travel with it where the format has a place.
+Not every backend writes every format (KERAS_BACKEND=tensorflow writes all
+four); the command says so when the pair cannot work.
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) / variant (B/16)")
+    parser.add_argument("out", help="the artefact's path (.onnx, .tflite, .xml are added when missing)")
+    parser.add_argument(
+        "--format", default="saved_model", help="saved_model, onnx, litert or openvino (default: %(default)s)"
+    )
+    parser.add_argument("--input-dtype", default="uint8", help="uint8 or float32 pixels (default: %(default)s)")
+    parser.add_argument(
+        "--weights", default="imagenet", help="for a constructor: tag, 'imagenet', file or hf:// (default: %(default)s)"
+    )
+    parser.add_argument("--image-size", type=int, default=224, help="for a constructor: square input size")
+
+
+def run(args):
+    from keras_vit import deploy, validation
+
+    validation.one_of("format", args.format, deploy.FORMATS)
+    validation.one_of("input_dtype", args.input_dtype, deploy.INPUT_DTYPES)
+    if args.model.endswith(".keras"):
+        model = args.model
+    else:
+        from keras_vit.applications import constructor_for
+
+        size = validation.positive_int("image_size", args.image_size)
+        model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3))
+    path = deploy.export(model, args.out, format=args.format, input_dtype=args.input_dtype)
+    print(f"wrote {path} ({args.format}; input: (batch, height, width, 3) {args.input_dtype} pixels in [0, 255])")
+    return 0
