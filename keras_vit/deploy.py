@@ -185,8 +185,9 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     >>> model = keras_vit.VisionTransformer(
     ...     patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32,
     ...     input_shape=(16, 16, 3), classes=2)
-    >>> path = export(model, tempfile.mkdtemp() + "/vit", format="openvino")
-    >>> load_artefact(path, "openvino")(np.zeros((3, 16, 16, 3), "uint8")).shape
+    >>> format = "openvino" if supported("openvino")[0] else "saved_model"  # JAX: no OpenVINO
+    >>> path = export(model, tempfile.mkdtemp() + "/vit", format=format)
+    >>> load_artefact(path, format)(np.zeros((3, 16, 16, 3), "uint8")).shape
     (3, 2)
     """
     validation.one_of("format", format, FORMATS)
