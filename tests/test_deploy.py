@@ -77,18 +77,20 @@ def test_backbone_nested_in_a_saved_user_model_exports(tmp_path):
 
 def test_export_refuses_bad_arguments_and_existing_targets(tmp_path):
     model = _classifier()
+    format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])
     with pytest.raises(ValueError, match="format"):
         deploy.export(model, str(tmp_path / "vit"), format="tflite")
     with pytest.raises(ValueError, match="input_dtype"):
-        deploy.export(model, str(tmp_path / "vit"), format="onnx", input_dtype="int32")
+        deploy.export(model, str(tmp_path / "vit"), format=format, input_dtype="int32")
     with pytest.raises(ValueError, match="class_names"):
-        deploy.export(model, str(tmp_path / "vit"), format="openvino", class_names=["a"])
+        deploy.export(model, str(tmp_path / "vit"), format=format, class_names=["a"])
     with pytest.raises(ValueError, match="keras.Model or a `.keras` file"):
-        deploy.export(str(tmp_path / "model.h5"), str(tmp_path / "vit"), format="onnx")
-    (tmp_path / "taken.onnx").write_text("")
+        deploy.export(str(tmp_path / "model.h5"), str(tmp_path / "vit"), format=format)
+    taken = deploy.artefact_path(str(tmp_path / "taken"), format)
+    os.makedirs(taken) if format == "saved_model" else open(taken, "w").close()
     with pytest.raises(FileExistsError):
-        deploy.export(model, str(tmp_path / "taken"), format="onnx")
-    assert sorted(os.listdir(tmp_path)) == ["taken.onnx"]
+        deploy.export(model, str(tmp_path / "taken"), format=format)
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(taken)]
 
 
 def test_cli_exports_a_saved_model_file_and_names_unsupported_pairs(tmp_path, capsys):
