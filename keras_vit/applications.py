@@ -614,9 +614,11 @@ def ViTRTi16(
 
     Args:
         include_top: bool, whether to add the classification head.
-        weights: `None` (random initialisation, the default); a local
-            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
-            or `save_pretrained` folder; or
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
+            never published) or `"imagenet"`; a local `.npz` (official hybrid
+            layout) or `.safetensors` (timm's) file or `save_pretrained`
+            folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: `(height, width, channels)`. Defaults to
@@ -664,9 +666,11 @@ def ViTR26S32(
 
     Args:
         include_top: bool, whether to add the classification head.
-        weights: `None` (random initialisation, the default); a local
-            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
-            or `save_pretrained` folder; or
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
+            never published) or `"imagenet"`; a local `.npz` (official hybrid
+            layout) or `.safetensors` (timm's) file or `save_pretrained`
+            folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: `(height, width, channels)`. Defaults to
@@ -714,9 +718,11 @@ def ViTR26B32(
 
     Args:
         include_top: bool, whether to add the classification head.
-        weights: `None` (random initialisation, the default); a local
-            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
-            or `save_pretrained` folder; or
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
+            never published) or `"imagenet"`; a local `.npz` (official hybrid
+            layout) or `.safetensors` (timm's) file or `save_pretrained`
+            folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: `(height, width, channels)`. Defaults to
@@ -764,9 +770,11 @@ def ViTR50B16(
 
     Args:
         include_top: bool, whether to add the classification head.
-        weights: `None` (random initialisation, the default); a local
-            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
-            or `save_pretrained` folder; or
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
+            never published) or `"imagenet"`; a local `.npz` (official hybrid
+            layout) or `.safetensors` (timm's) file or `save_pretrained`
+            folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: `(height, width, channels)`. Defaults to
@@ -814,9 +822,11 @@ def ViTR50L32(
 
     Args:
         include_top: bool, whether to add the classification head.
-        weights: `None` (random initialisation, the default); a local
-            `.npz` (official hybrid layout) or `.safetensors` (timm's) file
-            or `save_pretrained` folder; or
+        weights: `None` (random initialisation, the default); a checkpoint
+            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
+            never published) or `"imagenet"`; a local `.npz` (official hybrid
+            layout) or `.safetensors` (timm's) file or `save_pretrained`
+            folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: `(height, width, channels)`. Defaults to

@@ -17,7 +17,7 @@ import keras_vit
 from keras_vit import models
 from keras_vit.pretrained import converters, io
 from tests import timm_reference
-from tests.helpers import run_model_test, to_numpy
+from tests.helpers import BACKEND, run_model_test, to_numpy
 
 # A hybrid small enough for every backend: two stages (output stride 8), 32 px images.
 TINY = dict(resnet_stages=(1, 1), resnet_width=32, patch_size=1, hidden_dim=64, num_layers=2, num_heads=4, mlp_dim=128)
@@ -133,3 +133,24 @@ def test_r_ti16_loads_timm_safetensors_and_matches_timm(tmp_path):
 def test_model_rejects_images_the_resnet_cannot_tile():
     with pytest.raises(ValueError, match="divisible by the patch size 8"):
         models.build_model(**TINY, input_shape=(36, 32, 3))
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="pure table checks: the tensorflow run")
+def test_every_published_hybrid_checkpoint_is_catalogued():
+    from keras_vit import pretrained
+
+    expected = {
+        "R+Ti/16": {("augreg_in21k_ft_in1k", 224), ("augreg_in21k_ft_in1k", 384), ("augreg_in21k", 224)},
+        "R26+S/32": {("augreg_in21k_ft_in1k", 224), ("augreg_in21k_ft_in1k", 384), ("augreg_in21k", 224)},
+        "R26+B/32": set(),  # never published
+        "R50+B/16": {("orig_in21k_ft_in1k", 384), ("orig_in21k", 224)},
+        "R50+L/32": {("augreg_in21k_ft_in1k", 224), ("augreg_in21k_ft_in1k", 384), ("augreg_in21k", 224)},
+    }
+    for variant, rows in expected.items():
+        infos = pretrained.checkpoints(variant)
+        assert {(info.tag, info.resolution) for info in infos} == rows, variant
+        for info in infos:
+            assert info.format == "timm" and info.license == "Apache-2.0"
+            assert info.hub_repo.startswith("timm/vit_") and info.hub_repo.endswith(f"_{info.resolution}.{info.tag}")
+            assert (info.top1 is not None) == info.tag.endswith("ft_in1k")
+    assert pretrained.resolve("R50+B/16", "imagenet", (384, 384)).top1 == 84.988

@@ -166,6 +166,107 @@ _ORIG_FT_URLS = {
 
 _TIMM_TOP1_SOURCE = "timm results/results-imagenet.csv"
 
+# The hybrids (ResNet + ViT) timm keeps on the Hub, in its layout:
+# (variant, tag, resolution, classes, top-1, timm model name, official file).
+# Hub repos and official files: timm `vision_transformer_hybrid.py` default_cfgs; top-1: timm's
+# results-imagenet.csv. R50+B/16's official files are named by the vision_transformer README's rule
+# (file name = config.model_name, here `R50+ViT-B_16`), not listed there one by one, and timm's
+# `orig_in21k` copy has neither head nor pre_logits (its cfg says num_classes=0): both unverified
+# against the files themselves.
+_HYBRID_ROWS = (
+    (
+        "R+Ti/16",
+        "augreg_in21k_ft_in1k",
+        224,
+        1000,
+        71.800,
+        "vit_tiny_r_s16_p8_224",
+        "augreg/R_Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_224.npz",
+    ),
+    (
+        "R+Ti/16",
+        "augreg_in21k_ft_in1k",
+        384,
+        1000,
+        75.962,
+        "vit_tiny_r_s16_p8_384",
+        "augreg/R_Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_384.npz",
+    ),
+    (
+        "R+Ti/16",
+        "augreg_in21k",
+        224,
+        21843,
+        None,
+        "vit_tiny_r_s16_p8_224",
+        "augreg/R_Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0.npz",
+    ),
+    (
+        "R26+S/32",
+        "augreg_in21k_ft_in1k",
+        224,
+        1000,
+        81.856,
+        "vit_small_r26_s32_224",
+        "augreg/R26_S_32-i21k-300ep-lr_0.001-aug_light0-wd_0.03-do_0.1-sd_0.1--imagenet2012-steps_20k-lr_0.03-res_224.npz",
+    ),
+    (
+        "R26+S/32",
+        "augreg_in21k_ft_in1k",
+        384,
+        1000,
+        84.066,
+        "vit_small_r26_s32_384",
+        "augreg/R26_S_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.03-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_384.npz",
+    ),
+    (
+        "R26+S/32",
+        "augreg_in21k",
+        224,
+        21843,
+        None,
+        "vit_small_r26_s32_224",
+        "augreg/R26_S_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.03-do_0.0-sd_0.0.npz",
+    ),
+    (
+        "R50+B/16",
+        "orig_in21k_ft_in1k",
+        384,
+        1000,
+        84.988,
+        "vit_base_r50_s16_384",
+        "imagenet21k+imagenet2012/R50+ViT-B_16.npz",
+    ),
+    ("R50+B/16", "orig_in21k", 224, None, None, "vit_base_r50_s16_224", "imagenet21k/R50+ViT-B_16.npz"),
+    (
+        "R50+L/32",
+        "augreg_in21k_ft_in1k",
+        224,
+        1000,
+        84.434,
+        "vit_large_r50_s32_224",
+        "augreg/R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1--imagenet2012-steps_20k-lr_0.01-res_224.npz",
+    ),
+    (
+        "R50+L/32",
+        "augreg_in21k_ft_in1k",
+        384,
+        1000,
+        86.188,
+        "vit_large_r50_s32_384",
+        "augreg/R50_L_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.01-res_384.npz",
+    ),
+    (
+        "R50+L/32",
+        "augreg_in21k",
+        224,
+        21843,
+        None,
+        "vit_large_r50_s32_224",
+        "augreg/R50_L_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.0-sd_0.0.npz",
+    ),
+)
+
 
 def _official_url(variant, tag, resolution):
     if tag == "augreg_in21k":
@@ -190,24 +291,38 @@ def _preprocessing(resolution, source):
     return {"mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5), "crop_pct": crop_pct, "interpolation": interpolation}
 
 
+def _timm_row(variant, tag, resolution, classes, top1, hub_repo, url):
+    return {
+        "variant": variant,
+        "tag": tag,
+        "resolution": resolution,
+        "classes": classes,
+        "pre_logits": False,
+        "hub_repo": hub_repo,
+        "hub_filename": "model.safetensors",
+        "format": "timm",
+        "url": url,
+        "sha256": None,
+        "top1": top1,
+        "top1_source": _TIMM_TOP1_SOURCE if top1 is not None else None,
+        "license": "Apache-2.0",
+        "preprocessing": _preprocessing(resolution, "timm"),
+    }
+
+
 def _rows():
     for variant, tag, resolution, classes, top1 in _TIMM_ROWS:
-        yield {
-            "variant": variant,
-            "tag": tag,
-            "resolution": resolution,
-            "classes": classes,
-            "pre_logits": False,
-            "hub_repo": _timm_repo(variant, tag, resolution),
-            "hub_filename": "model.safetensors",
-            "format": "timm",
-            "url": _official_url(variant, tag, resolution),
-            "sha256": None,
-            "top1": top1,
-            "top1_source": _TIMM_TOP1_SOURCE if top1 is not None else None,
-            "license": "Apache-2.0",
-            "preprocessing": _preprocessing(resolution, "timm"),
-        }
+        yield _timm_row(
+            variant,
+            tag,
+            resolution,
+            classes,
+            top1,
+            _timm_repo(variant, tag, resolution),
+            _official_url(variant, tag, resolution),
+        )
+    for variant, tag, resolution, classes, top1, timm_name, official in _HYBRID_ROWS:
+        yield _timm_row(variant, tag, resolution, classes, top1, f"timm/{timm_name}.{tag}", f"{_BUCKET}/{official}")
     for variant, tag, resolution, classes, top1, top1_source, official in _GOOGLE_ROWS:
         suffix = "-in21k" if tag == "orig_in21k" else ""
         yield {
