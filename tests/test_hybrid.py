@@ -154,3 +154,21 @@ def test_every_published_hybrid_checkpoint_is_catalogued():
             assert info.hub_repo.startswith("timm/vit_") and info.hub_repo.endswith(f"_{info.resolution}.{info.tag}")
             assert (info.top1 is not None) == info.tag.endswith("ft_in1k")
     assert pretrained.resolve("R50+B/16", "imagenet", (384, 384)).top1 == 84.988
+
+
+def test_inspection_works_on_a_hybrid(tmp_path):
+    from keras_vit.inspection import analysis, report
+
+    model = models.build_model(**TINY, input_shape=(32, 32, 3), classes=3)
+    images = _images(32)
+    attention = analysis.attention_maps(model, images)
+    assert len(attention) == TINY["num_layers"] and attention[0].shape == (2, 4, 17, 17)
+    assert analysis.attention_rollout(model, images).shape == (2, 4, 4)
+    assert analysis.mean_attention_distance(model, images).shape == (TINY["num_layers"], TINY["num_heads"])
+    assert analysis.position_embedding_similarity(model).shape == (4, 4, 4, 4)
+    assert analysis.is_hybrid(model)
+    with pytest.raises(ValueError, match="no linear patch filters"):
+        analysis.embedding_filters(model)
+    pixels = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype("uint8")
+    paths = report.write_report(model, pixels, tmp_path)
+    assert all(os.path.getsize(path) > 0 for path in paths.values())

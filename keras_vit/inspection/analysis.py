@@ -15,15 +15,35 @@ import keras
 import numpy as np
 
 from keras_vit import layers as vit_layers
-from keras_vit import validation
+from keras_vit import resnet, validation
 
 HEAD_FUSIONS = ("mean", "max", "min")
+
+_EMBEDDINGS = (vit_layers.PatchEmbedding, resnet.HybridPatchEmbedding)
+NO_LINEAR_FILTERS = (
+    "A hybrid ViT has no linear patch filters: its tokens are projections of a ResNet feature map, not of "
+    "pixels, so the paper's RGB embedding filters (Figure 7, left) do not exist for it."
+)
+
+
+def is_hybrid_embedding(layer):
+    """Whether `layer` is a hybrid's patch embedding (ResNet + projection)."""
+    return isinstance(layer, resnet.HybridPatchEmbedding)
+
+
+def _linear_patch_kernel(model):
+    embedding = vit_parts(model).patch_embedding
+    if is_hybrid_embedding(embedding):
+        raise ValueError(NO_LINEAR_FILTERS)
+    return embedding.projection.kernel
+
 
 # The layers up to the last block that the inspection pass knows how to
 # re-run (dropout is the identity at inference).
 _KNOWN_LAYERS = (
     keras.layers.InputLayer,
     vit_layers.PatchEmbedding,
+    resnet.HybridPatchEmbedding,
     vit_layers.ClassToken,
     vit_layers.PositionEmbedding,
     keras.layers.Dropout,
@@ -50,7 +70,8 @@ def vit_parts(model):
             "Expected a keras_vit model (a `keras.Model` built by e.g. `keras_vit.ViTB16` or "
             f"loaded with `keras.saving.load_model`). Received: model of type {type(model).__name__}"
         )
-    found = {vit_layers.PatchEmbedding: [], vit_layers.ClassToken: [], vit_layers.PositionEmbedding: []}
+    # A hybrid's HybridPatchEmbedding (ResNet + projection) counts as its patch embedding.
+    found = {_EMBEDDINGS: [], vit_layers.ClassToken: [], vit_layers.PositionEmbedding: []}
     blocks = []
     # Functional models list their layers in the order they are applied.
     for layer in model.layers:
@@ -59,7 +80,7 @@ def vit_parts(model):
         for layer_type, matches in found.items():
             if isinstance(layer, layer_type):
                 matches.append(layer)
-    patch_embeddings = found[vit_layers.PatchEmbedding]
+    patch_embeddings = found[_EMBEDDINGS]
     class_tokens = found[vit_layers.ClassToken]
     position_embeddings = found[vit_layers.PositionEmbedding]
     if len(patch_embeddings) != 1 or len(position_embeddings) != 1 or len(class_tokens) > 1 or not blocks:
@@ -89,11 +110,27 @@ def _check_known_layers(model, last_block):
             )
 
 
+def token_size(patch_embedding):
+    """Image pixels per token side: the patch size, or a hybrid's patch size times its ResNet stride."""
+    if isinstance(patch_embedding, resnet.HybridPatchEmbedding):
+        return patch_embedding.reduction
+    return patch_embedding.patch_size
+
+
+def is_hybrid(model):
+    """Whether `model` is a hybrid ViT (ResNet features): it has no linear patch filters."""
+    return isinstance(vit_parts(model).patch_embedding, resnet.HybridPatchEmbedding)
+
+
 def image_shape(parts):
     """The `(height, width, channels)` of the images the model's position embedding was built for."""
     grid_h, grid_w = parts.position_embedding.grid_size
-    patch_h, patch_w = parts.patch_embedding.patch_size
-    channels = int(parts.patch_embedding.projection.kernel.shape[2])
+    patch_h, patch_w = token_size(parts.patch_embedding)
+    embedding = parts.patch_embedding
+    first_kernel = (
+        embedding.backbone.root_conv.kernel if is_hybrid_embedding(embedding) else embedding.projection.kernel
+    )
+    channels = int(first_kernel.shape[2])
     return (grid_h * patch_h, grid_w * patch_w, channels)
 
 
@@ -502,7 +539,7 @@ def mean_attention_distance(model, images, batch_size=16):
     return attention_distance(
         attention,
         parts.position_embedding.grid_size,
-        parts.patch_embedding.patch_size,
+        token_size(parts.patch_embedding),
         num_prefix_tokens=parts.position_embedding.num_prefix_tokens,
     )
 
@@ -543,7 +580,7 @@ def position_embedding_similarity(model):
 
 def max_embedding_components(model):
     """The most principal components `embedding_filters` can return for a model."""
-    kernel = vit_parts(model).patch_embedding.projection.kernel
+    kernel = _linear_patch_kernel(model)
     patch_h, patch_w, channels, hidden_dim = (int(dim) for dim in kernel.shape)
     return min(hidden_dim, patch_h * patch_w * channels)
 
@@ -576,7 +613,7 @@ def embedding_filters(model, num_components=28):
     >>> embedding_filters(model, num_components=6).components.shape
     (6, 4, 4, 3)
     """
-    kernel = np.asarray(keras.ops.convert_to_numpy(vit_parts(model).patch_embedding.projection.kernel), dtype="float64")
+    kernel = np.asarray(keras.ops.convert_to_numpy(_linear_patch_kernel(model)), dtype="float64")
     patch_h, patch_w, channels, hidden_dim = kernel.shape
     limit = min(hidden_dim, patch_h * patch_w * channels)
     if isinstance(num_components, bool) or not isinstance(num_components, int) or not 1 <= num_components <= limit:

@@ -346,3 +346,25 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
         title = f"{kind} embedding filters (first {count} principal components)"
     figure.suptitle(title)
     return _save(figure, path, dpi)
+
+
+def plot_note(path, title, note, dpi=100):
+    """Writes a figure that only says something, where a plot does not apply (e.g. a hybrid's filters).
+
+    Args:
+        path: where to write the PNG.
+        title: the figure's title.
+        note: the text, wrapped to the figure.
+        dpi: the PNG's resolution. Defaults to `100`.
+
+    Returns:
+        The `matplotlib.figure.Figure`.
+    """
+    import textwrap
+
+    figure = _figure(6.0, 2.5)
+    axes = figure.subplots()
+    axes.set_axis_off()
+    axes.text(0.5, 0.5, textwrap.fill(note, 60), ha="center", va="center", wrap=True)
+    figure.suptitle(title)
+    return _save(figure, path, dpi)

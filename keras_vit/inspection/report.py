@@ -128,10 +128,12 @@ def write_report(
         name, probability = metadata.top_classes(classifier, outputs, top=1)[0][0]
         title = f"{title}\npredicted: {name} ({probability:.2f})"
     rollout_map = analysis.class_token_rollout(attention, grid, head_fusion, discard_ratio, prefix)
-    distances = analysis.attention_distance(attention, grid, parts.patch_embedding.patch_size, prefix)
-    components = analysis.embedding_filters(
-        model, num_components=min(num_components, analysis.max_embedding_components(model))
-    ).components
+    distances = analysis.attention_distance(attention, grid, analysis.token_size(parts.patch_embedding), prefix)
+    hybrid = analysis.is_hybrid(model)
+    if not hybrid:
+        components = analysis.embedding_filters(
+            model, num_components=min(num_components, analysis.max_embedding_components(model))
+        ).components
 
     paths = {name[: -len(".png")]: os.path.join(os.fspath(out_dir), name) for name in REPORT_FILES}
     os.makedirs(out_dir, exist_ok=True)
@@ -149,5 +151,9 @@ def write_report(
     plots.plot_position_embedding_similarity(
         analysis.position_embedding_similarity(model), paths["position_embedding_similarity"], dpi=dpi
     )
-    plots.plot_embedding_filters(components, paths["embedding_filters"], dpi=dpi)
+    if hybrid:
+        # The figure still exists (a report has a fixed set of files) and says why it shows no filters.
+        plots.plot_note(paths["embedding_filters"], "No embedding filters", analysis.NO_LINEAR_FILTERS, dpi=dpi)
+    else:
+        plots.plot_embedding_filters(components, paths["embedding_filters"], dpi=dpi)
     return paths
