@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from benchmarks import runner
+from keras_vit import files, validation
 
 
 def _names(text):
@@ -58,8 +59,9 @@ def run(args):
     if args.variant not in keras_vit.VARIANTS:
         raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
     for option in ("image_size", "repeats", "rounds", "train_batch_size", "classes", "threads"):
-        if getattr(args, option) < 1:
-            raise ValueError(f"--{option.replace('_', '-')} must be positive. Received: {getattr(args, option)}")
+        validation.positive_int(f"--{option.replace('_', '-')}", getattr(args, option))
+    validation.finite_float("--timeout", args.timeout, minimum=0, include_minimum=False)
+    files.check_output_path(args.output)  # a missing folder fails now, not after the whole run
     patch = keras_vit.VARIANTS[args.variant]["patch_size"]
     if args.image_size % patch:
         raise ValueError(f"--image-size must be a multiple of the patch size {patch}. Received: {args.image_size}")
@@ -99,9 +101,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return run(args)
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         print(f"python -m benchmarks: {error}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(error, ValueError) else 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 
 from benchmarks import worker
 from benchmarks.worker import RESULT_PREFIX
-from keras_vit import flops
+from keras_vit import files, flops, validation
 
 BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -430,8 +430,10 @@ def run(specs, timeout=1800, output=None, log=None, rounds=1):
     minutes, and interleaving spreads that drift over every configuration
     instead of favouring whichever ran in a quiet moment.
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"`rounds` must be a positive integer. Received: rounds={rounds!r}")
+    rounds = validation.positive_int("rounds", rounds)
+    timeout = validation.finite_float("timeout", timeout, minimum=0, include_minimum=False)
+    if output:
+        files.check_output_path(output)  # before hours of measurements, not after
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     machine = machine_description()
@@ -448,8 +450,5 @@ def run(specs, timeout=1800, output=None, log=None, rounds=1):
     report = {"started": started, "machine": machine, "command": " ".join(sys.argv), "records": records, **summary}
     report["table"] = format_table(records, summary)
     if output:
-        temporary = f"{output}.partial"
-        with open(temporary, "w") as handle:
-            json.dump(report, handle, indent=1)
-        os.replace(temporary, output)  # never a half-written report
+        files.write_json(output, report, indent=1, sort_keys=False)  # never a half-written report
     return report

@@ -19,14 +19,13 @@ Everything goes to `--out`:
 """
 
 import dataclasses
-import json
 import math
 import os
 import time
 
 import numpy as np
 
-from keras_vit import validation
+from keras_vit import files, validation
 
 DIGITS = "digits"
 SMALL_MODEL = "small"
@@ -82,13 +81,6 @@ def build_model(model_name, weights, image_size, num_classes):
     return constructor(weights=weights, input_shape=shape, classes=num_classes, classifier_activation=None)
 
 
-def _write_json(path, payload):
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as file:
-        json.dump(payload, file, indent=2, sort_keys=True)
-    os.replace(temporary, path)
-
-
 def read_history(path):
     """Per-epoch logs from `history.csv`, one row per epoch (a repeated epoch
     after a resume keeps its last row). Keras's `CSVLogger` writes `NA` for a
@@ -126,10 +118,9 @@ def plot_curves(history, path):
         axis.grid(alpha=0.3)
         axis.legend()
     figure.tight_layout()
-    temporary = f"{path}.tmp.png"
-    figure.savefig(temporary, dpi=100)
+    with files.atomic_file(path) as staged:
+        figure.savefig(staged, dpi=100, format="png")
     plt.close(figure)
-    os.replace(temporary, path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -528,7 +519,7 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
         "model_path": model_path,
         "curves_path": curves_path,
     }
-    _write_json(os.path.join(config.out, "metrics.json"), metrics)
+    files.write_json(os.path.join(config.out, "metrics.json"), metrics)
     return metrics
 
 

@@ -17,15 +17,13 @@
 Everything here is backend-agnostic Keras.
 """
 
-import json
 import os
-import tempfile
 import time
 
 import keras
 from keras import ops
 
-from keras_vit import keras_compat, serialization
+from keras_vit import files, keras_compat, serialization
 from keras_vit import layer_decay as layer_decay_lib
 
 # Variable names (`variable.name`, the last part of the path) that are not
@@ -328,38 +326,18 @@ class SparseSmoothedCrossentropy(keras.losses.Loss):
         return config
 
 
-def _atomic_path(path):
-    """A temporary path next to `path` with the same suffix (Keras checks it)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    suffix = ".weights.h5" if name.endswith(".weights.h5") else os.path.splitext(name)[1]
-    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=suffix, dir=directory)
-    os.close(handle)
-    os.remove(temporary)
-    return temporary
-
-
-def _replace_atomically(write, path):
-    temporary = _atomic_path(path)
-    try:
-        write(temporary)
-        os.replace(temporary, path)  # atomic on POSIX: readers see old or new, never half
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-
-
 def atomic_save_model(model, path):
-    """`model.save(path)` through a temporary file and an atomic rename."""
-    _replace_atomically(lambda temporary: model.save(temporary), path)
+    """`model.save(path)` through a temporary file and an atomic rename (`keras_vit.files`)."""
+    with files.atomic_file(path) as staged:
+        model.save(staged)
 
 
 class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.BackupAndRestore):
     """`BackupAndRestore` whose files are replaced atomically.
 
     Keras writes the backup straight into place, so a SIGKILL during the
-    write leaves a truncated file. Here weights and metadata go to
-    temporary files renamed over the old ones: a killed run always finds a
+    write leaves a truncated file. Here weights and metadata are staged as
+    a folder swapped in whole (`keras_vit.files`): a killed run always finds a
     complete backup (at worst the previous one) and resumes from it when
     restarted with the same command. Keras restores the epoch and the
     weights and optimizer state (so the schedule); an epoch interrupted
@@ -376,15 +354,12 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint, double_checkpoint=False)
 
     def write_backup(self, weights_path, metadata_path, metadata):
-        os.makedirs(self.backup_dir, exist_ok=True)
-        _replace_atomically(lambda temporary: self.model.save_weights(temporary), weights_path)
-        text = json.dumps(metadata)
-
-        def write_metadata(temporary):
-            with open(temporary, "w") as file:
-                file.write(text)
-
-        _replace_atomically(write_metadata, metadata_path)
+        # Weights and metadata are swapped in together (keras_vit.files): a kill never pairs new weights with
+        # an old epoch. Both live in the backup folder, which holds nothing else.
+        folder = os.path.dirname(os.path.abspath(weights_path))
+        with files.atomic_directory(folder) as staged:
+            self.model.save_weights(os.path.join(staged, os.path.basename(weights_path)))
+            files.write_json(os.path.join(staged, os.path.basename(metadata_path)), metadata)
 
 
 class StopAtIteration(keras.callbacks.Callback):

@@ -91,3 +91,12 @@ def main(argv=None):
     except (ValueError, OSError) as error:
         print(f"keras-vit {args.command}: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
+    except ImportError as error:
+        # A missing optional dependency says which extra to install: one line, exit 1. (Imported here, once
+        # keras_vit is loaded anyway, so that building the parser stays free of Keras.)
+        from keras_vit.pretrained.errors import MissingDependencyError
+
+        if not isinstance(error, MissingDependencyError):
+            raise
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 1

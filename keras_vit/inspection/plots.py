@@ -7,13 +7,12 @@ writes a PNG (atomically: a complete file or none) and returns the figure;
 figures have a fixed size, so a PNG is `figsize * dpi` pixels.
 """
 
-import contextlib
 import math
 import os
 
 import numpy as np
 
-from keras_vit import validation
+from keras_vit import files, validation
 from keras_vit.inspection import analysis
 
 
@@ -41,18 +40,9 @@ def _save(figure, path, dpi):
     path = os.fspath(path)
     if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:
         raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    # Written next to the target and renamed, so an interrupted run leaves no
-    # truncated PNG behind.
-    partial = f"{path}.partial-{os.getpid()}"
-    try:
-        figure.savefig(partial, format="png", dpi=dpi)
-        os.replace(partial, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)
-        raise
+    # Staged and renamed (keras_vit.files): an interrupted run leaves no truncated PNG behind.
+    with files.atomic_file(path) as staged:
+        figure.savefig(staged, format="png", dpi=dpi)
     return figure
 
 

@@ -7,16 +7,20 @@ Two kinds of source:
   (`HF_HUB_OFFLINE=1`) and authentication apply. After the download the file
   is checked against the Hub's own sha256 (LFS files are stored in that cache
   under their sha256).
-- **Plain URLs** (`download_url`): into `KERAS_VIT_CACHE` (default
-  `~/.cache/keras_vit`), under a file lock so parallel workers do not clash,
-  into a temporary file that is checked (announced length, sha256 when known)
-  and only then renamed into place. A failure leaves nothing behind, so a
-  truncated transfer is never found in the cache later.
+- **Plain https URLs** (`download_url`, `weights="https://..."`: a mirror of
+  a checkpoint, say): into `KERAS_VIT_CACHE` (default `~/.cache/keras_vit`),
+  under a file lock so parallel workers do not clash, staged by
+  `keras_vit.files` and checked (announced length, sha256 when known) before
+  it is renamed into place. A failure or a kill leaves nothing that is ever
+  taken for a cached file. The official bucket (`gs://vit_models`) is not a
+  source: it has refused anonymous downloads since February 2026.
+  `keras.utils.get_file` is not used for this: it has no timeout, writes to
+  the final path and reports every failure as a bare `Exception`.
 
-`KERAS_VIT_OFFLINE=1` (or `HF_HUB_OFFLINE=1`) forbids network access: files
-must already be cached, else an `OfflineError` says which file, where it would
-be cached and how to pre-seed the cache (`keras-vit download` on a connected
-machine, then copy the cache folder).
+`KERAS_VIT_OFFLINE=1` (or `HF_HUB_OFFLINE=1`) forbids network access; when
+the host cannot be reached within `PROBE_TIMEOUT` seconds the same happens
+(no retries). Files must then be cached already, else one short
+`OfflineError` says which file and how to pre-seed the cache.
 """
 
 import hashlib
@@ -24,15 +28,16 @@ import http.client
 import logging
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 
+from keras_vit import files, validation
 from keras_vit.pretrained.errors import (
     CorruptCheckpointError,
     DownloadError,
     HashMismatchError,
+    MissingDependencyError,
     OfflineError,
     TruncatedDownloadError,
 )
@@ -40,8 +45,54 @@ from keras_vit.pretrained.errors import (
 logger = logging.getLogger("keras_vit.pretrained")
 
 DEFAULT_TIMEOUT = 60.0
+PROBE_TIMEOUT = 2.0
+URL_SCHEMES = ("https", "http")
+WEIGHTS_EXTRA = 'pip install "keras-vision-transformer[weights]"'
 _CHUNK = 1 << 20
 _TRUE = ("1", "true", "yes", "on")
+_CACHE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,199}")
+
+
+def require(module):
+    """Imports an optional dependency of the `weights` extra, or says how to install it.
+
+    Raises:
+        MissingDependencyError: the module is not installed.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise MissingDependencyError(
+            f"Pretrained weights need the `{module.split('.')[0]}` package, which is not installed: {WEIGHTS_EXTRA}"
+        ) from error
+
+
+def reachable(url, timeout=PROBE_TIMEOUT):
+    """Whether a TCP connection to `url`'s host opens within `timeout` seconds.
+
+    Name resolution can hang far longer than a connect timeout, so the probe
+    runs in a daemon thread that is abandoned after `timeout`.
+    """
+    import socket
+    import threading
+
+    parsed = urllib.parse.urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    result = []
+
+    def probe():
+        try:
+            socket.create_connection((parsed.hostname, port), timeout=timeout).close()
+            result.append(True)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result)
 
 
 def cache_dir():
@@ -64,15 +115,40 @@ def sha256_of(path):
 
 def _preseed_hint(what):
     return (
-        f"To use it offline, pre-seed the cache on a machine with network access "
-        f"(`keras-vit download MODEL --weights TAG`, or {what}) and copy the cache folder to the same "
-        "place (or point KERAS_VIT_CACHE / HF_HUB_CACHE at the copy)."
+        f"Pre-seed the cache on a machine with network access ({what}) and copy the cache folder here "
+        "(or point KERAS_VIT_CACHE / HF_HUB_CACHE at the copy)."
     )
+
+
+def check_url(url):
+    """Returns `url` if it is an http(s) URL with a host, else raises `ValueError`.
+
+    >>> check_url("https://example.org/vit.npz")
+    'https://example.org/vit.npz'
+    """
+    parsed = urllib.parse.urlparse(url) if isinstance(url, str) else None
+    if parsed is None or parsed.scheme not in URL_SCHEMES or not parsed.hostname:
+        raise ValueError(f"`url` must be an {' or '.join(URL_SCHEMES)} URL with a host. Received: url={url!r}")
+    return url
+
+
+def check_cache_name(filename):
+    """Returns `filename` if it is a plain file name that stays inside the cache, else raises `ValueError`.
+
+    >>> check_cache_name("vit.npz")
+    'vit.npz'
+    """
+    if not isinstance(filename, str) or not _CACHE_NAME.fullmatch(filename) or filename in (".", ".."):
+        raise ValueError(
+            "`filename` must be a plain file name (letters, digits, '._+=-', not starting with '.', no folder "
+            f"separators), so that it stays inside the cache. Received: filename={filename!r}"
+        )
+    return filename
 
 
 def _url_filename(url):
     name = os.path.basename(urllib.parse.urlparse(url).path)
-    if not name or not re.fullmatch(r"[A-Za-z0-9._+=-]+", name):
+    if not _CACHE_NAME.fullmatch(name):
         # Unusual names are replaced by a stable digest of the URL.
         name = hashlib.sha256(url.encode()).hexdigest()[:32]
     return name
@@ -82,11 +158,12 @@ def download_url(url, sha256=None, directory=None, filename=None, timeout=DEFAUL
     """Downloads `url` into the cache (once) and returns the local path.
 
     Args:
-        url: an http(s) URL.
+        url: an https (or http) URL; other schemes are refused.
         sha256: optional expected hex digest; checked on download and on
             every cache hit.
         directory: the cache folder. Defaults to `cache_dir()`.
-        filename: the cached file's name. Defaults to the URL's basename.
+        filename: the cached file's name, a plain name inside the cache.
+            Defaults to the URL's basename.
         timeout: seconds to wait for the connection and for each read.
         offline: forbid network access. Defaults to `is_offline()`.
 
@@ -98,35 +175,31 @@ def download_url(url, sha256=None, directory=None, filename=None, timeout=DEFAUL
         TruncatedDownloadError: fewer bytes arrived than announced.
         HashMismatchError: the bytes do not match `sha256`.
         DownloadError: any other HTTP or network failure.
+        ValueError: a bad argument (scheme, file name, sha256, timeout).
         The cache never keeps a partial or unverified file.
     """
-    from filelock import FileLock
-
-    directory = directory or cache_dir()
-    filename = filename or _url_filename(url)
+    FileLock = require("filelock").FileLock
+    check_url(url)
+    filename = _url_filename(url) if filename is None else check_cache_name(filename)
+    if sha256 is not None and not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha256)):
+        raise ValueError(f"`sha256` must be 64 hexadecimal digits or None. Received: sha256={sha256!r}")
+    timeout = validation.finite_float("timeout", timeout, minimum=0, include_minimum=False)
+    directory = os.fspath(directory) if directory is not None else cache_dir()
     offline = is_offline() if offline is None else offline
     final = os.path.join(directory, filename)
-    hint = _preseed_hint(f"`curl -o {final} {url}`")
+    hint = _preseed_hint(f"`keras-vit download MODEL --weights {url}`")
     os.makedirs(directory, exist_ok=True)
-    with FileLock(final + ".lock"):
+    # A hidden lock name: it is never taken for a cached checkpoint.
+    with FileLock(os.path.join(directory, f".{filename}.lock")):
         if os.path.isfile(final):
             if sha256 is None or sha256_of(final) == sha256.lower():
                 return final
             logger.warning("Cached %s does not have the expected sha256 %s; downloading it again.", final, sha256)
-            os.remove(final)
-        if offline:
-            raise OfflineError(
-                f"{filename} is not in the cache ({final}) and offline mode is on "
-                f"(KERAS_VIT_OFFLINE / HF_HUB_OFFLINE). It comes from {url}. {hint}"
-            )
-        handle, temp = tempfile.mkstemp(dir=directory, prefix=filename + ".", suffix=".part")
-        os.close(handle)
-        try:
-            _transfer(url, temp, sha256, timeout, hint)
-            os.replace(temp, final)
-        finally:
-            if os.path.exists(temp):
-                os.remove(temp)
+        if offline or not reachable(url, min(timeout, PROBE_TIMEOUT)):
+            why = "offline mode is on (KERAS_VIT_OFFLINE / HF_HUB_OFFLINE)" if offline else "its host is unreachable"
+            raise OfflineError(f"{url} is not cached ({final}) and {why}. {hint}")
+        with files.atomic_file(final) as staged:
+            _transfer(url, staged, sha256, timeout, hint)
     return final
 
 
@@ -148,15 +221,11 @@ def _transfer(url, temp, sha256, timeout, hint):
             f"{received + len(error.partial) + (error.expected or 0)}). Nothing was cached; try again. {hint}"
         ) from error
     except urllib.error.HTTPError as error:
-        raise DownloadError(
-            f"Downloading {url} failed with HTTP {error.code} {error.reason}. (The official "
-            "gs://vit_models bucket has refused anonymous downloads since February 2026; the Hub "
-            f"copies are the maintained source.) {hint}"
-        ) from error
+        raise DownloadError(f"Downloading {url} failed with HTTP {error.code} {error.reason}. {hint}") from error
     except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
         reason = getattr(error, "reason", error)
         raise OfflineError(
-            f"Could not reach {url} ({reason}; timeout {timeout}s) and the file is not cached. {hint}"
+            f"Could not reach {url} ({reason}; timeout {timeout:g}s) and it is not cached. {hint}"
         ) from error
     if announced is not None and received != int(announced):
         raise TruncatedDownloadError(
@@ -171,7 +240,7 @@ def _transfer(url, temp, sha256, timeout, hint):
 
 
 def _hub_cache_path(repo_id, cache_dir_=None):
-    from huggingface_hub import constants
+    constants = require("huggingface_hub.constants")
 
     folder = "models--" + repo_id.replace("/", "--")
     return os.path.join(cache_dir_ or constants.HF_HUB_CACHE, folder)
@@ -217,14 +286,17 @@ def hf_download(repo_id, filename="model.safetensors", revision=None, cache_dir_
         DownloadError: the repo or file does not exist, or HTTP failure.
         CorruptCheckpointError: the cached bytes do not match the Hub's sha256.
     """
-    from huggingface_hub import errors as hub_errors
-    from huggingface_hub import hf_hub_download
+    hub = require("huggingface_hub")
+    hub_errors = require("huggingface_hub.errors")
+    constants = require("huggingface_hub.constants")
 
-    offline = is_offline() if offline is None else offline
+    declared = is_offline() if offline is None else offline
+    # huggingface_hub retries an unreachable host for ~30 s; a 2 s probe makes "offline" a cache lookup.
+    offline = declared or not reachable(constants.ENDPOINT)
     where = _hub_cache_path(repo_id, cache_dir_)
-    hint = _preseed_hint(f"`hf download {repo_id} {filename}`")
+    hint = _preseed_hint(f"`keras-vit download MODEL --weights TAG` or `hf download {repo_id} {filename}`")
     try:
-        path = hf_hub_download(
+        path = hub.hf_hub_download(
             repo_id,
             filename,
             revision=revision,
@@ -233,10 +305,10 @@ def hf_download(repo_id, filename="model.safetensors", revision=None, cache_dir_
             library_name="keras-vit",
         )
     except hub_errors.LocalEntryNotFoundError as error:
+        why = "offline mode is on" if declared else f"{constants.ENDPOINT} is unreachable" if offline else error
         raise OfflineError(
-            f"{repo_id}/{filename} is not in the Hugging Face cache ({where}) and it could not be "
-            f"downloaded ({'offline mode is on' if offline else error}). {hint}"
-        ) from error
+            f"{repo_id}/{filename} is not in the Hugging Face cache ({where}) and {why}. {hint}"
+        ) from None
     except (
         hub_errors.RepositoryNotFoundError,
         hub_errors.EntryNotFoundError,

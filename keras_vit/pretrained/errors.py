@@ -77,3 +77,39 @@ def mismatch_error(what, missing=(), unexpected=(), mismatched=(), hint=""):
     if hint:
         parts.append(hint)
     return CheckpointMismatchError(" ".join(parts), missing, unexpected, mismatched)
+
+
+class MalformedCheckpointError(CorruptCheckpointError):
+    """One field of the file (a header entry's shape, offsets or dtype, a metadata value) is invalid.
+
+    Attributes:
+        path: the file.
+        field: the field, e.g. `"header['head.weight'].data_offsets"`.
+    """
+
+    def __init__(self, path, field, problem):
+        super().__init__(f"{path}: {field} {problem}. The file is damaged or was not written by a checkpoint tool.")
+        self.path = str(path)
+        self.field = field
+
+
+class NonFiniteWeightsError(CorruptCheckpointError):
+    """The checkpoint holds NaN or infinite values.
+
+    Attributes:
+        path: the file.
+        names: the tensors (keras_vit names) with non-finite values.
+    """
+
+    def __init__(self, path, names):
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        super().__init__(
+            f"{path} holds NaN or infinite values in {len(names)} tensor(s): {shown}. A model loaded from it "
+            "would only output NaN; the training run that wrote it diverged or the file is damaged."
+        )
+        self.path = str(path)
+        self.names = list(names)
+
+
+class MissingDependencyError(WeightsError, ImportError):
+    """An optional dependency of the `weights` extra is missing; the message names the extra to install."""

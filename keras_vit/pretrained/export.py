@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from keras_vit import files
 from keras_vit.pretrained import converters, io
 
 EXPORT_FORMATS = converters.FORMATS
@@ -112,11 +113,11 @@ def write_weights(weights, path, format, architecture):
     # The grid is recorded so non-square position embeddings reload exactly.
     metadata = {"format": "pt", "keras_vit.grid_size": f"{grid[0]},{grid[1]}"} if grid else {"format": "pt"}
     if format == "hf":
-        os.makedirs(path, exist_ok=True)
-        target = os.path.join(path, "model.safetensors")
-        io.write_safetensors(target, tensors, metadata)
-        io.write_json(os.path.join(path, "config.json"), hf_config(architecture, weights))
-        return target
+        # Weights and config.json appear together or not at all: transformers cannot open a mix.
+        with files.atomic_directory(path) as staged:
+            io.write_safetensors(os.path.join(staged, "model.safetensors"), tensors, metadata)
+            files.write_json(os.path.join(staged, "config.json"), hf_config(architecture, weights))
+        return os.path.join(path, "model.safetensors")
     io.write_safetensors(path, tensors, metadata)
     return path
 

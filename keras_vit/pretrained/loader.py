@@ -25,7 +25,13 @@ import numpy as np
 
 from keras_vit import models, variants
 from keras_vit.pretrained import converters, io, sources
-from keras_vit.pretrained.errors import CheckpointMismatchError, UnknownWeightsError, mismatch_error
+from keras_vit.pretrained.errors import (
+    CheckpointMismatchError,
+    MalformedCheckpointError,
+    NonFiniteWeightsError,
+    UnknownWeightsError,
+    mismatch_error,
+)
 from keras_vit.resampling import RESAMPLING_METHODS, resample_position_embedding
 
 logger = logging.getLogger("keras_vit.pretrained")
@@ -63,22 +69,56 @@ def load_checkpoint(path, format=None):
 
     Returns:
         A `Checkpoint`.
+
+    Raises:
+        CheckpointFormatError: an unreadable or malformed file (a
+            `MalformedCheckpointError` names the field).
+        CheckpointMismatchError: the tensors are not a ViT layout keras_vit
+            reads; found from the declared names and shapes, before any
+            tensor is read or decompressed.
+        NonFiniteWeightsError: NaN or infinite values, naming the tensors.
     """
-    tensors, metadata = io.read_checkpoint(path)
+    tensors, metadata = io.read_checkpoint(path, lazy=True)
     detected = converters.detect_format(tensors)
+    # The tensors are `io.DeclaredTensor`s: the layout accounts for every declared name before it reads any
+    # value, so a small .npz declaring a huge member under a name no layout has is refused, never inflated.
     weights, layout = converters.to_keras(tensors, format)
+    weights = {name: np.asarray(value) for name, value in weights.items()}
+    non_finite = sorted(
+        name
+        for name, value in weights.items()
+        if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all()
+    )
+    if non_finite:
+        raise NonFiniteWeightsError(path, non_finite)
     return Checkpoint(weights, detected, layout, metadata, str(path))
+
+
+def _positive_pair(checkpoint, field, value):
+    """`value` as a pair of positive ints (an int means a square), else a `MalformedCheckpointError`."""
+    pair = [value, value] if isinstance(value, int) else value
+    if (
+        not isinstance(pair, (list, tuple))
+        or len(pair) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
+    ):
+        raise MalformedCheckpointError(checkpoint.path, field, f"must be a positive int or two, not {value!r}")
+    return tuple(pair)
 
 
 def _grid_from_metadata(checkpoint, patch_size):
     grid = checkpoint.metadata.get("keras_vit.grid_size")
     if grid:
-        return tuple(int(v) for v in grid.split(","))
+        parts = grid.split(",")
+        if not all(part.strip().isdigit() for part in parts):
+            raise MalformedCheckpointError(
+                checkpoint.path, "metadata['keras_vit.grid_size']", f"must be 'ROWS,COLUMNS', not {grid!r}"
+            )
+        return _positive_pair(checkpoint, "metadata['keras_vit.grid_size']", [int(part) for part in parts])
     config = checkpoint.metadata.get("config") or {}
-    if config.get("model_type") == "vit" and "image_size" in config:
-        size, patch = config["image_size"], config.get("patch_size", patch_size[0])
-        size = (size, size) if isinstance(size, int) else tuple(size)
-        patch = (patch, patch) if isinstance(patch, int) else tuple(patch)
+    if isinstance(config, dict) and config.get("model_type") == "vit" and "image_size" in config:
+        size = _positive_pair(checkpoint, "config.json image_size", config["image_size"])
+        patch = _positive_pair(checkpoint, "config.json patch_size", config.get("patch_size", patch_size[0]))
         return (size[0] // patch[0], size[1] // patch[1])
     return None
 

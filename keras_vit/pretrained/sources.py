@@ -9,7 +9,7 @@ import logging
 import os
 
 from keras_vit.pretrained import download, registry
-from keras_vit.pretrained.errors import DownloadError, OfflineError, UnknownWeightsError
+from keras_vit.pretrained.errors import UnknownWeightsError
 
 logger = logging.getLogger("keras_vit.pretrained")
 
@@ -21,9 +21,9 @@ class WeightsSource:
     """A resolved `weights=` value.
 
     Attributes:
-        kind: `"registry"`, `"file"` or `"hub"`.
+        kind: `"registry"`, `"file"`, `"hub"` or `"url"`.
         info: the `CheckpointInfo` for registry tags, else None.
-        path: the local path for files.
+        path: the local path for files, the URL for URLs.
         repo_id, filename, revision: the Hub location for `hf://` handles.
     """
 
@@ -63,8 +63,9 @@ def resolve_source(variant, weights, image_size=(224, 224)):
 
     Args:
         variant: `"B/16"` etc.
-        weights: a tag or `"imagenet"`, a local file or directory, or
-            `"hf://org/repo[/file][@revision]"`.
+        weights: a tag or `"imagenet"`, a local file or directory,
+            `"hf://org/repo[/file][@revision]"`, or an https URL of a
+            checkpoint file (a mirror).
         image_size: `(height, width)` the model is built at (picks the
             nearest resolution of a tag).
 
@@ -82,6 +83,11 @@ def resolve_source(variant, weights, image_size=(224, 224)):
     text = os.fspath(weights)
     if text.startswith(HUB_SCHEME):
         return parse_hub_handle(text)
+    if "://" in text:
+        try:
+            return WeightsSource("url", path=download.check_url(text))
+        except ValueError as error:
+            raise UnknownWeightsError(f"{error} (or 'hf://org/repo' for the Hugging Face Hub)") from None
     if registry.is_tag(variant, text):
         return WeightsSource("registry", info=registry.resolve(variant, text, image_size))
     if os.path.exists(text):
@@ -95,32 +101,20 @@ def resolve_source(variant, weights, image_size=(224, 224)):
 def fetch(source, timeout=download.DEFAULT_TIMEOUT):
     """Brings the source's file into the cache.
 
-    Registry checkpoints come from the Hub first; the official bucket URL is
-    tried only if the Hub copy cannot be had.
+    Registry checkpoints come from their Hugging Face Hub copy only: the
+    official bucket URL recorded beside them (provenance) has refused
+    anonymous downloads since February 2026, so trying it would only add
+    time and a second error.
 
     Returns:
         `(path, format)`: the local file and its layout if known (None for
-        files and Hub handles: detected from the tensor names).
+        files, URLs and Hub handles: detected from the tensor names).
     """
     if source.kind == "file":
         return source.path, None
     if source.kind == "hub":
         return download.hf_download(source.repo_id, source.filename, source.revision), None
+    if source.kind == "url":
+        return download.download_url(source.path, timeout=timeout), None
     info = source.info
-    try:
-        return download.hf_download(info.hub_repo, info.hub_filename), info.format
-    except DownloadError as hub_error:
-        if not info.url:
-            raise
-        logger.warning("Hub copy of %s unavailable (%s); trying the official URL %s.", info.name, hub_error, info.url)
-        try:
-            return download.download_url(info.url, sha256=None, timeout=timeout), "official"
-        except DownloadError as url_error:
-            kind = (
-                OfflineError
-                if isinstance(hub_error, OfflineError) and isinstance(url_error, OfflineError)
-                else DownloadError
-            )
-            raise kind(
-                f"Could not fetch {info.name} from any source.\n- Hub: {hub_error}\n- URL: {url_error}"
-            ) from url_error
+    return download.hf_download(info.hub_repo, info.hub_filename), info.format

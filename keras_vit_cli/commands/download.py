@@ -1,6 +1,6 @@
 """Fetch a pretrained checkpoint into the cache (pre-seed offline machines).
 
-Hub files go to the huggingface_hub cache (HF_HUB_CACHE), official URLs to
+Hub files go to the huggingface_hub cache (HF_HUB_CACHE), https URLs to
 KERAS_VIT_CACHE. Copy those folders to the offline machine and set
 HF_HUB_OFFLINE=1 (or KERAS_VIT_OFFLINE=1) there. The file is read and
 converted once to check it is complete.
@@ -9,7 +9,7 @@ converted once to check it is complete.
 
 def add_arguments(parser):
     parser.add_argument("model", help="a constructor (ViTB16) or variant (B/16)")
-    parser.add_argument("--weights", required=True, help="a checkpoint tag, 'imagenet', or hf://org/repo")
+    parser.add_argument("--weights", required=True, help="a checkpoint tag, 'imagenet', hf://org/repo or an https URL")
     parser.add_argument(
         "--image-size", type=int, default=224, help="picks the tag's nearest resolution (default: %(default)s)"
     )

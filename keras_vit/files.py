@@ -1,0 +1,352 @@
+"""The one way keras_vit writes a file: whole or not at all.
+
+Every output (checkpoints, weight exports, the download cache, training
+backups and metrics, plots, benchmark results) is written through this leaf
+module (standard library only), so that
+
+- a reader never sees a half-written file: the content goes to a private
+  staging folder next to the target, is flushed and `fsync`ed, and is renamed
+  into place in one step (a rename inside one file system is atomic);
+- outputs made of several files (a Hugging Face folder with
+  `model.safetensors` + `config.json`, a backup with its metadata) are
+  staged as a folder and swapped in as a whole (Linux `renameat2` with
+  `RENAME_EXCHANGE`; elsewhere two renames, with the old folder kept inside
+  the staging folder so that the next run restores it if a kill fell between
+  them);
+- files get the mode a plain `open()` gives under the current umask (0644
+  under the usual 022), not the 0600 of `tempfile.mkstemp`;
+- a failure removes everything staged, and the staging folders of killed
+  processes (named `.keras_vit-tmp.<pid>.<host>.<random>`, never a name an
+  output could have) are removed by the next write into the same folder.
+
+Writers that take a path (`model.save`, `figure.savefig`,
+`safetensors.numpy.save_file`) write into the path `atomic_file` yields: it
+has the target's own file name (Keras checks the `.keras` / `.weights.h5`
+suffix), and any temporary file such a library makes for itself lands in the
+staging folder too, so it is cleaned with it.
+
+Example:
+
+>>> import json, os, tempfile
+>>> folder = tempfile.mkdtemp()
+>>> path = write_json(os.path.join(folder, "metrics.json"), {"accuracy": 0.98})
+>>> with atomic_file(os.path.join(folder, "notes.txt")) as staged:
+...     with open(staged, "w") as handle:
+...         _ = handle.write("complete or absent")
+>>> with atomic_directory(os.path.join(folder, "export")) as staged:
+...     _ = write_text(os.path.join(staged, "a.txt"), "1")
+...     _ = write_text(os.path.join(staged, "b.txt"), "2")
+>>> sorted(os.listdir(folder))
+['export', 'metrics.json', 'notes.txt']
+"""
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import secrets
+import shutil
+import socket
+import zlib
+
+__all__ = [
+    "TEMP_PREFIX",
+    "atomic_directory",
+    "atomic_file",
+    "check_output_path",
+    "clean_stale",
+    "directory_mode",
+    "file_mode",
+    "is_temporary",
+    "write_bytes",
+    "write_json",
+    "write_text",
+]
+
+TEMP_PREFIX = ".keras_vit-tmp."
+_PREVIOUS = ".previous"
+# Stale staging folders are only judged on the host that made them (a pid means nothing elsewhere).
+_HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
+
+
+def is_temporary(name):
+    """Whether a file name is one of this module's staging folders (never an output).
+
+    >>> is_temporary(".keras_vit-tmp.123.0a1b2c3d.f00d")
+    True
+    >>> is_temporary("model.safetensors")
+    False
+    """
+    return os.path.basename(os.fspath(name)).startswith(TEMP_PREFIX)
+
+
+def _umask():
+    # /proc tells the umask without changing it (os.umask must set it to read it, which races with threads).
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode():
+    """The mode `open(path, "w")` gives a new file under the current umask (0o644 under 022)."""
+    return 0o666 & ~_umask()
+
+
+def directory_mode():
+    """The mode `os.mkdir` gives a new folder under the current umask (0o755 under 022)."""
+    return 0o777 & ~_umask()
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def clean_stale(directory):
+    """Removes the staging folders that killed processes left in `directory`.
+
+    A staging folder belongs to a process of this host that no longer runs.
+    If the process was killed between the two renames of a folder swap (no
+    `renameat2`), the old output it had moved aside is put back first.
+
+    Returns:
+        The list of paths removed.
+    """
+    directory = os.fspath(directory) or "."
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if not is_temporary(name):
+            continue
+        parts = name[len(TEMP_PREFIX) :].split(".")
+        if len(parts) != 3 or parts[1] != _HOST or not parts[0].isdigit() or _pid_alive(int(parts[0])):
+            continue
+        staging = os.path.join(directory, name)
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(staging):
+                target = os.path.join(directory, entry[: -len(_PREVIOUS)])
+                if entry.endswith(_PREVIOUS) and not os.path.lexists(target):
+                    os.rename(os.path.join(staging, entry), target)
+        shutil.rmtree(staging, ignore_errors=True)
+        removed.append(staging)
+    return removed
+
+
+def _fsync_path(path, directory=False):
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    try:
+        handle = os.open(path, flags)
+    except OSError:
+        return  # Folders cannot be opened on every platform; the data itself was synced.
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+def _finish_tree(path):
+    """fsyncs every file under `path` and gives files and folders the umask modes."""
+    fmode, dmode = file_mode(), directory_mode()
+    if os.path.isdir(path) and not os.path.islink(path):
+        for root, folders, names in os.walk(path):
+            for name in names:
+                full = os.path.join(root, name)
+                if not os.path.islink(full):
+                    os.chmod(full, fmode)
+                    _fsync_path(full)
+            for name in folders:
+                os.chmod(os.path.join(root, name), dmode)
+            _fsync_path(root, directory=True)
+        os.chmod(path, dmode)
+    else:
+        os.chmod(path, fmode)
+        _fsync_path(path)
+
+
+@contextlib.contextmanager
+def _staging(path):
+    path = os.path.abspath(os.fspath(path))
+    directory, name = os.path.split(path)
+    if not name:
+        raise ValueError(f"An output path must name a file or folder. Received: path={path!r}")
+    os.makedirs(directory, exist_ok=True)
+    clean_stale(directory)
+    staging = os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}.{_HOST}.{secrets.token_hex(4)}")
+    os.mkdir(staging, 0o700)
+    try:
+        yield path, os.path.join(staging, name), staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_file(path):
+    """Yields a temporary path to write; on success it replaces `path` whole.
+
+    The yielded path is inside a private staging folder next to `path` and
+    has the same file name. When the block ends without an exception the file
+    is fsynced, given the umask mode and renamed onto `path`; on any exception
+    (or if nothing was written) everything staged is removed and `path` is
+    left as it was.
+
+    Args:
+        path: the output file. Its folder is created if needed.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "scores.txt")
+    >>> with atomic_file(path) as staged:
+    ...     with open(staged, "w") as handle:
+    ...         _ = handle.write("0.98")
+    >>> open(path).read()
+    '0.98'
+    """
+    with _staging(path) as (final, staged, _):
+        yield staged
+        if not os.path.isfile(staged):
+            raise OSError(f"Nothing was written to {final}.")
+        _finish_tree(staged)
+        os.replace(staged, final)
+        _fsync_path(os.path.dirname(final), directory=True)
+
+
+def _exchange(first, second):
+    """Swaps two paths atomically (Linux renameat2); False where the system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), second)
+
+
+@contextlib.contextmanager
+def atomic_directory(path):
+    """Yields a temporary folder to fill; on success it replaces the folder `path` whole.
+
+    For outputs made of several files: readers see the complete old folder or
+    the complete new one, never a mix. An existing folder at `path` may only
+    hold names the new one also holds (it is replaced, so anything else in it
+    would be lost): otherwise a `FileExistsError` is raised and nothing
+    changes.
+
+    Args:
+        path: the output folder. Its parent is created if needed.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "export")
+    >>> with atomic_directory(path) as staged:
+    ...     _ = write_text(os.path.join(staged, "config.json"), "{}")
+    >>> os.listdir(path)
+    ['config.json']
+    """
+    with _staging(path) as (final, staged, staging):
+        os.mkdir(staged)
+        yield staged
+        if os.path.lexists(final):
+            if not os.path.isdir(final) or os.path.islink(final):
+                raise FileExistsError(f"{final} exists and is not a folder; choose another output path.")
+            foreign = sorted(set(os.listdir(final)) - set(os.listdir(staged)))
+            if foreign:
+                raise FileExistsError(
+                    f"{final} already holds files this output would not rewrite ({', '.join(foreign[:5])}); "
+                    "they would be lost. Choose a new or empty folder."
+                )
+        _finish_tree(staged)
+        if not os.path.lexists(final):
+            os.rename(staged, final)
+        elif not _exchange(staged, final):
+            # Two renames: a kill between them leaves the old folder in the staging folder,
+            # from where clean_stale() puts it back.
+            previous = os.path.join(staging, os.path.basename(final) + _PREVIOUS)
+            os.rename(final, previous)
+            os.rename(staged, final)
+        _fsync_path(os.path.dirname(final), directory=True)
+
+
+def check_output_path(path):
+    """Checks, before any long work, that an output file can be written at `path`.
+
+    Args:
+        path: the output file that will be written later.
+
+    Returns:
+        `path` as a string.
+
+    Raises:
+        FileNotFoundError: its folder does not exist.
+        NotADirectoryError / IsADirectoryError: the folder is a file, or
+            the path is a folder.
+        PermissionError: the folder is not writable.
+
+    >>> import tempfile
+    >>> check_output_path(tempfile.mkdtemp() + "/missing/report.json")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: The output folder ... does not exist; create it first or choose another path.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(directory):
+        raise FileNotFoundError(
+            f"The output folder {directory} does not exist; create it first or choose another path."
+        )
+    if not os.path.isdir(directory):
+        raise NotADirectoryError(f"The output folder {directory} is a file; choose another path.")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"The output {path} is a folder; give a file name.")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(f"The output folder {directory} is not writable; choose another path.")
+    return path
+
+
+def write_bytes(path, data):
+    """Writes `data` to `path` atomically (see `atomic_file`) and returns `path`."""
+    with atomic_file(path) as staged:
+        with open(staged, "wb") as handle:
+            handle.write(data)
+    return os.fspath(path)
+
+
+def write_text(path, text):
+    """Writes `text` (UTF-8) to `path` atomically and returns `path`."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path, data, **dump_kwargs):
+    """Writes `data` as indented JSON (plus a newline) to `path` atomically and returns `path`.
+
+    Args:
+        path: the output file.
+        data: anything `json.dumps` accepts.
+        **dump_kwargs: passed to `json.dumps` (default `indent=2, sort_keys=True`).
+    """
+    options = {"indent": 2, "sort_keys": True, **dump_kwargs}
+    return write_text(path, json.dumps(data, **options) + "\n")

@@ -1,0 +1,94 @@
+"""keras_vit.files: the one way outputs are written (pure file I/O: runs on one backend only)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import pytest
+
+from keras_vit import files
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "jax", reason="pure file I/O: one backend's run is enough")
+
+
+def test_file_mode_follows_umask(tmp_path):
+    previous = os.umask(0o027)
+    try:
+        path = files.write_text(tmp_path / "a.txt", "x")
+        with files.atomic_directory(tmp_path / "folder") as staged:
+            files.write_text(os.path.join(staged, "b.txt"), "y")
+    finally:
+        os.umask(previous)
+    assert os.stat(path).st_mode & 0o777 == 0o640
+    assert os.stat(tmp_path / "folder").st_mode & 0o777 == 0o750
+    assert os.stat(tmp_path / "folder" / "b.txt").st_mode & 0o777 == 0o640
+
+
+def test_failure_keeps_old_file_and_leaves_nothing(tmp_path):
+    target = tmp_path / "model.keras"
+    files.write_text(target, "old")
+    with pytest.raises(RuntimeError), files.atomic_file(target) as staged:
+        with open(staged, "w") as handle:
+            handle.write("half")
+        raise RuntimeError("killed")
+    assert target.read_text() == "old"
+    assert sorted(os.listdir(tmp_path)) == ["model.keras"]
+
+
+def test_nothing_written_is_an_error(tmp_path):
+    with pytest.raises(OSError, match="Nothing was written"), files.atomic_file(tmp_path / "x.json"):
+        pass
+    assert os.listdir(tmp_path) == []
+
+
+def test_directory_is_swapped_whole_and_refuses_foreign_files(tmp_path):
+    target = tmp_path / "export"
+    for version in ("1", "2"):
+        with files.atomic_directory(target) as staged:
+            files.write_text(os.path.join(staged, "model.safetensors"), version)
+            files.write_text(os.path.join(staged, "config.json"), version)
+    assert (target / "model.safetensors").read_text() == (target / "config.json").read_text() == "2"
+    files.write_text(target / "README.md", "mine")
+    with pytest.raises(FileExistsError, match="README.md"), files.atomic_directory(target) as staged:
+        files.write_text(os.path.join(staged, "config.json"), "3")
+    assert (target / "config.json").read_text() == "2" and (target / "README.md").exists()
+    assert sorted(os.listdir(tmp_path)) == ["export"]
+
+
+def test_stale_staging_of_a_killed_process_is_cleaned_and_old_folder_restored(tmp_path):
+    # A child stages a folder swap and dies (os._exit) between the two renames of the fallback path.
+    target = tmp_path / "export"
+    with files.atomic_directory(target) as staged:
+        files.write_text(os.path.join(staged, "config.json"), "old")
+    script = textwrap.dedent(
+        f"""
+        import os
+        from keras_vit import files
+        files._exchange = lambda a, b: False
+        real_rename = os.rename
+        def rename(source, destination):
+            real_rename(source, destination)
+            if destination.endswith(".previous"):
+                os._exit(9)
+        os.rename = rename
+        with files.atomic_directory({str(target)!r}) as staged:
+            files.write_text(os.path.join(staged, "config.json"), "new")
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    assert subprocess.run([sys.executable, "-c", script], env=env).returncode == 9
+    assert not target.exists()
+    (leftover,) = os.listdir(tmp_path)
+    assert files.is_temporary(leftover)
+    files.write_text(tmp_path / "other.txt", "next run")  # any write into the folder cleans up
+    assert sorted(os.listdir(tmp_path)) == ["export", "other.txt"]
+    assert (target / "config.json").read_text() == "old"
+
+
+def test_staging_of_a_running_process_is_left_alone(tmp_path):
+    alive = tmp_path / f"{files.TEMP_PREFIX}{os.getpid()}.{files._HOST}.beef"
+    alive.mkdir()
+    assert files.clean_stale(tmp_path) == []
+    assert alive.exists()
