@@ -59,8 +59,9 @@ def main(argv=None):
             print("weights/README.md is out of date: run python weights/catalogue.py --write", file=sys.stderr)
             return 1
         return 0
-    with open(README, "w") as handle:
-        handle.write(updated)
+    from keras_vit import files
+
+    files.write_text(README, updated)
     return 0
 
 
