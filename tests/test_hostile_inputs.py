@@ -25,7 +25,7 @@ import pytest
 
 import keras_vit
 from keras_vit import cli, files
-from keras_vit.pretrained import converters, download, export, loader
+from keras_vit.pretrained import converters, download, export, io, loader
 from keras_vit.pretrained import errors as weights_errors
 
 BACKEND = keras.backend.backend()
@@ -69,6 +69,7 @@ class Case:
     absent: tuple = ()
     match: str = ""
     code: int = None
+    xfail: str = ""  # why the row still fails (another room's fix pending)
 
 
 def _load(path):
@@ -174,7 +175,10 @@ CASES = [
         match="neither",
     ),
     Case(
-        "header-is-a-string", _load(lambda t, w: raw_safetensors(t / "x.safetensors", "{")), None, match="JSON object"
+        "header-is-a-list-read-directly",
+        lambda t, w: io.read_safetensors(raw_safetensors(t / "x.safetensors", [1, 2])),
+        None,
+        match="JSON object",
     ),
     _safetensors_case("metadata-not-strings", {"__metadata__": {"x": 1}, **one_tensor()}, b"\0" * 8, "__metadata__"),
     Case("not-json", _load(lambda tmp, w: _raw_bytes(tmp, struct.pack("<Q", 3) + b"{xx")), None, match="valid JSON"),
@@ -251,13 +255,45 @@ CASES = [
         match="plain file name",
     ),
 ]
+
+
+def _pipeline(**overrides):
+    import tensorflow as tf
+
+    from keras_vit import data
+
+    dataset = tf.data.Dataset.from_tensor_slices((np.zeros((2, 8, 8, 3), "uint8"), np.zeros(2, "int32")))
+    arguments = {"image_size": 8, "batch_size": 2, "num_classes": 2, **overrides}
+    return data.train_pipeline(dataset, **arguments)
+
+
+CASES += [
+    # ---- other rooms' arguments (data, models): checked where they enter
+    Case("mixup-alpha-negative", lambda t, w: _pipeline(mixup_alpha=-1.0), ValueError, match="mixup_alpha"),
+    Case("pipeline-batch-size-zero", lambda t, w: _pipeline(batch_size=0), ValueError, match="batch_size"),
+    Case("area-range-reversed", lambda t, w: _pipeline(area_range=(0.9, 0.1)), ValueError, match="area_range"),
+    Case("area-range-above-one", lambda t, w: _pipeline(area_range=(0.5, 1.5)), ValueError, match="area_range"),
+    Case(
+        "input-shape-zero-channels",
+        lambda t, w: keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 0)),
+        ValueError,
+        match="input_shape",
+        xfail="models: input_shape with a zero dimension builds and fails only at the first call (apps' area)",
+    ),
+]
 for _case in CASES:
     if _case.error is None:
         _case.error = weights_errors.MalformedCheckpointError
 
 
+PARAMS = [
+    pytest.param(case, id=case.id, marks=[pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else [])
+    for case in CASES
+]
+
+
 @one_backend
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.parametrize("case", PARAMS)
 def test_hostile_input_is_refused(case, tmp_path, tiny_weights):
     assert issubclass(case.error, BaseException)
     with pytest.raises(case.error, match=case.match or None) as info:
@@ -322,6 +358,10 @@ CLI_ERRORS = [
     (["convert", "{tmp}/bad.safetensors", "{tmp}/out.npz", "--num-heads", "0"], 2),
     (["predict", "{tmp}/missing.png", "--weights", "{tmp}/bad.safetensors"], 2),
     (["predict", "{tmp}/missing.png", "--top", "0"], 2),
+    (["finetune", "--steps", "0", "--out", "{tmp}/run"], 2),
+    (["finetune", "--batch-size", "0", "--out", "{tmp}/run"], 2),
+    (["finetune", "--image-size", "-1", "--out", "{tmp}/run"], 2),
+    (["finetune", "--mixup", "-1", "--out", "{tmp}/run"], 2),
 ]
 
 
