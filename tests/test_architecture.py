@@ -3,7 +3,7 @@
 The rooms (README "Architecture"), lowest first; a module may import its own
 room and the rooms below it, never one above:
 
-    leaf          validation, serialization, variants, flops, keras_compat
+    leaf          validation, serialization, variants, flops, keras_compat, files
     architecture  layers, models, resampling, preprocessing, metadata, resnet (keras.ops only)
     pretrained    keras_vit.pretrained.* (registry, converters, loader, download, export of weights)
     applications  the public constructors (architecture + the weights loader)
@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("keras_vit", "keras_vit_cli")
 
 ROOMS = (
-    ("leaf", ("validation", "serialization", "variants", "flops", "keras_compat")),
+    ("leaf", ("validation", "serialization", "variants", "flops", "keras_compat", "files")),
     ("architecture", ("layers", "models", "resampling", "preprocessing", "metadata", "hybrid", "resnet")),
     ("pretrained", ("pretrained",)),
     ("applications", ("applications",)),

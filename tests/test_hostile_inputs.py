@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import cli, files
+import keras_vit_cli as cli
+from keras_vit import files
 from keras_vit.pretrained import converters, download, export, io, loader
 from keras_vit.pretrained import errors as weights_errors
 
@@ -128,9 +129,9 @@ def _bad_hf_config(tmp, weights, image_size):
     return loader.checkpoint_grid(loader.load_checkpoint(tmp / "hf"))
 
 
-def _convert(tmp, weights, *flags):
+def _convert(tmp, weights, **arguments):
     source = export.write_weights(weights, tmp / "src.safetensors", "timm", {"grid_size": (4, 4)})
-    return cli.main(["convert", source, str(tmp / "out.npz"), *flags])
+    return export.convert_checkpoint(source, tmp / "out.npz", **arguments)
 
 
 def _export_into_foreign_folder(tmp, weights):
@@ -356,6 +357,7 @@ CLI_ERRORS = [
     (["convert", "{tmp}/missing.npz", "{tmp}/out.npz"], 1),
     (["convert", "{tmp}/bad.safetensors", "{tmp}/out.npz"], 2),
     (["convert", "{tmp}/bad.safetensors", "{tmp}/out.npz", "--num-heads", "0"], 2),
+    (["convert", "{tmp}/bad.safetensors", "{tmp}/out.npz", "--image-size", "-32", "-32"], 2),
     (["predict", "{tmp}/missing.png", "--weights", "{tmp}/bad.safetensors"], 2),
     (["predict", "{tmp}/missing.png", "--top", "0"], 2),
     (["finetune", "--steps", "0", "--out", "{tmp}/run"], 2),
@@ -389,7 +391,7 @@ def test_user_errors_end_in_one_line_without_traceback(argv, code, tmp_path, cap
 KILL_SCRIPT = textwrap.dedent(
     """
     import sys
-    from keras_vit import cli
+    import keras_vit_cli as cli
     from keras_vit.pretrained import download
     kind, a, b, destination = sys.argv[1:5]
     for round_ in range(1000):

@@ -163,6 +163,9 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
 
     src, dst = os.fspath(src), os.fspath(dst)
     format = format_for_path(dst) if format is None else validation.one_of("format", format, EXPORT_FORMATS)
+    # Every argument is checked before the checkpoint is read.
+    num_heads = None if num_heads is None else validation.positive_int("num_heads", num_heads)
+    image_size = None if image_size is None else validation.pair("image_size", image_size)
     if src.endswith(".keras"):
         from keras_vit import metadata
 
@@ -174,12 +177,9 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
     patch = facts.patch_size
     grid = None
     if image_size is not None:
-        height, width = validation.pair("image_size", image_size)
-        grid = (height // patch[0], width // patch[1])
+        grid = (image_size[0] // patch[0], image_size[1] // patch[1])
     architecture = {
-        "num_heads": _heads_for(facts.hidden_dim)
-        if num_heads is None
-        else validation.positive_int("num_heads", num_heads),
+        "num_heads": _heads_for(facts.hidden_dim) if num_heads is None else num_heads,
         "mlp_dim": int(checkpoint.weights["encoder_block_0/mlp/fc1/bias"].shape[0]),
         "hidden_dim": facts.hidden_dim,
         "patch_size": patch,
