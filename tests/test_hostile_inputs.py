@@ -157,6 +157,12 @@ def _benchmark_missing_folder(tmp, weights):
     return code
 
 
+def _plots():
+    from keras_vit.inspection import plots
+
+    return plots
+
+
 OFFSETS_STRING = one_tensor(data_offsets=["0", "8"])
 CASES = [
     # ---- safetensors headers: every malformed field is typed and named
@@ -240,6 +246,23 @@ CASES = [
         match="notes.txt",
     ),
     Case("benchmark-output-missing-folder", _benchmark_missing_folder, FileNotFoundError, ("missing",)),
+    # ---- inspection functions
+    Case(
+        "plot-alpha-above-one",
+        lambda t, w: _plots().plot_attention_rollout(
+            np.zeros((1, 8, 8, 3)), np.zeros((1, 2, 2)), t / "a.png", alpha=2.0
+        ),
+        ValueError,
+        ("a.png",),
+        match="alpha",
+    ),
+    Case(
+        "plot-dpi-nan",
+        lambda t, w: _plots().plot_embedding_filters(np.zeros((2, 8, 8, 3)), t / "b.png", dpi=float("nan")),
+        ValueError,
+        ("b.png",),
+        match="dpi",
+    ),
     # ---- downloads
     Case(
         "download-file-scheme",

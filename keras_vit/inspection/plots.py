@@ -38,8 +38,7 @@ def _colormap(name):
 
 def _save(figure, path, dpi):
     path = os.fspath(path)
-    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:
-        raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
+    validation.finite_float("dpi", dpi, minimum=0, include_minimum=False)
     # Staged and renamed (keras_vit.files): an interrupted run leaves no truncated PNG behind.
     with files.atomic_file(path) as staged:
         figure.savefig(staged, format="png", dpi=dpi)
@@ -127,6 +126,7 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
     Returns:
         The `matplotlib.figure.Figure`.
     """
+    validation.finite_float("alpha", alpha, minimum=0, maximum=1)
     images = _batched(images, 4, "images")
     maps = _batched(maps, 3, "maps")
     if len(images) != len(maps):
@@ -172,6 +172,7 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
     Returns:
         The `matplotlib.figure.Figure`.
     """
+    validation.finite_float("alpha", alpha, minimum=0, maximum=1)
     attention = np.asarray(attention, dtype="float64")
     if attention.ndim != 4:
         raise ValueError(
