@@ -31,8 +31,15 @@ def add_arguments(parser):
 
 
 def run(args):
+    from keras_vit import validation
     from keras_vit.inspection import report
 
+    # Checked before the model is built (seconds for B/16) and before any note is printed.
+    validation.rate("discard_ratio", args.discard_ratio)
+    validation.positive_int("num_components", args.num_components)
+    validation.finite_float("dpi", args.dpi, minimum=0, include_minimum=False)
+    if args.image_size is not None:
+        validation.positive_int("image_size", args.image_size)
     if args.weights is None and not args.model.endswith(".keras"):
         print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
     model = report.build_model(args.model, weights=args.weights, image_size=args.image_size)
