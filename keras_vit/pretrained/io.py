@@ -237,7 +237,7 @@ def read_safetensors(path, with_metadata=False, lazy=False):
                 return (raw.astype(np.uint32) << 16).view(np.float32)
             try:
                 with safe_open(path, framework="numpy") as handle:
-                    return np.array(handle.get_tensor(name))
+                    return handle.get_tensor(name)  # an owned, writeable copy already
             except SafetensorError as error:
                 raise CorruptCheckpointError(f"{path}: cannot read tensor {name!r}: {error}") from error
 
