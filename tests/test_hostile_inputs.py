@@ -228,15 +228,17 @@ CASES = [
     ),
     # ---- values
     Case("nan-weights", _load(_with_nan), weights_errors.NonFiniteWeightsError, match="fc1/kernel.*head/bias"),
-    # ---- convert flags: usage errors before anything is written
+    # ---- convert arguments: refused before the checkpoint is read (the CLI rows below check the flags)
     Case(
         "convert-image-size-negative",
-        lambda t, w: _convert(t, w, "--image-size", "-32", "-32"),
-        SystemExit,
+        lambda t, w: _convert(t, w, image_size=(-32, -32)),
+        ValueError,
         ("out.npz",),
-        code=2,
+        match="image_size",
     ),
-    Case("convert-num-heads-zero", lambda t, w: _convert(t, w, "--num-heads", "0"), SystemExit, ("out.npz",), code=2),
+    Case(
+        "convert-num-heads-zero", lambda t, w: _convert(t, w, num_heads=0), ValueError, ("out.npz",), match="num_heads"
+    ),
     # ---- outputs
     Case(
         "export-into-foreign-folder",
