@@ -160,6 +160,10 @@ class FinetuneConfig:
     out: str
     seed: int
     verbose: int
+    coordinator: object = None
+    num_processes: object = None
+    process_id: object = None
+    heartbeat_timeout: int = 100
 
     @property
     def digits(self):
@@ -215,6 +219,10 @@ def make_config(
     out="outputs/finetune",
     seed=0,
     verbose=1,
+    coordinator=None,
+    num_processes=None,
+    process_id=None,
+    heartbeat_timeout=100,
 ):
     """Resolves the defaults of `finetune`'s arguments and checks every value.
 
@@ -227,8 +235,9 @@ def make_config(
     Raises:
         ValueError: naming the argument and the accepted values.
     """
-    from keras_vit import distribute
+    from keras_vit import distribute, multihost
 
+    multihost.settings(coordinator, num_processes, process_id)  # checked here, resolved by `initialize`
     for name, value in (("model", model), ("data", data), ("train_split", train_split), ("out", out)):
         if not isinstance(value, str) or not value:
             raise ValueError(f"`{name}` must be a non-empty string. Received: {name}={value!r}")
@@ -297,6 +306,10 @@ def make_config(
         out=out,
         seed=validation.non_negative_int("seed", seed),
         verbose=validation.one_of("verbose", verbose, (0, 1, 2)),
+        coordinator=coordinator,
+        num_processes=num_processes,
+        process_id=process_id,
+        heartbeat_timeout=validation.positive_int("heartbeat_timeout", heartbeat_timeout),
     )
 
 
@@ -343,17 +356,25 @@ def load_sources(config):
 def make_datasets(config):
     """The training pipeline (repeated: `fit` counts the steps) and the held-out one.
 
+    In a multi-process run (`keras_vit.multihost`) each process reads its
+    own shard of the training data and feeds its part of every global
+    batch, with its own augmentation draws; every process builds the whole
+    held-out pipeline, padded to global batches (weight 0 on the padding),
+    and feeds its slice of each, so the evaluation is that of one process.
+
     Returns:
         `Datasets`. With MixUp or CutMix the held-out labels are one-hot too,
         so the compiled loss and accuracy measure both the same way.
     """
-    from keras_vit import data
+    from keras_vit import data, multihost
 
+    processes = multihost.process_info()
     (train_source, train_info), (eval_source, eval_info) = load_sources(config)
     train = data.train_pipeline(
         train_source,
         image_size=config.image_size,
-        batch_size=config.fit_batch_size,
+        batch_size=multihost.per_process_batch_size(config.fit_batch_size),
+        shard=multihost.data_shard(),
         num_classes=train_info.num_classes,
         # Digits are centred and small: a mild crop, no flip (a mirrored 2
         # is no 2). Natural images get the paper's 5-100 % crop and flips.
@@ -364,17 +385,21 @@ def make_datasets(config):
         cutmix_alpha=config.cutmix,
         cache=config.digits,
         repeat=True,
-        seed=config.seed,
+        seed=config.seed + processes.index,
     )
     evaluation = data.eval_pipeline(
-        eval_source, image_size=config.image_size, batch_size=config.fit_batch_size, cache=config.digits
+        eval_source,
+        image_size=config.image_size,
+        batch_size=config.fit_batch_size,
+        cache=config.digits,
+        static_shapes=processes.count > 1,
     )
     if config.mixing:
         import tensorflow as tf
 
         depth = train_info.num_classes
-        evaluation = evaluation.map(lambda images, labels: (images, tf.one_hot(labels, depth)))
-    return Datasets(train, evaluation, train_info, eval_info)
+        evaluation = evaluation.map(lambda images, labels, *weights: (images, tf.one_hot(labels, depth), *weights))
+    return Datasets(train, multihost.split_batches(evaluation), train_info, eval_info)
 
 
 def steps_per_execution(config):
@@ -420,7 +445,9 @@ def compile_model(config, setup, num_classes, class_names):
         model.compile(
             optimizer=make_optimizer(config, model),
             loss=training.classification_loss(config.label_smoothing, from_logits=True, one_hot=config.mixing),
-            metrics=["accuracy"],
+            # Weighted: padding in a static-shape evaluation has weight 0,
+            # which plain `metrics` would ignore (and count the padding).
+            weighted_metrics=["accuracy"],
             jit_compile=setup.jit_compile,
             steps_per_execution=steps_per_execution(config),
         )
@@ -441,10 +468,11 @@ def make_callbacks(config):
     """Backup (resume after a kill), exact stop, checkpoint, CSV log, throughput."""
     import keras
 
-    from keras_vit import training
+    from keras_vit import multihost, training
 
+    primary = multihost.is_primary()  # the one writer of a multi-process run
     history_path = os.path.join(config.out, "history.csv")
-    if os.path.exists(history_path) and not os.path.isdir(os.path.join(config.out, "backup")):
+    if primary and os.path.exists(history_path) and not os.path.isdir(os.path.join(config.out, "backup")):
         os.remove(history_path)  # left by a finished earlier run: start the log afresh
     # After the backup's restore: a run resumed mid-epoch repeats that epoch's
     # batches from its start, and stops once the planned updates are done.
@@ -455,8 +483,11 @@ def make_callbacks(config):
         stop,
         throughput,
         training.AtomicModelCheckpoint(os.path.join(config.out, "checkpoint.keras")),
-        keras.callbacks.CSVLogger(history_path, append=True),
     ]
+    if primary:
+        # Last: the callbacks before it read the model on every process
+        # (on JAX, a step all processes take together).
+        callbacks.append(keras.callbacks.CSVLogger(history_path, append=True))
     return Callbacks(callbacks, stop, throughput, history_path)
 
 
@@ -479,13 +510,15 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     """Evaluates, saves the model, draws the curves, writes `metrics.json`; returns the metrics."""
     import keras
 
-    from keras_vit import training
+    from keras_vit import multihost, training
 
+    processes = multihost.process_info()
+    if processes.count > 1:
+        start = callbacks.stop.start_iteration
+        print(f"process {processes.index} of {processes.count}: started at step {start}", flush=True)
     evaluation = model.evaluate(datasets.eval, verbose=0, return_dict=True)
     model_path = os.path.join(config.out, "model.keras")
-    training.atomic_save_model(model, model_path)
     curves_path = os.path.join(config.out, "training_curves.png")
-    plot_curves(read_history(callbacks.history_path), curves_path)
     images_per_second = callbacks.throughput.batches_per_second
     if images_per_second is not None:
         images_per_second = round(images_per_second * config.fit_batch_size, 1)
@@ -515,11 +548,19 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
         "cutmix": config.cutmix,
         "precision": setup.precision,
         "replicas": setup.num_replicas,
+        "processes": processes.count,
         "backend": keras.backend.backend(),
         "model_path": model_path,
         "curves_path": curves_path,
     }
-    files.write_json(os.path.join(config.out, "metrics.json"), metrics)
+
+    def write_files():
+        training.atomic_save_model(model, model_path)
+        plot_curves(read_history(callbacks.history_path), curves_path)
+        files.write_json(os.path.join(config.out, "metrics.json"), metrics)
+
+    # One writer; the other processes wait for it (and fail if it fails).
+    multihost.run_on_primary(write_files, f"write the results to {config.out}")
     return metrics
 
 
@@ -565,16 +606,32 @@ def finetune(**options):
         out: str, the output folder.
         seed: int.
         verbose: 0, 1 (progress bar) or 2 (one line per epoch).
+        coordinator, num_processes, process_id: a multi-process run on the
+            JAX backend (see `keras_vit.multihost.initialize`; default: the
+            `KERAS_DISTRIBUTION_*` environment, else one process). Every
+            process runs the same command; `batch_size` stays the global
+            batch, split evenly between the processes; process 0 writes
+            the files, so `out` must be a folder all processes see.
+        heartbeat_timeout: int, seconds after which the processes of a
+            multi-process run give up on one that stopped responding.
 
     Returns:
-        The metrics dict also written to `metrics.json`.
+        The metrics dict also written to `metrics.json` (on every process).
     """
     start = time.perf_counter()
     import keras
 
-    from keras_vit import distribute
+    from keras_vit import distribute, multihost
 
     config = make_config(**options)
+    # Joining the other processes (if any) comes before any JAX work.
+    multihost.initialize(
+        config.coordinator,
+        config.num_processes,
+        config.process_id,
+        seed=config.seed,
+        heartbeat_timeout=config.heartbeat_timeout,
+    )
     os.makedirs(config.out, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
     setup = distribute.configure(config.strategy, config.precision)

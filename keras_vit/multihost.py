@@ -26,9 +26,6 @@ If a process dies, JAX's heartbeat notices it and terminates the others
 import dataclasses
 import os
 import socket
-import subprocess
-import sys
-import time
 
 from keras_vit import validation
 
@@ -260,6 +257,13 @@ def run_on_primary(function, name):
     If it raises, process 0 re-raises the error and every other process
     raises a `RuntimeError` naming `name`, so no process waits forever.
 
+    `function` runs outside the global `keras.distribution`: under it,
+    creating a variable (which `model.save` does) is a step all processes
+    must take together. Read the model on every process before (in a
+    callback: `self.model`, which on JAX gathers the training state
+    everywhere), write it here. Variables must be whole on process 0
+    (data parallel, or model shards within one process).
+
     Args:
         function: a callable without arguments (e.g. writing a file).
         name: str, what it does, for barriers and messages.
@@ -280,10 +284,16 @@ def run_on_primary(function, name):
 
     result, failure = None, None
     if info.is_primary:
+        import keras
+
+        distribution = keras.distribution.distribution()
+        keras.distribution.set_distribution(None)
         try:
             result = function()
         except Exception as error:  # re-raised below, after the others heard of it
             failure = error
+        finally:
+            keras.distribution.set_distribution(distribution)
     succeeded = int(multihost_utils.broadcast_one_to_all(np.int32(failure is None)))
     if failure is not None:
         raise failure
@@ -354,57 +364,3 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("localhost", 0))
         return sock.getsockname()[1]
-
-
-def launch_local(arguments, num_processes, *, port=None, poll_interval=0.5):
-    """Runs `python -m keras_vit ARGUMENTS` as `num_processes` local processes.
-
-    Each process gets the `KERAS_DISTRIBUTION_*` settings of one rank with a
-    coordinator on `localhost:port`. If one process fails, the others are
-    stopped (JAX would stop them too, after its heartbeat timeout).
-
-    Args:
-        arguments: list of str, the `keras-vit` command line
-            (e.g. `["finetune", "--steps", "100"]`).
-        num_processes: int.
-        port: int, the coordinator's port; default a free one.
-        poll_interval: float, seconds between checks on the processes.
-
-    Returns:
-        0 if every process succeeded, else the first failure's exit code
-        (negative: killed by that signal).
-    """
-    validation.positive_int("num_processes", num_processes)
-    port = free_port() if port is None else validation.positive_int("port", port)
-    processes = []
-    for index in range(num_processes):
-        env = dict(
-            os.environ,
-            **{
-                ENV_JOB_ADDRESSES: f"localhost:{port}",
-                ENV_NUM_PROCESSES: str(num_processes),
-                ENV_PROCESS_ID: str(index),
-            },
-        )
-        processes.append(subprocess.Popen([sys.executable, "-m", "keras_vit", *arguments], env=env))
-    try:
-        while True:
-            codes = [process.poll() for process in processes]
-            failed = [(index, code) for index, code in enumerate(codes) if code not in (None, 0)]
-            if failed:
-                index, code = failed[0]
-                print(f"keras-vit launch: process {index} exited with {code}; stopping the others.", file=sys.stderr)
-                return code
-            if all(code == 0 for code in codes):
-                return 0
-            time.sleep(poll_interval)
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()

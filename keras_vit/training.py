@@ -23,7 +23,7 @@ import time
 import keras
 from keras import ops
 
-from keras_vit import files, keras_compat, serialization
+from keras_vit import files, keras_compat, multihost, serialization
 from keras_vit import layer_decay as layer_decay_lib
 
 # Variable names (`variable.name`, the last part of the path) that are not
@@ -353,7 +353,26 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
     def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint, double_checkpoint=False)
 
+    # In a multi-process run (`keras_vit.multihost`) process 0 alone writes
+    # and deletes the backup; every process restores from it, so the folder
+    # must be one that all processes see.
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        step = int(ops.convert_to_numpy(self.model.optimizer.iterations))
+        multihost.check_same(f"the step restored from {self.backup_dir}", step)
+
+    def on_train_end(self, logs=None):
+        if multihost.is_primary():
+            super().on_train_end(logs)
+
     def write_backup(self, weights_path, metadata_path, metadata):
+        self.model  # noqa: B018 (on JAX, reading it gathers the training state, on every process)
+        multihost.run_on_primary(
+            lambda: self._write_files(weights_path, metadata_path, metadata), f"write the backup in {self.backup_dir}"
+        )
+
+    def _write_files(self, weights_path, metadata_path, metadata):
         # Weights and metadata are swapped in together (keras_vit.files): a kill never pairs new weights with
         # an old epoch. Both live in the backup folder, which holds nothing else.
         folder = os.path.dirname(os.path.abspath(weights_path))
@@ -466,4 +485,5 @@ class AtomicModelCheckpoint(keras.callbacks.Callback):
         self.filepath = str(filepath)
 
     def on_epoch_end(self, epoch, logs=None):
-        atomic_save_model(self.model, self.filepath)
+        model = self.model  # on every process (see `multihost.run_on_primary`)
+        multihost.run_on_primary(lambda: atomic_save_model(model, self.filepath), f"write {self.filepath}")

@@ -7,8 +7,10 @@ JAX run only); the two-process runs need the JAX backend.
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -179,3 +181,55 @@ def test_two_processes_train_like_one_and_a_dead_peer_stops_the_other(tmp_path):
     assert code_0 != 0
     assert "passed the barrier" not in out_0
     assert "Connection reset by peer" in err_0 or "another task died" in err_0, err_0[-3000:]
+
+
+def _history_rows(path):
+    if not path.exists():
+        return 0
+    return max(0, len(path.read_text().strip().splitlines()) - 1)
+
+
+@jax_only
+@pytest.mark.slow
+def test_finetune_in_two_processes_writes_once_and_resumes_on_every_process(tmp_path):
+    out = tmp_path / "run"
+    options = ["--steps", "12", "--epochs", "6", "--batch-size", "16", "--verbose", "0", "--out", str(out)]
+    options += ["--heartbeat-timeout", "5"]
+    processes = _start_processes(["-m", "keras_vit_cli", "finetune", *options])
+    try:
+        # history.csv gets its row after the epoch's backup is complete.
+        while _history_rows(out / "history.csv") < 1 and all(p.poll() is None for p in processes):
+            time.sleep(0.2)
+        assert all(p.poll() is None for p in processes), "the run ended before it could be killed"
+        processes[1].kill()
+    finally:
+        (code_0, _, err_0), (code_1, _, _) = _finish(processes)
+    assert code_1 == -9 and code_0 != 0, err_0[-3000:]  # the survivor stopped, with an error
+    assert not (out / "metrics.json").exists()
+
+    # The same command again, through the launcher: both processes resume from the backup.
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+    for name in (multihost.ENV_JOB_ADDRESSES, multihost.ENV_NUM_PROCESSES, multihost.ENV_PROCESS_ID):
+        env.pop(name, None)
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_vit_cli", "launch", "--processes", "2", "finetune", *options],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_SECONDS,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    starts = dict(re.findall(r"process (\d) of 2: started at step (\d+)", result.stdout))
+    assert set(starts) == {"0", "1"} and starts["0"] == starts["1"], result.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["start_step"] == int(starts["0"]) > 0
+    assert metrics["steps"] == 12 and metrics["processes"] == 2 and metrics["replicas"] == 2
+    # One set of results, no temporary or backup files left.
+    assert sorted(os.listdir(out)) == [
+        "checkpoint.keras",
+        "history.csv",
+        "metrics.json",
+        "model.keras",
+        "training_curves.png",
+    ]

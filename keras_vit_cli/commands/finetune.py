@@ -42,6 +42,14 @@ def add_arguments(parser):
     add("--out", help="output folder (default: outputs/finetune)")
     add("--seed", type=int, help="seed of the data order, augmentation and initialisation (default: 0)")
     add("--verbose", type=int, choices=(0, 1, 2), help="0 silent, 1 progress bar (default), 2 one line per epoch")
+    add(
+        "--coordinator",
+        help="multi-process run (JAX): host:port of process 0, or 'auto' where JAX detects the cluster (Cloud TPU, "
+        "SLURM); default: KERAS_DISTRIBUTION_JOB_ADDRESSES, else one process",
+    )
+    add("--num-processes", type=int, help="processes of the multi-process run (default: KERAS_DISTRIBUTION_*)")
+    add("--process-id", type=int, help="this process, 0 to --num-processes - 1 (default: KERAS_DISTRIBUTION_*)")
+    add("--heartbeat-timeout", type=int, help="seconds before the processes give up on a silent one (default: 100)")
 
 
 def run(args):
