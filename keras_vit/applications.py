@@ -22,12 +22,14 @@ def VisionTransformer(
     num_heads,
     mlp_dim,
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
     pooling=None,
     classes=1000,
     classifier_activation="softmax",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -49,6 +51,8 @@ def VisionTransformer(
         mlp_dim: int, the hidden size of each MLP block.
         include_top: bool, whether to add the classification head.
             Defaults to `True`.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them to [-1, 1] itself. Defaults to `True`.
         weights: `None` (random initialisation), the path of a local
             `.npz` / `.safetensors` checkpoint or `save_pretrained` folder,
             or `"hf://org/repo[/file.safetensors][@revision]"`, of this same
@@ -56,15 +60,22 @@ def VisionTransformer(
             `input_shape`). Checkpoint tags and `"imagenet"` name published
             variants: use their constructors (`ViTB16(weights="imagenet")`).
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`, fully known; height and
-            width divisible by the patch size. Defaults to `(224, 224, 3)`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size: the
+            position embedding is resampled at call time) and need not be
+            multiples of the patch (images are padded). Defaults to
+            `(224, 224, 3)` with a head and `(None, None, 3)` without.
         pooling: `"token"` (class token), `"gap"` (mean of the patch tokens
             after the final norm; `"avg"` is accepted as an alias), `"max"`
-            or `None`. With `include_top=False` and `None`, the model returns
-            the features; with `include_top=True`, `None` means `"token"`.
+            or `None`. With `include_top=True`, `None` means `"token"`; with
+            `include_top=False`, `None` returns the feature map.
         classes: int, the number of classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation (`"softmax"`, `None`
             for logits, ...). Defaults to `"softmax"`.
+        return_sequence: bool, with `include_top=False` and `pooling=None`,
+            return the token sequence `(batch, 1 + rows * cols, hidden_dim)`
+            (class token first) instead of the feature map
+            `(batch, rows, cols, hidden_dim)`. Defaults to `False`.
         representation_size: optional int; adds the `pre_logits`
             `Dense(representation_size, activation="tanh")` of the original
             ImageNet-21k checkpoints after the pooling.
@@ -94,11 +105,13 @@ def VisionTransformer(
     )
     options = dict(
         include_top=include_top,
+        include_preprocessing=include_preprocessing,
         input_tensor=input_tensor,
         input_shape=input_shape,
         pooling=pooling,
         classes=classes,
         classifier_activation=classifier_activation,
+        return_sequence=return_sequence,
         representation_size=representation_size,
         dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
@@ -149,6 +162,7 @@ def _build_variant(variant, weights=None, **options):
 @register_constructor("Ti/16")
 def ViTTi16(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -156,6 +170,7 @@ def ViTTi16(
     classes=1000,
     classifier_activation="softmax",
     name="vit_ti16",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -170,6 +185,10 @@ def ViTTi16(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-Ti/16 (`keras_vit.pretrained.available_tags("Ti/16")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -177,12 +196,18 @@ def ViTTi16(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -198,6 +223,7 @@ def ViTTi16(
 @register_constructor("S/16")
 def ViTS16(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -205,6 +231,7 @@ def ViTS16(
     classes=1000,
     classifier_activation="softmax",
     name="vit_s16",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -219,6 +246,10 @@ def ViTS16(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-S/16 (`keras_vit.pretrained.available_tags("S/16")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -226,12 +257,18 @@ def ViTS16(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -247,6 +284,7 @@ def ViTS16(
 @register_constructor("S/32")
 def ViTS32(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -254,6 +292,7 @@ def ViTS32(
     classes=1000,
     classifier_activation="softmax",
     name="vit_s32",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -268,6 +307,10 @@ def ViTS32(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-S/32 (`keras_vit.pretrained.available_tags("S/32")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -275,12 +318,18 @@ def ViTS32(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -296,6 +345,7 @@ def ViTS32(
 @register_constructor("B/8")
 def ViTB8(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -303,6 +353,7 @@ def ViTB8(
     classes=1000,
     classifier_activation="softmax",
     name="vit_b8",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -317,6 +368,10 @@ def ViTB8(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-B/8 (`keras_vit.pretrained.available_tags("B/8")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -324,12 +379,18 @@ def ViTB8(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -345,6 +406,7 @@ def ViTB8(
 @register_constructor("B/16")
 def ViTB16(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -352,6 +414,7 @@ def ViTB16(
     classes=1000,
     classifier_activation="softmax",
     name="vit_b16",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -366,6 +429,10 @@ def ViTB16(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-B/16 (`keras_vit.pretrained.available_tags("B/16")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -373,12 +440,18 @@ def ViTB16(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -394,6 +467,7 @@ def ViTB16(
 @register_constructor("B/32")
 def ViTB32(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -401,6 +475,7 @@ def ViTB32(
     classes=1000,
     classifier_activation="softmax",
     name="vit_b32",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -415,6 +490,10 @@ def ViTB32(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-B/32 (`keras_vit.pretrained.available_tags("B/32")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -422,12 +501,18 @@ def ViTB32(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -443,6 +528,7 @@ def ViTB32(
 @register_constructor("L/16")
 def ViTL16(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -450,6 +536,7 @@ def ViTL16(
     classes=1000,
     classifier_activation="softmax",
     name="vit_l16",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -464,6 +551,10 @@ def ViTL16(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-L/16 (`keras_vit.pretrained.available_tags("L/16")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -471,12 +562,18 @@ def ViTL16(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -492,6 +589,7 @@ def ViTL16(
 @register_constructor("L/32")
 def ViTL32(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -499,6 +597,7 @@ def ViTL32(
     classes=1000,
     classifier_activation="softmax",
     name="vit_l32",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -513,6 +612,10 @@ def ViTL32(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-L/32 (`keras_vit.pretrained.available_tags("L/32")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -520,12 +623,18 @@ def ViTL32(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -541,6 +650,7 @@ def ViTL32(
 @register_constructor("H/14")
 def ViTH14(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -548,6 +658,7 @@ def ViTH14(
     classes=1000,
     classifier_activation="softmax",
     name="vit_h14",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -562,6 +673,10 @@ def ViTH14(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag of ViT-H/14 (`keras_vit.pretrained.available_tags("H/14")`
             lists them); `"imagenet"` (the best ImageNet-1k classifier at the
@@ -569,12 +684,18 @@ def ViTH14(
             `.safetensors` file or `save_pretrained` folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size) and
+            need not be multiples of the patch. Defaults to `(224, 224, 3)`
+            with a head, `(None, None, 3)` without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
+            the class token with a head, else the feature map.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -590,6 +711,7 @@ def ViTH14(
 @register_constructor("R+Ti/16")
 def ViTRTi16(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -597,6 +719,7 @@ def ViTRTi16(
     classes=1000,
     classifier_activation="softmax",
     name="vit_r_ti16",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -614,6 +737,10 @@ def ViTRTi16(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
             never published) or `"imagenet"`; a local `.npz` (official hybrid
@@ -627,6 +754,9 @@ def ViTRTi16(
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -642,6 +772,7 @@ def ViTRTi16(
 @register_constructor("R26+S/32")
 def ViTR26S32(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -649,6 +780,7 @@ def ViTR26S32(
     classes=1000,
     classifier_activation="softmax",
     name="vit_r26_s32",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -666,6 +798,10 @@ def ViTR26S32(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
             never published) or `"imagenet"`; a local `.npz` (official hybrid
@@ -679,6 +815,9 @@ def ViTR26S32(
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -694,6 +833,7 @@ def ViTR26S32(
 @register_constructor("R26+B/32")
 def ViTR26B32(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -701,6 +841,7 @@ def ViTR26B32(
     classes=1000,
     classifier_activation="softmax",
     name="vit_r26_b32",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -718,6 +859,10 @@ def ViTR26B32(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
             never published) or `"imagenet"`; a local `.npz` (official hybrid
@@ -731,6 +876,9 @@ def ViTR26B32(
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -746,6 +894,7 @@ def ViTR26B32(
 @register_constructor("R50+B/16")
 def ViTR50B16(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -753,6 +902,7 @@ def ViTR50B16(
     classes=1000,
     classifier_activation="softmax",
     name="vit_r50_b16",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -770,6 +920,10 @@ def ViTR50B16(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
             never published) or `"imagenet"`; a local `.npz` (official hybrid
@@ -783,6 +937,9 @@ def ViTR50B16(
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.
@@ -798,6 +955,7 @@ def ViTR50B16(
 @register_constructor("R50+L/32")
 def ViTR50L32(
     include_top=True,
+    include_preprocessing=True,
     weights=None,
     input_tensor=None,
     input_shape=None,
@@ -805,6 +963,7 @@ def ViTR50L32(
     classes=1000,
     classifier_activation="softmax",
     name="vit_r50_l32",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
@@ -822,6 +981,10 @@ def ViTR50L32(
 
     Args:
         include_top: bool, whether to add the classification head.
+        include_preprocessing: bool, whether the model takes raw pixels in
+            [0, 255] and scales them itself (the default); `False` for pixels
+            already scaled to [-1, 1] with
+            `keras_vit.preprocessing.scale_pixels`.
         weights: `None` (random initialisation, the default); a checkpoint
             tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
             never published) or `"imagenet"`; a local `.npz` (official hybrid
@@ -835,6 +998,9 @@ def ViTR50L32(
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
         name: the model's name.
+        return_sequence: bool, without head and pooling return the token
+            sequence `(batch, 1 + rows * cols, hidden)` instead of the
+            feature map `(batch, rows, cols, hidden)`.
         representation_size: optional size of a `pre_logits` layer.
         dropout_rate: float, dropout rate.
         attention_dropout_rate: float, attention-weight dropout rate.

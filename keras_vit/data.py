@@ -9,7 +9,8 @@ The paper's preprocessing, written once and shared by every source:
   example kept: with `static_shapes=True` the last batch is padded and the
   padding carries a sample weight of 0, so TPUs see one batch shape and the
   metrics count each example exactly once;
-* pixels to the model's input range, in one place: `scale_pixels`.
+* pixels as the models take them (raw [0, 255] floats: keras_vit models scale
+  them to [-1, 1] themselves), in one place: `model_input`.
 
 Keras 3 consumes `tf.data` on every backend, so these pipelines feed JAX and
 PyTorch models too. TensorFlow is imported inside the functions: `import
@@ -467,14 +468,18 @@ def _check_labels(dataset, num_classes):
     return dataset.map(check)
 
 
-def scale_pixels(images):
-    """Maps pixel values in [0, 255] to [-1, 1] as float32 (`x / 127.5 - 1`).
+def model_input(images):
+    """Pixel values in [0, 255] as float32, the range keras_vit models take.
 
     The one step that sets the value range the pipelines hand to the model;
     every pipeline calls it last, after the augmentation on [0, 255] pixels.
+    The models scale to [-1, 1] themselves (`include_preprocessing=True`,
+    their default), so scaling here as well would scale twice; for a model
+    built with `include_preprocessing=False`, map
+    `keras_vit.preprocessing.scale_pixels` over the dataset.
     """
     tf = _tf()
-    return tf.cast(images, tf.float32) / 127.5 - 1.0
+    return tf.cast(images, tf.float32)
 
 
 def inception_crop(image, image_size, area_range=DEFAULT_AREA_RANGE, seed=None):
@@ -618,7 +623,7 @@ def train_pipeline(
         image = tf.ensure_shape(image, image_size + (3,))
         if randaugment_layer is not None:
             image = randaugment_layer(tf.clip_by_value(image, 0.0, 255.0))
-        return scale_pixels(image), label
+        return model_input(image), label
 
     dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.batch(batch_size, drop_remainder=True)
@@ -679,7 +684,7 @@ def eval_pipeline(
 
     def preprocess(image, label):
         image = tf.ensure_shape(_central_crop_resize(image, image_size, crop_fraction), image_size + (3,))
-        return scale_pixels(image), label
+        return model_input(image), label
 
     dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if cache:

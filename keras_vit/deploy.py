@@ -74,8 +74,9 @@ def serving_model(model, input_dtype="uint8"):
     """Wraps `model` so it takes raw pixels: `(batch, H, W, 3)` in [0, 255].
 
     Args:
-        model: a keras_vit model (or a model containing one) that takes
-            images scaled to [-1, 1].
+        model: a keras_vit model (or a model containing one): one that
+            scales raw pixels itself (`include_preprocessing=True`) or one
+            that takes images scaled to [-1, 1].
         input_dtype: `"uint8"` or `"float32"`, the dtype of the pixels.
 
     Returns:
@@ -89,8 +90,11 @@ def serving_model(model, input_dtype="uint8"):
             f"Received: input_shape={model.input_shape}"
         )
     inputs = keras.Input(shape=shape, dtype=input_dtype, name="images")
-    # Rescaling casts to float32 first: x / 127.5 - 1, the ViT preprocessing.
-    scaled = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, name="pixel_scaling")(inputs)
+    # Rescaling casts to float32 first: x / 127.5 - 1, the ViT preprocessing, unless the model
+    # scales raw pixels itself (include_preprocessing=True, the default): then only the cast.
+    own_scaling = any(isinstance(layer, keras.layers.Rescaling) for layer in model.layers)
+    scale, offset = (1.0, 0.0) if own_scaling else (1.0 / 127.5, -1.0)
+    scaled = keras.layers.Rescaling(scale, offset=offset, name="pixel_scaling")(inputs)
     serving = keras.Model(inputs, model(scaled), name=f"{model.name}_serving")
     # Keras exports only models that have run once (it traces their call).
     serving(np.zeros((1, *shape), input_dtype))

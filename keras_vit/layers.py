@@ -19,7 +19,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit import serialization, validation
+from keras_vit import resampling, serialization, validation, variants
 
 # The official implementation (flax) and every published checkpoint use 1e-6;
 # the Keras default of 1e-3 changes the outputs of converted weights.
@@ -30,10 +30,12 @@ LAYER_NORM_EPSILON = 1e-6
 class PatchEmbedding(keras.layers.Layer):
     """Splits images into patches and projects each patch linearly.
 
-    One `Conv2D(hidden_dim, patch_size, strides=patch_size)` followed by a
-    reshape, as in the official implementation; its kernel has the HWIO layout
-    of the published checkpoints' `embedding/kernel`. Images are channels-last
-    and need not be square, but the patch size must divide both sides.
+    One `Conv2D(hidden_dim, patch_size, strides=patch_size)`, as in the
+    official implementation; its kernel has the HWIO layout of the published
+    checkpoints' `embedding/kernel`. Images are channels-last, of any size:
+    a side that is not a multiple of the patch is first padded with zeros at
+    the bottom / right up to the next multiple (timm's `dynamic_img_pad`;
+    zero is the mean pixel once pixels are scaled to [-1, 1]).
 
     Args:
         hidden_dim: int, the size of each patch's embedding.
@@ -44,14 +46,14 @@ class PatchEmbedding(keras.layers.Layer):
         images: tensor of shape `(batch, height, width, channels)`.
 
     Returns:
-        A tensor of shape `(batch, (height // ph) * (width // pw), hidden_dim)`,
-        patches in row-major order.
+        The patch grid, a tensor of shape `(batch, ceil(height / ph),
+        ceil(width / pw), hidden_dim)`.
 
     Example:
 
     >>> layer = PatchEmbedding(hidden_dim=8, patch_size=4)
-    >>> keras.ops.shape(layer(np.zeros((2, 16, 12, 3))))
-    (2, 12, 8)
+    >>> keras.ops.shape(layer(np.zeros((2, 16, 10, 3))))
+    (2, 4, 3, 8)
     """
 
     def __init__(self, hidden_dim, patch_size, **kwargs):
@@ -76,20 +78,18 @@ class PatchEmbedding(keras.layers.Layer):
                 "PatchEmbedding expects images of shape (batch, height, width, channels). "
                 f"Received: input_shape={input_shape}"
             )
-        validation.patch_grid(input_shape[1:3], self.patch_size)
         self.projection.build(input_shape)
 
     def call(self, images):
         shape = ops.shape(images)
-        validation.patch_grid((shape[1], shape[2]), self.patch_size)
-        patches = self.projection(images)
-        batch = ops.shape(patches)[0]
-        return ops.reshape(patches, (batch, -1, self.hidden_dim))
+        padding = [(-shape[axis]) % patch for axis, patch in ((1, self.patch_size[0]), (2, self.patch_size[1]))]
+        if any(validation.static_dim(pad) != 0 for pad in padding):
+            images = ops.pad(images, [[0, 0], [0, padding[0]], [0, padding[1]], [0, 0]])
+        return self.projection(images)
 
     def compute_output_shape(self, input_shape):
-        grid = [None if size is None else size // patch for size, patch in zip(input_shape[1:3], self.patch_size)]
-        num_patches = None if None in grid else grid[0] * grid[1]
-        return (input_shape[0], num_patches, self.hidden_dim)
+        grid = variants.patch_grid(input_shape[1:3], self.patch_size)
+        return (input_shape[0], *grid, self.hidden_dim)
 
     def get_config(self):
         config = super().get_config()
@@ -137,19 +137,30 @@ class PositionEmbedding(keras.layers.Layer):
 
     The weight has shape `(1, num_prefix_tokens + grid_h * grid_w, hidden_dim)`
     with the class token first, the layout of the published checkpoints'
-    `pos_embedding`. Use `resample_position_embedding` to move a trained
-    embedding to another grid.
+    `pos_embedding`. Given the patch grid of the images (`patch_grid`), the
+    embedding follows the images' size: on another grid its patch rows are
+    resampled at call time with `keras_vit.resampling.interpolation_matrix`,
+    the same matrices `resample_position_embedding` uses when weights are
+    loaded at another size; on the trained grid nothing is resampled.
 
     Args:
         grid_size: int or `(grid_h, grid_w)`, the patch grid the embedding is
-            for (image size divided by patch size).
+            stored for.
         num_prefix_tokens: int, the tokens before the patches (1 for the class
             token). Defaults to `1`.
+        resample_method: how the embedding follows another grid, one of
+            `keras_vit.resampling.RESAMPLING_METHODS`. Defaults to
+            `"official"`.
+        resample_antialias: bool, antialias when shrinking (half-pixel
+            methods only). Defaults to `False`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
-        tokens: tensor of shape `(batch, num_prefix_tokens + grid_h * grid_w,
+        tokens: tensor of shape `(batch, num_prefix_tokens + rows * cols,
             hidden_dim)`.
+        patch_grid: optional tensor `(batch, rows, cols, ...)` whose shape
+            gives the grid of `tokens` (only its shape is read). Without it,
+            `tokens` must be on the stored grid.
 
     Returns:
         A tensor of the same shape as `tokens`.
@@ -159,44 +170,124 @@ class PositionEmbedding(keras.layers.Layer):
     >>> layer = PositionEmbedding(grid_size=(2, 3))
     >>> keras.ops.shape(layer(np.zeros((4, 7, 8))))
     (4, 7, 8)
+    >>> keras.ops.shape(layer(np.zeros((4, 13, 8)), patch_grid=np.zeros((4, 3, 4, 8))))
+    (4, 13, 8)
     """
 
-    def __init__(self, grid_size, num_prefix_tokens=1, **kwargs):
+    def __init__(self, grid_size, num_prefix_tokens=1, resample_method="official", resample_antialias=False, **kwargs):
         super().__init__(**kwargs)
         self.grid_size = validation.pair("grid_size", grid_size)
-        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+        self.num_prefix_tokens = validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
+        self.resample_method = validation.one_of("resample_method", resample_method, resampling.RESAMPLING_METHODS)
+        if not isinstance(resample_antialias, bool) or (resample_antialias and resample_method == "official"):
             raise ValueError(
-                f"`num_prefix_tokens` must be a non-negative integer. Received: num_prefix_tokens={num_prefix_tokens!r}"
+                "`resample_antialias` must be a bool, and True only with the 'bilinear' or 'bicubic' "
+                f"resample_method. Received: resample_antialias={resample_antialias!r}, "
+                f"resample_method={resample_method!r}"
             )
-        self.num_prefix_tokens = num_prefix_tokens
+        self.resample_antialias = resample_antialias
 
     @property
     def sequence_length(self):
         return self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
 
-    def build(self, input_shape):
-        if input_shape[1] is not None and input_shape[1] != self.sequence_length:
+    def build(self, tokens_shape, patch_grid_shape=None):
+        if patch_grid_shape is None and tokens_shape[1] is not None and tokens_shape[1] != self.sequence_length:
             raise ValueError(
                 f"PositionEmbedding for a {self.grid_size[0]}x{self.grid_size[1]} grid with "
                 f"{self.num_prefix_tokens} prefix token(s) expects {self.sequence_length} "
-                f"tokens. Received: input_shape={input_shape}"
+                f"tokens; pass `patch_grid` for tokens of another grid. Received: input_shape={tokens_shape}"
             )
         # Normal(0.02) is the initialiser of the official implementation.
         self.embedding = self.add_weight(
-            shape=(1, self.sequence_length, input_shape[-1]),
+            shape=(1, self.sequence_length, tokens_shape[-1]),
             initializer=keras.initializers.RandomNormal(stddev=0.02),
             name="embedding",
         )
 
-    def call(self, tokens):
-        return tokens + ops.cast(self.embedding, tokens.dtype)
+    def call(self, tokens, patch_grid=None):
+        embedding = self.embedding
+        if patch_grid is not None:
+            shape = ops.shape(patch_grid)
+            grid = (shape[1], shape[2])
+            if tuple(validation.static_dim(size) for size in grid) != self.grid_size:
+                embedding = self._resampled(grid)
+        return tokens + ops.cast(embedding, tokens.dtype)
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
+    def _resampled(self, grid):
+        """The embedding on `grid`, interpolated in float32."""
+        embedding = ops.cast(self.embedding, "float32")
+        dim = embedding.shape[-1]
+        patches = ops.reshape(embedding[0, self.num_prefix_tokens :], (*self.grid_size, dim))
+        method, antialias = self.resample_method, self.resample_antialias
+        rows = resampling.interpolation_matrix(self.grid_size[0], grid[0], method, antialias)
+        cols = resampling.interpolation_matrix(self.grid_size[1], grid[1], method, antialias)
+        patches = ops.einsum("uj,tjd->tud", cols, ops.einsum("ti,ijd->tjd", rows, patches))
+        return ops.concatenate([embedding[:, : self.num_prefix_tokens], ops.reshape(patches, (1, -1, dim))], axis=1)
+
+    def compute_output_shape(self, tokens_shape, patch_grid_shape=None):
+        return tuple(tokens_shape)
 
     def get_config(self):
         config = super().get_config()
-        config.update({"grid_size": self.grid_size, "num_prefix_tokens": self.num_prefix_tokens})
+        config.update(
+            {
+                "grid_size": self.grid_size,
+                "num_prefix_tokens": self.num_prefix_tokens,
+                "resample_method": self.resample_method,
+                "resample_antialias": self.resample_antialias,
+            }
+        )
+        return config
+
+
+@serialization.register
+class PatchFeatureMap(keras.layers.Layer):
+    """Lays the patch tokens out on the patch grid: the 4-D feature map.
+
+    Drops the prefix (class) tokens and reshapes the rest to
+    `(batch, rows, cols, hidden_dim)`, the output of `include_top=False`
+    models, like every `keras.applications` backbone's feature map.
+
+    Args:
+        num_prefix_tokens: int, the tokens before the patches. Defaults to `1`.
+        grid_size: optional `(rows, cols)`, the grid when the call gives no
+            `patch_grid` (a hybrid's stem, whose grid is fixed at build).
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        tokens: tensor `(batch, num_prefix_tokens + rows * cols, hidden_dim)`.
+        patch_grid: optional tensor `(batch, rows, cols, ...)`; only its
+            shape is read. Without it, `grid_size` is the grid.
+
+    Returns:
+        A tensor of shape `(batch, rows, cols, hidden_dim)`.
+
+    Example:
+
+    >>> layer = PatchFeatureMap()
+    >>> keras.ops.shape(layer(np.zeros((2, 7, 8)), patch_grid=np.zeros((2, 2, 3, 8))))
+    (2, 2, 3, 8)
+    """
+
+    def __init__(self, num_prefix_tokens=1, grid_size=None, **kwargs):
+        super().__init__(**kwargs)
+        self.num_prefix_tokens = validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
+        self.grid_size = None if grid_size is None else validation.pair("grid_size", grid_size)
+
+    def _grid(self, patch_grid_shape):
+        return self.grid_size if patch_grid_shape is None else (patch_grid_shape[1], patch_grid_shape[2])
+
+    def call(self, tokens, patch_grid=None):
+        rows, cols = self._grid(None if patch_grid is None else ops.shape(patch_grid))
+        return ops.reshape(tokens[:, self.num_prefix_tokens :], (-1, rows, cols, tokens.shape[-1]))
+
+    def compute_output_shape(self, tokens_shape, patch_grid_shape=None):
+        return (tokens_shape[0], *self._grid(patch_grid_shape), tokens_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_prefix_tokens": self.num_prefix_tokens, "grid_size": self.grid_size})
         return config
 
 

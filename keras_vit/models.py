@@ -1,8 +1,8 @@
 """The Vision Transformer architecture as a functional Keras model.
 
-`build_model` assembles the layers of `keras_vit.layers` (patch embedding,
-class token, position embedding, transformer blocks, final norm) and the
-pooling, `pre_logits` and head on top. It knows nothing about pretrained
+`build_model` assembles the layers of `keras_vit.layers` (pixel scaling,
+patch embedding, class token, position embedding, transformer blocks, final
+norm) and the pooling, `pre_logits` and head, or the feature map, on top. It knows nothing about pretrained
 weights: the public constructors (`keras_vit.applications`) and the weights
 loader (`keras_vit.pretrained`) both build through it.
 """
@@ -10,7 +10,7 @@ loader (`keras_vit.pretrained`) both build through it.
 import keras
 
 from keras_vit import layers as vit_layers
-from keras_vit import resnet, validation, variants
+from keras_vit import preprocessing, resnet, validation, variants
 
 
 def token_size(patch_size, resnet_stages=None):
@@ -39,16 +39,21 @@ def build_model(
     num_heads,
     mlp_dim,
     include_top=True,
+    include_preprocessing=True,
     input_tensor=None,
     input_shape=None,
     pooling=None,
     classes=1000,
     classifier_activation="softmax",
+    return_sequence=False,
     representation_size=None,
     dropout_rate=0.0,
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
     gelu_approximate=False,
+    resample_method="official",
+    resample_antialias=False,
+    embedding_grid=None,
     name="vision_transformer",
     resnet_stages=None,
     resnet_width=64,
@@ -58,11 +63,13 @@ def build_model(
     The architecture only; `keras_vit.VisionTransformer` (the public builder)
     adds `weights=`.
 
-    Images (channels last) are cut into patches, embedded, prefixed with a
-    class token, given position embeddings and passed through `num_layers`
-    pre-LayerNorm transformer blocks and a final LayerNorm. The backbone's
-    output is the token sequence `(batch, 1 + num_patches, hidden_dim)`; on
-    top sit the pooling, the optional `pre_logits` layer and the head.
+    Raw pixels in [0, 255] are scaled to [-1, 1] (`include_preprocessing`),
+    cut into patches (sides padded up to a multiple of the patch), embedded,
+    prefixed with a class token, given position embeddings (resampled at call
+    time to the images' patch grid) and passed through `num_layers`
+    pre-LayerNorm transformer blocks and a final LayerNorm. On top sit the
+    pooling, the optional `pre_logits` layer and the head, or, without a
+    head and pooling, the feature map (or the token sequence).
 
     Args:
         patch_size: int or `(height, width)`, the patch size.
@@ -72,16 +79,27 @@ def build_model(
         mlp_dim: int, the hidden size of each MLP block.
         include_top: bool, whether to add the classification head.
             Defaults to `True`.
+        include_preprocessing: bool, whether the model scales raw pixels in
+            [0, 255] to [-1, 1] itself (a `Rescaling` layer). With `False` it
+            takes pixels already scaled by
+            `keras_vit.preprocessing.scale_pixels`. Defaults to `True`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`, fully known; height and
-            width divisible by the patch size. Defaults to `(224, 224, 3)`.
+        input_shape: `(height, width, channels)` (channels first under
+            `keras.config.image_data_format() == "channels_first"`); height
+            and width may be None (any size) and need not be multiples of the
+            patch. Defaults to `(224, 224, 3)` with a head and
+            `(None, None, 3)` without.
         pooling: `"token"` (class token), `"gap"` (mean of the patch tokens
-            after the final norm; `"avg"` is accepted as an alias) or `None`.
-            With `include_top=False` and `None`, the model returns the token
-            sequence; with `include_top=True`, `None` means `"token"`.
+            after the final norm; `"avg"` is accepted as an alias), `"max"`
+            (their maximum) or `None`. With `include_top=True`, `None` means
+            `"token"`; with `include_top=False`, `None` returns the features.
         classes: int, the number of classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation (`"softmax"`, `None`
             for logits, ...). Defaults to `"softmax"`.
+        return_sequence: bool, with `include_top=False` and `pooling=None`,
+            return the token sequence `(batch, 1 + rows * cols, hidden_dim)`
+            (class token first) instead of the feature map
+            `(batch, rows, cols, hidden_dim)`. Defaults to `False`.
         representation_size: optional int; adds the `pre_logits`
             `Dense(representation_size, activation="tanh")` of the original
             ImageNet-21k checkpoints after the pooling.
@@ -93,6 +111,14 @@ def build_model(
             it rises linearly from 0 at the first. Defaults to `0.0`.
         gelu_approximate: bool, tanh-approximate GELU as in the official JAX
             code, instead of exact GELU. Defaults to `False`.
+        resample_method: how the position embedding follows images of
+            another size, one of `keras_vit.resampling.RESAMPLING_METHODS`.
+            Defaults to `"official"`.
+        resample_antialias: bool, antialias when shrinking (half-pixel
+            methods). Defaults to `False`.
+        embedding_grid: optional `(rows, cols)` the position embedding is
+            stored at when `input_shape` leaves the size open. Defaults to
+            the grid of a 224 x 224 image.
         name: the model's name.
         resnet_stages: None for a plain ViT; for a hybrid (paper section
             3.1), the units per stage of its ResNet (`()` for the root only,
@@ -113,21 +139,42 @@ def build_model(
     ...     input_shape=(32, 32, 3), classes=10)
     >>> keras.ops.shape(model(np.zeros((1, 32, 32, 3))))
     (1, 10)
+    >>> features = build_model(
+    ...     patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64,
+    ...     include_top=False)
+    >>> keras.ops.shape(features(np.zeros((1, 50, 30, 3))))
+    (1, 7, 4, 32)
     """
     for arg_name, value in (("num_layers", num_layers), ("classes", classes)):
         validation.positive_int(arg_name, value)
     if representation_size is not None:
         validation.positive_int("representation_size", representation_size)
     validation.rate("drop_path_rate", drop_path_rate)
+    for arg_name, value in (("include_preprocessing", include_preprocessing), ("return_sequence", return_sequence)):
+        validation.boolean(arg_name, value)
     pooling = variants.resolve_pooling(pooling, include_top)
     if not include_top and representation_size is not None and pooling is None:
         raise ValueError(
             "`representation_size` (pre_logits) applies to pooled features: pass "
-            "`pooling='token'` or `'gap'` with include_top=False."
+            "`pooling='token'`, `'gap'` or `'max'` with include_top=False."
         )
-    input_shape, grid_size = variants.resolve_input_shape(
-        input_shape, input_tensor, token_size(patch_size, resnet_stages)
-    )
+    if return_sequence and (include_top or pooling is not None):
+        raise ValueError(
+            "`return_sequence=True` returns the token sequence of a model without head and pooling: pass "
+            f"include_top=False and pooling=None. Received: include_top={include_top}, pooling={pooling!r}"
+        )
+    data_format = keras.config.image_data_format()
+    # A hybrid's ResNet stem gives tokens on a grid fixed at build time: its size is never left open.
+    hybrid = resnet_stages is not None
+    input_shape = variants.resolve_input_shape(input_shape, input_tensor, include_top or hybrid, data_format)
+    height, width, _ = variants.channels_last(input_shape, data_format)
+    pixels_per_token = token_size(patch_size, resnet_stages)
+    if hybrid:
+        grid = validation.patch_grid((height, width), pixels_per_token)
+    else:
+        grid = variants.patch_grid((height, width), patch_size)
+    if None in grid:
+        grid = validation.pair("embedding_grid", embedding_grid or variants.default_grid(pixels_per_token))
 
     if input_tensor is None:
         inputs = keras.Input(shape=input_shape, name="images")
@@ -136,14 +183,27 @@ def build_model(
     else:
         inputs = input_tensor
 
-    if resnet_stages is None:
-        x = vit_layers.PatchEmbedding(hidden_dim, patch_size, name="patch_embedding")(inputs)
-    else:
+    x = inputs
+    if include_preprocessing:
+        # [0, 255] -> [-1, 1], the scaling every published ViT checkpoint was trained with.
+        x = keras.layers.Rescaling(preprocessing.SCALE, offset=preprocessing.OFFSET, name="rescaling")(x)
+    if data_format == "channels_first":
+        x = keras.layers.Permute((2, 3, 1), name="channels_last")(x)
+    if hybrid:
+        patch_grid = None
         x = resnet.HybridPatchEmbedding(
             hidden_dim, patch_size, resnet_stages, width=resnet_width, name="patch_embedding"
-        )(inputs)
+        )(x)
+    else:
+        patch_grid = vit_layers.PatchEmbedding(hidden_dim, patch_size, name="patch_embedding")(x)
+        x = keras.layers.Reshape((-1, hidden_dim), name="patch_tokens")(patch_grid)
     x = vit_layers.ClassToken(name="class_token")(x)
-    x = vit_layers.PositionEmbedding(grid_size, name="position_embedding")(x)
+    x = vit_layers.PositionEmbedding(
+        grid,
+        resample_method=resample_method,
+        resample_antialias=resample_antialias,
+        name="position_embedding",
+    )(x, patch_grid=patch_grid)
     x = keras.layers.Dropout(dropout_rate, name="embedding_dropout")(x)
     for index in range(num_layers):
         # Stochastic depth rises linearly with depth (Huang et al. 2016; timm).
@@ -163,6 +223,10 @@ def build_model(
         x = vit_layers.TokenPooling(pooling, name="pooling")(x)
         if representation_size is not None:
             x = keras.layers.Dense(representation_size, activation="tanh", name="pre_logits")(x)
+    elif not return_sequence:
+        x = vit_layers.PatchFeatureMap(grid_size=grid, name="feature_map")(x, patch_grid=patch_grid)
+        if data_format == "channels_first":
+            x = keras.layers.Permute((3, 1, 2), name="channels_first")(x)
     if include_top:
         # Zero-initialised head (paper, "Fine-tuning and higher resolution"),
         # kept in float32 so mixed-precision logits and softmax stay exact.

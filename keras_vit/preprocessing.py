@@ -2,9 +2,15 @@
 
 Every published ViT checkpoint (the official JAX `.npz` files, timm's AugReg
 and original weights, Hugging Face `google/vit-*`) was trained on pixels scaled
-to [-1, 1], i.e. `x / 127.5 - 1` (mean = std = 0.5 on every channel). This is
+to [-1, 1], i.e. `x / 127.5 - 1` (mean = std = 0.5 on every channel): this is
 `keras.applications`' `mode="tf"` scaling, not the ImageNet mean/std ("torch")
 scaling that ResNets and ConvNeXts use.
+
+keras_vit models follow the ConvNeXt / EfficientNetV2 convention: with
+`include_preprocessing=True` (the default) the model scales raw [0, 255]
+pixels itself, so `preprocess_input` is a pass-through kept for drop-in
+compatibility. `scale_pixels` is the scaling, for models built with
+`include_preprocessing=False`.
 
 `decode_predictions` reads the ImageNet-1k class index that ships inside this
 package (`keras_vit/resources/imagenet_class_index.json`, byte-identical to the
@@ -23,60 +29,93 @@ import numpy as np
 
 NUM_IMAGENET_CLASSES = 1000
 
+# pixels * SCALE + OFFSET maps [0, 255] to [-1, 1]: the model's Rescaling layer and scale_pixels.
+SCALE = 1.0 / 127.5
+OFFSET = -1.0
+
 _CLASS_INDEX_FILE = "imagenet_class_index.json"
 _DATA_FORMATS = (None, "channels_last", "channels_first")
 
 
-def preprocess_input(x, data_format=None):
-    """Scales pixels from [0, 255] to [-1, 1], as ViT checkpoints expect.
-
-    Computes `x / 127.5 - 1`, so 0 maps to -1, 127.5 to 0 and 255 to 1. The
-    scaling is the same for every channel, so the data format does not change
-    the result; the argument is accepted (and validated) so that the function
-    is a drop-in for `keras.applications.*.preprocess_input`.
-
-    Unlike `keras.applications`, a NumPy input is never modified in place.
-
-    Args:
-        x: A batch of images (or a single image) with pixel values in
-            [0, 255]: a NumPy array, anything `np.asarray` accepts, or a
-            backend tensor / symbolic `keras.KerasTensor`.
-        data_format: Optional data format of the image tensor, one of
-            `None`, `"channels_last"` or `"channels_first"`. Does not affect
-            the result. Defaults to `None`.
-
-    Returns:
-        The scaled images. A NumPy input gives a `float32` NumPy array. A
-        tensor input gives a tensor of the same backend: a floating-point
-        tensor keeps its dtype, an integer one becomes
-        `keras.config.floatx()`.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_vit.preprocessing import preprocess_input
-    >>> preprocess_input(np.array([[0, 63.75, 127.5, 255]]))
-    array([[-1. , -0.5,  0. ,  1. ]], dtype=float32)
-
-    With a backend tensor (here inside a model, so the scaling is part of it):
-
-    >>> import keras
-    >>> inputs = keras.Input((224, 224, 3))
-    >>> preprocess_input(inputs).shape
-    (None, 224, 224, 3)
-    """
+def _check_data_format(data_format):
     if data_format not in _DATA_FORMATS:
         raise ValueError(
             "`data_format` must be one of None, 'channels_last' or 'channels_first'. "
             f"Received: data_format={data_format!r}"
         )
-    if keras.ops.is_tensor(x) or isinstance(x, keras.KerasTensor):
-        if not keras.backend.is_float_dtype(keras.backend.standardize_dtype(x.dtype)):
-            x = keras.ops.cast(x, keras.config.floatx())
-        return x / 127.5 - 1.0
-    # The arithmetic allocates a new array: the caller's array is never written to.
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.float32(127.5) - np.float32(1.0)
+
+
+def preprocess_input(x, data_format=None):
+    """A placeholder method for backward compatibility: returns `x` unchanged.
+
+    keras_vit models scale their input themselves (`include_preprocessing=True`,
+    the default): they take raw pixels in [0, 255], as
+    `keras.applications.ConvNeXt*` and `EfficientNetV2*` do, whose
+    `preprocess_input` is the same pass-through. For a model built with
+    `include_preprocessing=False`, scale with `scale_pixels`.
+
+    Args:
+        x: images with pixel values in [0, 255]: a NumPy array, a backend
+            tensor, a symbolic `keras.KerasTensor` or a `tf.Tensor` inside
+            `tf.data.Dataset.map` (any backend).
+        data_format: optional data format of the images, one of `None`,
+            `"channels_last"` or `"channels_first"`. Does not affect the
+            result. Defaults to `None`.
+
+    Returns:
+        `x`, unchanged.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_vit.preprocessing import preprocess_input
+    >>> preprocess_input(np.array([[0.0, 255.0]]))
+    array([[  0., 255.]])
+    """
+    _check_data_format(data_format)
+    return x
+
+
+def scale_pixels(x, data_format=None):
+    """Scales pixels from [0, 255] to [-1, 1], as ViT checkpoints expect.
+
+    Computes `x / 127.5 - 1`, so 0 maps to -1, 127.5 to 0 and 255 to 1. Only
+    for models built with `include_preprocessing=False`: the default models
+    do this themselves (applying both scales twice). The scaling is the same
+    for every channel, so the data format does not change the result; the
+    argument is accepted (and validated) like `keras.applications`'.
+
+    A NumPy input is never modified in place.
+
+    Args:
+        x: A batch of images (or a single image) with pixel values in
+            [0, 255]: a NumPy array or anything `np.asarray` accepts, a
+            backend tensor, a symbolic `keras.KerasTensor`, or a `tf.Tensor`
+            inside `tf.data.Dataset.map` on any backend.
+        data_format: Optional data format of the image tensor, one of
+            `None`, `"channels_last"` or `"channels_first"`. Does not affect
+            the result. Defaults to `None`.
+
+    Returns:
+        The scaled images. A NumPy input gives a `float32` NumPy array; a
+        tensor gives a tensor of its own kind in `keras.config.floatx()`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_vit.preprocessing import scale_pixels
+    >>> scale_pixels(np.array([[0, 63.75, 127.5, 255]]))
+    array([[-1. , -0.5,  0. ,  1. ]], dtype=float32)
+    """
+    _check_data_format(data_format)
+    if isinstance(x, (np.ndarray, np.generic, list, tuple, int, float)):
+        # The arithmetic allocates a new array: the caller's array is never written to.
+        x = np.asarray(x, dtype=np.float32)
+        return x * np.float32(SCALE) + np.float32(OFFSET)
+    # Keras's Rescaling layer runs on backend tensors and symbolic tensors,
+    # and on tf.Tensors inside tf.data on every backend (it switches to
+    # TensorFlow ops there), which plain keras.ops on JAX or torch cannot.
+    return keras.layers.Rescaling(SCALE, offset=OFFSET)(x)
 
 
 @functools.cache
@@ -98,7 +137,8 @@ def decode_predictions(preds, top=5):
 
     Args:
         preds: A batch of predictions of shape `(samples, 1000)` (logits or
-            probabilities), as a NumPy array or a backend tensor.
+            probabilities), as a NumPy array, a backend tensor or an eager
+            `tf.Tensor` (e.g. from a `tf.data` pipeline, on any backend).
         top: Integer, how many top-scoring classes to return per sample,
             between 1 and 1000. Defaults to `5`.
 
@@ -119,7 +159,7 @@ def decode_predictions(preds, top=5):
     """
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or not 1 <= top <= NUM_IMAGENET_CLASSES:
         raise ValueError(f"`top` must be an integer between 1 and {NUM_IMAGENET_CLASSES}. Received: top={top!r}")
-    preds = keras.ops.convert_to_numpy(preds)
+    preds = np.asarray(preds) if type(preds).__module__.startswith("tensorflow") else keras.ops.convert_to_numpy(preds)
     if preds.ndim != 2 or preds.shape[1] != NUM_IMAGENET_CLASSES:
         raise ValueError(
             "`decode_predictions` expects a batch of ImageNet-1k predictions, i.e. a 2D array of shape "

@@ -12,71 +12,91 @@ token's row unchanged, but disagree on the interpolation:
   a = -0.75, or PIL's a = -0.5 when antialiased); with `antialias=True` the kernel widens when shrinking, which
   is timm's `resample_abs_pos_embed` default for its checkpoints.
 
-The function is pure NumPy, float64 internally, and separable: each axis is
-one interpolation matrix, so non-square grids are no special case.
+Resampling is separable: each axis is one interpolation matrix
+(`interpolation_matrix`, `keras.ops` only, so the layers use the same
+matrices at call time for images of any size), and non-square grids are no
+special case. `resample_position_embedding` applies them in float64 NumPy.
 """
 
 import numpy as np
+from keras import ops
 
 RESAMPLING_METHODS = ("official", "bilinear", "bicubic")
 
 
-def _cubic(x, a=-0.75):
-    # Keys' cubic convolution kernel with torch's a = -0.75.
-    x = np.abs(x)
-    return np.where(
-        x <= 1,
-        ((a + 2) * x - (a + 3)) * x * x + 1,
-        np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0),
-    )
+def _cubic(x, a):
+    # Keys' cubic convolution kernel: torch's a = -0.75, PIL's a = -0.5.
+    x = ops.abs(x)
+    inner = ((a + 2) * x - (a + 3)) * x * x + 1
+    outer = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return ops.where(x <= 1, inner, ops.where(x < 2, outer, ops.zeros_like(x)))
 
 
-def _linear(x):
-    return np.maximum(0.0, 1.0 - np.abs(x))
+def _hat(x):
+    return ops.maximum(1.0 - ops.abs(x), 0.0)
 
 
-def _align_corners_matrix(in_size, out_size):
-    """Linear interpolation with corners aligned, as scipy.ndimage.zoom(order=1)."""
-    matrix = np.zeros((out_size, in_size))
-    if in_size == 1 or out_size == 1:
-        matrix[:, 0] = 1.0
-        return matrix
-    positions = np.arange(out_size) * (in_size - 1) / (out_size - 1)
-    left = np.minimum(np.floor(positions).astype(int), in_size - 2)
-    frac = positions - left
-    matrix[np.arange(out_size), left] = 1.0 - frac
-    matrix[np.arange(out_size), left + 1] += frac
-    return matrix
+def interpolation_matrix(in_size, out_size, method="official", antialias=False):
+    """The `(out_size, in_size)` matrix that resamples one axis of a grid.
 
+    Written with `keras.ops` only, for a static `in_size` (the grid a
+    position embedding was trained at) and an `out_size` that may be a
+    Python int or a scalar tensor (an image size known only at run time), so
+    the same function serves `resample_position_embedding` at load time and
+    `keras_vit.layers.PositionEmbedding` at call time. Every method is a
+    kernel evaluated at the distance between each output sample's position on
+    the input axis and each input sample:
 
-def _half_pixel_matrix(in_size, out_size, method, antialias):
-    """Interpolation with half-pixel centres, as torch's align_corners=False."""
-    kernel, support = (_linear, 1.0) if method == "bilinear" else (_cubic, 2.0)
-    if method == "bicubic" and antialias:
-        # torch's antialiased bicubic follows PIL and uses a = -0.5.
-        kernel = lambda x: _cubic(x, a=-0.5)  # noqa: E731
-    scale = in_size / out_size
-    centres = (np.arange(out_size) + 0.5) * scale - 0.5
-    matrix = np.zeros((out_size, in_size))
+    - `"official"`: linear, corners aligned (output `i` sits at
+      `i * (in - 1) / (out - 1)`), as `scipy.ndimage.zoom(order=1)`;
+    - `"bilinear"` / `"bicubic"`: half-pixel centres (`(i + 0.5) * in / out
+      - 0.5`) as `torch.nn.functional.interpolate(align_corners=False)`;
+      taps beyond the border repeat the border sample;
+    - with `antialias=True` the kernel widens by `in / out` when shrinking and
+      each row is renormalised over the taps inside the input (PIL's rule).
+
+    Args:
+        in_size: int, the input axis length.
+        out_size: int or scalar integer tensor, the output axis length.
+        method: one of `RESAMPLING_METHODS`. Defaults to `"official"`.
+        antialias: bool, half-pixel methods only. Defaults to `False`.
+
+    Returns:
+        A float32 tensor of shape `(out_size, in_size)`.
+
+    Example:
+
+    >>> m = interpolation_matrix(2, 3)
+    >>> keras.ops.convert_to_numpy(m).tolist()
+    [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
+    """
+    taps = ops.arange(in_size, dtype="float32")[None, :]
+    outputs = ops.cast(ops.arange(out_size), "float32")[:, None]
+    out_float = ops.cast(out_size, "float32")
+    if method == "official":
+        positions = outputs * float(in_size - 1) / ops.maximum(out_float - 1.0, 1.0)
+        return _hat(positions - taps)
+    scale = float(in_size) / out_float
+    centres = (outputs + 0.5) * scale - 0.5
     if antialias:
-        # Widen the kernel when shrinking; taps outside the input are dropped
-        # and the rest renormalised (PIL's and torch's antialias rule).
-        width = max(scale, 1.0)
-        for i, centre in enumerate(centres):
-            taps = np.arange(int(np.floor(centre - support * width)), int(np.ceil(centre + support * width)) + 1)
-            taps = taps[(taps >= 0) & (taps < in_size)]
-            weights = kernel((taps - centre) / width)
-            matrix[i, taps] = weights / weights.sum()
-        return matrix
-    # Without antialias, taps outside the input repeat the border sample.
+        width = ops.maximum(scale, 1.0)
+        distance = (taps - centres) / width
+        weights = _hat(distance) if method == "bilinear" else _cubic(distance, a=-0.5)
+        return weights / ops.sum(weights, axis=1, keepdims=True)
     if method == "bilinear":
-        centres = np.maximum(centres, 0.0)
-    first = np.floor(centres).astype(int) - (0 if method == "bilinear" else 1)
-    for offset in range(int(2 * support)):
-        taps = first + offset
-        weights = kernel(taps - centres)
-        np.add.at(matrix, (np.arange(out_size), np.clip(taps, 0, in_size - 1)), weights)
+        return _hat(ops.clip(centres, 0.0, float(in_size - 1)) - taps)
+    # Bicubic: the four taps around each centre, clamped to the border.
+    first = ops.floor(centres) - 1.0
+    matrix = ops.zeros_like(centres * taps)
+    for offset in range(4):
+        tap = first + offset
+        border_tap = ops.clip(tap, 0.0, float(in_size - 1))
+        matrix = matrix + ops.where(ops.equal(border_tap, taps), _cubic(tap - centres, a=-0.75), 0.0)
     return matrix
+
+
+def _numpy_matrix(in_size, out_size, method, antialias):
+    return np.asarray(ops.convert_to_numpy(interpolation_matrix(in_size, out_size, method, antialias)), np.float64)
 
 
 def resample_position_embedding(
@@ -133,12 +153,8 @@ def resample_position_embedding(
 
     prefix = embedding[:, :num_prefix_tokens]
     grid = embedding[0, num_prefix_tokens:].reshape(source_grid + (-1,)).astype(np.float64)
-    if method == "official":
-        rows = _align_corners_matrix(source_grid[0], target_grid[0])
-        cols = _align_corners_matrix(source_grid[1], target_grid[1])
-    else:
-        rows = _half_pixel_matrix(source_grid[0], target_grid[0], method, antialias)
-        cols = _half_pixel_matrix(source_grid[1], target_grid[1], method, antialias)
+    rows = _numpy_matrix(source_grid[0], target_grid[0], method, antialias)
+    cols = _numpy_matrix(source_grid[1], target_grid[1], method, antialias)
     grid = np.einsum("ti,ijd,uj->tud", rows, grid, cols)
     patches = grid.reshape(1, target_grid[0] * target_grid[1], -1).astype(embedding.dtype)
     result = np.concatenate([prefix, patches], axis=1)

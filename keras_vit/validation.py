@@ -9,6 +9,7 @@ for numbers (`True` is an `int` to Python, never a size to a user).
 import math
 
 __all__ = [
+    "boolean",
     "finite_float",
     "one_of",
     "pair",
@@ -26,6 +27,17 @@ def _is_int(value):
 
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def boolean(name, value):
+    """Returns `value` if it is a bool, else raises `ValueError`.
+
+    >>> boolean("include_top", False)
+    False
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+    return value
 
 
 def positive_int(name, value):

@@ -104,19 +104,47 @@ def resolve_pooling(pooling, include_top):
     return pooling
 
 
-def resolve_input_shape(input_shape, input_tensor, patch_size):
-    """The `(height, width, channels)` a model is built for, and its patch grid.
+def default_grid(patch_size):
+    """The patch grid of a `DEFAULT_INPUT_SHAPE` image: where a model whose
+    input size is left open stores its position embedding.
+
+    >>> default_grid(16), default_grid(14)
+    ((14, 14), (16, 16))
+    """
+    return patch_grid(DEFAULT_INPUT_SHAPE[:2], patch_size)
+
+
+def channels_last(input_shape, data_format):
+    """`(height, width, channels)` of an `input_shape` given in `data_format`.
+
+    >>> channels_last((3, 224, 160), "channels_first")
+    (224, 160, 3)
+    """
+    if data_format == "channels_first":
+        return (input_shape[1], input_shape[2], input_shape[0])
+    return tuple(input_shape)
+
+
+def resolve_input_shape(input_shape, input_tensor, include_top=True, data_format="channels_last"):
+    """The image shape (batch excluded) a model is built for, checked.
+
+    Height and width may be None (any size, the keras.applications default
+    without a head) and need not be multiples of the patch (the images are
+    padded); the channels must be a known positive int.
 
     Args:
-        input_shape: None (the default 224x224x3) or a 3-tuple.
-        input_tensor: None or a tensor whose shape (batch excluded) wins.
-        patch_size: int or `(height, width)`.
+        input_shape: None or a 3-tuple in `data_format` order.
+        input_tensor: None or a tensor whose shape (batch excluded) is used.
+        include_top: bool; without a head the default size is open.
+        data_format: `"channels_last"` or `"channels_first"`.
 
     Returns:
-        `(input_shape, grid)`.
+        The 3-tuple, in `data_format` order.
 
-    >>> resolve_input_shape((224, 224, 3), None, 16)
-    ((224, 224, 3), (14, 14))
+    >>> resolve_input_shape(None, None, include_top=False)
+    (None, None, 3)
+    >>> resolve_input_shape(None, None, data_format="channels_first")
+    (3, 224, 224)
     """
     if input_tensor is not None:
         shape = tuple(input_tensor.shape[1:])
@@ -126,20 +154,20 @@ def resolve_input_shape(input_shape, input_tensor, patch_size):
                 f"`input_tensor` {shape}. Pass one or make them agree."
             )
         input_shape = shape
-    input_shape = DEFAULT_INPUT_SHAPE if input_shape is None else tuple(input_shape)
-    if len(input_shape) != 3 or any(dim is None for dim in input_shape):
+    if input_shape is None:
+        size = DEFAULT_INPUT_SHAPE[:2] if include_top else (None, None)
+        input_shape = (3, *size) if data_format == "channels_first" else (*size, 3)
+    if not isinstance(input_shape, (tuple, list)) or len(input_shape) != 3:
         raise ValueError(
-            "`input_shape` must be a fully known (height, width, channels) tuple: the "
-            "position embedding is sized for one patch grid. To use another resolution, "
-            "build the model at that size (pretrained weights are resampled). "
-            f"Received: input_shape={input_shape}"
+            "`input_shape` must be a 3-tuple (height, width, channels), or (channels, height, width) "
+            f"under the channels_first image data format. Received: input_shape={input_shape!r}"
         )
-    patch = validation.pair("patch_size", patch_size)
-    for side, size, p in (("height", input_shape[0], patch[0]), ("width", input_shape[1], patch[1])):
-        if size % p:
-            raise ValueError(
-                f"The image {side} must be divisible by the patch size {p}, but {size} "
-                f"leaves a remainder of {size % p}; use e.g. {size - size % p} or "
-                f"{size - size % p + p}. Received: input_shape={input_shape}"
-            )
-    return input_shape, (input_shape[0] // patch[0], input_shape[1] // patch[1])
+    input_shape = tuple(input_shape)
+    height, width, channels = channels_last(input_shape, data_format)
+    sizes_ok = all(size is None or (validation.static_dim(size) == size and size >= 1) for size in (height, width))
+    if not sizes_ok or channels is None or validation.static_dim(channels) != channels or channels < 1:
+        raise ValueError(
+            "`input_shape` needs a known number of channels >= 1 and a height and width that are "
+            f"each >= 1 or None (any size). Received: input_shape={input_shape!r} ({data_format})"
+        )
+    return input_shape

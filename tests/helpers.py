@@ -183,6 +183,19 @@ def assert_mixed_precision(build_model, inputs, float32_outputs):
             assert keras.backend.standardize_dtype(output.dtype) == want
 
 
+def run_precision_test(build_model, inputs, float32_outputs=True):
+    """keras-hub's `run_precision_test`: under `mixed_bfloat16` and
+    `mixed_float16` every sublayer carries the policy and the outputs are
+    finite (logits in float32)."""
+    assert_mixed_precision(build_model, inputs, float32_outputs)
+
+
+def run_model_saving_test(model, inputs, workdir, fresh_process=False):
+    """keras-hub's `run_model_saving_test`: `.keras` save ->
+    `load_model(safe_mode=True)` gives the same config and identical outputs."""
+    assert_save_and_load(model, inputs, str(workdir), fresh_process=fresh_process)
+
+
 def assert_jit_fit_and_predict(model, inputs):
     outputs = _flat(model(inputs))
     targets = [random_inputs(tuple(keras.ops.shape(o)), seed=2) for o in outputs]

@@ -234,8 +234,16 @@ def keras_weights(model):
 
 
 def outputs(model, inputs):
+    """The model's outputs on `inputs`, images in [-1, 1] as the references take them.
+
+    A model that scales pixels itself (include_preprocessing=True, the
+    default) gets the same images as raw [0, 255] pixels, so every parity
+    test also checks that its scaling is the checkpoints' own.
+    """
     import keras
 
+    if any(layer.name == "rescaling" for layer in model.layers):
+        inputs = (inputs + 1.0) * 127.5
     return keras.ops.convert_to_numpy(model(inputs, training=False))
 
 

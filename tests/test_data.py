@@ -262,10 +262,13 @@ def test_labels_outside_range_fail_in_the_pipeline():
         list(checked)
 
 
-def test_scale_pixels_maps_to_minus_one_one():
+def test_pipelines_hand_the_models_raw_pixels():
+    # The models scale to [-1, 1] themselves: the pipelines must not (no double scaling).
     from keras_vit import data
 
-    np.testing.assert_allclose(np.asarray(data.scale_pixels(np.array([0, 127.5, 255]))), [-1.0, 0.0, 1.0])
+    out = data.model_input(np.array([0, 127.5, 255], np.float64))
+    assert out.dtype.name == "float32"
+    np.testing.assert_allclose(np.asarray(out), [0.0, 127.5, 255.0])
 
 
 def test_sharding_splits_eval_without_overlap():

@@ -304,7 +304,6 @@ CASES += [
         lambda t, w: keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 0)),
         ValueError,
         match="input_shape",
-        xfail="models: input_shape with a zero dimension builds and fails only at the first call (apps' area)",
     ),
 ]
 for _case in CASES:

@@ -30,7 +30,7 @@ def tiny_model(include_top=False, pooling=None, num_layers=2, seed=0, **kwargs):
         include_top=include_top,
         pooling=pooling,
         classes=5,
-        **kwargs,
+        **{"include_preprocessing": False, **kwargs},  # images() are already in [-1, 1]
     )
     # Random values everywhere (the class token and head start at zero).
     rng = np.random.default_rng(seed)
@@ -178,13 +178,13 @@ def test_bad_inputs_raise_clear_errors():
     other = keras.Model(inputs, keras.layers.Conv2D(4, 8)(inputs))
     with pytest.raises(ValueError, match="0 TransformerBlock"):
         inspection.attention_maps(other, images())
-    # A layer the pass would skip (here preprocessing before the patches).
+    # A layer the pass would skip (here an activation before the patches).
     inputs = keras.Input(IMAGE_SHAPE)
-    scaled = keras.layers.Rescaling(1 / 127.5, offset=-1, name="scale")(inputs)
+    scaled = keras.layers.Activation("tanh", name="scale")(inputs)
     with_preprocessing = keras_vit.VisionTransformer(
         patch_size=PATCH, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_tensor=scaled
     )
-    with pytest.raises(ValueError, match="'scale' \\(Rescaling\\)"):
+    with pytest.raises(ValueError, match="'scale' \\(Activation\\)"):
         inspection.attention_maps(with_preprocessing, images())
 
 

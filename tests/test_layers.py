@@ -11,12 +11,12 @@ HIDDEN = 16
 
 
 def test_patch_embedding_contract(tmp_path):
-    # Non-square: 16x12 images, 4x4 patches -> a 4x3 grid.
+    # Non-square and padded: 16x10 images, 4x4 patches -> a 4x3 grid.
     run_layer_test(
         layers.PatchEmbedding,
         dict(hidden_dim=HIDDEN, patch_size=4),
-        input_shape=(2, 16, 12, 3),
-        expected_output_shape=(2, 12, HIDDEN),
+        input_shape=(2, 16, 10, 3),
+        expected_output_shape=(2, 4, 3, HIDDEN),
         expected_num_trainable_weights=2,
         expected_num_params=4 * 4 * 3 * HIDDEN + HIDDEN,
         workdir=tmp_path,
@@ -182,19 +182,33 @@ def test_patch_embedding_layout_is_row_major_hwio():
     layer.build(images.shape)
     kernel, bias = to_numpy(layer.weights)
     assert kernel.shape == (2, 2, 3, 2)
-    tokens = to_numpy(layer(images))
-    # Token 4 is grid row 1, column 1: pixels [2:4, 2:4].
+    grid = to_numpy(layer(images))
+    # Grid row 1, column 1: pixels [2:4, 2:4].
     expected = np.einsum("hwc,hwcd->d", images[0, 2:4, 2:4], kernel) + bias
-    np.testing.assert_allclose(tokens[0, 4], expected, atol=1e-5)
+    np.testing.assert_allclose(grid[0, 1, 1], expected, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "size, side, remainder",
-    [((15, 16, 3), "height", 3), ((16, 18, 3), "width", 2)],
-)
-def test_patch_embedding_rejects_indivisible_sizes(size, side, remainder):
-    with pytest.raises(ValueError, match=f"{side} must be divisible by the patch size 4.*remainder of {remainder}"):
-        layers.PatchEmbedding(hidden_dim=8, patch_size=4)(np.zeros((1,) + size, "float32"))
+def test_patch_embedding_pads_bottom_right_with_zeros():
+    # timm's dynamic_img_pad: a 5x7 image is a 6x8 image with zero rows/columns at the bottom/right.
+    layer = layers.PatchEmbedding(hidden_dim=4, patch_size=2)
+    images = np.random.default_rng(3).normal(size=(2, 5, 7, 3)).astype("float32")
+    padded = np.zeros((2, 6, 8, 3), "float32")
+    padded[:, :5, :7] = images
+    np.testing.assert_allclose(to_numpy(layer(images)), to_numpy(layer(padded)), atol=1e-6)
+    assert tuple(layer.compute_output_shape((None, 5, None, 3))) == (None, 3, None, 4)
+
+
+def test_position_embedding_follows_the_patch_grid():
+    layer = layers.PositionEmbedding((2, 3), resample_method="bilinear")
+    tokens = np.zeros((1, 1 + 4 * 5, 2), "float32")
+    out = to_numpy(layer(tokens, patch_grid=np.zeros((1, 4, 5, 2))))
+    from keras_vit import resample_position_embedding
+
+    expected = resample_position_embedding(to_numpy(layer.embedding), (2, 3), (4, 5), method="bilinear")
+    np.testing.assert_allclose(out, expected, atol=1e-6)
+    # On the stored grid nothing is resampled.
+    native = to_numpy(layer(np.zeros((1, 7, 2), "float32"), patch_grid=np.zeros((1, 2, 3, 2))))
+    np.testing.assert_array_equal(native, to_numpy(layer.embedding))
 
 
 @pytest.mark.parametrize(

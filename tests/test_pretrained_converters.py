@@ -96,7 +96,18 @@ def test_hf_parity_at_another_resolution(monkeypatch, tmp_path, shape):
         resample_method="bicubic",
     )
     x = ph.images((2,) + shape + (3,), seed=1)
-    np.testing.assert_allclose(ph.outputs(model, x), ph.hf_logits(hf, x, interpolate=True), atol=TOL, rtol=0)
+    expected = ph.hf_logits(hf, x, interpolate=True)
+    np.testing.assert_allclose(ph.outputs(model, x), expected, atol=TOL, rtol=0)
+    # The same at call time: a model of open input size resamples to each image's grid.
+    dynamic = pretrained.build_pretrained(
+        variant,
+        directory,
+        input_shape=(None, None, 3),
+        classes=classes,
+        classifier_activation=None,
+        resample_method="bicubic",
+    )
+    np.testing.assert_allclose(ph.outputs(dynamic, x), expected, atol=TOL, rtol=0)
 
 
 def test_hf_vit_model_pooler_is_pre_logits(monkeypatch, tmp_path, caplog):
@@ -113,7 +124,9 @@ def test_hf_vit_model_pooler_is_pre_logits(monkeypatch, tmp_path, caplog):
     np.testing.assert_allclose(ph.outputs(kept, x), hf_pooled, atol=TOL, rtol=0)
 
     with caplog.at_level(logging.WARNING, logger="keras_vit.pretrained"):
-        tokens = pretrained.build_pretrained(variant, directory, input_shape=(size, size, 3), include_top=False)
+        tokens = pretrained.build_pretrained(
+            variant, directory, input_shape=(size, size, 3), include_top=False, return_sequence=True
+        )
     assert "Dropping the pre_logits" in caplog.text
     assert "pre_logits" not in [layer.name for layer in tokens.layers]
     np.testing.assert_allclose(ph.outputs(tokens, x), reference, atol=TOL, rtol=0)
@@ -123,10 +136,20 @@ def test_keras_hub_backbone_agrees(monkeypatch, tmp_path):
     keras_hub = pytest.importorskip("keras_hub")
     variant, hf, directory, size, _ = _setup(monkeypatch, tmp_path)
     backbone = keras_hub.models.ViTBackbone.from_preset(directory)
-    ours = pretrained.build_pretrained(variant, directory, input_shape=(size, size, 3), include_top=False)
+    ours = pretrained.build_pretrained(
+        variant, directory, input_shape=(size, size, 3), include_top=False, return_sequence=True
+    )
     x = ph.images((2, size, size, 3), seed=4)
     theirs = keras.ops.convert_to_numpy(backbone(x))
     np.testing.assert_allclose(ph.outputs(ours, x), theirs, atol=TOL, rtol=0)
+    # The default backbone output is the same tokens as a feature map, class token dropped.
+    grid = size // CONFIGS["hidden32_patch8_img32"][0]["patch_size"]
+    feature_map = pretrained.build_pretrained(variant, directory, input_shape=(size, size, 3), include_top=False)
+    expected = theirs[:, 1:].reshape(2, grid, grid, -1)
+    np.testing.assert_allclose(ph.outputs(feature_map, x), expected, atol=TOL, rtol=0)
+    # Dynamic resolution: an open input size gives the same tokens at the checkpoint's size.
+    dynamic = pretrained.build_pretrained(variant, directory, include_top=False, return_sequence=True)
+    np.testing.assert_allclose(ph.outputs(dynamic, x), theirs, atol=TOL, rtol=0)
     with torch.no_grad():
         hf_tokens = hf.vit(torch.from_numpy(x.transpose(0, 3, 1, 2))).last_hidden_state.numpy()
     np.testing.assert_allclose(theirs, hf_tokens, atol=TOL, rtol=0)

@@ -25,9 +25,9 @@ import keras_vit
 from keras_vit import inspection
 
 model = keras_vit.ViTB16(weights=...)
-images = keras_vit.preprocessing.preprocess_input(pixels)  # (batch, 224, 224, 3)
-attention = inspection.attention_maps(model, images)    # (12, batch, 12, 197, 197)
-maps = inspection.attention_rollout(model, images)      # (batch, 14, 14)
+# pixels: (batch, 224, 224, 3) in [0, 255], as for prediction (the model scales them)
+attention = inspection.attention_maps(model, pixels)    # (12, batch, 12, 197, 197)
+maps = inspection.attention_rollout(model, pixels)      # (batch, 14, 14)
 inspection.plot_attention_rollout(pixels, maps, "rollout.png")
 ```
 """

@@ -42,6 +42,8 @@ def _linear_patch_kernel(model):
 # re-run (dropout is the identity at inference).
 _KNOWN_LAYERS = (
     keras.layers.InputLayer,
+    keras.layers.Rescaling,
+    keras.layers.Reshape,
     vit_layers.PatchEmbedding,
     resnet.HybridPatchEmbedding,
     vit_layers.ClassToken,
@@ -50,7 +52,9 @@ _KNOWN_LAYERS = (
     vit_layers.TransformerBlock,
 )
 
-VitParts = collections.namedtuple("VitParts", ["patch_embedding", "class_token", "position_embedding", "blocks"])
+VitParts = collections.namedtuple(
+    "VitParts", ["patch_embedding", "class_token", "position_embedding", "blocks", "pixel_scaling"]
+)
 
 FilterComponents = collections.namedtuple("FilterComponents", ["components", "explained_variance_ratio"])
 FilterComponents.__doc__ = """The principal components of the patch-embedding filters.
@@ -94,7 +98,9 @@ def vit_parts(model):
         )
     _check_known_layers(model, blocks[-1])
     class_token = class_tokens[0] if class_tokens else None
-    return VitParts(patch_embeddings[0], class_token, position_embeddings[0], blocks)
+    # The model's own pixel scaling (include_preprocessing=True): images come in as for prediction.
+    scaling = [layer for layer in model.layers if isinstance(layer, keras.layers.Rescaling)]
+    return VitParts(patch_embeddings[0], class_token, position_embeddings[0], blocks, tuple(scaling))
 
 
 def _check_known_layers(model, last_block):
@@ -142,7 +148,7 @@ def _prepare_images(parts, images):
         raise ValueError(
             f"Expected a batch of images of shape (batch, {expected[0]}, {expected[1]}, "
             f"{expected[2]}), the size the model's position embedding was built for, "
-            "preprocessed as for prediction (e.g. with `keras_vit.preprocess_input`). "
+            "as for prediction (raw [0, 255] pixels for the default models). "
             f"Resize the images or build the model at their size.{hint} "
             f"Received: images with shape {images.shape}"
         )
@@ -177,10 +183,14 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
     weights_out = {index: [] for index in range(last + 1)} if with_attention else {}
     with _no_grad():
         for start in range(0, images.shape[0], batch_size):
-            tokens = parts.patch_embedding(images[start : start + batch_size])
+            pixels = images[start : start + batch_size]
+            for layer in parts.pixel_scaling:
+                pixels = layer(pixels)
+            patch_grid = parts.patch_embedding(pixels)
+            tokens = keras.ops.reshape(patch_grid, (pixels.shape[0], -1, patch_grid.shape[-1]))
             if parts.class_token is not None:
                 tokens = parts.class_token(tokens)
-            tokens = parts.position_embedding(tokens)
+            tokens = parts.position_embedding(tokens, patch_grid=patch_grid)
             for index, block in enumerate(parts.blocks[: last + 1]):
                 if with_attention:
                     tokens, weights = block(tokens, training=False, return_attention_scores=True)

@@ -84,8 +84,8 @@ def write_report(
             `(height, width, 3)`; it is resized to the model's input size.
         out_dir: the folder to write the PNGs to (created if missing).
         preprocess: function from `[0, 255]` pixels to model inputs.
-            Defaults to `keras_vit.preprocessing.preprocess_input`
-            (scaling to `[-1, 1]`).
+            Defaults to `keras_vit.preprocessing.preprocess_input` (a
+            pass-through: keras_vit models scale pixels themselves).
         head_fusion: head fusion of the rollout: `"mean"`, `"max"` or
             `"min"`. Defaults to `"mean"`.
         discard_ratio: float in `[0, 1)`, see `rollout`. Defaults to `0.0`.

@@ -21,6 +21,7 @@ import logging
 import math
 import os
 
+import keras
 import numpy as np
 
 from keras_vit import models, variants
@@ -231,8 +232,6 @@ def assemble(model, checkpoint, plan, source_grid, target_grid, method="official
     if not plan["keep_pre_logits"]:
         remaining.pop("pre_logits/kernel", None)
         remaining.pop("pre_logits/bias", None)
-    import keras
-
     values, missing, mismatched = {}, [], []
     for variable in model.weights:
         path, shape = variable.path, tuple(variable.shape)
@@ -278,8 +277,6 @@ def assemble(model, checkpoint, plan, source_grid, target_grid, method="official
 
 def assign(model, values):
     """Assigns prepared values (every variable must have one) in the variables' dtypes."""
-    import keras
-
     for variable in model.weights:
         dtype = keras.backend.standardize_dtype(variable.dtype)
         variable.assign(np.asarray(values[variable.path], dtype=dtype))
@@ -360,12 +357,20 @@ def build_with_weights(
             "'imagenet' name published variants: use their constructors, e.g. "
             f"keras_vit.ViTB16(weights='imagenet'). Received: weights={weights!r}"
         )
-    input_shape, target_grid = variants.resolve_input_shape(
-        kwargs.get("input_shape"),
-        kwargs.get("input_tensor"),
-        models.token_size(architecture["patch_size"], architecture.get("resnet_stages")),
+    data_format = keras.config.image_data_format()
+    input_shape = variants.resolve_input_shape(
+        kwargs.get("input_shape"), kwargs.get("input_tensor"), kwargs.get("include_top", True), data_format
     )
-    source = sources.resolve_source(variant, weights, image_size=input_shape[:2])
+    height, width, _ = variants.channels_last(input_shape, data_format)
+    target_grid = variants.patch_grid(
+        (height, width), models.token_size(architecture["patch_size"], architecture.get("resnet_stages"))
+    )
+    if None in target_grid:
+        # An open input size: the model keeps the checkpoint's own grid and
+        # resamples at call time to each image's.
+        target_grid = None
+    image_size = (height or variants.DEFAULT_INPUT_SHAPE[0], width or variants.DEFAULT_INPUT_SHAPE[1])
+    source = sources.resolve_source(variant, weights, image_size=image_size)
     path, expected_format = sources.fetch(source)
     checkpoint = load_checkpoint(path, format=expected_format)
     source_grid = checkpoint_grid(checkpoint, source.info, target_grid)
@@ -378,6 +383,10 @@ def build_with_weights(
         )
     kwargs = dict(kwargs)
     plan = _plan_top(checkpoint.facts, kwargs, source.describe())
+    if target_grid is None:
+        target_grid = kwargs["embedding_grid"] = source_grid
+    # Images of another size resample the embedding at call time the way it was resampled here.
+    kwargs.update(resample_method=resample_method, resample_antialias=resample_antialias)
     model = models.build_model(**architecture, **kwargs)
     values = assemble(
         model, checkpoint, plan, source_grid, target_grid, resample_method, resample_antialias, variant=variant
