@@ -73,7 +73,9 @@ def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
     # timm's layout (its state dict, as in the Hub's safetensors) -> keras_vit.
     weights, layout = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
     assert "ResNet" in layout
-    model = models.build_model(**config, input_shape=(size, size, 3), classes=classes, classifier_activation=None)
+    model = models.build_model(
+        **config, input_shape=(size, size, 3), classes=classes, classifier_activation=None, include_preprocessing=False
+    )
     got = to_numpy(_load(model, weights)(images))
     np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
     assert np.abs(expected).max() > 0.5  # a real signal, not near-zero logits
@@ -119,14 +121,14 @@ def test_r_ti16_loads_timm_safetensors_and_matches_timm(tmp_path):
     reference = timm_reference.randomize_torch(timm_reference.timm_model("vit_tiny_r_s16_p8_224"), scale=0.05)
     path = os.path.join(tmp_path, "model.safetensors")
     io.write_safetensors(path, timm_reference.state_dict_numpy(reference))
-    model = keras_vit.ViTRTi16(weights=path, classifier_activation=None)
+    model = keras_vit.ViTRTi16(weights=path, classifier_activation=None, include_preprocessing=False)
     assert model.count_params() == 6_337_704
     images = _images(224, batch=1)
     expected = timm_reference.run_torch(reference, images)
     np.testing.assert_allclose(to_numpy(model(images)), expected, atol=TOLERANCE, rtol=0)
     assert np.abs(expected).max() > 0.1  # a real signal, not near-zero logits
     # At another resolution the 7x7 position embedding is resampled to 8x8 at load.
-    bigger = keras_vit.ViTRTi16(weights=path, input_shape=(256, 256, 3))
+    bigger = keras_vit.ViTRTi16(weights=path, input_shape=(256, 256, 3), include_preprocessing=False)
     assert tuple(bigger.get_layer("position_embedding").embedding.shape) == (1, 65, 192)
 
 
