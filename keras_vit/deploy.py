@@ -90,9 +90,10 @@ def serving_model(model, input_dtype="uint8"):
             f"Received: input_shape={model.input_shape}"
         )
     inputs = keras.Input(shape=shape, dtype=input_dtype, name="images")
-    # Rescaling casts to float32 first: x / 127.5 - 1, the ViT preprocessing, unless the model
-    # scales raw pixels itself (include_preprocessing=True, the default): then only the cast.
-    own_scaling = any(isinstance(layer, keras.layers.Rescaling) for layer in model.layers)
+    # Rescaling casts to float32 first: x / 127.5 - 1, the ViT preprocessing, unless the ViT
+    # scales raw pixels itself (include_preprocessing=True, the default): then only the cast. The
+    # ViT may be nested in the user's model, so its own layers are the ones that say.
+    own_scaling = any(isinstance(layer, keras.layers.Rescaling) for layer in metadata.find_vit(model).layers)
     scale, offset = (1.0, 0.0) if own_scaling else (1.0 / 127.5, -1.0)
     scaled = keras.layers.Rescaling(scale, offset=offset, name="pixel_scaling")(inputs)
     serving = keras.Model(inputs, model(scaled), name=f"{model.name}_serving")
