@@ -186,8 +186,15 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
             pixels = images[start : start + batch_size]
             for layer in parts.pixel_scaling:
                 pixels = layer(pixels)
-            patch_grid = parts.patch_embedding(pixels)
-            tokens = keras.ops.reshape(patch_grid, (pixels.shape[0], -1, patch_grid.shape[-1]))
+            embedded = parts.patch_embedding(pixels)
+            if len(embedded.shape) == 4:
+                # A plain ViT's patch grid (batch, rows, cols, hidden): it also tells the position
+                # embedding which grid to resample to.
+                patch_grid = embedded
+                tokens = keras.ops.reshape(embedded, (pixels.shape[0], -1, embedded.shape[-1]))
+            else:
+                # A hybrid's embedding returns tokens on the grid it was built for.
+                patch_grid, tokens = None, embedded
             if parts.class_token is not None:
                 tokens = parts.class_token(tokens)
             tokens = parts.position_embedding(tokens, patch_grid=patch_grid)
