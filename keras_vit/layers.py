@@ -26,6 +26,33 @@ from keras_vit import resampling, serialization, validation, variants
 LAYER_NORM_EPSILON = 1e-6
 
 
+def patch_projection(hidden_dim, patch_size, dtype):
+    """The linear projection of non-overlapping patches: one strided `Conv2D` named `projection`.
+
+    Its kernel has the HWIO layout of the published checkpoints' `embedding/kernel`; shared by the
+    plain patch embedding and the hybrid's (which cuts patches of the ResNet feature map).
+
+    Args:
+        hidden_dim: int, the size of each patch's embedding.
+        patch_size: `(height, width)` of the patches.
+        dtype: the dtype policy of the layer that owns the projection.
+
+    Returns:
+        An unbuilt `keras.layers.Conv2D`.
+    """
+    # lecun_normal is the flax default the official code trains with.
+    return keras.layers.Conv2D(
+        hidden_dim,
+        kernel_size=patch_size,
+        strides=patch_size,
+        padding="valid",
+        data_format="channels_last",
+        kernel_initializer="lecun_normal",
+        dtype=dtype,
+        name="projection",
+    )
+
+
 @serialization.register
 class PatchEmbedding(keras.layers.Layer):
     """Splits images into patches and projects each patch linearly.
@@ -60,17 +87,7 @@ class PatchEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.hidden_dim = validation.positive_int("hidden_dim", hidden_dim)
         self.patch_size = validation.pair("patch_size", patch_size)
-        # lecun_normal is the flax default the official code trains with.
-        self.projection = keras.layers.Conv2D(
-            hidden_dim,
-            kernel_size=self.patch_size,
-            strides=self.patch_size,
-            padding="valid",
-            data_format="channels_last",
-            kernel_initializer="lecun_normal",
-            dtype=self.dtype_policy,
-            name="projection",
-        )
+        self.projection = patch_projection(hidden_dim, self.patch_size, self.dtype_policy)
 
     def build(self, input_shape):
         if len(input_shape) != 4:

@@ -35,6 +35,7 @@ kernels are HWIO like the official `.../kernel` tensors.
 import keras
 from keras import ops
 
+from keras_vit import layers as vit_layers
 from keras_vit import serialization, validation
 
 # timm builds the hybrids' convolutions with StdConv2dSame(eps=1e-8).
@@ -482,17 +483,7 @@ class HybridPatchEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="backbone",
         )
-        # lecun_normal: flax's Conv default, as for the plain patch embedding.
-        self.projection = keras.layers.Conv2D(
-            hidden_dim,
-            kernel_size=self.patch_size,
-            strides=self.patch_size,
-            padding="valid",
-            data_format="channels_last",
-            kernel_initializer="lecun_normal",
-            dtype=self.dtype_policy,
-            name="projection",
-        )
+        self.projection = vit_layers.patch_projection(hidden_dim, self.patch_size, self.dtype_policy)
 
     @property
     def reduction(self):
