@@ -913,8 +913,8 @@ def ViTR50B16(
 
     The ResNet: the paper's ResNet-50 with (3, 4, 9) units to stride 16 and 1x1 patches.
 
-    97,890,112 parameters at 224 px with the 1000-class head (timm's
-    `vit_base_r50_s16_224` has the same). Images must be multiples of 16 px
+    98,659,112 parameters at 224 px with the 1000-class head (timm's
+    `vit_base_r50_s16_224` with `num_classes=1000`; its default has no head). Images must be multiples of 16 px
     (one token per 16x16 pixels). The `keras.applications` signature
     plus the ViT options; see `keras_vit.VisionTransformer` for each option.
 

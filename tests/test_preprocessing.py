@@ -1,4 +1,5 @@
-"""preprocess_input and decode_predictions, on NumPy and on the current backend's tensors."""
+"""scale_pixels (the public [0, 255] -> [-1, 1] scaling; preprocess_input is the documented pass-through,
+tested in test_applications) and decode_predictions, on NumPy and on the current backend's tensors."""
 
 import doctest
 import hashlib
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import keras_vit.preprocessing
-from keras_vit.preprocessing import decode_predictions, preprocess_input
+from keras_vit.preprocessing import decode_predictions, scale_pixels
 
 # The class index shipped in the package; see keras_vit/resources/README.md for its provenance.
 CLASS_INDEX_SHA256 = "a1e7a966a1f601d39e4b43e119b3e7dd4a2ad3ea08cf69847cbaf021013767bc"
@@ -22,20 +23,21 @@ def _class_index_bytes():
     return importlib.resources.files("keras_vit").joinpath("resources", "imagenet_class_index.json").read_bytes()
 
 
-# --- preprocess_input -----------------------------------------------------------------------------------------
+# --- scale_pixels ---------------------------------------------------------------------------------------------
 
 
 def test_preprocess_numpy_maps_the_pixel_range_to_minus_one_one():
     pixels = np.array([0.0, 63.75, 127.5, 191.25, 255.0])
-    out = preprocess_input(pixels)
+    out = scale_pixels(pixels)
     assert isinstance(out, np.ndarray)
     assert out.dtype == np.float32
-    np.testing.assert_array_equal(out, [-1.0, -0.5, 0.0, 0.5, 1.0])
+    # x * (1 / 127.5) - 1 in float32: within one float32 ulp of the exact values.
+    np.testing.assert_allclose(out, [-1.0, -0.5, 0.0, 0.5, 1.0], rtol=0, atol=1e-6)
 
 
 def test_preprocess_numpy_is_x_over_127_5_minus_one_on_every_pixel():
     images = np.random.default_rng(0).integers(0, 256, size=(2, 8, 8, 3)).astype("uint8")
-    out = preprocess_input(images)
+    out = scale_pixels(images)
     assert out.shape == images.shape
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, images.astype(np.float64) / 127.5 - 1.0, rtol=0, atol=1e-6)
@@ -44,12 +46,12 @@ def test_preprocess_numpy_is_x_over_127_5_minus_one_on_every_pixel():
 
 def test_preprocess_numpy_does_not_modify_its_input():
     images = np.full((1, 2, 2, 3), 255.0, dtype="float32")
-    preprocess_input(images)
+    scale_pixels(images)
     np.testing.assert_array_equal(images, 255.0)
 
 
 def test_preprocess_accepts_lists():
-    out = preprocess_input([[0, 255]])
+    out = scale_pixels([[0, 255]])
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
     np.testing.assert_array_equal(out, [[-1.0, 1.0]])
 
@@ -57,37 +59,38 @@ def test_preprocess_accepts_lists():
 @pytest.mark.parametrize("data_format", [None, "channels_last", "channels_first"])
 def test_preprocess_data_format_does_not_change_the_result(data_format):
     images = np.arange(2 * 3 * 4 * 4, dtype="float32").reshape(2, 3, 4, 4)
-    np.testing.assert_array_equal(preprocess_input(images, data_format=data_format), images / 127.5 - 1.0)
+    np.testing.assert_allclose(scale_pixels(images, data_format=data_format), images / 127.5 - 1.0, rtol=0, atol=1e-6)
 
 
 def test_preprocess_rejects_an_unknown_data_format():
     with pytest.raises(ValueError, match=r"Received: data_format='channels_middle'"):
-        preprocess_input(np.zeros((1, 2, 2, 3)), data_format="channels_middle")
+        scale_pixels(np.zeros((1, 2, 2, 3)), data_format="channels_middle")
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int32", "float32"])
 def test_preprocess_backend_tensor(dtype):
     pixels = np.array([[0, 51, 127, 204, 255]], dtype=dtype)
     tensor = keras.ops.convert_to_tensor(pixels)
-    out = preprocess_input(tensor)
+    out = scale_pixels(tensor)
     assert keras.ops.is_tensor(out)
     # Integer tensors become floatx; floating-point tensors keep their dtype.
     assert keras.backend.standardize_dtype(out.dtype) == "float32"
     np.testing.assert_allclose(keras.ops.convert_to_numpy(out), pixels / 127.5 - 1.0, rtol=0, atol=1e-6)
-    endpoints = preprocess_input(keras.ops.convert_to_tensor(np.array([0.0, 127.5, 255.0], dtype="float32")))
+    endpoints = scale_pixels(keras.ops.convert_to_tensor(np.array([0.0, 127.5, 255.0], dtype="float32")))
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(endpoints), [-1.0, 0.0, 1.0])
 
 
-def test_preprocess_backend_tensor_keeps_half_precision():
+def test_preprocess_backend_tensor_gives_floatx():
+    # A tensor comes back in keras.config.floatx() (the Rescaling layer's compute dtype), as documented.
     tensor = keras.ops.convert_to_tensor(np.array([0.0, 255.0], dtype="float16"))
-    out = preprocess_input(tensor)
-    assert keras.backend.standardize_dtype(out.dtype) == "float16"
+    out = scale_pixels(tensor)
+    assert keras.backend.standardize_dtype(out.dtype) == keras.config.floatx()
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(out), [-1.0, 1.0])
 
 
 def test_preprocess_inside_a_functional_model():
     inputs = keras.Input((4, 4, 3))
-    model = keras.Model(inputs, preprocess_input(inputs))
+    model = keras.Model(inputs, scale_pixels(inputs))
     images = np.full((2, 4, 4, 3), 255.0, dtype="float32")
     np.testing.assert_allclose(keras.ops.convert_to_numpy(model(images)), 1.0)
 
