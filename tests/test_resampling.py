@@ -22,7 +22,9 @@ def test_official_method_matches_scipy_zoom(source, target):
     expected = scipy.ndimage.zoom(grid, (target[0] / source[0], target[1] / source[1], 1), order=1)
     assert result.shape == (1, 1 + target[0] * target[1], 5)
     assert result.dtype == np.float32
-    np.testing.assert_allclose(result[0, 1:].reshape(target + (-1,)), expected, atol=1e-6)
+    # float32 interpolation matrices (the ones the model uses at call time) against float64 scipy: the
+    # products accumulate in float32, so a few entries differ by up to ~2e-6 on torch.
+    np.testing.assert_allclose(result[0, 1:].reshape(target + (-1,)), expected, atol=1e-5)
     np.testing.assert_array_equal(result[:, :1], embedding[:, :1])  # class token kept
 
 
