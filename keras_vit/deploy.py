@@ -21,6 +21,12 @@ Which Keras backend can write which format (Keras 3.15):
 | openvino | yes | no (XlaCallModule) | yes (TorchScript trace) |
 
 `UNSUPPORTED` holds the reasons; `export` raises them.
+
+`export(..., int8=True)` writes a post-training int8 artefact for the formats
+in `INT8_FORMATS`, without a calibration set: LiteRT dynamic-range
+quantization (int8 weights; XNNPACK quantizes activations per call) and ONNX
+Runtime dynamic quantization (`quantize_onnx_int8`). Which is faster than
+float32 depends on the model size and the CPU: see docs/deploy-int8.md.
 """
 
 import json
@@ -31,7 +37,7 @@ import tempfile
 import keras
 import numpy as np
 
-from keras_vit import metadata, validation
+from keras_vit import files, metadata, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
 INPUT_DTYPES = ("uint8", "float32")
@@ -49,6 +55,8 @@ UNSUPPORTED = {
     "which keras_vit does not pin",
 }
 CLASS_NAMES_FILE = "class_names.json"
+# Post-training int8 without calibration (see the module docstring).
+INT8_FORMATS = ("litert", "onnx")
 
 
 def supported(format, backend=None):
@@ -163,7 +171,7 @@ def _write_class_names(path, format, class_names):
             json.dump(list(class_names), handle)
 
 
-def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_names=None, verbose=False):
+def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_names=None, int8=False, verbose=False):
     """Exports a keras_vit model as a serving artefact.
 
     Args:
@@ -179,6 +187,11 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
             metadata `class_names` (JSON), OpenVINO `model_info/labels`,
             `assets.extra/class_names.json` in a SavedModel, a
             `class_names.json` beside a `.tflite`.
+        int8: bool, write a post-training int8 artefact instead of float32
+            (`format="litert"`: dynamic-range quantization, int8 weights,
+            run by XNNPACK's int8 kernels; `format="onnx"`: ONNX Runtime
+            dynamic quantization, int8 MatMul weights per channel). No
+            calibration set is needed. Other formats raise `ValueError`.
         verbose: bool, let Keras print its export messages.
 
     Returns:
@@ -197,6 +210,12 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     """
     validation.one_of("format", format, FORMATS)
     validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
+    validation.boolean("int8", int8)
+    if int8 and format not in INT8_FORMATS:
+        raise ValueError(
+            f"int8=True is available for the formats {INT8_FORMATS}. Received: format={format!r}, int8=True. "
+            "Export with format='litert' or 'onnx', or export float32 (int8=False)."
+        )
     ok, reason = supported(format)
     if not ok:
         raise ValueError(
@@ -227,7 +246,16 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
         staged = os.path.join(staging, os.path.basename(path))
         if format == "onnx" and keras.backend.backend() == "tensorflow":
             _register_erfc_for_tf2onnx()
-        model.export(staged, format=_KERAS_FORMATS[format], verbose=verbose)
+        if int8 and format == "litert":
+            import tensorflow as tf
+
+            model.export(staged, format="litert", verbose=verbose, optimizations=[tf.lite.Optimize.DEFAULT])
+        else:
+            model.export(staged, format=_KERAS_FORMATS[format], verbose=verbose)
+        if int8 and format == "onnx":
+            float_path = os.path.join(staging, "float32.onnx")
+            os.replace(staged, float_path)
+            quantize_onnx_int8(float_path, staged)
         if class_names is not None:
             _write_class_names(staged, format, class_names)
         moves = [(staged, path)]
@@ -301,12 +329,6 @@ def quantize_onnx_int8(path, out):
         raise FileNotFoundError(f"No ONNX file at {path!r}.")
     if os.path.exists(out):
         raise FileExistsError(f"{out} exists: choose a new path or remove it first.")
-    parent = os.path.dirname(os.path.abspath(out))
-    staging = tempfile.mkdtemp(prefix=".int8-", dir=parent)
-    try:
-        staged = os.path.join(staging, os.path.basename(out))
+    with files.atomic_file(out) as staged:
         quantize_dynamic(path, staged, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
-        os.replace(staged, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return out

@@ -18,8 +18,8 @@ TINY = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, 
 NAMES = ["zero", "one", "two"]
 
 
-def _classifier():
-    model = VisionTransformer(**TINY, classes=3, classifier_activation=None)
+def _classifier(**overrides):
+    model = VisionTransformer(**{**TINY, **overrides}, classes=3, classifier_activation=None)
     helpers.randomize_weights(model)
     return metadata.with_class_names(model, NAMES)
 
@@ -106,3 +106,36 @@ def test_cli_exports_a_saved_model_file_and_names_unsupported_pairs(tmp_path, ca
         argv = ["export", str(tmp_path / "model.keras"), str(tmp_path / "other"), "--format", unsupported[0]]
         assert keras_vit_cli.main(argv) == 2
         assert "cannot be exported on the" in capsys.readouterr().err
+    argv = ["export", str(tmp_path / "model.keras"), str(tmp_path / "q"), "--format", "saved_model", "--int8"]
+    assert keras_vit_cli.main(argv) == 2
+    assert "--int8 is available for the formats" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("format", deploy.INT8_FORMATS)
+def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_path):
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the int8 formats are written on the TensorFlow backend; one backend is enough")
+    # LiteRT leaves weights with fewer than 1024 elements float: hidden 32 makes the attention and MLP int8.
+    model = _classifier(hidden_dim=32, mlp_dim=64)
+    images = np.random.default_rng(1).integers(0, 256, size=(32, 8, 8, 3)).astype("uint8")
+    run_float = deploy.load_artefact(deploy.export(model, str(tmp_path / "float"), format=format), format)
+    path = deploy.export(model, str(tmp_path / "int8"), format=format, int8=True)
+    expected, actual = run_float(images), deploy.load_artefact(path, format)(images)
+    assert actual.shape == expected.shape
+    # int8 moves the logits by a few % of their range (~9 % here); a wrong scale or a lost bias by far more.
+    assert np.max(np.abs(actual - expected)) <= 0.2 * np.max(np.abs(expected))
+    assert np.mean(actual.argmax(-1) == expected.argmax(-1)) >= 0.9
+    if format == "onnx":
+        import onnx
+
+        assert "DynamicQuantizeLinear" in {node.op_type for node in onnx.load(path).graph.node}
+    else:
+        from ai_edge_litert.interpreter import Interpreter
+
+        assert any(detail["dtype"] == np.int8 for detail in Interpreter(model_path=path).get_tensor_details())
+    assert _stored_class_names(path, format) == NAMES
+    with pytest.raises(ValueError, match="int8=True is available for the formats"):
+        deploy.export(model, str(tmp_path / "saved"), format="saved_model", int8=True)
+    with pytest.raises(ValueError, match="`int8` must be True or False"):
+        deploy.export(model, str(tmp_path / "onnx"), format="onnx", int8="yes")
+    assert not (tmp_path / "saved").exists() and not (tmp_path / "onnx.onnx").exists()

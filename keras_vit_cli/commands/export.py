@@ -7,7 +7,8 @@ with --weights. The artefact takes a batch of RGB images with pixels in
 model's resolution; the batch size is dynamic and the ViT scaling is inside.
 Class names saved in the model travel with it where the format has a place.
 Not every backend writes every format (KERAS_BACKEND=tensorflow writes all
-four); the command says so when the pair cannot work.
+four); the command says so when the pair cannot work. --int8 writes a
+post-training int8 artefact (litert, onnx; no calibration set needed).
 """
 
 
@@ -19,6 +20,9 @@ def add_arguments(parser):
     )
     parser.add_argument("--input-dtype", default="uint8", help="uint8 or float32 pixels (default: %(default)s)")
     parser.add_argument(
+        "--int8", action="store_true", help="post-training int8 (litert: dynamic range; onnx: ONNX Runtime dynamic)"
+    )
+    parser.add_argument(
         "--weights", default="imagenet", help="for a constructor: tag, 'imagenet', file or hf:// (default: %(default)s)"
     )
     parser.add_argument("--image-size", type=int, default=224, help="for a constructor: square input size")
@@ -29,6 +33,8 @@ def run(args):
 
     validation.one_of("format", args.format, deploy.FORMATS)
     validation.one_of("input_dtype", args.input_dtype, deploy.INPUT_DTYPES)
+    if args.int8 and args.format not in deploy.INT8_FORMATS:
+        raise ValueError(f"--int8 is available for the formats {deploy.INT8_FORMATS}. Received: --format {args.format}")
     if args.model.endswith(".keras"):
         model = args.model
     else:
@@ -36,6 +42,8 @@ def run(args):
 
         size = validation.positive_int("image_size", args.image_size)
         model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3))
-    path = deploy.export(model, args.out, format=args.format, input_dtype=args.input_dtype)
-    print(f"wrote {path} ({args.format}; input: (batch, height, width, 3) {args.input_dtype} pixels in [0, 255])")
+    path = deploy.export(model, args.out, format=args.format, input_dtype=args.input_dtype, int8=args.int8)
+    precision = "int8" if args.int8 else "float32"
+    pixels = f"(batch, height, width, 3) {args.input_dtype} pixels in [0, 255]"
+    print(f"wrote {path} ({args.format}, {precision}; input: {pixels})")
     return 0
