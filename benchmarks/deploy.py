@@ -6,11 +6,14 @@ format):
     KERAS_BACKEND=tensorflow python -m benchmarks.deploy --finetuned /tmp/deploy_run/model.keras
 
 Rows, all from one process: images/s of the Keras model (TensorFlow,
-`predict`), of each artefact in its own runtime, and of the ONNX artefact
-quantized to int8 by ONNX Runtime (dynamic, per-channel MatMul weights); the
-top-1 agreement of int8 with float32 on the main job's held-out digits; for
-B/16 on random weights the int8 logit error; and a Hugging Face transformers
-ViT of the same size exported to ONNX and run with the same session options.
+`predict`), of each artefact in its own runtime; Keras `quantize` modes; a
+Hugging Face transformers ViT of the same size exported to ONNX and run with
+the same session options; and the int8 tables of `benchmarks/deploy_int8.py`
+(each runtime's int8 artefacts against its own float32, alternating, with
+`--profile` the per-op-type time shares). The README's int8 table:
+
+    KERAS_BACKEND=tensorflow python -m benchmarks.deploy --finetuned /tmp/deploy_main/model.keras \
+        --int8-only --profile --batch 4 --out int8.json
 """
 
 import argparse
@@ -32,7 +35,23 @@ def _images_per_second(run, images, seconds):
     return count / (time.perf_counter() - start)
 
 
-def _digits(image_size):
+def machine():
+    """The CPU's model name, core count and the int8-relevant instruction sets it has."""
+    name, flags = platform.processor() or platform.machine(), set()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    name = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    wanted = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+    present = [flag for flag in wanted if flag in flags]
+    return f"{name}, {os.cpu_count()} cores, {'/'.join(present) or 'no AVX2'}, no GPU"
+
+
+def _digits(image_size, with_train=False):
     import tensorflow as tf
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -41,11 +60,17 @@ def _digits(image_size):
 
     digits = load_digits()
     images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
-    _, eval_x, _, eval_y = train_test_split(
+    train_x, eval_x, train_y, eval_y = train_test_split(
         images, digits.target, test_size=DIGITS_HOLDOUT_FRACTION, stratify=digits.target, random_state=0
     )
-    rgb = tf.image.resize(np.repeat(eval_x[..., None], 3, axis=-1).astype("float32"), (image_size, image_size))
-    return np.clip(np.round(rgb.numpy()), 0, 255).astype("uint8"), eval_y
+
+    def rgb(gray):
+        resized = tf.image.resize(np.repeat(gray[..., None], 3, axis=-1).astype("float32"), (image_size, image_size))
+        return np.clip(np.round(resized.numpy()), 0, 255).astype("uint8")
+
+    if with_train:
+        return (rgb(train_x), train_y), (rgb(eval_x), eval_y)
+    return rgb(eval_x), eval_y
 
 
 def _onnx_pair(model, workdir, name, deploy):
@@ -59,16 +84,8 @@ def finetuned_rows(path, workdir, seconds):
 
     model = metadata.load_classifier(path)
     images, labels = _digits(model.input_shape[1])
-    run_float, run_int8 = _onnx_pair(model, workdir, "digits", deploy)
-    float_top1, int8_top1 = run_float(images).argmax(-1), run_int8(images).argmax(-1)
-    rows = {
-        "held_out_images": int(len(images)),
-        "float32_accuracy": float(np.mean(float_top1 == labels)),
-        "int8_accuracy": float(np.mean(int8_top1 == labels)),
-        "int8_top1_agreement": float(np.mean(float_top1 == int8_top1)),
-        "onnx_float32_images_per_s": _images_per_second(run_float, images, seconds),
-        "onnx_int8_images_per_s": _images_per_second(run_int8, images, seconds),
-    }
+    run_float, _ = _onnx_pair(model, workdir, "digits", deploy)
+    rows = {"onnx_float32_images_per_s": _images_per_second(run_float, images, seconds)}
     from keras_vit.preprocessing import preprocess_input
 
     scaled = preprocess_input(images.astype("float32"))
@@ -105,18 +122,26 @@ def keras_quantize_rows(path, images, reference_top1=None):
     return rows
 
 
-def b16_rows(workdir, seconds, batch, formats=("onnx",)):
-    import keras
-
-    from keras_vit import deploy
+def b16_model():
+    """ViT-B/16, random weights, logits (the zero-initialised head gets random weights too)."""
     from keras_vit.applications import ViTB16
-    from keras_vit.preprocessing import preprocess_input
 
     model = ViTB16(weights=None, classifier_activation=None)
     rng = np.random.default_rng(0)
     for variable in model.weights:
         if variable.path.startswith("head/"):  # the zero-initialised head would give zero logits
             variable.assign(rng.normal(0, 0.02, variable.shape).astype("float32"))
+    return model
+
+
+def b16_rows(workdir, seconds, batch, formats=("onnx",)):
+    import keras
+
+    from keras_vit import deploy
+    from keras_vit.preprocessing import preprocess_input
+
+    model = b16_model()
+    rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (batch, 224, 224, 3)).astype("uint8")
     rows = {}
     runs = {}
@@ -171,15 +196,27 @@ def main(argv=None):
     parser.add_argument(
         "--b16-formats", default="onnx", help="comma-separated formats for the B/16 rows (default: %(default)s)"
     )
+    parser.add_argument(
+        "--int8-only", action="store_true", help="only the int8 tables (benchmarks/deploy_int8.py), every runtime"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the int8 tables")
+    parser.add_argument("--profile", action="store_true", help="int8 tables: per-op-type time shares")
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
-    result = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"}
-    result["load_average_at_start"] = os.getloadavg()
+    from benchmarks import deploy_int8
+
+    result = {"machine": machine(), "load_average_at_start": os.getloadavg()}
     with tempfile.TemporaryDirectory() as workdir:
         if args.finetuned:
-            result["digits"] = finetuned_rows(args.finetuned, workdir, args.seconds)
+            if not args.int8_only:
+                result["digits"] = finetuned_rows(args.finetuned, workdir, args.seconds)
+            result["digits_int8"] = deploy_int8.digits_comparison(
+                args.finetuned, args.seconds, args.rounds, args.profile
+            )
         if not args.skip_b16:
-            result["b16"] = b16_rows(workdir, args.seconds, args.batch, tuple(args.b16_formats.split(",")))
+            if not args.int8_only:
+                result["b16"] = b16_rows(workdir, args.seconds, args.batch, tuple(args.b16_formats.split(",")))
+            result["b16_int8"] = deploy_int8.b16_comparison(args.seconds, args.rounds, args.profile, args.batch)
     result["load_average_at_end"] = os.getloadavg()
     text = json.dumps(result, indent=2)
     print(text)
