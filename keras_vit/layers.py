@@ -115,6 +115,44 @@ class PatchEmbedding(keras.layers.Layer):
 
 
 @serialization.register
+class PatchTokens(keras.layers.Layer):
+    """Flattens the patch grid into the sequence of patch tokens, row by row.
+
+    Unlike `keras.layers.Reshape((-1, hidden_dim))`, the sizes are explicit,
+    so an empty batch gives an empty sequence on every backend (JAX and torch
+    cannot infer a `-1` for zero elements).
+
+    Call arguments:
+        patch_grid: tensor of shape `(batch, rows, cols, hidden_dim)`.
+
+    Returns:
+        A tensor of shape `(batch, rows * cols, hidden_dim)`.
+
+    Example:
+
+    >>> keras.ops.shape(PatchTokens()(np.zeros((2, 3, 4, 8))))
+    (2, 12, 8)
+    >>> keras.ops.shape(PatchTokens()(np.zeros((0, 3, 4, 8))))
+    (0, 12, 8)
+    """
+
+    def build(self, input_shape):
+        if len(input_shape) != 4:
+            raise ValueError(
+                f"PatchTokens expects a patch grid (batch, rows, cols, hidden_dim). Received: input_shape={input_shape}"
+            )
+
+    def call(self, patch_grid):
+        batch, rows, cols = (ops.shape(patch_grid)[axis] for axis in range(3))
+        return ops.reshape(patch_grid, (batch, rows * cols, patch_grid.shape[-1]))
+
+    def compute_output_shape(self, input_shape):
+        rows, cols = input_shape[1:3]
+        length = None if rows is None or cols is None else rows * cols
+        return (input_shape[0], length, input_shape[3])
+
+
+@serialization.register
 class ClassToken(keras.layers.Layer):
     """Prepends a learned class token to a sequence of tokens.
 
@@ -297,7 +335,8 @@ class PatchFeatureMap(keras.layers.Layer):
 
     def call(self, tokens, patch_grid=None):
         rows, cols = self._grid(None if patch_grid is None else ops.shape(patch_grid))
-        return ops.reshape(tokens[:, self.num_prefix_tokens :], (-1, rows, cols, tokens.shape[-1]))
+        batch = ops.shape(tokens)[0]
+        return ops.reshape(tokens[:, self.num_prefix_tokens :], (batch, rows, cols, tokens.shape[-1]))
 
     def compute_output_shape(self, tokens_shape, patch_grid_shape=None):
         return (tokens_shape[0], *self._grid(patch_grid_shape), tokens_shape[-1])
@@ -444,7 +483,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), query.dtype)
             attended = ops.einsum("bhqk,bhkd->bhqd", self.attention_dropout(weights, training=training), value)
             attended = ops.transpose(attended, (0, 2, 1, 3))
-        outputs = self.output_projection(ops.reshape(attended, (batch, length, -1)))
+        # Explicit sizes, never -1: a reshape cannot infer -1 for an empty batch on JAX and torch.
+        outputs = self.output_projection(ops.reshape(attended, (batch, length, self.num_heads * self.head_dim)))
         return (outputs, weights) if return_attention_scores else outputs
 
     def compute_output_shape(self, input_shape):

@@ -196,7 +196,7 @@ def build_model(
         )(x)
     else:
         patch_grid = vit_layers.PatchEmbedding(hidden_dim, patch_size, name="patch_embedding")(x)
-        x = keras.layers.Reshape((-1, hidden_dim), name="patch_tokens")(patch_grid)
+        x = vit_layers.PatchTokens(name="patch_tokens")(patch_grid)
     x = vit_layers.ClassToken(name="class_token")(x)
     x = vit_layers.PositionEmbedding(
         grid,

@@ -356,15 +356,19 @@ def test_a_small_npz_bomb_under_an_unexpected_name_is_never_inflated(tmp_path, t
     assert peak < 64 << 20, f"{peak / 2**20:.0f} MiB allocated"
 
 
-@pytest.mark.parametrize("shape", [(0, 32, 32, 3)], ids=["empty-batch"])
-def test_empty_batch_gives_an_empty_output_on_every_backend(shape):
-    model = tiny_model(classes=5)
-    if BACKEND != "tensorflow":
-        pytest.xfail(
-            "PatchEmbedding.call reshapes with -1, which JAX (ZeroDivisionError) and torch (RuntimeError) cannot "
-            "infer for 0 elements; fix in keras_vit/layers.py (apps' area): reshape to (batch, h * w, hidden_dim)"
-        )
-    assert tuple(model(np.zeros(shape, "float32")).shape) == (0, 5)
+EMPTY_BATCH_OUTPUTS = [
+    # (model keyword arguments, expected output shape for an empty batch of 40 x 32 images)
+    (dict(include_top=True, input_shape=(40, 32, 3), classes=5), (0, 5)),
+    (dict(include_top=False, pooling="gap"), (0, 16)),
+    (dict(include_top=False), (0, 5, 4, 16)),
+    (dict(include_top=False, return_sequence=True), (0, 21, 16)),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), EMPTY_BATCH_OUTPUTS, ids=["head", "pooled", "feature-map", "sequence"])
+def test_empty_batch_gives_an_empty_output_on_every_backend(kwargs, expected):
+    model = keras_vit.VisionTransformer(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, **kwargs)
+    assert tuple(model(np.zeros((0, 40, 32, 3), "float32")).shape) == expected
 
 
 # ------------------------------------------------------------------ the CLI never prints a traceback

@@ -104,6 +104,19 @@ def test_token_pooling_contract(tmp_path):
     assert tuple(model.output.shape) == (None, HIDDEN)
 
 
+def test_patch_tokens_contract():
+    # No weights, so the helper's gradient and saving checks have nothing to
+    # check: the config round trip, the declared shape and row-major order.
+    layer = layers.PatchTokens()
+    config = layer.get_config()
+    assert layers.PatchTokens.from_config(config).get_config() == config
+    assert tuple(layer.compute_output_shape((None, 3, 4, HIDDEN))) == (None, 12, HIDDEN)
+    assert tuple(layer.compute_output_shape((None, None, 4, HIDDEN))) == (None, None, HIDDEN)
+    grid = np.arange(2 * 3 * 4 * HIDDEN, dtype="float32").reshape(2, 3, 4, HIDDEN)
+    np.testing.assert_array_equal(to_numpy(layer(grid)), grid.reshape(2, 12, HIDDEN))
+    assert tuple(layer(grid[:0]).shape) == (0, 12, HIDDEN)
+
+
 def test_drop_path_contract():
     layer = layers.DropPath(0.2, seed=3)
     assert layers.DropPath.from_config(layer.get_config()).get_config() == layer.get_config()

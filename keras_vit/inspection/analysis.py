@@ -43,7 +43,8 @@ def _linear_patch_kernel(model):
 _KNOWN_LAYERS = (
     keras.layers.InputLayer,
     keras.layers.Rescaling,
-    keras.layers.Reshape,
+    keras.layers.Reshape,  # the patch tokens of models saved before `PatchTokens`
+    vit_layers.PatchTokens,
     vit_layers.PatchEmbedding,
     resnet.HybridPatchEmbedding,
     vit_layers.ClassToken,
@@ -191,7 +192,8 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
                 # A plain ViT's patch grid (batch, rows, cols, hidden): it also tells the position
                 # embedding which grid to resample to.
                 patch_grid = embedded
-                tokens = keras.ops.reshape(embedded, (pixels.shape[0], -1, embedded.shape[-1]))
+                batch, rows, cols, hidden = embedded.shape
+                tokens = keras.ops.reshape(embedded, (batch, rows * cols, hidden))
             else:
                 # A hybrid's embedding returns tokens on the grid it was built for.
                 patch_grid, tokens = None, embedded
