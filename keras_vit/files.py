@@ -13,6 +13,11 @@ module (standard library only), so that
   `RENAME_EXCHANGE`; elsewhere two renames, with the old folder kept inside
   the staging folder so that the next run restores it if a kill fell between
   them);
+- a set of files that shares a folder with other outputs (the `finetune`
+  job's model, metrics and curves) is staged whole, then committed with a
+  journal: a kill before the commit leaves the old set, a kill during the
+  renames is rolled forward to the new set by the next write into that
+  folder (`atomic_files`);
 - files get the mode a plain `open()` gives under the current umask (0644
   under the usual 022), not the 0600 of `tempfile.mkstemp`;
 - a failure removes everything staged, and the staging folders of killed
@@ -54,6 +59,7 @@ __all__ = [
     "TEMP_PREFIX",
     "atomic_directory",
     "atomic_file",
+    "atomic_files",
     "check_output_path",
     "clean_stale",
     "directory_mode",
@@ -66,6 +72,8 @@ __all__ = [
 
 TEMP_PREFIX = ".keras_vit-tmp."
 _PREVIOUS = ".previous"
+# Inside a staging folder: the names of a committed file set still to be renamed into place.
+_JOURNAL = ".commit"
 # Stale staging folders are only judged on the host that made them (a pid means nothing elsewhere).
 _HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
 
@@ -120,7 +128,9 @@ def clean_stale(directory):
 
     A staging folder belongs to a process of this host that no longer runs.
     If the process was killed between the two renames of a folder swap (no
-    `renameat2`), the old output it had moved aside is put back first.
+    `renameat2`), the old output it had moved aside is put back first; if it
+    was killed while renaming a committed file set (`atomic_files`), the rest
+    of the set is renamed into place first.
 
     Returns:
         The list of paths removed.
@@ -138,6 +148,7 @@ def clean_stale(directory):
         if len(parts) != 3 or parts[1] != _HOST or not parts[0].isdigit() or _pid_alive(int(parts[0])):
             continue
         staging = os.path.join(directory, name)
+        _roll_forward(staging, directory)
         with contextlib.suppress(OSError):
             for entry in os.listdir(staging):
                 target = os.path.join(directory, entry[: -len(_PREVIOUS)])
@@ -146,6 +157,20 @@ def clean_stale(directory):
         shutil.rmtree(staging, ignore_errors=True)
         removed.append(staging)
     return removed
+
+
+def _roll_forward(staging, directory):
+    """Renames into `directory` what a committed file set left in `staging`."""
+    try:
+        with open(os.path.join(staging, _JOURNAL)) as journal:
+            names = json.load(journal)
+    except (OSError, ValueError):
+        return  # No commit: the set never started to appear, and the old one stands.
+    for name in names:
+        staged = os.path.join(staging, name)
+        if isinstance(name, str) and os.path.basename(name) == name and os.path.isfile(staged):
+            os.replace(staged, os.path.join(directory, name))
+    _fsync_path(directory, directory=True)
 
 
 def _fsync_path(path, directory=False):
@@ -227,6 +252,61 @@ def atomic_file(path):
         _finish_tree(staged)
         os.replace(staged, final)
         _fsync_path(os.path.dirname(final), directory=True)
+
+
+@contextlib.contextmanager
+def atomic_files(folder, names):
+    """Yields temporary paths to write; on success the files replace their namesakes in `folder` as one set.
+
+    For outputs that belong together but share a folder with others (so the
+    folder cannot be swapped whole): every file is staged and synced first,
+    then a journal of the names is written (the commit point), then the files
+    are renamed into place. An exception or a kill before the commit leaves
+    the old files as they were; a kill during the renames is completed by the
+    next `keras_vit.files` write into `folder` (`clean_stale`), so the folder
+    never keeps a mix of old and new.
+
+    Args:
+        folder: the output folder. It is created if needed.
+        names: the file names of the set (plain names, no folders).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> with atomic_files(folder, ["a.txt", "b.txt"]) as staged:
+    ...     _ = write_text(staged["a.txt"], "1")
+    ...     with open(staged["b.txt"], "w") as handle:
+    ...         _ = handle.write("2")
+    >>> sorted(os.listdir(folder))
+    ['a.txt', 'b.txt']
+    """
+    names = list(names)
+    if not names or any(
+        not isinstance(n, str) or os.path.basename(n) != n or n in ("", ".", "..", _JOURNAL) or is_temporary(n)
+        for n in names
+    ):
+        raise ValueError(f"`names` must be plain file names, at least one. Received: names={names!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"`names` must not repeat a name. Received: names={names!r}")
+    with _staging(os.path.join(folder, names[0])) as (final, _, staging):
+        directory = os.path.dirname(final)
+        yield {name: os.path.join(staging, name) for name in names}
+        missing = [name for name in names if not os.path.isfile(os.path.join(staging, name))]
+        if missing:
+            raise OSError(f"Nothing was written to {', '.join(missing)} in {directory}.")
+        in_the_way = [name for name in names if os.path.isdir(os.path.join(directory, name))]
+        if in_the_way:
+            raise FileExistsError(f"{', '.join(in_the_way)} in {directory} is a folder; choose another output folder.")
+        for name in names:
+            _finish_tree(os.path.join(staging, name))
+        journal = os.path.join(staging, _JOURNAL)
+        with open(journal, "w") as handle:
+            json.dump(names, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _fsync_path(staging, directory=True)
+        _roll_forward(staging, directory)
 
 
 def _exchange(first, second):

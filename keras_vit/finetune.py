@@ -8,7 +8,8 @@ an image folder with the official recipe.
 
 Everything goes to `--out`:
 
-* `model.keras`: the trained model (written atomically);
+* `model.keras`: the trained model; it, `metrics.json` and
+  `training_curves.png` are written as one set (`keras_vit.files.atomic_files`);
 * `metrics.json`: held-out accuracy and loss, optimizer steps, images/s,
   wall time, and the settings;
 * `training_curves.png`: loss and accuracy per epoch;
@@ -510,7 +511,7 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     """Evaluates, saves the model, draws the curves, writes `metrics.json`; returns the metrics."""
     import keras
 
-    from keras_vit import multihost, training
+    from keras_vit import multihost
 
     processes = multihost.process_info()
     if processes.count > 1:
@@ -555,9 +556,12 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     }
 
     def write_files():
-        training.atomic_save_model(model, model_path)
-        plot_curves(read_history(callbacks.history_path), curves_path)
-        files.write_json(os.path.join(config.out, "metrics.json"), metrics)
+        # The three results appear together or not at all (a kill never pairs a new model with old metrics).
+        names = [os.path.basename(path) for path in (model_path, curves_path)] + ["metrics.json"]
+        with files.atomic_files(config.out, names) as staged:
+            model.save(staged[names[0]])
+            plot_curves(read_history(callbacks.history_path), staged[names[1]])
+            files.write_json(staged[names[2]], metrics)
 
     # One writer; the other processes wait for it (and fail if it fails).
     multihost.run_on_primary(write_files, f"write the results to {config.out}")

@@ -92,3 +92,60 @@ def test_staging_of_a_running_process_is_left_alone(tmp_path):
     alive.mkdir()
     assert files.clean_stale(tmp_path) == []
     assert alive.exists()
+
+
+def _kill_during_file_set(folder, kill_at_rename):
+    """Runs a child that writes the set (a.txt, b.txt) = "new" and dies at its `kill_at_rename`-th rename."""
+    script = textwrap.dedent(
+        f"""
+        import importlib.util, os
+        # keras_vit.files is standard library only: loaded alone, the child skips importing Keras.
+        spec = importlib.util.spec_from_file_location("files", {files.__file__!r})
+        files = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(files)
+        real_replace, count = os.replace, [0]
+        def replace(source, destination):
+            count[0] += 1
+            if count[0] == {kill_at_rename}:
+                os._exit(9)
+            real_replace(source, destination)
+        os.replace = replace
+        with files.atomic_files({str(folder)!r}, ["a.txt", "b.txt"]) as staged:
+            for path in staged.values():
+                files.write_text(path, "new")
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", script]).returncode == 9
+
+
+@pytest.mark.parametrize(
+    ("kill_at_rename", "expected"),
+    # The staged files' own atomic writes are renames 1 and 2; 3 and 4 put the set in place.
+    [(2, "old"), (3, "new"), (4, "new")],
+    ids=["before-commit", "first-of-set", "second-of-set"],
+)
+def test_file_set_killed_anywhere_is_all_old_or_all_new_after_the_next_write(tmp_path, kill_at_rename, expected):
+    for name in ("a.txt", "b.txt", "history.csv"):
+        files.write_text(tmp_path / name, "old")
+    _kill_during_file_set(tmp_path, kill_at_rename)
+    files.write_text(tmp_path / "history.csv", "next run")  # any write into the folder finishes or drops the set
+    assert (tmp_path / "a.txt").read_text() == (tmp_path / "b.txt").read_text() == expected
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt", "history.csv"]
+
+
+def test_file_set_failure_or_bad_names_change_nothing(tmp_path):
+    files.write_text(tmp_path / "a.txt", "old")
+    with pytest.raises(RuntimeError), files.atomic_files(tmp_path, ["a.txt", "b.txt"]) as staged:
+        files.write_text(staged["a.txt"], "new")
+        raise RuntimeError("failed while writing b.txt")
+    with pytest.raises(OSError, match="b.txt"), files.atomic_files(tmp_path, ["a.txt", "b.txt"]) as staged:
+        files.write_text(staged["a.txt"], "new")
+    (tmp_path / "b.txt").mkdir()
+    with pytest.raises(FileExistsError, match="folder"), files.atomic_files(tmp_path, ["a.txt", "b.txt"]) as staged:
+        for path in staged.values():
+            files.write_text(path, "new")
+    assert (tmp_path / "a.txt").read_text() == "old"
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
+    for names in ([], ["../a.txt"], ["a.txt", "a.txt"], [".commit"]):
+        with pytest.raises(ValueError, match="names"), files.atomic_files(tmp_path, names):
+            pass
