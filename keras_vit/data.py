@@ -130,6 +130,7 @@ def load(
     subset=None,
     seed=None,
     shuffle_files=False,
+    shard=None,
 ):
     """Loads one split of a dataset as `(image uint8 HxWx3, label int32)` pairs.
 
@@ -154,6 +155,11 @@ def load(
         shuffle_files: bool, read the files (folders) or shards (TFDS) in a
             new random order every epoch, before decoding: this is what makes
             a small shuffle buffer enough on a large folder.
+        shard: `(num_shards, index)` to read only this host's part in
+            multi-host training (`keras_vit.multihost.data_shard()`): every
+            `num_shards`-th file of a folder, or `tfds.even_splits` of a TFDS
+            split, chosen before anything is read or decoded, so no host
+            decodes another host's images.
 
     Returns:
         `(dataset, SourceInfo)`. The dataset is finite and yields unbatched
@@ -173,6 +179,7 @@ def load(
         raise ValueError(f"`split` must be a string or None. Received: split={split!r}")
     if seed is not None:
         validation.non_negative_int("seed", seed)
+    shard = _check_shard(shard)
     if source.startswith("tfds:"):
         if validation_split is not None or subset is not None:
             raise ValueError(
@@ -181,10 +188,10 @@ def load(
             )
         if split is None:
             raise ValueError("A TFDS source needs a split, e.g. split='train'. Received: split=None")
-        return _load_tfds(source[len("tfds:") :], split, data_dir, shuffle_files, seed)
+        return _load_tfds(source[len("tfds:") :], split, data_dir, shuffle_files, seed, shard)
     if os.path.isdir(source):
         part = _partition(validation_split, subset, seed)
-        return _load_folder(source, split, class_names, part, shuffle_files, seed)
+        return _load_folder(source, split, class_names, part, shuffle_files, seed, shard)
     raise ValueError(f"`source` is neither 'tfds:NAME' nor an existing folder. Received: source={source!r}")
 
 
@@ -205,7 +212,7 @@ def _partition(validation_split, subset, seed):
     return validation_split, subset, seed
 
 
-def _load_tfds(name, split, data_dir, shuffle_files, seed):
+def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     import tensorflow_datasets as tfds
 
     if not name:
@@ -219,6 +226,9 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed):
             "write its pipeline with `from_arrays` or an image folder."
         )
     read_config = tfds.ReadConfig(shuffle_seed=seed) if shuffle_files else None
+    if shard is not None:
+        # A sub-split reads only this host's examples (TFDS skips the rest of the files unread).
+        split = tfds.even_splits(split, n=shard[0])[shard[1]]
     dataset = tfds.load(
         name, split=split, data_dir=data_dir, as_supervised=True, shuffle_files=shuffle_files, read_config=read_config
     )
@@ -321,7 +331,7 @@ def _index_folder(folder, class_names):
     return class_names, paths, np.asarray(labels, np.int32)
 
 
-def _load_folder(root, split, class_names, partition, shuffle_files, seed):
+def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard):
     folder = root if split is None else os.path.join(root, split)
     if not os.path.isdir(folder):
         raise ValueError(
@@ -339,6 +349,15 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed):
         paths, labels = [paths[i] for i in keep], labels[keep]
     if not paths:
         raise ValueError(f"No {'/'.join(IMAGE_EXTENSIONS)} images under {folder}/<class>/.")
+    if shard is not None:
+        num_shards, index = shard
+        if len(paths) < num_shards:
+            raise ValueError(
+                f"{folder} has {len(paths)} image(s), fewer than the {num_shards} shards: every host needs at "
+                f"least one. Received: shard={shard!r}"
+            )
+        # Every num_shards-th file, from the index-sorted list: the hosts' parts are disjoint and cover it.
+        paths, labels = paths[index::num_shards], labels[index::num_shards]
     skipped = SkippedFiles()
     tf = _tf()
     dataset = tf.data.Dataset.from_tensor_slices((paths, labels))

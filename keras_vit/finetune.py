@@ -328,18 +328,21 @@ class Datasets:
         return self.train_info.class_names
 
 
-def load_sources(config):
+def load_sources(config, shard=None):
     """The `(dataset, SourceInfo)` pairs of the training and held-out data.
 
     Image folders in the split layout use `train_split` and `eval_split`;
     in the flat layout `root/<class>/` the files are split with
     `validation_split` and `seed` (as `keras.utils.image_dataset_from_directory`).
+    `shard` (`(num_shards, index)`) reads only this host's part of the
+    training files or TFDS split (the digits, arrays in memory, are sharded
+    by the training pipeline instead).
     """
     from keras_vit import data
 
     if config.digits:
         return digits_sources(config.seed)
-    shuffle = dict(shuffle_files=True, seed=config.seed)
+    shuffle = dict(shuffle_files=True, seed=config.seed, shard=shard)
     if config.data.startswith("tfds:"):
         train = data.load(config.data, config.train_split, data_dir=config.data_dir, **shuffle)
         eval_split = config.eval_split or data.default_eval_split(config.data, config.data_dir)
@@ -370,12 +373,14 @@ def make_datasets(config):
     from keras_vit import data, multihost
 
     processes = multihost.process_info()
-    (train_source, train_info), (eval_source, eval_info) = load_sources(config)
+    shard = multihost.data_shard()
+    # Files and TFDS splits are sharded before decoding; the in-memory digits in the pipeline.
+    (train_source, train_info), (eval_source, eval_info) = load_sources(config, None if config.digits else shard)
     train = data.train_pipeline(
         train_source,
         image_size=config.image_size,
         batch_size=multihost.per_process_batch_size(config.fit_batch_size),
-        shard=multihost.data_shard(),
+        shard=shard if config.digits else None,
         num_classes=train_info.num_classes,
         # Digits are centred and small: a mild crop, no flip (a mirrored 2
         # is no 2). Natural images get the paper's 5-100 % crop and flips.

@@ -271,6 +271,21 @@ def test_pipelines_hand_the_models_raw_pixels():
     np.testing.assert_allclose(np.asarray(out), [0.0, 127.5, 255.0])
 
 
+def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
+    from keras_vit import data
+
+    whole, whole_info = data.load(folder, "train")
+    parts = [data.load(folder, "train", shard=(3, index)) for index in range(3)]
+    # Each host counts only its own files (its epoch length), and decodes only them.
+    assert sum(info.num_examples for _, info in parts) == whole_info.num_examples
+    pixels = [sorted(image.tobytes() for image, _ in dataset.as_numpy_iterator()) for dataset, _ in parts]
+    assert sorted(sum(pixels, [])) == sorted(image.tobytes() for image, _ in whole.as_numpy_iterator())
+    with pytest.raises(ValueError, match="fewer than the 1000 shards"):
+        data.load(folder, "train", shard=(1000, 0))
+    with pytest.raises(ValueError, match="index < num_shards"):
+        data.load(folder, "train", shard=(2, 2))
+
+
 def test_sharding_splits_eval_without_overlap():
     from keras_vit import data
 
@@ -346,6 +361,12 @@ def test_tfds_dataset_built_offline_loads_and_trains(tmp_path):
     assert (info.num_examples, eval_info.num_examples) == (12, 5)
     assert info.num_classes == 2 and info.class_names == ("ant", "bee")
     assert data.default_eval_split(f"tfds:{name}", data_dir) == "test"
+    # Two hosts read disjoint sub-splits that together are the split.
+    parts = [data.load(f"tfds:{name}", "train", data_dir=data_dir, shard=(2, index)) for index in range(2)]
+    shard_images = [[image.tobytes() for image, _ in part.as_numpy_iterator()] for part, _ in parts]
+    all_images = sorted(image.tobytes() for image, _ in train.as_numpy_iterator())
+    assert [len(images) for images in shard_images] == [info.num_examples for _, info in parts] == [6, 6]
+    assert sorted(shard_images[0] + shard_images[1]) == all_images
     pipeline = data.train_pipeline(train, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=0)
     eval_ds = data.eval_pipeline(evaluation, image_size=IMAGE_SIZE, batch_size=4)
     (eval_images, eval_labels), _ = _collect(eval_ds)
