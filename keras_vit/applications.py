@@ -731,8 +731,8 @@ def ViTRTi16(
     The ResNet: the ResNet root (stride 4) and 8x8 patches of its output.
 
     6,337,704 parameters at 224 px with the 1000-class head (timm's
-    `vit_tiny_r_s16_p8_224` has the same). Images must be multiples of 32 px
-    (one token per 32x32 pixels). The `keras.applications` signature
+    `vit_tiny_r_s16_p8_224` has the same). One token per 32x32 pixels;
+    images of any size (the ResNet pads "same": ceil(side / 32) tokens per side). The `keras.applications` signature
     plus the ViT options; see `keras_vit.VisionTransformer` for each option.
 
     Args:
@@ -748,8 +748,10 @@ def ViTRTi16(
             folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size).
+            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
+            without.
         pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
@@ -792,8 +794,8 @@ def ViTR26S32(
     The ResNet: a ResNet-26 (2, 2, 2, 2) to stride 32 and 1x1 patches.
 
     36,431,912 parameters at 224 px with the 1000-class head (timm's
-    `vit_small_r26_s32_224` has the same). Images must be multiples of 32 px
-    (one token per 32x32 pixels). The `keras.applications` signature
+    `vit_small_r26_s32_224` has the same). One token per 32x32 pixels;
+    images of any size (the ResNet pads "same": ceil(side / 32) tokens per side). The `keras.applications` signature
     plus the ViT options; see `keras_vit.VisionTransformer` for each option.
 
     Args:
@@ -809,8 +811,10 @@ def ViTR26S32(
             folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size).
+            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
+            without.
         pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
@@ -853,8 +857,8 @@ def ViTR26B32(
     The ResNet: a ResNet-26 (2, 2, 2, 2) to stride 32 and 1x1 patches.
 
     101,383,976 parameters at 224 px with the 1000-class head (timm's
-    `vit_base_r26_s32_224` has the same). Images must be multiples of 32 px
-    (one token per 32x32 pixels). The `keras.applications` signature
+    `vit_base_r26_s32_224` has the same). One token per 32x32 pixels;
+    images of any size (the ResNet pads "same": ceil(side / 32) tokens per side). The `keras.applications` signature
     plus the ViT options; see `keras_vit.VisionTransformer` for each option.
 
     Args:
@@ -870,8 +874,10 @@ def ViTR26B32(
             folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size).
+            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
+            without.
         pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
@@ -914,8 +920,8 @@ def ViTR50B16(
     The ResNet: the paper's ResNet-50 with (3, 4, 9) units to stride 16 and 1x1 patches.
 
     98,659,112 parameters at 224 px with the 1000-class head (timm's
-    `vit_base_r50_s16_224` with `num_classes=1000`; its default has no head). Images must be multiples of 16 px
-    (one token per 16x16 pixels). The `keras.applications` signature
+    `vit_base_r50_s16_224` with `num_classes=1000`; its default has no head). One token per 16x16 pixels;
+    images of any size (the ResNet pads "same": ceil(side / 16) tokens per side). The `keras.applications` signature
     plus the ViT options; see `keras_vit.VisionTransformer` for each option.
 
     Args:
@@ -931,8 +937,10 @@ def ViTR50B16(
             folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size).
+            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
+            without.
         pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.
@@ -975,8 +983,8 @@ def ViTR50L32(
     The ResNet: a ResNet-50 (3, 4, 6, 3) to stride 32 and 1x1 patches.
 
     328,994,856 parameters at 224 px with the 1000-class head (timm's
-    `vit_large_r50_s32_224` has the same). Images must be multiples of 32 px
-    (one token per 32x32 pixels). The `keras.applications` signature
+    `vit_large_r50_s32_224` has the same). One token per 32x32 pixels;
+    images of any size (the ResNet pads "same": ceil(side / 32) tokens per side). The `keras.applications` signature
     plus the ViT options; see `keras_vit.VisionTransformer` for each option.
 
     Args:
@@ -992,8 +1000,10 @@ def ViTR50L32(
             folder; or
             `"hf://org/repo[/file.safetensors][@revision]"`.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)`. Defaults to
-            `(224, 224, 3)`.
+        input_shape: `(height, width, channels)` (channels first under that
+            image data format); height and width may be None (any size).
+            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
+            without.
         pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
         classes: int, classes of the head. Defaults to `1000`.
         classifier_activation: the head's activation; `None` for logits.

@@ -53,6 +53,31 @@ def patch_projection(hidden_dim, patch_size, dtype):
     )
 
 
+def pad_to_patches(images, patch_size):
+    """Zero-pads `(batch, height, width, channels)` at the bottom / right up to whole patches.
+
+    timm's `dynamic_img_pad`; shared by the plain patch embedding (on pixels, where zero is the mean pixel once
+    scaled to [-1, 1]) and the hybrid's (on the ResNet feature map).
+
+    Args:
+        images: a channels-last tensor.
+        patch_size: `(height, width)` of the patches.
+
+    Returns:
+        The tensor, padded so that the patch divides both sides (unchanged when it already does).
+
+    Example:
+
+    >>> keras.ops.shape(pad_to_patches(np.zeros((2, 5, 8, 3)), (4, 4)))
+    (2, 8, 8, 3)
+    """
+    shape = ops.shape(images)
+    padding = [(-shape[axis]) % patch for axis, patch in ((1, patch_size[0]), (2, patch_size[1]))]
+    if all(validation.static_dim(pad) == 0 for pad in padding):
+        return images
+    return ops.pad(images, [[0, 0], [0, padding[0]], [0, padding[1]], [0, 0]])
+
+
 @serialization.register
 class PatchEmbedding(keras.layers.Layer):
     """Splits images into patches and projects each patch linearly.
@@ -98,11 +123,7 @@ class PatchEmbedding(keras.layers.Layer):
         self.projection.build(input_shape)
 
     def call(self, images):
-        shape = ops.shape(images)
-        padding = [(-shape[axis]) % patch for axis, patch in ((1, self.patch_size[0]), (2, self.patch_size[1]))]
-        if any(validation.static_dim(pad) != 0 for pad in padding):
-            images = ops.pad(images, [[0, 0], [0, padding[0]], [0, padding[1]], [0, 0]])
-        return self.projection(images)
+        return self.projection(pad_to_patches(images, self.patch_size))
 
     def compute_output_shape(self, input_shape):
         grid = variants.patch_grid(input_shape[1:3], self.patch_size)

@@ -164,15 +164,11 @@ def build_model(
             f"include_top=False and pooling=None. Received: include_top={include_top}, pooling={pooling!r}"
         )
     data_format = keras.config.image_data_format()
-    # A hybrid's ResNet stem gives tokens on a grid fixed at build time: its size is never left open.
-    hybrid = resnet_stages is not None
-    input_shape = variants.resolve_input_shape(input_shape, input_tensor, include_top or hybrid, data_format)
+    input_shape = variants.resolve_input_shape(input_shape, input_tensor, include_top, data_format)
     height, width, _ = variants.channels_last(input_shape, data_format)
     pixels_per_token = token_size(patch_size, resnet_stages)
-    if hybrid:
-        grid = validation.patch_grid((height, width), pixels_per_token)
-    else:
-        grid = variants.patch_grid((height, width), patch_size)
+    # A hybrid's "same"-padded ResNet and padded patches give the same ceil(size / token) grid as a plain ViT.
+    grid = variants.patch_grid((height, width), pixels_per_token)
     if None in grid:
         grid = validation.pair("embedding_grid", embedding_grid or variants.default_grid(pixels_per_token))
 
@@ -189,14 +185,14 @@ def build_model(
         x = keras.layers.Rescaling(preprocessing.SCALE, offset=preprocessing.OFFSET, name="rescaling")(x)
     if data_format == "channels_first":
         x = keras.layers.Permute((2, 3, 1), name="channels_last")(x)
-    if hybrid:
-        patch_grid = None
-        x = resnet.HybridPatchEmbedding(
-            hidden_dim, patch_size, resnet_stages, width=resnet_width, name="patch_embedding"
-        )(x)
+    if resnet_stages is None:
+        embedding = vit_layers.PatchEmbedding(hidden_dim, patch_size, name="patch_embedding")
     else:
-        patch_grid = vit_layers.PatchEmbedding(hidden_dim, patch_size, name="patch_embedding")(x)
-        x = vit_layers.PatchTokens(name="patch_tokens")(patch_grid)
+        embedding = resnet.HybridPatchEmbedding(
+            hidden_dim, patch_size, resnet_stages, width=resnet_width, name="patch_embedding"
+        )
+    patch_grid = embedding(x)
+    x = vit_layers.PatchTokens(name="patch_tokens")(patch_grid)
     x = vit_layers.ClassToken(name="class_token")(x)
     x = vit_layers.PositionEmbedding(
         grid,

@@ -36,7 +36,7 @@ import keras
 from keras import ops
 
 from keras_vit import layers as vit_layers
-from keras_vit import serialization, validation
+from keras_vit import serialization, validation, variants
 
 # timm builds the hybrids' convolutions with StdConv2dSame(eps=1e-8).
 STANDARDIZATION_EPSILON = 1e-8
@@ -356,7 +356,10 @@ class ResNetBackbone(keras.layers.Layer):
             width, 7, strides=2, epsilon=self.standardization_epsilon, dtype=policy, name="conv_root"
         )
         self.root_norm = _group_norm("gn_root", policy, self.norm_epsilon)
-        self.root_pool = keras.layers.MaxPooling2D(3, strides=2, padding="same", dtype=policy, name="pool_root")
+        # channels_last whatever the global image data format: the model permutes channels-first images first.
+        self.root_pool = keras.layers.MaxPooling2D(
+            3, strides=2, padding="same", data_format="channels_last", dtype=policy, name="pool_root"
+        )
         self.units = [
             BottleneckUnit(
                 width * 2**stage,
@@ -431,12 +434,18 @@ class HybridPatchEmbedding(keras.layers.Layer):
     takes 8x8 patches of the root's output) and projected linearly to
     `hidden_dim` by one `Conv2D(hidden_dim, patch_size, strides=patch_size)`,
     the official `embedding` convolution (HWIO kernel, with bias). The output
-    is the same token sequence `PatchEmbedding` gives, so the class token,
-    position embedding, blocks and heads of the plain ViT follow unchanged.
+    is the same patch grid `PatchEmbedding` gives, so the class token,
+    position embedding (resampled at call time to the grid), blocks and heads
+    of the plain ViT follow unchanged.
 
-    Image sides must be multiples of the total reduction
-    `output_stride(stage_depths) * patch_size` (16 or 32 for the published
-    hybrids), so that the token grid is `image size / reduction`.
+    Images may have any size. Every strided layer of the ResNet pads
+    TensorFlow-style ("same"), so a side of `n` pixels leaves
+    `ceil(n / output_stride)` feature rows (`ceil(ceil(n / a) / b) ==
+    ceil(n / (a * b))`); a feature map that the patch does not tile is padded
+    with zeros at the bottom / right, as `PatchEmbedding` pads images (timm's
+    `dynamic_img_pad`). The token grid is therefore `ceil(n / r)` with `r =
+    output_stride(stage_depths) * patch_size` (16 or 32 for the published
+    hybrids), exactly `n / r` when `r` divides `n`.
 
     Args:
         hidden_dim: int, the token size.
@@ -452,14 +461,16 @@ class HybridPatchEmbedding(keras.layers.Layer):
         images: tensor of shape `(batch, height, width, channels)`.
 
     Returns:
-        A tensor of shape `(batch, (height // r) * (width // r), hidden_dim)`,
-        tokens in row-major order, with `r` the total reduction.
+        The patch grid, a tensor of shape `(batch, ceil(height / r),
+        ceil(width / r), hidden_dim)` with `r` the total reduction.
 
     Example:
 
     >>> layer = HybridPatchEmbedding(hidden_dim=16, patch_size=2, stage_depths=(), width=32)
     >>> keras.ops.shape(layer(np.zeros((2, 32, 16, 3))))
-    (2, 8, 16)
+    (2, 4, 2, 16)
+    >>> keras.ops.shape(layer(np.zeros((2, 33, 20, 3))))
+    (2, 5, 3, 16)
     """
 
     def __init__(
@@ -491,38 +502,24 @@ class HybridPatchEmbedding(keras.layers.Layer):
         stride = self.backbone.output_stride
         return (stride * self.patch_size[0], stride * self.patch_size[1])
 
-    def _check_divisible(self, height, width):
-        for side, size, reduction in zip(("height", "width"), (height, width), self.reduction):
-            size = validation.static_dim(size)
-            if size is not None and size % reduction:
-                raise ValueError(
-                    f"The image {side} must be a multiple of the hybrid's total reduction {reduction} "
-                    f"(ResNet output stride {self.backbone.output_stride} x patch size), but {size} leaves "
-                    f"a remainder of {size % reduction}. Resize or crop the images (e.g. to "
-                    f"{size - size % reduction} or {size - size % reduction + reduction}). "
-                    f"Received: {side}={size}"
-                )
-
     def build(self, input_shape):
         if len(input_shape) != 4:
             raise ValueError(
                 "HybridPatchEmbedding expects images of shape (batch, height, width, channels). "
                 f"Received: input_shape={input_shape}"
             )
-        self._check_divisible(input_shape[1], input_shape[2])
         self.backbone.build(input_shape)
+        # Only the channels matter to the projection's kernel; the padding happens in `call`.
         self.projection.build(self.backbone.compute_output_shape(input_shape))
 
     def call(self, images):
-        shape = ops.shape(images)
-        self._check_divisible(shape[1], shape[2])
-        patches = self.projection(self.backbone(images))
-        return ops.reshape(patches, (ops.shape(patches)[0], -1, self.hidden_dim))
+        features = self.backbone(images)
+        return self.projection(vit_layers.pad_to_patches(features, self.patch_size))
 
     def compute_output_shape(self, input_shape):
-        grid = [None if size is None else size // r for size, r in zip(input_shape[1:3], self.reduction)]
-        num_patches = None if None in grid else grid[0] * grid[1]
-        return (input_shape[0], num_patches, self.hidden_dim)
+        features_shape = self.backbone.compute_output_shape(input_shape)
+        grid = variants.patch_grid(features_shape[1:3], self.patch_size)
+        return (input_shape[0], *grid, self.hidden_dim)
 
     def get_config(self):
         config = super().get_config()

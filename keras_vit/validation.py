@@ -13,7 +13,6 @@ __all__ = [
     "finite_float",
     "one_of",
     "pair",
-    "patch_grid",
     "positive_int",
     "non_negative_int",
     "rate",
@@ -116,38 +115,6 @@ def pair(name, value):
             f"(height, width). Received: {name}={value!r}"
         )
     return tuple(value)
-
-
-def patch_grid(image_size, patch_size):
-    """The patch grid `(rows, columns)` of an image whose sides the patch size divides.
-
-    Args:
-        image_size: `(height, width)`; a side may be None (not known until
-            call time), and its grid entry is then None.
-        patch_size: int or `(height, width)`.
-
-    Returns:
-        `(rows, columns)`.
-
-    Raises:
-        ValueError: a known side is not a multiple of the patch size.
-
-    >>> patch_grid((224, 192), 16)
-    (14, 12)
-    """
-    patch = pair("patch_size", patch_size)
-    grid = []
-    for side, size, p in zip(("height", "width"), image_size, patch):
-        size = static_dim(size)
-        if size is not None and size % p:
-            below = size - size % p
-            raise ValueError(
-                f"The image {side} must be divisible by the patch size {p}, but {size} leaves a remainder of "
-                f"{size % p}. Resize or crop the images to a multiple of {p} (e.g. "
-                f"{f'{below} or ' if below else ''}{below + p}). Received: {side}={size}"
-            )
-        grid.append(None if size is None else size // p)
-    return tuple(grid)
 
 
 def one_of(name, value, choices):

@@ -10,6 +10,7 @@ counts must equal timm's.
 
 import os
 
+import keras
 import numpy as np
 import pytest
 
@@ -25,7 +26,7 @@ TINY_ROOT_ONLY = dict(TINY, resnet_stages=(), patch_size=2)
 TOLERANCE = 1e-4
 
 
-def _timm_tiny(config, image_size, classes):
+def _timm_tiny(config, image_size, classes, **kwargs):
     return timm_reference.timm_hybrid_vit(
         config["resnet_stages"],
         config["resnet_width"],
@@ -36,6 +37,7 @@ def _timm_tiny(config, image_size, classes):
         config["mlp_dim"],
         image_size,
         classes,
+        **kwargs,
     )
 
 
@@ -51,7 +53,8 @@ def _load(model, weights):
 
 
 def _images(size, batch=2):
-    return np.random.default_rng(3).uniform(-1, 1, (batch, size, size, 3)).astype("float32")
+    size = (size, size) if isinstance(size, int) else size
+    return np.random.default_rng(3).uniform(-1, 1, (batch, *size, 3)).astype("float32")
 
 
 def test_tiny_hybrid_contract(tmp_path):
@@ -132,14 +135,64 @@ def test_r_ti16_loads_timm_safetensors_and_matches_timm(tmp_path):
     expected = timm_reference.run_torch(reference, images)
     np.testing.assert_allclose(to_numpy(model(images)), expected, atol=TOLERANCE, rtol=0)
     assert np.abs(expected).max() > 0.1  # a real signal, not near-zero logits
-    # At another resolution the 7x7 position embedding is resampled to 8x8 at load.
-    bigger = keras_vit.ViTRTi16(weights=path, input_shape=(256, 256, 3), include_preprocessing=False)
+    # At another resolution (250 px, a multiple of no stride: ceil(250 / 32) = 8) the 7x7 position
+    # embedding is resampled to 8x8 at load, and the model takes 250 px images.
+    bigger = keras_vit.ViTRTi16(weights=path, input_shape=(250, 250, 3), include_preprocessing=False)
     assert tuple(bigger.get_layer("position_embedding").embedding.shape) == (1, 65, 192)
+    assert tuple(keras.ops.shape(bigger(_images(250, batch=1)))) == (1, 1000)
+    # An open size keeps the checkpoint's 7x7 grid and resamples at call time.
+    features = keras_vit.ViTRTi16(weights=path, include_top=False, include_preprocessing=False)
+    assert tuple(features.get_layer("position_embedding").embedding.shape) == (1, 50, 192)
+    assert tuple(keras.ops.shape(features(_images(250, batch=1)))) == (1, 8, 8, 192)
 
 
-def test_model_rejects_images_the_resnet_cannot_tile():
-    with pytest.raises(ValueError, match="divisible by the patch size 8"):
-        models.build_model(**TINY, input_shape=(36, 32, 3))
+@pytest.mark.parametrize(
+    "config, size", [(TINY, (37, 45)), (TINY_ROOT_ONLY, (35, 45))], ids=["stages", "root_only_padded"]
+)
+def test_any_image_size_matches_timm(config, size):
+    # Sides no stride divides: every "same"-padded ResNet layer pads more at the bottom / right
+    # (TensorFlow's rule, timm's StdConv2dSame / MaxPool2dSame) and gives ceil(n / stride) rows; the
+    # root-only hybrid's 9x12 feature map is zero-padded to whole 2x2 patches (timm's dynamic_img_pad).
+    # The stored 4x4 position embedding is resampled at call time with timm's bicubic.
+    reference = _timm_tiny(config, 32, 7, dynamic_img_size=True, dynamic_img_pad=True)
+    reference = timm_reference.randomize_torch(reference, scale=0.3)
+    images = _images(size)
+    expected = timm_reference.run_torch(reference, images)
+    weights, _ = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
+    model = models.build_model(
+        **config,
+        input_shape=(None, None, 3),
+        embedding_grid=(4, 4),
+        resample_method="bicubic",
+        resample_antialias=True,
+        classes=7,
+        classifier_activation=None,
+        include_preprocessing=False,
+    )
+    np.testing.assert_allclose(to_numpy(_load(model, weights)(images)), expected, atol=TOLERANCE, rtol=0)
+    assert np.abs(expected).max() > 0.5
+
+
+def test_dynamic_hybrid_equals_a_model_built_at_that_size():
+    # Built for any size, run at 37x45 == built at 37x45 with the embedding resampled at load.
+    size = (37, 45)
+    dynamic = models.build_model(**TINY, input_shape=(None, None, 3), classes=3)
+    rng = np.random.default_rng(0)
+    for variable in dynamic.weights:
+        variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype("float32"))
+    built = models.build_model(**TINY, input_shape=(*size, 3), classes=3)
+    grid = tuple(-(-side // 8) for side in size)  # output stride 8, 1x1 patches
+    for target, variable in zip(built.weights, dynamic.weights):
+        value = to_numpy(variable)
+        if variable.path == "position_embedding/embedding":
+            value = keras_vit.resample_position_embedding(value, (28, 28), grid)
+        target.assign(value)
+    pixels = np.random.default_rng(1).uniform(0, 255, (2, *size, 3)).astype("float32")
+    expected = to_numpy(built(pixels))
+    np.testing.assert_allclose(to_numpy(dynamic(pixels)), expected, atol=1e-6)
+    if BACKEND != "torch":  # torch.compile of the ResNet takes minutes on a CPU (see the contract test)
+        dynamic.compile(jit_compile=True)
+        np.testing.assert_allclose(dynamic.predict(pixels, verbose=0), expected, atol=1e-6)
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="pure table checks: the tensorflow run")

@@ -67,7 +67,7 @@ def test_hybrid_patch_embedding_contract(tmp_path):
         resnet.HybridPatchEmbedding,
         dict(hidden_dim=16, patch_size=2, stage_depths=(1,), width=WIDTH),
         input_shape=(2, 32, 16, 3),
-        expected_output_shape=(2, 8, 16),
+        expected_output_shape=(2, 4, 2, 16),
         expected_num_trainable_weights=3 + 12 + 2,
         expected_num_params=7 * 7 * 3 * WIDTH + 2 * WIDTH + unit + 2 * 2 * 4 * WIDTH * 16 + 16,
         workdir=tmp_path,
@@ -99,14 +99,26 @@ def test_standardization_makes_the_kernel_scale_free():
     np.testing.assert_allclose(standardized.std(axis=(0, 1, 2)), 1, atol=1e-4)
 
 
-def test_dynamic_resolution_and_divisibility():
-    layer = resnet.HybridPatchEmbedding(hidden_dim=8, patch_size=1, stage_depths=(1, 1), width=WIDTH)
-    inputs = keras.Input((None, None, 3))
-    assert tuple(layer(inputs).shape) == (None, None, 8)
-    assert layer.reduction == (8, 8)
-    assert tuple(keras.ops.shape(layer(np.zeros((1, 16, 24, 3))))) == (1, 6, 8)
-    with pytest.raises(ValueError, match="multiple of the hybrid's total reduction 8"):
-        layer(np.zeros((1, 20, 24, 3)))
+@pytest.mark.parametrize("size", [(225, 250), (224, 31)])
+def test_grid_of_sizes_no_stride_divides(size):
+    # Every strided layer pads "same" (ceil(n / 2)), so the ResNet leaves ceil(n / stride) rows, and the
+    # patches of the feature map are padded too: the grid is ceil(n / (stride * patch)) on every backend,
+    # and compute_output_shape says so before the call.
+    images = np.zeros((1, *size, 3), "float32")
+    expected = {
+        (): (1, *(-(-n // 4) for n in size), WIDTH),
+        (1, 1): (1, *(-(-n // 8) for n in size), 8 * WIDTH),
+    }
+    for stage_depths, shape in expected.items():
+        backbone = resnet.ResNetBackbone(stage_depths, width=WIDTH)
+        assert backbone.compute_output_shape(images.shape) == shape
+        assert tuple(keras.ops.shape(backbone(images))) == shape
+    embedding = resnet.HybridPatchEmbedding(hidden_dim=8, patch_size=8, stage_depths=(), width=WIDTH)
+    grid = tuple(-(-n // 32) for n in size)
+    assert embedding.compute_output_shape(images.shape) == (1, *grid, 8)
+    assert tuple(keras.ops.shape(embedding(images))) == (1, *grid, 8)
+    assert embedding.reduction == (32, 32)
+    assert tuple(embedding(keras.Input((None, None, 3))).shape) == (None, None, None, 8)
 
 
 @pytest.mark.parametrize(

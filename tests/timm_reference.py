@@ -78,9 +78,13 @@ def timm_resnet(stage_depths, width):
 
 
 def timm_hybrid_vit(
-    stage_depths, width, patch_size, hidden_dim, num_layers, num_heads, mlp_dim, image_size, classes=10
+    stage_depths, width, patch_size, hidden_dim, num_layers, num_heads, mlp_dim, image_size, classes=10, **kwargs
 ):
-    """A small timm hybrid ViT built exactly like timm's published ones, in eval mode."""
+    """A small timm hybrid ViT built exactly like timm's published ones, in eval mode.
+
+    `kwargs` go to timm's `VisionTransformer` (e.g. `dynamic_img_size=True, dynamic_img_pad=True` for images
+    of any size).
+    """
     import torch
 
     timm = import_timm()
@@ -95,6 +99,7 @@ def timm_hybrid_vit(
         mlp_ratio=mlp_dim / hidden_dim,
         num_classes=classes,
         embed_layer=functools.partial(timm.layers.HybridEmbed, backbone=backbone),
+        **kwargs,
     )
     return model.eval()
 

@@ -187,16 +187,11 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
             pixels = images[start : start + batch_size]
             for layer in parts.pixel_scaling:
                 pixels = layer(pixels)
-            embedded = parts.patch_embedding(pixels)
-            if len(embedded.shape) == 4:
-                # A plain ViT's patch grid (batch, rows, cols, hidden): it also tells the position
-                # embedding which grid to resample to.
-                patch_grid = embedded
-                batch, rows, cols, hidden = embedded.shape
-                tokens = keras.ops.reshape(embedded, (batch, rows * cols, hidden))
-            else:
-                # A hybrid's embedding returns tokens on the grid it was built for.
-                patch_grid, tokens = None, embedded
+            # The patch grid (batch, rows, cols, hidden), plain or hybrid: it also tells the position
+            # embedding which grid to resample to.
+            patch_grid = parts.patch_embedding(pixels)
+            batch, rows, cols, hidden = patch_grid.shape
+            tokens = keras.ops.reshape(patch_grid, (batch, rows * cols, hidden))
             if parts.class_token is not None:
                 tokens = parts.class_token(tokens)
             tokens = parts.position_embedding(tokens, patch_grid=patch_grid)
