@@ -1,20 +1,83 @@
-"""Analytic floating-point operation counts of a Vision Transformer.
+"""Analytic floating-point operation counts of a Vision Transformer, plain or hybrid.
 
 One multiply-add counts as two operations, the convention of the published
-figures (ViT-B/16 at 224 px: 17.6 GMACs, 35.1 GFLOPs). Only the matrix
-products are counted: patch embedding, the QKV / output / MLP projections,
-the two attention products and the head. LayerNorm, GELU, softmax and the
-residual additions are a fraction of a percent and are left out, so "percent
-of the matrix-multiply ceiling" compares like with like.
+figures (ViT-B/16 at 224 px: 17.6 GMACs, 35.1 GFLOPs) and of
+`torch.utils.flop_counter.FlopCounterMode`. Only the matrix products and
+convolutions are counted: patch embedding, the QKV / output / MLP projections,
+the two attention products and the head, and for a hybrid every convolution of
+its ResNet (a strided convolution counts its whole kernel at every output
+position, "same" padding included, as FlopCounterMode does). LayerNorm, GELU,
+softmax and the residual additions are a fraction of a percent and are left
+out, so "percent of the matrix-multiply ceiling" compares like with like; so
+are the ResNet's GroupNorms, ReLUs, max pooling and residual sums (about ten
+operations per activation: 0.3 % of R50+B/16's count, 1 % of R26+S/32's) and
+its weight standardisation (about five operations per kernel weight, once per
+forward pass: 0.1 % of R50+B/16's count, 1 % of R26+S/32's, whose ResNet is
+large next to its transformer).
+
+These counts equal FlopCounterMode's on timm's models exactly (B/16, R+Ti/16,
+R26+S/32, R26+B/32, R50+B/16, R50+L/32 at 224 and 250 px; timm's fused CPU
+attention must be switched off, or FlopCounterMode misses the two attention
+products): `docs/hybrid.md`.
+
+The token grid is the model's: `ceil(side / token)` per side (images, or a
+hybrid's feature map, are padded up to whole patches).
 """
+
+from keras_vit import variants
+
+# The hybrid ResNet's layout (keras_vit.resnet): a 7x7 stride-2 root convolution to `width` channels and a
+# stride-2 max pooling, then bottleneck stages; stage i has width * 2**i bottleneck channels, outputs 4x that,
+# and stride 2 on its first unit except in stage 0.
+ROOT_KERNEL = 7
+DEFAULT_RESNET_WIDTH = 64
+
+
+def _ceil_div(size, divisor):
+    return -(-size // divisor)
+
+
+def resnet_macs(stage_depths, image_size, width=DEFAULT_RESNET_WIDTH, channels=3):
+    """Returns the multiply-adds of a hybrid's ResNet and its feature map's shape.
+
+    Args:
+        stage_depths: the units per stage (`()` for the root only).
+        image_size: `(height, width)` in pixels.
+        width: the root's channels. Defaults to `64`.
+        channels: the image channels. Defaults to `3`.
+
+    Returns:
+        `(macs, (rows, cols, channels))`.
+
+    Example:
+
+    >>> resnet_macs((), (224, 224))
+    (118013952, (56, 56, 64))
+    """
+    rows, cols = (_ceil_div(size, 2) for size in image_size)  # the stride-2 root convolution
+    macs = rows * cols * ROOT_KERNEL * ROOT_KERNEL * channels * width
+    rows, cols = _ceil_div(rows, 2), _ceil_div(cols, 2)  # the stride-2 max pooling
+    in_channels = width
+    for stage, depth in enumerate(stage_depths):
+        filters = width * 2**stage
+        for unit in range(depth):
+            stride = 2 if stage > 0 and unit == 0 else 1
+            out_rows, out_cols = _ceil_div(rows, stride), _ceil_div(cols, stride)
+            macs += rows * cols * in_channels * filters  # conv1, 1x1
+            macs += out_rows * out_cols * (9 * filters * filters + filters * 4 * filters)  # conv2 (3x3), conv3
+            if in_channels != 4 * filters or stride != 1:
+                macs += out_rows * out_cols * in_channels * 4 * filters  # conv_proj, the projection shortcut
+            rows, cols, in_channels = out_rows, out_cols, 4 * filters
+    return macs, (rows, cols, in_channels)
 
 
 def forward_flops(variant, image_size=224, classes=1000):
-    """Returns the forward-pass FLOPs of one image through a ViT.
+    """Returns the forward-pass FLOPs of one image through a ViT or a hybrid.
 
     Args:
         variant: a dict with `patch_size`, `hidden_dim`, `num_layers`,
-            `mlp_dim` (a value of `keras_vit.VARIANTS`).
+            `mlp_dim` and, for a hybrid, `resnet_stages` (and optionally
+            `resnet_width`): a value of `keras_vit.VARIANTS`.
         image_size: int or `(height, width)`, the input size in pixels.
         classes: int, the size of the head (0 for none).
 
@@ -26,19 +89,22 @@ def forward_flops(variant, image_size=224, classes=1000):
     >>> import keras_vit
     >>> round(forward_flops(keras_vit.VARIANTS["B/16"]) / 1e9, 1)
     35.1
+    >>> round(forward_flops(keras_vit.VARIANTS["R50+B/16"]) / 1e9, 1)
+    43.1
     """
-    if variant.get("resnet_stages") is not None:
-        raise ValueError(
-            "forward_flops counts the plain ViT (patch embedding + transformer); a hybrid's ResNet is not "
-            f"modelled. Received: a variant with resnet_stages={variant['resnet_stages']}"
-        )
     height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
     patch = variant["patch_size"]
     patch_h, patch_w = (patch, patch) if isinstance(patch, int) else patch
     dim, mlp, layers = variant["hidden_dim"], variant["mlp_dim"], variant["num_layers"]
-    patches = (height // patch_h) * (width // patch_w)
+    macs, (rows, cols, channels) = 0, (height, width, 3)
+    if variant.get("resnet_stages") is not None:
+        macs, (rows, cols, channels) = resnet_macs(
+            variant["resnet_stages"], (height, width), variant.get("resnet_width", DEFAULT_RESNET_WIDTH)
+        )
+    grid = variants.patch_grid((rows, cols), (patch_h, patch_w))
+    patches = grid[0] * grid[1]
     tokens = patches + 1  # the class token
-    macs = patches * (patch_h * patch_w * 3) * dim  # the patch-embedding convolution
+    macs += patches * (patch_h * patch_w * channels) * dim  # the patch-embedding convolution
     per_block = (
         tokens * dim * 3 * dim  # fused query/key/value projection
         + 2 * tokens * tokens * dim  # q @ k^T and weights @ v, over all heads
@@ -54,6 +120,7 @@ def training_flops(variant, image_size=224, classes=1000):
 
     The backward pass of each matrix product costs two forward ones (the
     gradients of the input and of the weight), hence 3x the forward pass; the
-    patch-embedding input gradient is not needed, which this ignores (< 0.5 %).
+    input gradient of the first convolution is not needed, which this ignores
+    (< 0.5 % for a plain ViT).
     """
     return 3 * forward_flops(variant, image_size, classes)

@@ -26,6 +26,19 @@ def test_forward_flops_match_the_published_figure():
     assert benchmarking.training_flops(TINY, 16, 10) == 3 * benchmarking.forward_flops(TINY, 16, 10)
 
 
+def test_hybrid_forward_flops_match_an_independent_count():
+    # torch's FlopCounterMode on timm's vit_tiny_r_s16_p8_224 / vit_base_r50_s16_224 (1000-class heads,
+    # explicit attention), docs/hybrid.md; tests/test_hybrid.py compares a tiny hybrid live.
+    assert benchmarking.forward_flops(keras_vit.VARIANTS["R+Ti/16"]) == 867_363_840
+    assert benchmarking.forward_flops(keras_vit.VARIANTS["R50+B/16"]) == 43_070_717_952
+    # The root alone by hand at 20 px: 10x10 after the 7x7 stride-2 convolution, 5x5 after pooling, padded to
+    # 3x3 patches of 2x2 on the 32 channels; 9 tokens + the class token; no head.
+    tiny = dict(TINY, patch_size=2, resnet_stages=(), resnet_width=32)
+    root = 10 * 10 * 49 * 3 * 32
+    per_block = 10 * 16 * 48 + 2 * 100 * 16 + 10 * 16 * 16 + 2 * 10 * 16 * 32
+    assert benchmarking.forward_flops(tiny, 20, classes=0) == 2 * (root + 9 * 2 * 2 * 32 * 16 + per_block)
+
+
 def test_default_plan_covers_backends_jit_modes_and_peers():
     specs = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"])
     labels = [runner.label(spec) for spec in specs]

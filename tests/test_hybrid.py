@@ -195,6 +195,23 @@ def test_dynamic_hybrid_equals_a_model_built_at_that_size():
         np.testing.assert_allclose(dynamic.predict(pixels, verbose=0), expected, atol=1e-6)
 
 
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="a count, backend-independent: the tensorflow run")
+@pytest.mark.parametrize("config, size", [(TINY, 45), (TINY_ROOT_ONLY, 35)], ids=["stages", "root_only_padded"])
+def test_forward_flops_equal_torch_flop_counter_on_timm(config, size):
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from keras_vit.flops import forward_flops
+
+    reference = _timm_tiny(config, 32, 7, dynamic_img_size=True, dynamic_img_pad=True)
+    for module in reference.modules():
+        if hasattr(module, "fused_attn"):
+            module.fused_attn = False  # FlopCounterMode does not count CPU's fused attention kernel
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        reference(torch.zeros(1, 3, size, size))
+    assert forward_flops(config, size, classes=7) == counter.get_total_flops() > 0
+
+
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="pure table checks: the tensorflow run")
 def test_every_published_hybrid_checkpoint_is_catalogued():
     from keras_vit import pretrained

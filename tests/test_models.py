@@ -32,7 +32,8 @@ PINNED_PARAMS = {
     "L/32": (305_510_400, 306_535_400),
     "H/14": (630_764_800, 632_045_800),
     # The hybrids: timm's counts for vit_tiny_r_s16_p8_224, vit_small_r26_s32_224, vit_base_r26_s32_224,
-    # vit_base_r50_s16_224, vit_large_r50_s32_224 (tests/test_hybrid.py builds timm's and compares).
+    # vit_base_r50_s16_224, vit_large_r50_s32_224, each checked against timm with num_classes=1000 (docs/hybrid.md;
+    # tests/test_hybrid.py builds timm's R+Ti/16 and compares).
     # timm's vit_base_r50_s16_224 defaults to num_classes=0 (its orig_in21k checkpoint has no head): its
     # 97,890,112 is the backbone; with num_classes=1000 timm builds 98,659,112, as here.
     "R+Ti/16": (6_144_704, 6_337_704),
@@ -173,6 +174,16 @@ def test_variant_parameter_counts(variant):
     head = model.get_layer("head")
     assert model.count_params() - head.count_params() == backbone
     assert tuple(model.output.shape) == (None, 1000)
+    del model
+    keras.backend.clear_session()
+
+
+@pytest.mark.slow
+@ONE_BACKEND
+def test_r50_b16_at_384_matches_timm():
+    # timm's vit_base_r50_s16_384 (1000-class head): the 24x24 grid adds (576 - 196) * 768 parameters.
+    model = keras_vit.ViTR50B16(input_shape=(384, 384, 3))
+    assert model.count_params() == 98_950_952
     del model
     keras.backend.clear_session()
 
