@@ -1,0 +1,144 @@
+"""`keras-vit finetune / predict / convert / download` with a hybrid's name, run in-process through `cli.main`.
+
+The R+Ti/16 row of the variant table is shrunk for each test (the ResNet root with 32 channels, one block of
+32 wide): the command-line path is the real one (name -> constructor -> the table's hybrid row -> the ResNet
+layers, the hybrid weight layouts). Nothing is downloaded: the Hub fetch is replaced by a local file and the
+https-mirror path is served by a local HTTP server.
+"""
+
+import functools
+import http.server
+import json
+import os
+import threading
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+import keras_vit_cli as cli
+from keras_vit import models, pretrained
+from keras_vit.pretrained import download
+from tests.helpers import BACKEND
+
+ONE_BACKEND = pytest.mark.skipif(BACKEND != "tensorflow", reason="backend-independent or one run is enough: tensorflow")
+TINY_R_TI16 = dict(
+    hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64, patch_size=8, resnet_stages=(), resnet_width=32
+)
+
+
+@pytest.fixture
+def tiny_hybrid(monkeypatch):
+    monkeypatch.setitem(keras_vit.variants.VARIANTS, "R+Ti/16", TINY_R_TI16)
+
+
+def _timm_file(tmp_path, classes=5, size=64):
+    """A random tiny R+Ti/16 written in timm's layout (the Hub's safetensors); returns (path, its tensors)."""
+    model = models.build_model(**TINY_R_TI16, input_shape=(size, size, 3), classes=classes)
+    rng = np.random.default_rng(0)
+    for variable in model.weights:
+        variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype("float32"))
+    path = pretrained.export_weights(model, tmp_path / "r_ti16.safetensors", "timm")
+    return str(path), pretrained.load_checkpoint(path).weights
+
+
+def _image(tmp_path, shape=(45, 37, 3)):
+    from PIL import Image
+
+    path = tmp_path / "image.png"
+    Image.fromarray(np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)).save(path)
+    return str(path)
+
+
+# Training compiles the model (tens of seconds): one backend, like the plain ViT's folder run in test_finetune.py;
+# the hybrid's jit-compiled fit runs on every backend in test_hybrid.py's contract test.
+@ONE_BACKEND
+def test_finetune_then_predict_with_a_hybrid(tiny_hybrid, tmp_path, capsys):
+    from PIL import Image
+
+    root = tmp_path / "shapes"
+    rng = np.random.default_rng(0)
+    for name in ("disc", "ring"):
+        (root / name).mkdir(parents=True)
+        for index in range(5):
+            Image.fromarray(rng.integers(0, 256, size=(20, 18, 3), dtype=np.uint8)).save(root / name / f"{index}.png")
+    out = str(tmp_path / "run")
+    arguments = ["--model", "ViTRTi16", "--data", str(root), "--image-size", "32", "--batch-size", "4"]
+    assert cli.main(["finetune", *arguments, "--steps", "2", "--epochs", "1", "--verbose", "0", "--out", out]) == 0
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["steps"] == 2 and metrics["class_names"] == ["disc", "ring"]
+    model = keras.saving.load_model(os.path.join(out, "model.keras"))
+    assert model.get_layer("patch_embedding").__class__.__name__ == "HybridPatchEmbedding"
+    image = _image(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["predict", image, "--model", os.path.join(out, "model.keras"), "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == image and sorted(line.split()[1] for line in lines[1:]) == ["disc", "ring"]
+
+
+def test_predict_with_a_hybrid_constructor(tiny_hybrid, tmp_path, capsys):
+    image = _image(tmp_path)
+    # The constructor with a local timm-layout file, at 72 px (no multiple of the 32 px token): the file's 2x2
+    # position embedding is resampled to ceil(72 / 32) = 3 per side, and the 45x37 image is resized to 72.
+    weights, _ = _timm_file(tmp_path)
+    argv = ["predict", image, "--model", "ViTRTi16", "--weights", weights, "--image-size", "72", "--classes", "5"]
+    assert cli.main([*argv, "--top", "3"]) == 0
+    scores = [float(line.split()[0]) for line in capsys.readouterr().out.splitlines()[1:]]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+
+
+@ONE_BACKEND
+def test_convert_a_hybrid_both_layouts_both_ways(tiny_hybrid, tmp_path, capsys):
+    timm_file, original = _timm_file(tmp_path)
+    npz, back = str(tmp_path / "r_ti16.npz"), str(tmp_path / "back.safetensors")
+    assert cli.main(["convert", timm_file, npz, "--num-heads", "2"]) == 0
+    assert cli.main(["convert", npz, back]) == 0
+    assert "official layout" in capsys.readouterr().out
+    assert "conv_root/kernel" in np.load(npz) and "gn_root/scale" in np.load(npz)
+    for path, format in ((npz, "official"), (back, "timm")):
+        checkpoint = pretrained.load_checkpoint(path)
+        assert checkpoint.format == format and checkpoint.facts.stage_depths == ()
+        assert sorted(checkpoint.weights) == sorted(original)
+        for name, value in original.items():
+            np.testing.assert_array_equal(checkpoint.weights[name], value, err_msg=f"{format}: {name}")
+
+
+class _Files(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+
+@ONE_BACKEND
+def test_download_a_hybrid_from_the_hub_and_a_mirror(tiny_hybrid, tmp_path, monkeypatch, capsys):
+    timm_file, _ = _timm_file(tmp_path)
+    requested = []
+
+    def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):
+        requested.append(repo_id)
+        return timm_file
+
+    monkeypatch.setattr(download, "hf_download", fake_hf_download)
+    assert cli.main(["download", "ViTRTi16", "--weights", "augreg_in21k_ft_in1k", "--image-size", "384"]) == 0
+    assert requested == ["timm/vit_tiny_r_s16_p8_384.augreg_in21k_ft_in1k"]
+    output = capsys.readouterr().out
+    assert "cached at" in output and "ResNet" in output
+
+    # An http(s) mirror, served from a local folder into an empty cache.
+    monkeypatch.setenv("KERAS_VIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("KERAS_VIT_OFFLINE", raising=False)
+    handler = functools.partial(_Files, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/r_ti16.safetensors"
+        assert cli.main(["download", "R+Ti/16", "--weights", url]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    output = capsys.readouterr().out
+    cached = output.split("cached at ")[1].split("\n")[0]
+    assert cached.startswith(os.path.realpath(tmp_path / "cache"))
+    assert open(cached, "rb").read() == open(timm_file, "rb").read()
+    assert cli.main(["download", "ViTRTi16", "--weights", "no_such_tag"]) == 2
+    assert "Valid tags for" in capsys.readouterr().err
