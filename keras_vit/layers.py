@@ -328,7 +328,7 @@ class PatchFeatureMap(keras.layers.Layer):
     Args:
         num_prefix_tokens: int, the tokens before the patches. Defaults to `1`.
         grid_size: optional `(rows, cols)`, the grid when the call gives no
-            `patch_grid` (a hybrid's stem, whose grid is fixed at build).
+            `patch_grid` (tokens on a grid fixed at build time).
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:

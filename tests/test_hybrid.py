@@ -195,6 +195,13 @@ def test_dynamic_hybrid_equals_a_model_built_at_that_size():
         np.testing.assert_allclose(dynamic.predict(pixels, verbose=0), expected, atol=1e-6)
 
 
+def test_empty_batch_gives_an_empty_feature_map():
+    # No reshape infers a -1 from zero elements (JAX and torch cannot): 45x37 -> a 6x5 grid of 2x2 patches
+    # on the root's 12x10 map, for no image.
+    model = models.build_model(**TINY_ROOT_ONLY, include_top=False)
+    assert tuple(keras.ops.shape(model(np.zeros((0, 45, 37, 3), "float32")))) == (0, 6, 5, TINY["hidden_dim"])
+
+
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="a count, backend-independent: the tensorflow run")
 @pytest.mark.parametrize("config, size", [(TINY, 45), (TINY_ROOT_ONLY, 35)], ids=["stages", "root_only_padded"])
 def test_forward_flops_equal_torch_flop_counter_on_timm(config, size):
