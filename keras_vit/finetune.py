@@ -523,8 +523,8 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
         start = callbacks.stop.start_iteration
         print(f"process {processes.index} of {processes.count}: started at step {start}", flush=True)
     evaluation = model.evaluate(datasets.eval, verbose=0, return_dict=True)
-    model_path = os.path.join(config.out, "model.keras")
-    curves_path = os.path.join(config.out, "training_curves.png")
+    model_name, curves_name, metrics_name = "model.keras", "training_curves.png", "metrics.json"
+    model_path, curves_path = os.path.join(config.out, model_name), os.path.join(config.out, curves_name)
     images_per_second = callbacks.throughput.batches_per_second
     if images_per_second is not None:
         images_per_second = round(images_per_second * config.fit_batch_size, 1)
@@ -562,11 +562,10 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
 
     def write_files():
         # The three results appear together or not at all (a kill never pairs a new model with old metrics).
-        names = [os.path.basename(path) for path in (model_path, curves_path)] + ["metrics.json"]
-        with files.atomic_files(config.out, names) as staged:
-            model.save(staged[names[0]])
-            plot_curves(read_history(callbacks.history_path), staged[names[1]])
-            files.write_json(staged[names[2]], metrics)
+        with files.atomic_files(config.out, [model_name, curves_name, metrics_name]) as staged:
+            model.save(staged[model_name])
+            plot_curves(read_history(callbacks.history_path), staged[curves_name])
+            files.write_json(staged[metrics_name], metrics)
 
     # One writer; the other processes wait for it (and fail if it fails).
     multihost.run_on_primary(write_files, f"write the results to {config.out}")

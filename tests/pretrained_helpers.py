@@ -7,9 +7,15 @@ The reference checkpoints are written here, independently of
 out again here rather than imported from the converters under test.
 """
 
+import contextlib
+import functools
+import http.server
+import threading
+
 import numpy as np
 
 import keras_vit
+from keras_vit.pretrained import download
 
 TINY = "T/8"  # A test-only variant registered with `register_variant`.
 
@@ -248,3 +254,37 @@ def outputs(model, inputs):
 
 
 REPO_ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+
+
+def fake_hub(monkeypatch, path):
+    """Replaces the Hugging Face Hub fetch with one that returns `path`.
+
+    Returns:
+        The list the fake appends `(repo_id, filename)` to for every fetch.
+    """
+    requested = []
+
+    def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):
+        requested.append((repo_id, filename))
+        return path
+
+    monkeypatch.setattr(download, "hf_download", fake_hf_download)
+    return requested
+
+
+class _QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+
+@contextlib.contextmanager
+def serve_folder(directory):
+    """Serves the files of `directory` over http on 127.0.0.1; yields the base URL."""
+    handler = functools.partial(_QuietFiles, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

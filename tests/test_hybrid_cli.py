@@ -6,11 +6,8 @@ layers, the hybrid weight layouts). Nothing is downloaded: the Hub fetch is repl
 https-mirror path is served by a local HTTP server.
 """
 
-import functools
-import http.server
 import json
 import os
-import threading
 
 import keras
 import numpy as np
@@ -19,7 +16,7 @@ import pytest
 import keras_vit
 import keras_vit_cli as cli
 from keras_vit import models, pretrained
-from keras_vit.pretrained import download
+from tests import pretrained_helpers as ph
 from tests.helpers import BACKEND
 
 ONE_BACKEND = pytest.mark.skipif(BACKEND != "tensorflow", reason="backend-independent or one run is enough: tensorflow")
@@ -104,38 +101,20 @@ def test_convert_a_hybrid_both_layouts_both_ways(tiny_hybrid, tmp_path, capsys):
             np.testing.assert_array_equal(checkpoint.weights[name], value, err_msg=f"{format}: {name}")
 
 
-class _Files(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # keep test output clean
-        pass
-
-
 @ONE_BACKEND
 def test_download_a_hybrid_from_the_hub_and_a_mirror(tiny_hybrid, tmp_path, monkeypatch, capsys):
     timm_file, _ = _timm_file(tmp_path)
-    requested = []
-
-    def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):
-        requested.append(repo_id)
-        return timm_file
-
-    monkeypatch.setattr(download, "hf_download", fake_hf_download)
+    requested = ph.fake_hub(monkeypatch, timm_file)
     assert cli.main(["download", "ViTRTi16", "--weights", "augreg_in21k_ft_in1k", "--image-size", "384"]) == 0
-    assert requested == ["timm/vit_tiny_r_s16_p8_384.augreg_in21k_ft_in1k"]
+    assert [repo for repo, _ in requested] == ["timm/vit_tiny_r_s16_p8_384.augreg_in21k_ft_in1k"]
     output = capsys.readouterr().out
     assert "cached at" in output and "ResNet" in output
 
     # An http(s) mirror, served from a local folder into an empty cache.
     monkeypatch.setenv("KERAS_VIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("KERAS_VIT_OFFLINE", raising=False)
-    handler = functools.partial(_Files, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/r_ti16.safetensors"
-        assert cli.main(["download", "R+Ti/16", "--weights", url]) == 0
-    finally:
-        server.shutdown()
-        server.server_close()
+    with ph.serve_folder(tmp_path) as base_url:
+        assert cli.main(["download", "R+Ti/16", "--weights", f"{base_url}/r_ti16.safetensors"]) == 0
     output = capsys.readouterr().out
     cached = output.split("cached at ")[1].split("\n")[0]
     assert cached.startswith(os.path.realpath(tmp_path / "cache"))

@@ -6,7 +6,6 @@ import pytest
 
 import keras_vit_cli as cli
 from keras_vit import pretrained
-from keras_vit.pretrained import download
 
 
 @pytest.fixture
@@ -55,15 +54,9 @@ def test_download_preseeds_and_verifies(hf_dir, monkeypatch, tmp_path, capsys):
     timm_file = ph.write_safetensors(
         tmp_path / "timm.safetensors", ph.hf_to_timm_state(load_file(hf_dir + "/model.safetensors"))
     )
-    requested = []
-
-    def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):
-        requested.append(repo_id)
-        return timm_file
-
-    monkeypatch.setattr(download, "hf_download", fake_hf_download)
+    requested = ph.fake_hub(monkeypatch, timm_file)
     assert cli.main(["download", "ViTTi16", "--weights", "augreg_in21k_ft_in1k", "--image-size", "384"]) == 0
-    assert requested == ["timm/vit_tiny_patch16_384.augreg_in21k_ft_in1k"]
+    assert [repo for repo, _ in requested] == ["timm/vit_tiny_patch16_384.augreg_in21k_ft_in1k"]
     assert "cached at" in capsys.readouterr().out
     assert cli.main(["download", "ViTTi16", "--weights", "no_such_tag"]) == 2
     assert "Valid tags for ViT-Ti/16" in capsys.readouterr().err

@@ -81,13 +81,7 @@ def _synthetic_file(info, arch, tmp_path):
 
 def _load_row(info, monkeypatch, tmp_path, arch):
     path, cls_token = _synthetic_file(info, arch, tmp_path)
-    requested = []
-
-    def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):
-        requested.append((repo_id, filename))
-        return path
-
-    monkeypatch.setattr(download, "hf_download", fake_hf_download)
+    requested = ph.fake_hub(monkeypatch, path)
     monkeypatch.setattr(download, "download_url", lambda *a, **k: pytest.fail("the Hub copy must come first"))
     kwargs = dict(input_shape=(info.resolution, info.resolution, 3))
     if info.classes is None:

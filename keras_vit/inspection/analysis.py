@@ -182,6 +182,7 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
     last = len(parts.blocks) - 1 if with_attention else max(keep)
     tokens_out = {index: [] for index in keep}
     weights_out = {index: [] for index in range(last + 1)} if with_attention else {}
+    flatten_grid = vit_layers.PatchTokens()
     with _no_grad():
         for start in range(0, images.shape[0], batch_size):
             pixels = images[start : start + batch_size]
@@ -190,8 +191,7 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
             # The patch grid (batch, rows, cols, hidden), plain or hybrid: it also tells the position
             # embedding which grid to resample to.
             patch_grid = parts.patch_embedding(pixels)
-            batch, rows, cols, hidden = patch_grid.shape
-            tokens = keras.ops.reshape(patch_grid, (batch, rows * cols, hidden))
+            tokens = flatten_grid(patch_grid)
             if parts.class_token is not None:
                 tokens = parts.class_token(tokens)
             tokens = parts.position_embedding(tokens, patch_grid=patch_grid)
