@@ -32,7 +32,7 @@ from benchmarks.runner import (
     run,
     summarize,
 )
-from keras_vit.flops import forward_flops, training_flops
+from keras_vit.models.flops import forward_flops, training_flops
 
 __all__ = [
     "BACKENDS",

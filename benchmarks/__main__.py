@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from benchmarks import runner
-from keras_vit import files, validation
+from keras_vit.utils import files, validation
 
 
 def _names(text):

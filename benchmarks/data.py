@@ -62,7 +62,7 @@ def time_indexing(root, repeats):
     """Median seconds of `keras_vit.data.load` and of `image_dataset_from_directory` on `root`."""
     import keras
 
-    from keras_vit import data
+    from keras_vit.training import data
 
     def ours():
         return data.load(root)[1].num_examples
@@ -85,7 +85,7 @@ def time_indexing(root, repeats):
 
 def pipeline_images_per_second(root, image_size, batch_size, batches):
     """Images/s of `train_pipeline` (paper augmentation) over `batches` batches after a warm-up."""
-    from keras_vit import data
+    from keras_vit.training import data
 
     source, info = data.load(root, shuffle_files=True, seed=0)
     pipeline = data.train_pipeline(

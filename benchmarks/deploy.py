@@ -56,7 +56,7 @@ def _digits(image_size, with_train=False):
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from keras_vit.finetune import DIGITS_HOLDOUT_FRACTION
+    from keras_vit.training.finetune import DIGITS_HOLDOUT_FRACTION
 
     digits = load_digits()
     images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
@@ -80,13 +80,14 @@ def _onnx_pair(model, workdir, name, deploy):
 
 
 def finetuned_rows(path, workdir, seconds):
-    from keras_vit import deploy, metadata
+    from keras_vit import deploy
+    from keras_vit.models import metadata
 
     model = metadata.load_classifier(path)
     images, labels = _digits(model.input_shape[1])
     run_float, _ = _onnx_pair(model, workdir, "digits", deploy)
     rows = {"onnx_float32_images_per_s": _images_per_second(run_float, images, seconds)}
-    from keras_vit.preprocessing import preprocess_input
+    from keras_vit.models.preprocessing import preprocess_input
 
     scaled = preprocess_input(images.astype("float32"))
     rows["keras_images_per_s"] = _images_per_second(
@@ -103,8 +104,8 @@ def keras_quantize_rows(path, images, reference_top1=None):
 
     import keras
 
-    from keras_vit import metadata
-    from keras_vit.preprocessing import preprocess_input
+    from keras_vit.models import metadata
+    from keras_vit.models.preprocessing import preprocess_input
 
     scaled = preprocess_input(images.astype("float32"))
     float_outputs = keras.ops.convert_to_numpy(metadata.load_classifier(path).predict(scaled, verbose=0))
@@ -124,7 +125,7 @@ def keras_quantize_rows(path, images, reference_top1=None):
 
 def b16_model():
     """ViT-B/16, random weights, logits (the zero-initialised head gets random weights too)."""
-    from keras_vit.applications import ViTB16
+    from keras_vit.models.applications import ViTB16
 
     model = ViTB16(weights=None, classifier_activation=None)
     rng = np.random.default_rng(0)
@@ -138,7 +139,7 @@ def b16_rows(workdir, seconds, batch, formats=("onnx",)):
     import keras
 
     from keras_vit import deploy
-    from keras_vit.preprocessing import preprocess_input
+    from keras_vit.models.preprocessing import preprocess_input
 
     model = b16_model()
     rng = np.random.default_rng(0)

@@ -254,7 +254,7 @@ def compare(model, calibration, images, batches, seconds, rounds, labels=None, p
 
 def digits_comparison(model_path, seconds, rounds, profile):
     from benchmarks.deploy import _digits
-    from keras_vit import metadata
+    from keras_vit.models import metadata
 
     model = metadata.load_classifier(model_path)
     (train_images, _), (images, labels) = _digits(model.input_shape[1], with_train=True)

@@ -15,7 +15,8 @@ import time
 
 from benchmarks import worker
 from benchmarks.worker import RESULT_PREFIX
-from keras_vit import files, flops, validation
+from keras_vit.models import flops
+from keras_vit.utils import files, validation
 
 BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_bfloat16")

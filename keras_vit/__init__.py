@@ -7,10 +7,42 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
     model = keras_vit.ViTB16(include_top=True, weights=None)
 """
 
-# `training` and `layer_decay` are imported for their registered schedule,
+from keras_vit.utils import module_aliases
+
+# Where each public module of the flat layout lives now: `import keras_vit.data`,
+# `keras_vit.files.atomic_file`, ... keep working (the same module objects).
+MOVED_MODULES = {
+    "applications": "models.applications",
+    "variants": "models.variants",
+    "flops": "models.flops",
+    "preprocessing": "models.preprocessing",
+    "metadata": "models.metadata",
+    "resnet": "layers.resnet",
+    "resampling": "layers.resampling",
+    "data": "training.data",
+    "layer_decay": "training.layer_decay",
+    "distribute": "training.distribute",
+    "multihost": "training.multihost",
+    "finetune": "training.finetune",
+    "files": "utils.files",
+    "inspect": "inspection",
+}
+__getattr__ = module_aliases.install(
+    __name__,
+    MOVED_MODULES,
+    deprecated={
+        "inspect": "`keras_vit.inspect` is deprecated and will be removed in keras_vit 0.3: use "
+        "`keras_vit.inspection` (the old name shadows the standard library's `inspect`)."
+    },
+)
+
+# `training` (its recipes) and `layer_decay` are imported for their registered schedule,
 # loss and optimizers: a model compiled with them reloads after `import keras_vit`.
-from keras_vit import applications, layer_decay, layers, models, resnet, training, variants
-from keras_vit.applications import (
+from keras_vit import layers, models, training  # noqa: E402
+from keras_vit.layers import resnet  # noqa: E402
+from keras_vit.layers.resampling import resample_position_embedding  # noqa: E402
+from keras_vit.models import applications, variants  # noqa: E402
+from keras_vit.models.applications import (  # noqa: E402
     CONSTRUCTORS,
     VisionTransformer,
     ViTB8,
@@ -29,10 +61,10 @@ from keras_vit.applications import (
     ViTTi16,
     constructor_for,
 )
-from keras_vit.metadata import class_names
-from keras_vit.preprocessing import decode_predictions, preprocess_input
-from keras_vit.resampling import resample_position_embedding
-from keras_vit.variants import VARIANTS
+from keras_vit.models.metadata import class_names  # noqa: E402
+from keras_vit.models.preprocessing import decode_predictions, preprocess_input  # noqa: E402
+from keras_vit.models.variants import VARIANTS  # noqa: E402
+from keras_vit.training import layer_decay  # noqa: E402
 
 __version__ = "0.1.0"
 

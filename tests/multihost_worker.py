@@ -41,12 +41,12 @@ def build_and_compile(steps):
 
 
 def main(out, steps, die):
-    from keras_vit import multihost
+    from keras_vit.training import multihost
 
     info = multihost.initialize(seed=0, heartbeat_timeout=5)
     import tensorflow as tf
 
-    from keras_vit import distribute
+    from keras_vit.training import distribute
 
     setup = distribute.configure("auto", "float32")
     model = build_and_compile(steps)

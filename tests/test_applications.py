@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import preprocessing, resample_position_embedding
-from keras_vit.models import token_size
-from keras_vit.variants import VARIANTS
+from keras_vit import resample_position_embedding
+from keras_vit.models import preprocessing, token_size
+from keras_vit.models.variants import VARIANTS
 from tests.helpers import BACKEND, run_model_saving_test, run_precision_test, to_numpy
 
 TINY = dict(hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)

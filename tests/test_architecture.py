@@ -1,15 +1,17 @@
 """The shape of the house, checked: imports run one way between rooms, and no private name crosses a module.
 
 The rooms (README "Architecture"), lowest first; a module may import its own
-room and the rooms below it, never one above:
+room and the rooms below it, never one above. A room is a set of module paths
+(a folder, or one module of a folder); a module belongs to the room of its
+longest matching path:
 
-    leaf          validation, serialization, variants, flops, keras_compat, files
-    architecture  layers, models, resampling, preprocessing, metadata, resnet (keras.ops only)
-    pretrained    keras_vit.pretrained.* (registry, converters, loader, download, export of weights)
-    applications  the public constructors (architecture + the weights loader)
-    training      data, training, layer_decay, distribute, multihost
+    leaf          keras_vit.utils (argument checks, registration, Keras internals, atomic files)
+    architecture  keras_vit.layers, keras_vit.models (keras.ops only)
+    pretrained    keras_vit.pretrained (registry, converters, loader, download, export of weights)
+    applications  keras_vit.models.applications (the public constructors: architecture + weights loader)
+    training      keras_vit.training (recipes, data, layer_decay, distribute, multihost)
     package       keras_vit/__init__ (registers every layer, loss and schedule at import)
-    jobs          finetune, inspection, export/deploy
+    jobs          keras_vit.training.finetune, keras_vit.inspection, keras_vit.deploy
     command line  keras_vit_cli (and `python -m keras_vit`, which only delegates to it)
 
 Function-level imports count too: importing lazily is about start-up time,
@@ -28,14 +30,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("keras_vit", "keras_vit_cli")
 
 ROOMS = (
-    ("leaf", ("validation", "serialization", "variants", "flops", "keras_compat", "files")),
-    ("architecture", ("layers", "models", "resampling", "preprocessing", "metadata", "hybrid", "resnet")),
-    ("pretrained", ("pretrained",)),
-    ("applications", ("applications",)),
-    ("training", ("data", "training", "layer_decay", "distribute", "multihost")),
-    ("package", ("",)),
-    ("jobs", ("finetune", "inspection", "inspect", "export", "deploy", "quantization")),
-    ("command line", ("__main__",)),
+    ("leaf", ("keras_vit.utils",)),
+    ("architecture", ("keras_vit.layers", "keras_vit.models")),
+    ("pretrained", ("keras_vit.pretrained",)),
+    ("applications", ("keras_vit.models.applications",)),
+    ("training", ("keras_vit.training",)),
+    ("package", ("keras_vit",)),
+    ("jobs", ("keras_vit.training.finetune", "keras_vit.inspection", "keras_vit.deploy")),
+    ("command line", ("keras_vit_cli", "keras_vit.__main__")),
 )
 # Dependencies that point the wrong way today, each with the change that removes it.
 KNOWN_EXCEPTIONS = {}
@@ -57,17 +59,27 @@ def modules():
 
 
 def room_of(module):
-    """`(level, room name)` of a module of the two packages."""
-    if module.startswith("keras_vit_cli"):
-        return len(ROOMS) - 1, "command line"
-    first = module.split(".")[1] if module.count(".") else ""
-    for level, (room, names) in enumerate(ROOMS):
-        if first in names:
-            return level, room
-    raise AssertionError(
-        f"{module} belongs to no room: add it to ROOMS in tests/test_architecture.py (and to the README's "
-        "Architecture section), in the lowest room whose modules it needs."
-    )
+    """`(level, room name)` of a module of the two packages: the room of its longest matching path."""
+    matches = [
+        (len(path), level, room)
+        for level, (room, paths) in enumerate(ROOMS)
+        for path in paths
+        if module == path or module.startswith(path + ".")
+    ]
+    if not matches:
+        raise AssertionError(
+            f"{module} belongs to no room: add it to ROOMS in tests/test_architecture.py (and to the README's "
+            "Architecture section), in the lowest room whose modules it needs."
+        )
+    _, level, room = max(matches)
+    return level, room
+
+
+def test_every_room_exists():
+    known = modules()
+    for room, paths in ROOMS:
+        for path in paths:
+            assert any(m == path or m.startswith(path + ".") for m in known), f"room {room!r}: {path} does not exist"
 
 
 def imported_modules(tree, known):

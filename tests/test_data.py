@@ -52,7 +52,7 @@ def _collect(dataset):
 
 
 def test_folder_counts_and_skips_corrupt_files_lazily(folder):
-    from keras_vit import data
+    from keras_vit.training import data
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -73,7 +73,7 @@ def test_folder_counts_and_skips_corrupt_files_lazily(folder):
 
 
 def test_flat_layout_with_validation_split_partitions_the_files(tmp_path):
-    from keras_vit import data
+    from keras_vit.training import data
 
     root = str(tmp_path / "flat")
     _write_folder(root)
@@ -109,7 +109,7 @@ def test_flat_layout_with_validation_split_partitions_the_files(tmp_path):
 def test_train_pipeline_is_finite_unless_repeated(folder):
     import keras
 
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset, _ = data.load(folder, "train", shuffle_files=True, seed=0)
     pipeline = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=0)
@@ -140,7 +140,7 @@ def test_train_pipeline_is_finite_unless_repeated(folder):
     ],
 )
 def test_train_pipeline_rejects_bad_arguments(arguments, match):
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset, _ = data.from_arrays(np.zeros((4, 6, 6, 3), np.uint8), np.arange(4) % 2)
     options = dict(image_size=4, batch_size=2, num_classes=2) | arguments
@@ -149,7 +149,7 @@ def test_train_pipeline_rejects_bad_arguments(arguments, match):
 
 
 def test_eval_pipeline_rejects_bad_arguments():
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset, _ = data.from_arrays(np.zeros((4, 6, 6, 3), np.uint8), np.arange(4) % 2)
     for arguments, match in ((dict(batch_size=0), "batch_size"), (dict(crop_fraction=0), "crop_fraction")):
@@ -158,7 +158,7 @@ def test_eval_pipeline_rejects_bad_arguments():
 
 
 def test_indexing_opens_no_file(tmp_path):
-    from keras_vit import data
+    from keras_vit.training import data
 
     # 3,000 empty "images" in nested folders: indexing only lists names (an
     # empty file would fail any decode attempt).
@@ -175,7 +175,7 @@ def test_indexing_opens_no_file(tmp_path):
 
 
 def test_train_pipeline_shapes_range_and_static_batches(folder):
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset, info = data.load(folder, "train")
     pipeline = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=1)
@@ -189,7 +189,7 @@ def test_train_pipeline_shapes_range_and_static_batches(folder):
 
 
 def test_eval_pipeline_is_complete_and_deterministic(folder):
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset, info = data.load(folder, "test")
     assert info.num_examples == 7
@@ -204,7 +204,7 @@ def test_eval_pipeline_is_complete_and_deterministic(folder):
 
 
 def test_eval_static_shapes_pad_with_zero_weights(folder):
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset, _ = data.load(folder, "test")
     plain, _ = _collect(data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3))
@@ -218,7 +218,7 @@ def test_eval_static_shapes_pad_with_zero_weights(folder):
 
 
 def test_eval_split_with_unknown_class_is_an_error(folder):
-    from keras_vit import data
+    from keras_vit.training import data
 
     os.makedirs(os.path.join(folder, "test", "zebra"))
     with pytest.raises(ValueError, match="zebra"):
@@ -226,7 +226,7 @@ def test_eval_split_with_unknown_class_is_an_error(folder):
 
 
 def test_bad_sources_are_errors(folder, tmp_path):
-    from keras_vit import data
+    from keras_vit.training import data
 
     with pytest.raises(ValueError, match="no split folder"):
         data.load(folder, "validation")
@@ -238,7 +238,7 @@ def test_bad_sources_are_errors(folder, tmp_path):
 
 
 def test_arrays_validate_labels_and_grayscale():
-    from keras_vit import data
+    from keras_vit.training import data
 
     images = np.zeros((4, 6, 6), np.uint8)
     with pytest.raises(ValueError, match=r"\[0, num_classes=3\)"):
@@ -254,7 +254,7 @@ def test_arrays_validate_labels_and_grayscale():
 def test_labels_outside_range_fail_in_the_pipeline():
     import tensorflow as tf
 
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset = tf.data.Dataset.from_tensor_slices((np.zeros((3, 4, 4, 3), np.uint8), np.array([0, 5, 1], np.int32)))
     checked = data._check_labels(dataset, num_classes=3)
@@ -264,7 +264,7 @@ def test_labels_outside_range_fail_in_the_pipeline():
 
 def test_pipelines_hand_the_models_raw_pixels():
     # The models scale to [-1, 1] themselves: the pipelines must not (no double scaling).
-    from keras_vit import data
+    from keras_vit.training import data
 
     out = data.model_input(np.array([0, 127.5, 255], np.float64))
     assert out.dtype.name == "float32"
@@ -272,7 +272,7 @@ def test_pipelines_hand_the_models_raw_pixels():
 
 
 def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
-    from keras_vit import data
+    from keras_vit.training import data
 
     whole, whole_info = data.load(folder, "train")
     parts = [data.load(folder, "train", shard=(3, index)) for index in range(3)]
@@ -287,7 +287,7 @@ def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
 
 
 def test_sharding_splits_eval_without_overlap():
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset, _ = data.from_arrays(np.arange(5, dtype=np.uint8)[:, None, None] * np.ones((5, 2, 2)), np.arange(5))
     seen = []
@@ -298,7 +298,7 @@ def test_sharding_splits_eval_without_overlap():
 
 
 def test_mixup_cutmix_randaugment_give_soft_labels():
-    from keras_vit import data
+    from keras_vit.training import data
 
     rng = np.random.default_rng(0)
     dataset, _ = data.from_arrays(rng.integers(0, 256, (8, 12, 12, 3), dtype=np.uint8), np.arange(8) % 4)
@@ -352,7 +352,7 @@ def _tiny_tfds_builder(data_dir):
 def test_tfds_dataset_built_offline_loads_and_trains(tmp_path):
     import keras
 
-    from keras_vit import data
+    from keras_vit.training import data
 
     data_dir = str(tmp_path / "tfds")
     name = _tiny_tfds_builder(data_dir)
@@ -379,7 +379,7 @@ def test_tfds_dataset_built_offline_loads_and_trains(tmp_path):
 
 
 def test_tfds_source_without_labels_or_name_is_an_error():
-    from keras_vit import data
+    from keras_vit.training import data
 
     with pytest.raises(ValueError, match="dataset name"):
         data.load("tfds:", "train")

@@ -9,9 +9,10 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit import deploy, metadata
-from keras_vit.applications import VisionTransformer
-from keras_vit.preprocessing import preprocess_input
+from keras_vit import deploy
+from keras_vit.models import metadata
+from keras_vit.models.applications import VisionTransformer
+from keras_vit.models.preprocessing import preprocess_input
 from tests import helpers
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(8, 8, 3))

@@ -16,7 +16,7 @@ import keras
 import pytest
 
 import keras_vit
-from keras_vit import distribute
+from keras_vit.training import distribute
 from tests.helpers import BACKEND, REPO_ROOT
 
 _TINY = "dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(8, 8, 3), classes=4)"
@@ -83,7 +83,9 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras, numpy as np
 import keras_vit
-from keras_vit import distribute, layer_decay, training
+from keras_vit import training
+from keras_vit.training import distribute
+from keras_vit.training import layer_decay
 
 rng = np.random.default_rng(0)
 x = rng.uniform(-1, 1, (16, 8, 8, 3)).astype("float32")
@@ -155,7 +157,7 @@ _JAX = """
 import json
 import jax, keras, numpy as np
 import keras_vit
-from keras_vit import distribute
+from keras_vit.training import distribute
 
 assert jax.device_count() == 4, jax.devices()
 rng = np.random.default_rng(0)

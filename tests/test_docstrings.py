@@ -17,7 +17,12 @@ import keras_vit
 import keras_vit_cli
 
 # Their examples exercise the backend-specific ops.
-EVERY_BACKEND = ("keras_vit.layers", "keras_vit.models", "keras_vit.resampling", "keras_vit.applications")
+EVERY_BACKEND = (
+    "keras_vit.layers.transformer",
+    "keras_vit.models.vit",
+    "keras_vit.layers.resampling",
+    "keras_vit.models.applications",
+)
 # Entry points run the command when imported.
 NOT_IMPORTABLE = ("keras_vit.__main__", "keras_vit_cli.__main__")
 

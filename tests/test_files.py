@@ -8,7 +8,7 @@ import textwrap
 import keras
 import pytest
 
-from keras_vit import files
+from keras_vit.utils import files
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "jax", reason="pure file I/O: one backend's run is enough")
 
@@ -65,7 +65,7 @@ def test_stale_staging_of_a_killed_process_is_cleaned_and_old_folder_restored(tm
     script = textwrap.dedent(
         f"""
         import os
-        from keras_vit import files
+        from keras_vit.utils import files
         files._exchange = lambda a, b: False
         real_rename = os.rename
         def rename(source, destination):

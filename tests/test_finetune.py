@@ -14,7 +14,7 @@ import pytest
 
 import keras_vit
 import keras_vit_cli as cli
-from keras_vit import finetune
+from keras_vit.training import finetune
 from keras_vit_cli.commands import finetune as finetune_command
 from tests.helpers import BACKEND, REPO_ROOT
 
@@ -53,7 +53,7 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     assert int(keras.ops.convert_to_numpy(model.optimizer._iterations)) == 14
     assert model.optimizer._learning_rate.total_steps == 14
     (train, _), (evaluation, _) = finetune.digits_sources()
-    from keras_vit import data
+    from keras_vit.training import data
 
     images, labels = next(iter(data.eval_pipeline(evaluation, image_size=16, batch_size=360)))
     accuracy = np.mean(np.argmax(keras.ops.convert_to_numpy(model(np.asarray(images))), -1) == np.asarray(labels))

@@ -25,9 +25,9 @@ import pytest
 
 import keras_vit
 import keras_vit_cli as cli
-from keras_vit import files
 from keras_vit.pretrained import converters, download, export, io, loader
 from keras_vit.pretrained import errors as weights_errors
+from keras_vit.utils import files
 
 BACKEND = keras.backend.backend()
 one_backend = pytest.mark.skipif(BACKEND != "jax", reason="backend-independent: runs on the jax run only")
@@ -286,7 +286,7 @@ CASES = [
 def _pipeline(**overrides):
     import tensorflow as tf
 
-    from keras_vit import data
+    from keras_vit.training import data
 
     dataset = tf.data.Dataset.from_tensor_slices((np.zeros((2, 8, 8, 3), "uint8"), np.zeros(2, "int32")))
     arguments = {"image_size": 8, "batch_size": 2, "num_classes": 2, **overrides}

@@ -208,7 +208,7 @@ def test_forward_flops_equal_torch_flop_counter_on_timm(config, size):
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from keras_vit.flops import forward_flops
+    from keras_vit.models.flops import forward_flops
 
     reference = _timm_tiny(config, 32, 7, dynamic_img_size=True, dynamic_img_pad=True)
     for module in reference.modules():

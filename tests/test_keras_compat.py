@@ -1,7 +1,7 @@
 """One test per Keras internal that keras_vit.keras_compat uses.
 
 Each fails with a message that names the Keras change, so a Keras upgrade
-that moves one of them says what to fix in keras_vit/keras_compat.py. Run on
+that moves one of them says what to fix in keras_vit/utils/keras_compat.py. Run on
 every backend: each backend has its own optimizer base class.
 """
 
@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit import keras_compat
+from keras_vit.utils import keras_compat
 
 
 def _built_adamw():

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import layer_decay, training
+from keras_vit import training
+from keras_vit.training import layer_decay
 
 
 def _model(num_layers=2):

@@ -9,7 +9,7 @@ import pytest
 
 import keras_vit
 import keras_vit_cli as cli
-from keras_vit import metadata
+from keras_vit.models import metadata
 from tests.helpers import BACKEND, assert_config_round_trip, run_model_test
 
 TINY = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3))

@@ -49,7 +49,7 @@ BIG_VARIANTS = {"L/16", "L/32", "H/14", "R26+S/32", "R26+B/32", "R50+B/16", "R50
 
 
 def _constructor(variant):
-    from keras_vit.applications import constructor_for
+    from keras_vit.models.applications import constructor_for
 
     return constructor_for(variant)
 
@@ -155,7 +155,7 @@ def test_every_variant_is_pinned():
 
 
 def test_constructor_for_accepts_constructor_and_variant_names():
-    from keras_vit.applications import constructor_for
+    from keras_vit.models.applications import constructor_for
 
     assert constructor_for("ViTB16") is constructor_for("b/16") is keras_vit.ViTB16
     assert constructor_for("vitl16").variant == "L/16"

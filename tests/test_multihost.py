@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from keras_vit import multihost
+from keras_vit.training import multihost
 from tests.helpers import BACKEND, REPO_ROOT
 
 jax_only = pytest.mark.skipif(BACKEND != "jax", reason="multi-process training runs on the jax backend")

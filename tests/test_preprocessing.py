@@ -10,8 +10,8 @@ import keras
 import numpy as np
 import pytest
 
-import keras_vit.preprocessing
-from keras_vit.preprocessing import decode_predictions, scale_pixels
+import keras_vit.models.preprocessing
+from keras_vit.models.preprocessing import decode_predictions, scale_pixels
 
 # The class index shipped in the package; see keras_vit/resources/README.md for its provenance.
 CLASS_INDEX_SHA256 = "a1e7a966a1f601d39e4b43e119b3e7dd4a2ad3ea08cf69847cbaf021013767bc"

@@ -6,7 +6,7 @@ import keras
 import pytest
 
 from keras_vit import layers as vit_layers
-from keras_vit.applications import VisionTransformer
+from keras_vit.models.applications import VisionTransformer
 from tests import helpers
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(8, 8, 3))

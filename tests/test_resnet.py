@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_vit import resnet
+from keras_vit.layers import resnet
 from tests.helpers import run_layer_test, to_numpy
 
 WIDTH = 32  # the smallest width GroupNorm(32) allows

@@ -59,7 +59,7 @@ def main(argv=None):
             print("weights/README.md is out of date: run python weights/catalogue.py --write", file=sys.stderr)
             return 1
         return 0
-    from keras_vit import files
+    from keras_vit.utils import files
 
     files.write_text(README, updated)
     return 0

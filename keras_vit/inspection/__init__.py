@@ -56,7 +56,7 @@ from keras_vit.inspection.plots import (
     plot_position_embedding_similarity,
 )
 from keras_vit.inspection.report import REPORT_FILES, sample_image_path, write_report
-from keras_vit.preprocessing import load_image
+from keras_vit.models.preprocessing import load_image
 
 __all__ = [
     "HEAD_FUSIONS",

@@ -15,7 +15,8 @@ import keras
 import numpy as np
 
 from keras_vit import layers as vit_layers
-from keras_vit import resnet, validation
+from keras_vit.layers import resnet
+from keras_vit.utils import validation
 
 HEAD_FUSIONS = ("mean", "max", "min")
 

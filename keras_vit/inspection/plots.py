@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 
-from keras_vit import files, validation
 from keras_vit.inspection import analysis
+from keras_vit.utils import files, validation
 
 
 def _figure(width, height):

@@ -6,9 +6,10 @@ import os
 import keras
 import numpy as np
 
-from keras_vit import metadata, validation
 from keras_vit.inspection import analysis, plots
-from keras_vit.preprocessing import load_image
+from keras_vit.models import metadata
+from keras_vit.models.preprocessing import load_image
+from keras_vit.utils import validation
 
 SAMPLE_IMAGE = "sample_image.jpg"
 
@@ -105,7 +106,7 @@ def write_report(
     if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:
         raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
     if preprocess is None:
-        from keras_vit.preprocessing import preprocess_input as preprocess
+        from keras_vit.models.preprocessing import preprocess_input as preprocess
     classifier, model = model, metadata.find_vit(model)
     parts = analysis.vit_parts(model)
     height, width, _ = analysis.image_shape(parts)

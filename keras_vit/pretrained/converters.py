@@ -19,9 +19,9 @@ Example:
 import dataclasses
 import re
 
+from keras_vit.layers.resnet import output_stride
 from keras_vit.pretrained import hybrid_tables, tables
 from keras_vit.pretrained.errors import CheckpointFormatError, mismatch_error
-from keras_vit.resnet import output_stride
 
 # The plain ViT layouts first: a plain file ties with the hybrid layouts (which
 # only add the ResNet backbone) and so keeps its plain layout.

@@ -32,7 +32,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from keras_vit import files, validation
 from keras_vit.pretrained.errors import (
     CorruptCheckpointError,
     DownloadError,
@@ -41,6 +40,7 @@ from keras_vit.pretrained.errors import (
     OfflineError,
     TruncatedDownloadError,
 )
+from keras_vit.utils import files, validation
 
 logger = logging.getLogger("keras_vit.pretrained")
 

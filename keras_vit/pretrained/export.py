@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 
-from keras_vit import files
 from keras_vit.pretrained import converters, io
+from keras_vit.utils import files
 
 EXPORT_FORMATS = converters.FORMATS
 
@@ -133,7 +133,7 @@ def format_for_path(path):
 
 
 def _heads_for(hidden_dim):
-    from keras_vit import variants
+    from keras_vit.models import variants
 
     heads = {spec["hidden_dim"]: spec["num_heads"] for spec in variants.VARIANTS.values()}
     if hidden_dim not in heads:
@@ -158,8 +158,8 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
     Returns:
         `(path written, format)`.
     """
-    from keras_vit import validation
     from keras_vit.pretrained import loader
+    from keras_vit.utils import validation
 
     src, dst = os.fspath(src), os.fspath(dst)
     format = format_for_path(dst) if format is None else validation.one_of("format", format, EXPORT_FORMATS)
@@ -167,7 +167,7 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
     num_heads = None if num_heads is None else validation.positive_int("num_heads", num_heads)
     image_size = None if image_size is None else validation.pair("image_size", image_size)
     if src.endswith(".keras"):
-        from keras_vit import metadata
+        from keras_vit.models import metadata
 
         # The ViT itself, also when it is nested in the user's model (a head
         # on top of a nested ViT is no part of the ViT layouts).

@@ -21,8 +21,8 @@ import zlib
 
 import numpy as np
 
-from keras_vit import files
 from keras_vit.pretrained.errors import CheckpointFormatError, CorruptCheckpointError, MalformedCheckpointError
+from keras_vit.utils import files
 
 # safetensors dtype names -> NumPy little-endian dtypes. BF16 is widened below.
 _SAFETENSORS_DTYPES = {

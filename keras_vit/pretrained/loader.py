@@ -24,7 +24,10 @@ import os
 import keras
 import numpy as np
 
-from keras_vit import models, variants
+from keras_vit import models
+from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_embedding
+from keras_vit.layers.transformer import patch_grid
+from keras_vit.models import variants
 from keras_vit.pretrained import converters, io, sources
 from keras_vit.pretrained.errors import (
     CheckpointMismatchError,
@@ -33,7 +36,6 @@ from keras_vit.pretrained.errors import (
     UnknownWeightsError,
     mismatch_error,
 )
-from keras_vit.resampling import RESAMPLING_METHODS, resample_position_embedding
 
 logger = logging.getLogger("keras_vit.pretrained")
 
@@ -362,7 +364,7 @@ def build_with_weights(
         kwargs.get("input_shape"), kwargs.get("input_tensor"), kwargs.get("include_top", True), data_format
     )
     height, width, _ = variants.channels_last(input_shape, data_format)
-    target_grid = variants.patch_grid(
+    target_grid = patch_grid(
         (height, width), models.token_size(architecture["patch_size"], architecture.get("resnet_stages"))
     )
     if None in target_grid:

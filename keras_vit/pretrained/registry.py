@@ -8,10 +8,10 @@ nearest the requested image size wins (ties go to the larger resolution).
 
 import dataclasses
 
+from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import catalog
 from keras_vit.pretrained.converters import FORMATS
 from keras_vit.pretrained.errors import UnknownWeightsError
-from keras_vit.variants import VARIANTS
 
 
 @dataclasses.dataclass(frozen=True)

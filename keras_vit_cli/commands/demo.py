@@ -23,9 +23,9 @@ def run(args):
     import keras
     import numpy as np
 
-    from keras_vit import validation
-    from keras_vit.applications import constructor_for
-    from keras_vit.preprocessing import preprocess_input
+    from keras_vit.models.applications import constructor_for
+    from keras_vit.models.preprocessing import preprocess_input
+    from keras_vit.utils import validation
 
     constructor = constructor_for(args.model)
     for option in ("batch_size", "image_size", "classes"):

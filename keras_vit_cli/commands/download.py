@@ -18,9 +18,9 @@ def add_arguments(parser):
 def run(args):
     import os
 
-    from keras_vit import validation
-    from keras_vit.applications import constructor_for
+    from keras_vit.models.applications import constructor_for
     from keras_vit.pretrained import loader, sources
+    from keras_vit.utils import validation
 
     variant = constructor_for(args.model).variant
     size = validation.positive_int("image_size", args.image_size)

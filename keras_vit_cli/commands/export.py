@@ -29,7 +29,8 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_vit import deploy, validation
+    from keras_vit import deploy
+    from keras_vit.utils import validation
 
     validation.one_of("format", args.format, deploy.FORMATS)
     validation.one_of("input_dtype", args.input_dtype, deploy.INPUT_DTYPES)
@@ -38,7 +39,7 @@ def run(args):
     if args.model.endswith(".keras"):
         model = args.model
     else:
-        from keras_vit.applications import constructor_for
+        from keras_vit.models.applications import constructor_for
 
         size = validation.positive_int("image_size", args.image_size)
         model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3))

@@ -55,7 +55,7 @@ def add_arguments(parser):
 def run(args):
     import os
 
-    from keras_vit.finetune import finetune
+    from keras_vit.training.finetune import finetune
 
     options = {key: value for key, value in vars(args).items() if key not in ("command", "run")}
     metrics = finetune(**options)

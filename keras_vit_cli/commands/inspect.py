@@ -31,8 +31,8 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_vit import validation
     from keras_vit.inspection import report
+    from keras_vit.utils import validation
 
     # Checked before the model is built (seconds for B/16) and before any note is printed.
     validation.rate("discard_ratio", args.discard_ratio)
@@ -54,7 +54,7 @@ def run(args):
     )
     for path in paths.values():
         print(path)
-    from keras_vit import metadata
+    from keras_vit.models import metadata
 
     names = metadata.class_names(model)
     if names is not None:

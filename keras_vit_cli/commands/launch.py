@@ -29,7 +29,8 @@ def launch_local(arguments, num_processes, port=None, poll_interval=0.5):
     import sys
     import time
 
-    from keras_vit import multihost, validation
+    from keras_vit.training import multihost
+    from keras_vit.utils import validation
 
     validation.positive_int("num_processes", num_processes)
     port = multihost.free_port() if port is None else validation.positive_int("port", port)

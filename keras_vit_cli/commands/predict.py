@@ -26,9 +26,10 @@ def run(args):
     import keras
     import numpy as np
 
-    from keras_vit import metadata, validation
-    from keras_vit.applications import constructor_for
-    from keras_vit.preprocessing import decode_predictions, load_image, preprocess_input
+    from keras_vit.models import metadata
+    from keras_vit.models.applications import constructor_for
+    from keras_vit.models.preprocessing import decode_predictions, load_image, preprocess_input
+    from keras_vit.utils import validation
 
     validation.positive_int("top", args.top)
     if args.model.endswith(".keras"):

@@ -17,9 +17,9 @@ def run(args):
     import keras
 
     import keras_vit
-    from keras_vit import validation
-    from keras_vit.applications import constructor_for
-    from keras_vit.flops import forward_flops
+    from keras_vit.models.applications import constructor_for
+    from keras_vit.models.flops import forward_flops
+    from keras_vit.utils import validation
 
     validation.positive_int("image_size", args.image_size)
     validation.positive_int("classes", args.classes)

@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 from keras_vit import layers as vit_layers
-from keras_vit.serialization import register
+from keras_vit.utils.serialization import register
 
 __all__ = ["ClassNames", "class_names", "find_vit", "load_classifier", "top_classes", "with_class_names"]
 

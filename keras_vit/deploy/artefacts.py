@@ -37,7 +37,8 @@ import tempfile
 import keras
 import numpy as np
 
-from keras_vit import files, metadata, validation
+from keras_vit.models import metadata
+from keras_vit.utils import files, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
 INPUT_DTYPES = ("uint8", "float32")

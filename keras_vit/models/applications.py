@@ -12,7 +12,7 @@ the architecture from `keras_vit.models.build_model` with the row of
 """
 
 from keras_vit import models, pretrained
-from keras_vit.variants import VARIANTS
+from keras_vit.models.variants import VARIANTS
 
 
 def VisionTransformer(

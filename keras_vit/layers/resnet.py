@@ -35,8 +35,8 @@ kernels are HWIO like the official `.../kernel` tensors.
 import keras
 from keras import ops
 
-from keras_vit import layers as vit_layers
-from keras_vit import serialization, validation, variants
+from keras_vit.layers import transformer as vit_layers
+from keras_vit.utils import serialization, validation
 
 # timm builds the hybrids' convolutions with StdConv2dSame(eps=1e-8).
 STANDARDIZATION_EPSILON = 1e-8
@@ -518,7 +518,7 @@ class HybridPatchEmbedding(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         features_shape = self.backbone.compute_output_shape(input_shape)
-        grid = variants.patch_grid(features_shape[1:3], self.patch_size)
+        grid = vit_layers.patch_grid(features_shape[1:3], self.patch_size)
         return (input_shape[0], *grid, self.hidden_dim)
 
     def get_config(self):

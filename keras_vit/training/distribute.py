@@ -25,7 +25,8 @@ import math
 
 import keras
 
-from keras_vit import multihost, validation
+from keras_vit.training import multihost
+from keras_vit.utils import validation
 
 STRATEGIES = ("auto", "default", "mirrored", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")

@@ -23,8 +23,9 @@ import time
 import keras
 from keras import ops
 
-from keras_vit import files, keras_compat, multihost, serialization
-from keras_vit import layer_decay as layer_decay_lib
+from keras_vit.training import layer_decay as layer_decay_lib
+from keras_vit.training import multihost
+from keras_vit.utils import files, keras_compat, serialization
 
 # Variable names (`variable.name`, the last part of the path) that are not
 # decayed: biases, LayerNorm scale/offset, the class token and the position

@@ -1,6 +1,6 @@
 """The ViT variant table and the shape rules every builder shares.
 
-A leaf module (it imports only `keras_vit.validation`): the architecture
+It imports only argument checks and the patch-grid rule of the layers: the architecture
 (`keras_vit.models`), the public constructors (`keras_vit.applications`), the
 weights machinery (`keras_vit.pretrained`) and the CLIs all read the same
 table and the same rules, so a new variant is one new row of `VARIANTS`.
@@ -9,11 +9,10 @@ Example:
 
 >>> VARIANTS["B/16"]["hidden_dim"], VARIANTS["B/16"]["patch_size"]
 (768, 16)
->>> patch_grid((224, 224), 16), patch_grid((123, 100), 16)
-((14, 14), (8, 7))
 """
 
-from keras_vit import validation
+from keras_vit.layers.transformer import patch_grid
+from keras_vit.utils import validation
 
 # Sizes from Dosovitskiy et al. 2021, Table 1 (B, L, H) and Steiner et al.
 # 2021, "How to train your ViT?" (Ti, S): hidden size, depth, heads, MLP size.
@@ -56,27 +55,6 @@ DEFAULT_INPUT_SHAPE = (224, 224, 3)
 # "max": their maximum, as keras.applications' pooling="max".
 POOLING_MODES = ("token", "gap", "max")
 POOLING_ALIASES = {"avg": "gap"}
-
-
-def patch_grid(image_size, patch_size):
-    """The patch grid `(rows, cols)` of an image, padding included.
-
-    Sides that are not a multiple of the patch are padded up to the next
-    multiple (timm's `dynamic_img_pad`), so the grid is the ceiling of
-    size / patch. Unknown sides (None) give None.
-
-    Args:
-        image_size: `(height, width)`; either may be None.
-        patch_size: int or `(height, width)`.
-
-    Returns:
-        `(rows, cols)`, each an int or None.
-
-    >>> patch_grid((None, 32), (8, 4))
-    (None, 8)
-    """
-    patch = validation.pair("patch_size", patch_size)
-    return tuple(None if size is None else -(-size // p) for size, p in zip(image_size, patch))
 
 
 def resolve_pooling(pooling, include_top):

@@ -48,7 +48,7 @@ import warnings
 
 import numpy as np
 
-from keras_vit import validation
+from keras_vit.utils import validation
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 # The paper's Inception crop keeps 5-100 % of the image area (big_vision's

@@ -10,7 +10,9 @@ loader (`keras_vit.pretrained`) both build through it.
 import keras
 
 from keras_vit import layers as vit_layers
-from keras_vit import preprocessing, resnet, validation, variants
+from keras_vit.layers import resnet
+from keras_vit.models import preprocessing, variants
+from keras_vit.utils import validation
 
 
 def token_size(patch_size, resnet_stages=None):
@@ -168,7 +170,7 @@ def build_model(
     height, width, _ = variants.channels_last(input_shape, data_format)
     pixels_per_token = token_size(patch_size, resnet_stages)
     # A hybrid's "same"-padded ResNet and padded patches give the same ceil(size / token) grid as a plain ViT.
-    grid = variants.patch_grid((height, width), pixels_per_token)
+    grid = vit_layers.patch_grid((height, width), pixels_per_token)
     if None in grid:
         grid = validation.pair("embedding_grid", embedding_grid or variants.default_grid(pixels_per_token))
 

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from keras_vit import files, validation
+from keras_vit.utils import files, validation
 
 DIGITS = "digits"
 SMALL_MODEL = "small"
@@ -48,7 +48,7 @@ def digits_sources(seed=0):
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from keras_vit import data
+    from keras_vit.training import data
 
     digits = load_digits()
     images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
@@ -236,7 +236,7 @@ def make_config(
     Raises:
         ValueError: naming the argument and the accepted values.
     """
-    from keras_vit import distribute, multihost
+    from keras_vit.training import distribute, multihost
 
     multihost.settings(coordinator, num_processes, process_id)  # checked here, resolved by `initialize`
     for name, value in (("model", model), ("data", data), ("train_split", train_split), ("out", out)):
@@ -338,7 +338,7 @@ def load_sources(config, shard=None):
     training files or TFDS split (the digits, arrays in memory, are sharded
     by the training pipeline instead).
     """
-    from keras_vit import data
+    from keras_vit.training import data
 
     if config.digits:
         return digits_sources(config.seed)
@@ -370,7 +370,7 @@ def make_datasets(config):
         `Datasets`. With MixUp or CutMix the held-out labels are one-hot too,
         so the compiled loss and accuracy measure both the same way.
     """
-    from keras_vit import data, multihost
+    from keras_vit.training import data, multihost
 
     processes = multihost.process_info()
     shard = multihost.data_shard()
@@ -442,7 +442,8 @@ def make_optimizer(config, model):
 
 def compile_model(config, setup, num_classes, class_names):
     """Builds the model in `setup`'s scope, names its classes and compiles it."""
-    from keras_vit import metadata, training
+    from keras_vit import training
+    from keras_vit.models import metadata
 
     with setup.scope():
         model = build_model(config.model, config.weights, config.image_size, num_classes)
@@ -474,7 +475,8 @@ def make_callbacks(config):
     """Backup (resume after a kill), exact stop, checkpoint, CSV log, throughput."""
     import keras
 
-    from keras_vit import multihost, training
+    from keras_vit import training
+    from keras_vit.training import multihost
 
     primary = multihost.is_primary()  # the one writer of a multi-process run
     history_path = os.path.join(config.out, "history.csv")
@@ -516,7 +518,7 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     """Evaluates, saves the model, draws the curves, writes `metrics.json`; returns the metrics."""
     import keras
 
-    from keras_vit import multihost
+    from keras_vit.training import multihost
 
     processes = multihost.process_info()
     if processes.count > 1:
@@ -629,7 +631,7 @@ def finetune(**options):
     start = time.perf_counter()
     import keras
 
-    from keras_vit import distribute, multihost
+    from keras_vit.training import distribute, multihost
 
     config = make_config(**options)
     # Joining the other processes (if any) comes before any JAX work.

@@ -27,7 +27,7 @@ import dataclasses
 import os
 import socket
 
-from keras_vit import validation
+from keras_vit.utils import validation
 
 AUTO = "auto"
 ENV_JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"

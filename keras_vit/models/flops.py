@@ -24,7 +24,7 @@ The token grid is the model's: `ceil(side / token)` per side (images, or a
 hybrid's feature map, are padded up to whole patches).
 """
 
-from keras_vit import variants
+from keras_vit.layers import transformer as vit_layers
 
 # The hybrid ResNet's layout (keras_vit.resnet): a 7x7 stride-2 root convolution to `width` channels and a
 # stride-2 max pooling, then bottleneck stages; stage i has width * 2**i bottleneck channels, outputs 4x that,
@@ -101,7 +101,7 @@ def forward_flops(variant, image_size=224, classes=1000):
         macs, (rows, cols, channels) = resnet_macs(
             variant["resnet_stages"], (height, width), variant.get("resnet_width", DEFAULT_RESNET_WIDTH)
         )
-    grid = variants.patch_grid((rows, cols), (patch_h, patch_w))
+    grid = vit_layers.patch_grid((rows, cols), (patch_h, patch_w))
     patches = grid[0] * grid[1]
     tokens = patches + 1  # the class token
     macs += patches * (patch_h * patch_w * channels) * dim  # the patch-embedding convolution

@@ -20,7 +20,7 @@ import re
 import keras
 from keras import ops
 
-from keras_vit import keras_compat, serialization
+from keras_vit.utils import keras_compat, serialization
 
 # The first-level layer names of `keras_vit.VisionTransformer` below the
 # encoder blocks; everything not named here (norm, pooling, head, a user's own

@@ -9,7 +9,7 @@ import re
 
 import keras
 
-from keras_vit import keras_compat
+from keras_vit.utils import keras_compat
 
 PACKAGE = "keras_vit"
 

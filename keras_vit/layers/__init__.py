@@ -1,0 +1,50 @@
+"""The Vision Transformer's layers, in `keras.ops` only (TensorFlow, JAX and PyTorch backends).
+
+- `transformer`: patch embedding, class token, position embedding, the
+  pre-LayerNorm transformer block and its parts, pooling and the feature map;
+- `resnet`: the ResNet v2 stem and hybrid patch embedding of the paper's hybrids;
+- `resampling`: the interpolation matrices that resample a position embedding
+  to another patch grid.
+
+Every layer is registered as `keras_vit>ClassName`, so a saved model revives
+after `import keras_vit`.
+"""
+
+from keras_vit.layers.resnet import BottleneckUnit, HybridPatchEmbedding, ResNetBackbone, StandardizedConv2D
+from keras_vit.layers.transformer import (
+    LAYER_NORM_EPSILON,
+    ClassToken,
+    DropPath,
+    MLPBlock,
+    MultiHeadSelfAttention,
+    PatchEmbedding,
+    PatchFeatureMap,
+    PatchTokens,
+    PositionEmbedding,
+    TokenPooling,
+    TransformerBlock,
+    pad_to_patches,
+    patch_grid,
+    patch_projection,
+)
+
+__all__ = [
+    "LAYER_NORM_EPSILON",
+    "BottleneckUnit",
+    "ClassToken",
+    "DropPath",
+    "HybridPatchEmbedding",
+    "MLPBlock",
+    "MultiHeadSelfAttention",
+    "PatchEmbedding",
+    "PatchFeatureMap",
+    "PatchTokens",
+    "PositionEmbedding",
+    "ResNetBackbone",
+    "StandardizedConv2D",
+    "TokenPooling",
+    "TransformerBlock",
+    "pad_to_patches",
+    "patch_grid",
+    "patch_projection",
+]

@@ -1,0 +1,47 @@
+"""Training: the paper's recipes, tf.data pipelines, distribution and the fine-tune job.
+
+- `recipes`: schedules, optimizers, losses and fault-tolerant checkpoints
+  (re-exported here: `keras_vit.training.finetune_optimizer`, ...);
+- `layer_decay`: layer-wise learning-rate decay optimizers;
+- `data`: image folders, TFDS and arrays as tf.data pipelines (also
+  `keras_vit.data`);
+- `distribute`, `multihost`: strategies, precision and several processes;
+- `finetune`: the `keras-vit finetune` job.
+
+Importing this package imports the recipes only (Keras, no TensorFlow); the
+other modules are imported when used.
+"""
+
+from keras_vit.training.recipes import (
+    DECAYS,
+    NO_WEIGHT_DECAY_NAMES,
+    AtomicModelCheckpoint,
+    FaultTolerantBackup,
+    SparseSmoothedCrossentropy,
+    StopAtIteration,
+    ThroughputMeter,
+    WarmupDecay,
+    atomic_save_model,
+    classification_loss,
+    decays_weight,
+    finetune_optimizer,
+    pretrain_optimizer,
+    warmup_decay,
+)
+
+__all__ = [
+    "DECAYS",
+    "NO_WEIGHT_DECAY_NAMES",
+    "AtomicModelCheckpoint",
+    "FaultTolerantBackup",
+    "SparseSmoothedCrossentropy",
+    "StopAtIteration",
+    "ThroughputMeter",
+    "WarmupDecay",
+    "atomic_save_model",
+    "classification_loss",
+    "decays_weight",
+    "finetune_optimizer",
+    "pretrain_optimizer",
+    "warmup_decay",
+]
