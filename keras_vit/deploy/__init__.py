@@ -1,31 +1,41 @@
 """Serving artefacts: export a keras_vit model and run what was exported.
 
 `export` writes a TensorFlow SavedModel, ONNX, LiteRT or OpenVINO artefact
-(`keras_vit.deploy.artefacts`); `load_artefact` runs one in its own
-runtime. See the `artefacts` module's documentation for which backend writes
-which format.
+(`keras_vit.deploy.artefacts`, format by format in `keras_vit.deploy.writers`)
+with one input `images` and one output `outputs`; `load_artefact` runs one in
+its own runtime and `artefact_class_names` reads the class names stored with
+it. See the `artefacts` module's documentation for which backend writes which
+format.
 """
 
 from keras_vit.deploy.artefacts import (
     CLASS_NAMES_FILE,
     FORMATS,
     INPUT_DTYPES,
+    INPUT_NAME,
     INT8_FORMATS,
+    OUTPUT_NAME,
     UNSUPPORTED,
+    artefact_class_names,
+    artefact_files,
     artefact_path,
     export,
     load_artefact,
-    quantize_onnx_int8,
     serving_model,
     supported,
 )
+from keras_vit.deploy.writers import quantize_onnx_int8
 
 __all__ = [
     "CLASS_NAMES_FILE",
     "FORMATS",
     "INPUT_DTYPES",
+    "INPUT_NAME",
     "INT8_FORMATS",
+    "OUTPUT_NAME",
     "UNSUPPORTED",
+    "artefact_class_names",
+    "artefact_files",
     "artefact_path",
     "export",
     "load_artefact",

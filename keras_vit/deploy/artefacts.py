@@ -2,10 +2,21 @@
 
 `export(model_or_path, out, format)` writes a TensorFlow SavedModel, an ONNX
 file, a LiteRT (`.tflite`) flatbuffer or an OpenVINO IR (`.xml` + `.bin`)
-through Keras's own `Model.export`. The artefact takes what a serving client
-has, a batch of RGB images with pixels in [0, 255] (`uint8` by default,
-`float32` on request), channels last; the ViT scaling to [-1, 1] is inside
-it. The batch size is dynamic; the resolution is the model's (fixed).
+(`keras_vit.deploy.writers`). The artefact takes what a serving client has,
+one input `images`: a batch of RGB images with pixels in [0, 255] (`uint8`
+by default, `float32` on request), channels last; the ViT scaling to
+[-1, 1] is inside it. It has one output, `outputs` (the model's
+`[batch, classes]`, or its feature map), named so in every format. The batch
+size is dynamic; the resolution is the model's (fixed).
+
+Where it goes: `out` names the artefact (the format's suffix is added when
+missing); an existing folder, or a path ending in `/`, gets
+`<name>.<suffix>` inside it, `<name>` being the `.keras` file's stem or the
+model's name. A SavedModel is a folder of its own: `out` is that folder.
+An export never replaces a file: when any file it would write exists, it
+refuses before any work. It is staged next to the target through
+`keras_vit.utils.files` and appears whole or not at all; the staging folder
+of a killed export is removed by the next export into the same folder.
 
 `load_artefact(path, format)` runs an artefact in its own runtime
 (TensorFlow, ONNX Runtime, LiteRT, OpenVINO), never through Keras, for the
@@ -31,18 +42,18 @@ float32 depends on the model size and the CPU: see docs/deploy-int8.md.
 
 import json
 import os
-import shutil
-import tempfile
 
 import keras
 import numpy as np
 
+from keras_vit.deploy import writers
+from keras_vit.deploy.writers import CLASS_NAMES_FILE, INPUT_NAME, OUTPUT_NAME
 from keras_vit.models import metadata
 from keras_vit.utils import files, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
 INPUT_DTYPES = ("uint8", "float32")
-_KERAS_FORMATS = {"saved_model": "tf_saved_model", "onnx": "onnx", "litert": "litert", "openvino": "openvino"}
+_SUFFIXES = {"saved_model": "", "onnx": ".onnx", "litert": ".tflite", "openvino": ".xml"}
 # The backends on which Keras 3.15 writes each format, and why not elsewhere.
 UNSUPPORTED = {
     ("onnx", "jax"): "Keras 3.15 exports ONNX from JAX through the `jax2onnx` package, which pulls in flax, orbax "
@@ -55,7 +66,6 @@ UNSUPPORTED = {
     ("litert", "torch"): "Keras exports LiteRT from torch through the separate `litert-torch` package, "
     "which keras_vit does not pin",
 }
-CLASS_NAMES_FILE = "class_names.json"
 # Post-training int8 without calibration (see the module docstring).
 INT8_FORMATS = ("litert", "onnx")
 
@@ -72,11 +82,44 @@ def supported(format, backend=None):
     return (reason is None, reason or "")
 
 
-def artefact_path(out, format):
-    """The file or folder `export` writes for `format` under the name `out`:
-    `out` itself for a SavedModel, else `out` with the format's suffix."""
-    suffix = {"saved_model": "", "onnx": ".onnx", "litert": ".tflite", "openvino": ".xml"}[format]
-    return out if not suffix or out.endswith(suffix) else out + suffix
+def artefact_path(out, format, name="model"):
+    """The file or folder `export` writes for `format` at `out`.
+
+    `out` with the format's suffix added when missing; for the file formats,
+    an existing folder or a path ending in `/` gets `name` + suffix inside
+    it. A SavedModel is a folder: `out` itself (a trailing `/` dropped).
+
+    >>> artefact_path("served/", "onnx", name="vit")
+    'served/vit.onnx'
+    >>> artefact_path("served/vit", "openvino")
+    'served/vit.xml'
+    >>> artefact_path("served/vit/", "saved_model")
+    'served/vit'
+    """
+    validation.one_of("format", format, FORMATS)
+    out = os.fspath(out)
+    suffix = _SUFFIXES[format]
+    folder = out.endswith(("/", os.sep)) or os.path.isdir(out)
+    if not suffix:
+        return out.rstrip("/" + os.sep) or out
+    if folder:
+        out = os.path.join(out, name)
+    return out if out.endswith(suffix) else out + suffix
+
+
+def artefact_files(path, format):
+    """Every file `export` may write for the artefact at `path` (the artefact first).
+
+    >>> artefact_files("served/vit.xml", "openvino")
+    ['served/vit.xml', 'served/vit.bin']
+    >>> artefact_files("served/vit.tflite", "litert")
+    ['served/vit.tflite', 'served/vit.class_names.json']
+    """
+    if format == "openvino":
+        return [path, path[: -len(".xml")] + ".bin"]
+    if format == "litert":
+        return [path, writers.class_names_path(path)]
+    return [path]
 
 
 def serving_model(model, input_dtype="uint8"):
@@ -111,83 +154,82 @@ def serving_model(model, input_dtype="uint8"):
     return serving
 
 
-def _register_erfc_for_tf2onnx():
-    """TensorFlow computes exact GELU with `Erfc`, which ONNX lacks and
-    tf2onnx 1.17 does not convert; it is `1 - Erf`, and ONNX has `Erf`."""
-    from tf2onnx import utils as tf2onnx_utils
-    from tf2onnx.handler import tf_op
-
-    @tf_op("Erfc")
-    class Erfc:
-        @classmethod
-        def version_9(cls, ctx, node, **kwargs):
-            node.type = "Erf"
-            dtype = ctx.get_dtype(node.input[0])
-            one = ctx.make_const(
-                tf2onnx_utils.make_name("erfc_one"), np.array(1, tf2onnx_utils.map_onnx_to_numpy_type(dtype))
-            )
-            output = node.output[0]
-            sub = ctx.insert_new_node_on_output(
-                "Sub", output, name=tf2onnx_utils.make_name(node.name), inputs=[one.output[0], output]
-            )
-            ctx.copy_shape(output, sub.output[0])
-            ctx.set_dtype(sub.output[0], dtype)
+def _check_source(model_or_path):
+    if isinstance(model_or_path, keras.Model):
+        return
+    if not (isinstance(model_or_path, (str, os.PathLike)) and os.fspath(model_or_path).endswith(".keras")):
+        raise ValueError(
+            f"`model_or_path` must be a keras.Model or a `.keras` file. Received: model_or_path={model_or_path!r}"
+        )
 
 
 def _load(model_or_path):
     if isinstance(model_or_path, keras.Model):
         return model_or_path
-    if isinstance(model_or_path, (str, os.PathLike)) and str(model_or_path).endswith(".keras"):
-        return metadata.load_classifier(os.fspath(model_or_path))
-    raise ValueError(
-        f"`model_or_path` must be a keras.Model or a `.keras` file. Received: model_or_path={model_or_path!r}"
-    )
+    return metadata.load_classifier(os.fspath(model_or_path))
 
 
-def _write_class_names(path, format, class_names):
-    if format == "onnx":
-        import onnx
+def _check_arguments(format, input_dtype, int8):
+    validation.one_of("format", format, FORMATS)
+    validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
+    validation.boolean("int8", int8)
+    if int8 and format not in INT8_FORMATS:
+        raise ValueError(
+            f"int8=True is available for the formats {INT8_FORMATS}. Received: format={format!r}, int8=True. "
+            "Export with format='litert' or 'onnx', or export float32 (int8=False)."
+        )
+    ok, reason = supported(format)
+    if not ok:
+        raise ValueError(
+            f"format={format!r} cannot be exported on the {keras.backend.backend()} backend: {reason}. "
+            "Set KERAS_BACKEND=tensorflow (every format) or see the README's Deploy table."
+        )
 
-        proto = onnx.load(path)
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = "class_names", json.dumps(list(class_names))
-        onnx.save(proto, path)
-    elif format == "openvino":
-        import openvino as ov
 
-        ov_model = ov.Core().read_model(path)
-        # OpenVINO's own place for a classifier's labels (model_info/labels).
-        ov_model.set_rt_info(" ".join(name.replace(" ", "_") for name in class_names), ["model_info", "labels"])
-        # A new file pair: the .bin just read is memory-mapped.
-        labelled = path[: -len(".xml")] + ".labelled.xml"
-        ov.save_model(ov_model, labelled, compress_to_fp16=False)
-        del ov_model
-        for suffix in (".xml", ".bin"):
-            os.replace(labelled[: -len(".xml")] + suffix, path[: -len(".xml")] + suffix)
-    else:
-        # SavedModel: TF Serving's assets.extra; LiteRT: a file beside the model.
-        target = os.path.join(path, "assets.extra") if format == "saved_model" else os.path.dirname(path)
-        os.makedirs(target, exist_ok=True)
-        with open(os.path.join(target, CLASS_NAMES_FILE), "w") as handle:
-            json.dump(list(class_names), handle)
+def _default_name(model_or_path):
+    """The artefact's name in a folder target: the `.keras` file's stem, or the model's name."""
+    if isinstance(model_or_path, keras.Model):
+        return model_or_path.name
+    return os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0]
+
+
+def _class_names(source, model, class_names):
+    class_names = metadata.class_names(source) if class_names is None else class_names
+    if class_names is None:
+        return None
+    class_names = [str(name) for name in class_names]
+    if model.output_shape[-1] != len(class_names):
+        raise ValueError(
+            f"`class_names` has {len(class_names)} names but the model has {model.output_shape[-1]} outputs. "
+            f"Received: class_names={class_names[:5]}..."
+        )
+    return class_names
 
 
 def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_names=None, int8=False, verbose=False):
     """Exports a keras_vit model as a serving artefact.
+
+    The artefact has one input, `images` (`INPUT_NAME`), and one output,
+    `outputs` (`OUTPUT_NAME`), in every format.
 
     Args:
         model_or_path: a `keras.Model` (a constructor's output, a backbone
             inside a user's model...) or the path of a `.keras` file such as
             the `finetune` job's `model.keras`.
         out: the artefact's path; the format's suffix (`.onnx`, `.tflite`,
-            `.xml`) is added when missing. It must not exist yet.
+            `.xml`) is added when missing. An existing folder, or a path
+            ending in `/`, gets `<name>.<suffix>` inside it (`<name>`: the
+            `.keras` file's stem or the model's name; see `artefact_path`).
+            Nothing the export would write may exist yet (`artefact_files`):
+            an export never replaces a file.
         format: one of `"saved_model"`, `"onnx"`, `"litert"`, `"openvino"`.
         input_dtype: `"uint8"` (default) or `"float32"` pixels in [0, 255].
         class_names: optional list of str stored with the artefact (default:
             the names saved in the model, `keras_vit.metadata.class_names`): ONNX
             metadata `class_names` (JSON), OpenVINO `model_info/labels`,
-            `assets.extra/class_names.json` in a SavedModel, a
-            `class_names.json` beside a `.tflite`.
+            `assets.extra/class_names.json` in a SavedModel, and for
+            `vit.tflite` the file `vit.class_names.json` beside it.
+            `artefact_class_names` reads them back.
         int8: bool, write a post-training int8 artefact instead of float32
             (`format="litert"`: dynamic-range quantization, int8 weights,
             run by XNNPACK's int8 kernels; `format="onnx"`: ONNX Runtime
@@ -209,66 +251,29 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     >>> load_artefact(path, format)(np.zeros((3, 16, 16, 3), "uint8")).shape
     (3, 2)
     """
-    validation.one_of("format", format, FORMATS)
-    validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
-    validation.boolean("int8", int8)
-    if int8 and format not in INT8_FORMATS:
-        raise ValueError(
-            f"int8=True is available for the formats {INT8_FORMATS}. Received: format={format!r}, int8=True. "
-            "Export with format='litert' or 'onnx', or export float32 (int8=False)."
-        )
-    ok, reason = supported(format)
-    if not ok:
-        raise ValueError(
-            f"format={format!r} cannot be exported on the {keras.backend.backend()} backend: {reason}. "
-            "Set KERAS_BACKEND=tensorflow (every format) or see the README's Deploy table."
-        )
-    path = artefact_path(os.fspath(out), format)
-    companions = [path[: -len(".xml")] + ".bin"] if format == "openvino" else []
-    for existing in [path, *companions]:
-        if os.path.exists(existing):
-            raise FileExistsError(f"{existing} exists: choose a new path or remove it first.")
+    _check_arguments(format, input_dtype, int8)
+    _check_source(model_or_path)
+    path = artefact_path(out, format, name=_default_name(model_or_path))
+    targets = artefact_files(path, format)
+    for existing in targets:
+        if os.path.lexists(existing):
+            raise FileExistsError(
+                f"{existing} exists and an export never replaces a file: choose a new path or remove it first."
+            )
     source = _load(model_or_path)
-    class_names = metadata.class_names(source) if class_names is None else class_names
-    if class_names is not None:
-        class_names = [str(name) for name in class_names]
     model = serving_model(source, input_dtype=input_dtype)
-    if class_names is not None and model.output_shape[-1] != len(class_names):
-        raise ValueError(
-            f"`class_names` has {len(class_names)} names but the model has {model.output_shape[-1]} outputs. "
-            f"Received: class_names={class_names[:5]}..."
-        )
-    parent = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(parent, exist_ok=True)
-    # Written in a temporary folder beside the target and moved in at the end,
-    # so a failed export leaves nothing behind.
-    staging = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    try:
-        staged = os.path.join(staging, os.path.basename(path))
-        if format == "onnx" and keras.backend.backend() == "tensorflow":
-            _register_erfc_for_tf2onnx()
-        if int8 and format == "litert":
-            import tensorflow as tf
-
-            model.export(staged, format="litert", verbose=verbose, optimizations=[tf.lite.Optimize.DEFAULT])
-        else:
-            model.export(staged, format=_KERAS_FORMATS[format], verbose=verbose)
-        if int8 and format == "onnx":
-            float_path = os.path.join(staging, "float32.onnx")
-            os.replace(staged, float_path)
-            quantize_onnx_int8(float_path, staged)
-        if class_names is not None:
-            _write_class_names(staged, format, class_names)
-        moves = [(staged, path)]
-        if format == "openvino":
-            moves.append((staged[: -len(".xml")] + ".bin", companions[0]))
-        elif format == "litert" and class_names is not None:
-            moves.append((os.path.join(staging, CLASS_NAMES_FILE), os.path.join(parent, CLASS_NAMES_FILE)))
-        # The data file first: the .xml (what a user opens) appears last.
-        for source, target in reversed(moves):
-            os.replace(source, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    class_names = _class_names(source, model, class_names)
+    options = dict(class_names=class_names, int8=int8, verbose=verbose)
+    if format == "saved_model":
+        with files.atomic_directory(path) as staged:
+            writers.write(model, format, staged, **options)
+        return path
+    # One set: the OpenVINO .xml with its .bin, the .tflite with its class names.
+    names = [os.path.basename(target) for target in targets]
+    if format == "litert" and class_names is None:
+        names = names[:1]
+    with files.atomic_files(os.path.dirname(os.path.abspath(path)), names) as staged:
+        writers.write(model, format, staged[names[0]], **options)
     return path
 
 
@@ -280,56 +285,56 @@ def load_artefact(path, format):
         format: the format it was written in.
 
     Returns:
-        A function from a NumPy batch of images to the NumPy outputs.
+        A function from a NumPy batch of images to the NumPy values of the
+        artefact's output `outputs`.
     """
     validation.one_of("format", format, FORMATS)
     if format == "saved_model":
         import tensorflow as tf
 
         loaded = tf.saved_model.load(path)  # kept alive: `serve` refers to its variables
-        return lambda images: loaded.serve(tf.constant(images)).numpy()
+        return lambda images: loaded.serve(tf.constant(images))[OUTPUT_NAME].numpy()
     if format == "onnx":
         import onnxruntime
 
         session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-        name = session.get_inputs()[0].name
-        return lambda images: session.run(None, {name: images})[0]
+        return lambda images: session.run([OUTPUT_NAME], {INPUT_NAME: images})[0]
     if format == "litert":
         from ai_edge_litert.interpreter import Interpreter
 
-        interpreter = Interpreter(model_path=path)
-        signature = interpreter.get_signature_runner()
-        input_name = next(iter(signature.get_input_details()))
-
-        def run(images):
-            return next(iter(signature(**{input_name: images}).values()))
-
-        return run
+        signature = Interpreter(model_path=path).get_signature_runner()
+        return lambda images: signature(**{INPUT_NAME: images})[OUTPUT_NAME]
     import openvino as ov
 
     compiled = ov.Core().compile_model(path, "CPU")
-    return lambda images: compiled(images)[0]
+    return lambda images: compiled(images)[compiled.output(OUTPUT_NAME)]
 
 
-def quantize_onnx_int8(path, out):
-    """Post-training int8 of an ONNX artefact with ONNX Runtime's dynamic
-    quantization: int8 weights (per channel) for every MatMul, activations
-    quantized at run time, so no calibration set is needed.
+def artefact_class_names(path, format):
+    """The class names stored with an exported artefact, or `None`.
 
     Args:
-        path: an ONNX file written by `export`.
-        out: the int8 ONNX file to write (must not exist).
+        path: what `export` returned.
+        format: the format it was written in.
 
     Returns:
-        `out`.
+        A list of str, or `None` when the artefact has none. OpenVINO keeps
+        them space-separated, so a space inside a name comes back as `_`.
     """
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    validation.one_of("format", format, FORMATS)
+    if format == "onnx":
+        import onnx
 
-    out = os.fspath(out)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"No ONNX file at {path!r}.")
-    if os.path.exists(out):
-        raise FileExistsError(f"{out} exists: choose a new path or remove it first.")
-    with files.atomic_file(out) as staged:
-        quantize_dynamic(path, staged, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
-    return out
+        stored = {entry.key: entry.value for entry in onnx.load(path, load_external_data=False).metadata_props}
+        return json.loads(stored["class_names"]) if "class_names" in stored else None
+    if format == "openvino":
+        import openvino as ov
+
+        ov_model, key = ov.Core().read_model(path), ["model_info", "labels"]
+        return ov_model.get_rt_info(key).astype(str).split() if ov_model.has_rt_info(key) else None
+    names_file = os.path.join(path, "assets.extra", CLASS_NAMES_FILE) if format == "saved_model" else None
+    names_file = names_file or writers.class_names_path(path)
+    if not os.path.isfile(names_file):
+        return None
+    with open(names_file) as handle:
+        return json.load(handle)

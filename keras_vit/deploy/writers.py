@@ -1,0 +1,212 @@
+"""Write one serving artefact into a staging folder: one input, one output.
+
+Every artefact has exactly one input, `images` (`INPUT_NAME`), and one
+output, `outputs` (`OUTPUT_NAME`): the model's `[batch, classes]` (or its
+feature map), under that name in every runtime (the ONNX graph output, the
+OpenVINO output tensor, the LiteRT and SavedModel signature output).
+
+On the TensorFlow and JAX backends, the SavedModel, LiteRT and OpenVINO
+artefacts are all converted from one trace: a Keras `ExportArchive` whose
+endpoint returns `{"outputs": model(images)}`. The SavedModel is that
+archive; LiteRT and OpenVINO convert it as a SavedModel, which names their
+output after the signature and keeps only what the signature computes. (OpenVINO
+converting the traced function itself, as Keras's `export(format="openvino")`
+does, turns every tensor without a consumer into an output: TensorFlow's
+`keras.ops.shape` slices every dynamic dimension, used or not, so the IR had
+one int32 batch-size output per unused slice beside the real one.) ONNX
+(tf2onnx, which keeps only the traced outputs) and OpenVINO on torch
+(TorchScript) go through Keras's own export, and their one output is renamed.
+
+Intermediate files (the SavedModel a conversion reads, the float32 ONNX an
+int8 one is quantized from) are written next to the staged artefact, inside
+the caller's staging folder, and leave with it.
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+
+from keras_vit.utils import files
+
+INPUT_NAME = "images"
+OUTPUT_NAME = "outputs"
+CLASS_NAMES_FILE = "class_names.json"
+CLASS_NAMES_SUFFIX = ".class_names.json"
+
+
+def class_names_path(tflite_path):
+    """Where the class names of a LiteRT artefact are: `vit.tflite` -> `vit.class_names.json`.
+
+    >>> class_names_path("served/vit.tflite")
+    'served/vit.class_names.json'
+    """
+    return os.path.splitext(os.fspath(tflite_path))[0] + CLASS_NAMES_SUFFIX
+
+
+def write(serving, format, staged, class_names=None, int8=False, verbose=False):
+    """Writes `serving` (see `serving_model`) as a `format` artefact at `staged`.
+
+    Args:
+        serving: the functional model to export, input named `images`.
+        format: `"saved_model"`, `"onnx"`, `"litert"` or `"openvino"`.
+        staged: the artefact's path inside a staging folder; its siblings
+            there are this function's scratch space.
+        class_names: list of str stored with the artefact, or `None`.
+        int8: post-training int8 (`"litert"` and `"onnx"` only).
+        verbose: let Keras print its export messages.
+    """
+    # Scratch space beside the staged artefact: in the staging folder, named after it so no output can clash.
+    scratch = staged + ".scratch"
+    os.mkdir(scratch)
+    if format == "saved_model":
+        _archive(serving).write_out(staged, verbose=verbose)
+        if class_names is not None:
+            # TF Serving's place for files that travel with a SavedModel.
+            files.write_json(os.path.join(staged, "assets.extra", CLASS_NAMES_FILE), class_names, indent=None)
+    elif format == "litert":
+        _write_litert(serving, staged, scratch, int8)
+        if class_names is not None:
+            files.write_json(class_names_path(staged), class_names, indent=None)
+    elif format == "onnx":
+        _write_onnx(serving, staged, scratch, class_names, int8, verbose)
+    else:
+        _write_openvino(serving, staged, scratch, class_names, verbose)
+
+
+def _archive(serving):
+    """The one trace: a Keras `ExportArchive`, endpoint `serve`: images -> {OUTPUT_NAME: output}."""
+    archive = keras.export.ExportArchive()
+    archive.track(serving)
+    spec = keras.InputSpec(shape=serving.input_shape, dtype=serving.inputs[0].dtype, name=INPUT_NAME)
+
+    def serve(images):
+        return {OUTPUT_NAME: serving(images, training=False)}
+
+    archive.add_endpoint("serve", serve, input_signature=[spec])
+    return archive
+
+
+def _saved_model(serving, scratch):
+    path = os.path.join(scratch, "saved_model")
+    _archive(serving).write_out(path, verbose=False)
+    return path
+
+
+def _write_litert(serving, staged, scratch, int8):
+    import tensorflow as tf
+
+    # The settings of Keras's own LiteRT export (TFLite builtins, TF ops where none fits), from the SavedModel.
+    converter = tf.lite.TFLiteConverter.from_saved_model(_saved_model(serving, scratch))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+    converter.experimental_enable_resource_variables = True
+    if int8:
+        # Dynamic-range quantization: int8 weights, XNNPACK quantizes the activations per call.
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    with open(staged, "wb") as handle:
+        handle.write(converter.convert())
+
+
+def _only(outputs, format):
+    """The artefact's one output; anything else is a bug in the export, said plainly."""
+    outputs = list(outputs)
+    if len(outputs) != 1:
+        raise RuntimeError(
+            f"The {format} export produced {len(outputs)} outputs, expected exactly one; please report this "
+            f"with your Keras ({keras.__version__}) and backend ({keras.backend.backend()}) versions."
+        )
+    return outputs[0]
+
+
+def _write_onnx(serving, staged, scratch, class_names, int8, verbose):
+    import onnx
+
+    traced = os.path.join(scratch, "float32.onnx")
+    if keras.backend.backend() == "tensorflow":
+        _register_erfc_for_tf2onnx()
+    serving.export(traced, format="onnx", verbose=verbose)
+    if int8:
+        traced = quantize_onnx_int8(traced, os.path.join(scratch, "int8.onnx"))
+    proto = onnx.load(traced)
+    _rename_onnx_tensor(proto.graph, _only(proto.graph.input, "onnx").name, INPUT_NAME)
+    _rename_onnx_tensor(proto.graph, _only(proto.graph.output, "onnx").name, OUTPUT_NAME)
+    if class_names is not None:
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = "class_names", json.dumps(list(class_names))
+    onnx.save(proto, staged)
+
+
+def _rename_onnx_tensor(graph, old, new):
+    if old == new:
+        return
+    for value in [*graph.input, *graph.output]:
+        if value.name == old:
+            value.name = new
+    for node in graph.node:
+        node.input[:] = [new if name == old else name for name in node.input]
+        node.output[:] = [new if name == old else name for name in node.output]
+
+
+def _write_openvino(serving, staged, scratch, class_names, verbose):
+    import openvino as ov
+
+    if keras.backend.backend() == "torch":
+        traced = os.path.join(scratch, "traced.xml")
+        serving.export(traced, format="openvino", verbose=verbose)
+        ov_model = ov.Core().read_model(traced)
+    else:
+        ov_model = ov.convert_model(_saved_model(serving, scratch))
+    _only(ov_model.inputs, "openvino").get_tensor().set_names({INPUT_NAME})
+    _only(ov_model.outputs, "openvino").get_tensor().set_names({OUTPUT_NAME})
+    if class_names is not None:
+        # OpenVINO's own place for a classifier's labels (model_info/labels), space-separated.
+        ov_model.set_rt_info(" ".join(name.replace(" ", "_") for name in class_names), ["model_info", "labels"])
+    ov.save_model(ov_model, staged, compress_to_fp16=False)
+
+
+def _register_erfc_for_tf2onnx():
+    """TensorFlow computes exact GELU with `Erfc`, which ONNX lacks and
+    tf2onnx 1.17 does not convert; it is `1 - Erf`, and ONNX has `Erf`."""
+    from tf2onnx import utils as tf2onnx_utils
+    from tf2onnx.handler import tf_op
+
+    @tf_op("Erfc")
+    class Erfc:
+        @classmethod
+        def version_9(cls, ctx, node, **kwargs):
+            node.type = "Erf"
+            dtype = ctx.get_dtype(node.input[0])
+            one = ctx.make_const(
+                tf2onnx_utils.make_name("erfc_one"), np.array(1, tf2onnx_utils.map_onnx_to_numpy_type(dtype))
+            )
+            output = node.output[0]
+            sub = ctx.insert_new_node_on_output(
+                "Sub", output, name=tf2onnx_utils.make_name(node.name), inputs=[one.output[0], output]
+            )
+            ctx.copy_shape(output, sub.output[0])
+            ctx.set_dtype(sub.output[0], dtype)
+
+
+def quantize_onnx_int8(path, out):
+    """Post-training int8 of an ONNX artefact with ONNX Runtime's dynamic
+    quantization: int8 weights (per channel) for every MatMul, activations
+    quantized at run time, so no calibration set is needed.
+
+    Args:
+        path: an ONNX file written by `export`.
+        out: the int8 ONNX file to write (must not exist).
+
+    Returns:
+        `out`.
+    """
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = os.fspath(out)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No ONNX file at {path!r}.")
+    if os.path.exists(out):
+        raise FileExistsError(f"{out} exists: choose a new path or remove it first.")
+    with files.atomic_file(out) as staged:
+        quantize_dynamic(path, staged, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
+    return out
