@@ -1,9 +1,18 @@
 """Export: each artefact run by its own runtime (not Keras) agrees with the
-Keras model within 1e-4, on each backend that can write the format; the
-pairs that cannot work say so; a failed export leaves nothing behind."""
+Keras model within 1e-4 and has one input `images` and one output `outputs`,
+on each backend that can write the format; the pairs that cannot work say
+so; a folder target gets a named file; an export never replaces a file; a
+killed export leaves no artefact, and the next one cleans up after it.
+
+Exports are the slow part (3-20 s each on 2 shared cores; tf2onnx and the
+TFLite converter are the slowest): the tests that only look at an artefact
+share one export per format (`exported`, module scope)."""
 
 import json
 import os
+import signal
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -13,10 +22,14 @@ from keras_vit import deploy
 from keras_vit.models import metadata
 from keras_vit.models.applications import VisionTransformer
 from keras_vit.models.preprocessing import preprocess_input
+from keras_vit.utils import files
 from tests import helpers
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(8, 8, 3))
 NAMES = ["zero", "one", "two"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Another model's class names, already in the folder the shared artefacts are exported into.
+FOREIGN_NAMES = '["cat", "dog"]'
 
 
 def _classifier(**overrides):
@@ -29,41 +42,128 @@ def _images(batch=3):
     return np.random.default_rng(0).integers(0, 256, size=(batch, 8, 8, 3)).astype("uint8")
 
 
-def _stored_class_names(path, format):
-    if format == "onnx":
-        import onnx
+def _cheapest_format():
+    """A format this backend writes, the cheapest first (no converter)."""
+    return next(f for f in ("saved_model", "openvino") if deploy.supported(f)[0])
 
-        return json.loads({p.key: p.value for p in onnx.load(path).metadata_props}["class_names"])
+
+def _runtime_names(path, format):
+    """(input names, output names) as the artefact's own runtime lists them."""
+    if format == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        return [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()]
     if format == "openvino":
         import openvino as ov
 
-        return ov.Core().read_model(path).get_rt_info(["model_info", "labels"]).astype(str).split()
-    folder = os.path.join(path, "assets.extra") if format == "saved_model" else os.path.dirname(path)
-    with open(os.path.join(folder, deploy.CLASS_NAMES_FILE)) as handle:
-        return json.load(handle)
+        compiled = ov.Core().compile_model(path, "CPU")
+        return [sorted(i.get_names()) for i in compiled.inputs], [sorted(o.get_names()) for o in compiled.outputs]
+    if format == "litert":
+        from ai_edge_litert.interpreter import Interpreter
+
+        interpreter = Interpreter(model_path=path)
+        (signature,) = interpreter.get_signature_list().values()
+        # The interpreter's own output tensors, one per name in the signature.
+        assert len(interpreter.get_output_details()) == len(signature["outputs"])
+        return signature["inputs"], signature["outputs"]
+    import tensorflow as tf
+
+    signatures = tf.saved_model.load(path).signatures
+    assert set(signatures) == {"serve", "serving_default"}
+    names = {(tuple(f.structured_input_signature[1]), tuple(f.structured_outputs)) for f in signatures.values()}
+    assert len(names) == 1, names
+    inputs, outputs = names.pop()
+    return list(inputs), list(outputs)
+
+
+def _expected_names(format):
+    if format == "openvino":
+        return [[deploy.INPUT_NAME]], [[deploy.OUTPUT_NAME]]
+    return [deploy.INPUT_NAME], [deploy.OUTPUT_NAME]
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    return _classifier()
+
+
+@pytest.fixture(scope="module")
+def exported(classifier, tmp_path_factory):
+    """`exported(format)`: `classifier` exported as `served/vit` in `format`, once per module.
+
+    `served/` already holds another model's `class_names.json`. Cost: one export per format asked for.
+    """
+    folder = tmp_path_factory.mktemp("served")
+    (folder / deploy.CLASS_NAMES_FILE).write_text(FOREIGN_NAMES)
+    paths = {}
+
+    def export(format):
+        if format not in paths:
+            paths[format] = deploy.export(classifier, str(folder / "vit"), format=format)
+        return paths[format]
+
+    return export
 
 
 @pytest.mark.parametrize("format", deploy.FORMATS)
-def test_artefact_matches_keras_in_its_own_runtime(format, tmp_path):
+def test_artefact_matches_keras_in_its_own_runtime(format, classifier, exported, tmp_path):
+    # Cost: the shared export of `format` (3-20 s) and two calls in its runtime.
     ok, reason = deploy.supported(format)
     if not ok:
         with pytest.raises(ValueError, match="cannot be exported on the"):
-            deploy.export(_classifier(), str(tmp_path / "vit"), format=format)
+            deploy.export(classifier, str(tmp_path / "vit"), format=format)
         assert os.listdir(tmp_path) == []
         pytest.skip(reason)
-    model = _classifier()
     images = _images()
-    expected = keras.ops.convert_to_numpy(model(preprocess_input(images.astype("float32"))))
-    path = deploy.export(model, str(tmp_path / "vit"), format=format)
+    expected = keras.ops.convert_to_numpy(classifier(preprocess_input(images.astype("float32"))))
+    path = exported(format)
     run = deploy.load_artefact(path, format)
     # Batch size is dynamic: 3 here, the traced call used 1.
     np.testing.assert_allclose(run(images), expected, atol=1e-4, rtol=0)
     np.testing.assert_allclose(run(images[:1]), expected[:1], atol=1e-4, rtol=0)
-    assert _stored_class_names(path, format) == NAMES
-    assert not [name for name in os.listdir(tmp_path) if name.startswith(".export-")]
+    assert deploy.artefact_class_names(path, format) == NAMES
+    assert not [name for name in os.listdir(os.path.dirname(path)) if files.is_temporary(name)]
+
+
+@pytest.mark.parametrize("format", deploy.FORMATS)
+def test_artefact_has_one_input_and_one_output_in_its_own_runtime(format, exported):
+    # Cost: the shared export (made by the test above) and one load in its runtime. The OpenVINO IR
+    # that Keras's own export traces on TensorFlow had 10 outputs: the logits and 9 int32 batch sizes.
+    ok, reason = deploy.supported(format)
+    if not ok:
+        pytest.skip(reason)
+    assert _runtime_names(exported(format), format) == _expected_names(format)
+
+
+def test_litert_class_names_sit_beside_the_artefact_under_its_own_name(exported):
+    # Cost: the shared LiteRT export (made above). Another model's class_names.json in the folder stays as it was.
+    ok, reason = deploy.supported("litert")
+    if not ok:
+        pytest.skip(reason)
+    folder = os.path.dirname(exported("litert"))
+    with open(os.path.join(folder, "vit.class_names.json")) as handle:
+        assert json.load(handle) == NAMES
+    with open(os.path.join(folder, deploy.CLASS_NAMES_FILE)) as handle:
+        assert handle.read() == FOREIGN_NAMES
+
+
+def test_feature_map_artefact_has_one_output(tmp_path):
+    # Cost: one export (3-15 s). The feature map's reshape computes the batch size as well.
+    format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])
+    backbone = VisionTransformer(**TINY, include_top=False, pooling=None)
+    helpers.randomize_weights(backbone)
+    images = _images(2)
+    expected = keras.ops.convert_to_numpy(backbone(preprocess_input(images.astype("float32"))))
+    path = deploy.export(backbone, str(tmp_path / "features"), format=format)
+    assert _runtime_names(path, format) == _expected_names(format)
+    actual = deploy.load_artefact(path, format)(images)
+    assert actual.shape == expected.shape == (2, 2, 2, 16)
+    np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
 
 
 def test_backbone_nested_in_a_saved_user_model_exports(tmp_path):
+    # Cost: one export (3-15 s).
     format = next(f for f in ("saved_model", "openvino") if deploy.supported(f)[0])
     backbone = VisionTransformer(**TINY, include_top=False, pooling="gap")
     inputs = keras.Input((8, 8, 3))
@@ -76,9 +176,10 @@ def test_backbone_nested_in_a_saved_user_model_exports(tmp_path):
     np.testing.assert_allclose(deploy.load_artefact(path, format)(images), expected, atol=1e-4, rtol=0)
 
 
-def test_export_refuses_bad_arguments_and_existing_targets(tmp_path):
+def test_export_refuses_bad_arguments(tmp_path):
+    # Cost: none of these exports starts (each fails before the trace).
     model = _classifier()
-    format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])
+    format = _cheapest_format()
     with pytest.raises(ValueError, match="format"):
         deploy.export(model, str(tmp_path / "vit"), format="tflite")
     with pytest.raises(ValueError, match="input_dtype"):
@@ -87,21 +188,58 @@ def test_export_refuses_bad_arguments_and_existing_targets(tmp_path):
         deploy.export(model, str(tmp_path / "vit"), format=format, class_names=["a"])
     with pytest.raises(ValueError, match="keras.Model or a `.keras` file"):
         deploy.export(str(tmp_path / "model.h5"), str(tmp_path / "vit"), format=format)
-    taken = deploy.artefact_path(str(tmp_path / "taken"), format)
-    os.makedirs(taken) if format == "saved_model" else open(taken, "w").close()
-    with pytest.raises(FileExistsError):
-        deploy.export(model, str(tmp_path / "taken"), format=format)
-    assert sorted(os.listdir(tmp_path)) == [os.path.basename(taken)]
+    assert os.listdir(tmp_path) == []
 
 
-def test_cli_exports_a_saved_model_file_and_names_unsupported_pairs(tmp_path, capsys):
+@pytest.mark.parametrize("format", deploy.FORMATS)
+def test_export_never_replaces_a_file(format, tmp_path):
+    # Cost: none (refused before the trace). Any file the export would write, companions and the
+    # LiteRT class names included, stops it, and is left as it was.
+    if not deploy.supported(format)[0]:
+        pytest.skip(deploy.supported(format)[1])
+    model = _classifier()
+    for target in deploy.artefact_files(deploy.artefact_path(str(tmp_path / "vit"), format), format):
+        os.makedirs(target) if format == "saved_model" else open(target, "w").write("someone else's")
+        with pytest.raises(FileExistsError, match="never replaces a file"):
+            deploy.export(model, str(tmp_path / "vit"), format=format)
+        assert os.listdir(tmp_path) == [os.path.basename(target)]
+        if format != "saved_model":
+            assert open(target).read() == "someone else's"
+        os.rmdir(target) if format == "saved_model" else os.remove(target)
+
+
+def test_folder_targets_get_a_named_file(tmp_path):
+    # Cost: none (paths only; the CLI test below writes into a folder, and `exported` writes a SavedModel
+    # then the other formats to one `out`). `keras-vit export model.keras DIR/` used to write a hidden DIR/.onnx.
+    assert deploy.artefact_path("served/", "onnx", name="model") == os.path.join("served", "model.onnx")
+    assert deploy.artefact_path("served/", "litert", name="vit_b16") == os.path.join("served", "vit_b16.tflite")
+    assert deploy.artefact_path(ROOT, "openvino", name="model") == os.path.join(ROOT, "model.xml")
+    assert deploy.artefact_path("served/vit", "onnx") == "served/vit.onnx"
+    assert deploy.artefact_path("served/vit.onnx", "onnx") == "served/vit.onnx"
+    # A SavedModel is a folder of its own: `out` names it, and an existing one is refused (test above).
+    assert deploy.artefact_path("served/vit/", "saved_model") == "served/vit"
+    assert deploy.artefact_path(ROOT, "saved_model") == ROOT
+    # The README's four exports to one `out`: the ONNX file goes beside the SavedModel folder, not into it.
+    (tmp_path / "vit").mkdir()
+    (tmp_path / "vit" / "saved_model.pb").write_bytes(b"")
+    assert deploy.artefact_path(str(tmp_path / "vit"), "onnx") == str(tmp_path / "vit.onnx")
+    assert deploy.artefact_files("served/vit.tflite", "litert") == ["served/vit.tflite", "served/vit.class_names.json"]
+    assert deploy.artefact_files("served/vit.xml", "openvino") == ["served/vit.xml", "served/vit.bin"]
+
+
+def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys):
+    # Cost: one export (3-15 s); the other commands fail before any export.
     import keras_vit_cli
 
     _classifier().save(tmp_path / "model.keras")
     format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])
-    assert keras_vit_cli.main(["export", str(tmp_path / "model.keras"), str(tmp_path / "vit"), "--format", format]) == 0
-    assert "wrote" in capsys.readouterr().out
-    assert os.path.exists(deploy.artefact_path(str(tmp_path / "vit"), format))
+    # An existing folder for a file format (gets model.xml + model.bin); a new SavedModel folder given with "/".
+    out = tmp_path / "served" if format == "openvino" else tmp_path / "served" / "vit"
+    os.makedirs(tmp_path / "served")
+    assert keras_vit_cli.main(["export", str(tmp_path / "model.keras"), f"{out}/", "--format", format]) == 0
+    written = sorted(os.listdir(tmp_path / "served"))
+    assert written == (["model.bin", "model.xml"] if format == "openvino" else ["vit"])
+    assert f"wrote {deploy.artefact_path(f'{out}/', format, name='model')} " in capsys.readouterr().out
     unsupported = [f for f in deploy.FORMATS if not deploy.supported(f)[0]]
     if unsupported:
         argv = ["export", str(tmp_path / "model.keras"), str(tmp_path / "other"), "--format", unsupported[0]]
@@ -110,10 +248,53 @@ def test_cli_exports_a_saved_model_file_and_names_unsupported_pairs(tmp_path, ca
     argv = ["export", str(tmp_path / "model.keras"), str(tmp_path / "q"), "--format", "saved_model", "--int8"]
     assert keras_vit_cli.main(argv) == 2
     assert "--int8 is available for the formats" in capsys.readouterr().err
+    # The same export again: refused in one line, the first artefact untouched.
+    assert keras_vit_cli.main(["export", str(tmp_path / "model.keras"), f"{out}/", "--format", format]) == 1
+    err = capsys.readouterr().err
+    assert "never replaces a file" in err and len(err.strip().splitlines()) == 1
+    assert sorted(os.listdir(tmp_path / "served")) == written
+
+
+# An export that SIGKILLs itself once the artefact is complete in its staging folder, before the commit.
+KILLED_EXPORT = """
+import os, signal, sys
+from keras_vit.deploy import writers
+
+write = writers.write
+
+
+def write_then_die(*args, **kwargs):
+    write(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+writers.write = write_then_die
+from keras_vit import deploy
+
+deploy.export(sys.argv[1], sys.argv[2], format=sys.argv[3])
+"""
+
+
+def test_a_killed_export_leaves_no_artefact_and_the_next_one_cleans_up(tmp_path):
+    # Cost: one export in a fresh process (Keras import + export, 10-25 s) and one here (3-15 s).
+    format = _cheapest_format()
+    _classifier().save(tmp_path / "model.keras")
+    served = tmp_path / "served"
+    served.mkdir()
+    argv = [sys.executable, "-c", KILLED_EXPORT, str(tmp_path / "model.keras"), str(served / "vit"), format]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
+    (left,) = os.listdir(served)  # its staging folder only: no artefact, whole or partial
+    assert files.is_temporary(left)
+    path = deploy.export(str(tmp_path / "model.keras"), str(served / "vit"), format=format)
+    assert sorted(os.listdir(served)) == sorted(os.path.basename(p) for p in deploy.artefact_files(path, format))
+    assert deploy.load_artefact(path, format)(_images()).shape == (3, 3)
 
 
 @pytest.mark.parametrize("format", deploy.INT8_FORMATS)
 def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_path):
+    # Cost: one int8 export (10-20 s, TensorFlow only).
     if keras.backend.backend() != "tensorflow":
         pytest.skip("the int8 formats are written on the TensorFlow backend; one backend is enough")
     # LiteRT leaves weights with fewer than 1024 elements float: hidden 32 makes the attention and MLP int8.
@@ -135,7 +316,8 @@ def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_pat
         from ai_edge_litert.interpreter import Interpreter
 
         assert any(detail["dtype"] == np.int8 for detail in Interpreter(model_path=path).get_tensor_details())
-    assert _stored_class_names(path, format) == NAMES
+    assert deploy.artefact_class_names(path, format) == NAMES
+    assert _runtime_names(path, format) == _expected_names(format)
     with pytest.raises(ValueError, match="int8=True is available for the formats"):
         deploy.export(model, str(tmp_path / "saved"), format="saved_model", int8=True)
     with pytest.raises(ValueError, match="`int8` must be True or False"):

@@ -10,9 +10,9 @@ by default, `float32` on request), channels last; the ViT scaling to
 size is dynamic; the resolution is the model's (fixed).
 
 Where it goes: `out` names the artefact (the format's suffix is added when
-missing); an existing folder, or a path ending in `/`, gets
-`<name>.<suffix>` inside it, `<name>` being the `.keras` file's stem or the
-model's name. A SavedModel is a folder of its own: `out` is that folder.
+missing); a path ending in `/`, or an existing folder (not a SavedModel),
+gets `<name>.<suffix>` inside it, `<name>` being the `.keras` file's stem or
+the model's name. A SavedModel is a folder of its own: `out` is that folder.
 An export never replaces a file: when any file it would write exists, it
 refuses before any work. It is staged next to the target through
 `keras_vit.utils.files` and appears whole or not at all; the staging folder
@@ -86,8 +86,10 @@ def artefact_path(out, format, name="model"):
     """The file or folder `export` writes for `format` at `out`.
 
     `out` with the format's suffix added when missing; for the file formats,
-    an existing folder or a path ending in `/` gets `name` + suffix inside
-    it. A SavedModel is a folder: `out` itself (a trailing `/` dropped).
+    a path ending in `/`, or an existing folder that is not a SavedModel,
+    gets `name` + suffix inside it (so `served/vit` means `served/vit.onnx`
+    beside a SavedModel `served/vit`). A SavedModel is a folder: `out`
+    itself (a trailing `/` dropped).
 
     >>> artefact_path("served/", "onnx", name="vit")
     'served/vit.onnx'
@@ -99,7 +101,8 @@ def artefact_path(out, format, name="model"):
     validation.one_of("format", format, FORMATS)
     out = os.fspath(out)
     suffix = _SUFFIXES[format]
-    folder = out.endswith(("/", os.sep)) or os.path.isdir(out)
+    saved_model = os.path.isfile(os.path.join(out, "saved_model.pb"))
+    folder = out.endswith(("/", os.sep)) or (os.path.isdir(out) and not saved_model)
     if not suffix:
         return out.rstrip("/" + os.sep) or out
     if folder:
@@ -217,8 +220,8 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
             inside a user's model...) or the path of a `.keras` file such as
             the `finetune` job's `model.keras`.
         out: the artefact's path; the format's suffix (`.onnx`, `.tflite`,
-            `.xml`) is added when missing. An existing folder, or a path
-            ending in `/`, gets `<name>.<suffix>` inside it (`<name>`: the
+            `.xml`) is added when missing. A path ending in `/`, or an
+            existing folder (not a SavedModel), gets `<name>.<suffix>` inside it (`<name>`: the
             `.keras` file's stem or the model's name; see `artefact_path`).
             Nothing the export would write may exist yet (`artefact_files`):
             an export never replaces a file.

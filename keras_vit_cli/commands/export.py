@@ -5,7 +5,10 @@ keras_vit ViT nested in your model or not) or a constructor (ViTB16, B/16)
 with --weights. The artefact takes a batch of RGB images with pixels in
 [0, 255] (uint8, or float32 with --input-dtype), channels last, at the
 model's resolution; the batch size is dynamic and the ViT scaling is inside.
-Class names saved in the model travel with it where the format has a place.
+Its one output is named `outputs` in every format. OUT may be an existing
+folder (or end in /): the artefact is then MODEL's name + the format's suffix
+inside it. An existing file is never replaced. Class names saved in the model
+travel with it (for vit.tflite: vit.class_names.json beside it).
 Not every backend writes every format (KERAS_BACKEND=tensorflow writes all
 four); the command says so when the pair cannot work. --int8 writes a
 post-training int8 artefact (litert, onnx; no calibration set needed).
@@ -14,7 +17,9 @@ post-training int8 artefact (litert, onnx; no calibration set needed).
 
 def add_arguments(parser):
     parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) / variant (B/16)")
-    parser.add_argument("out", help="the artefact's path (.onnx, .tflite, .xml are added when missing)")
+    parser.add_argument(
+        "out", help="the artefact's path (.onnx, .tflite, .xml are added when missing), or a folder to write it into"
+    )
     parser.add_argument(
         "--format", default="saved_model", help="saved_model, onnx, litert or openvino (default: %(default)s)"
     )
