@@ -9,12 +9,9 @@ format.
 """
 
 from keras_vit.deploy.artefacts import (
-    CLASS_NAMES_FILE,
     FORMATS,
     INPUT_DTYPES,
-    INPUT_NAME,
     INT8_FORMATS,
-    OUTPUT_NAME,
     UNSUPPORTED,
     artefact_class_names,
     artefact_files,
@@ -24,7 +21,7 @@ from keras_vit.deploy.artefacts import (
     serving_model,
     supported,
 )
-from keras_vit.deploy.writers import quantize_onnx_int8
+from keras_vit.deploy.writers import CLASS_NAMES_FILE, INPUT_NAME, OUTPUT_NAME, quantize_onnx_int8
 
 __all__ = [
     "CLASS_NAMES_FILE",

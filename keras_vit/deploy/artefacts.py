@@ -47,7 +47,7 @@ import keras
 import numpy as np
 
 from keras_vit.deploy import writers
-from keras_vit.deploy.writers import CLASS_NAMES_FILE, INPUT_NAME, OUTPUT_NAME
+from keras_vit.deploy.writers import CLASS_NAMES_FILE, OUTPUT_NAME
 from keras_vit.models import metadata
 from keras_vit.utils import files, validation
 
@@ -284,33 +284,41 @@ def load_artefact(path, format):
     """Loads an exported artefact in its own runtime.
 
     Args:
-        path: what `export` returned.
+        path: what `export` returned (or another one-input, one-output
+            artefact of the format, such as one from an earlier version).
         format: the format it was written in.
 
     Returns:
         A function from a NumPy batch of images to the NumPy values of the
-        artefact's output `outputs`.
+        artefact's one output (`outputs`).
     """
     validation.one_of("format", format, FORMATS)
     if format == "saved_model":
         import tensorflow as tf
 
         loaded = tf.saved_model.load(path)  # kept alive: `serve` refers to its variables
-        return lambda images: loaded.serve(tf.constant(images))[OUTPUT_NAME].numpy()
+
+        def run(images):
+            outputs = loaded.serve(tf.constant(images))
+            return (outputs[OUTPUT_NAME] if isinstance(outputs, dict) else outputs).numpy()
+
+        return run
     if format == "onnx":
         import onnxruntime
 
         session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-        return lambda images: session.run([OUTPUT_NAME], {INPUT_NAME: images})[0]
+        name = session.get_inputs()[0].name
+        return lambda images: session.run(None, {name: images})[0]
     if format == "litert":
         from ai_edge_litert.interpreter import Interpreter
 
         signature = Interpreter(model_path=path).get_signature_runner()
-        return lambda images: signature(**{INPUT_NAME: images})[OUTPUT_NAME]
+        name = next(iter(signature.get_input_details()))
+        return lambda images: next(iter(signature(**{name: images}).values()))
     import openvino as ov
 
     compiled = ov.Core().compile_model(path, "CPU")
-    return lambda images: compiled(images)[compiled.output(OUTPUT_NAME)]
+    return lambda images: compiled(images)[0]
 
 
 def artefact_class_names(path, format):
