@@ -259,6 +259,8 @@ REPO_ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import
 def fake_hub(monkeypatch, path):
     """Replaces the Hugging Face Hub fetch with one that returns `path`.
 
+    `path` may also be a function of `(repo_id, filename)` that returns the path.
+
     Returns:
         The list the fake appends `(repo_id, filename)` to for every fetch.
     """
@@ -266,7 +268,7 @@ def fake_hub(monkeypatch, path):
 
     def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):
         requested.append((repo_id, filename))
-        return path
+        return path(repo_id, filename) if callable(path) else path
 
     monkeypatch.setattr(download, "hf_download", fake_hf_download)
     return requested
