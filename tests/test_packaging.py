@@ -1,0 +1,85 @@
+"""The distribution: the sdist and the wheel build offline, the wheel installs into a fresh virtual environment,
+and the package imports from there (not from this source tree) with its `keras-vit` command working.
+
+Built as `python -m build` would (the sdist from the source, the wheel from the unpacked sdist, so a file missing
+from the sdist fails here), with this environment's setuptools and no network (`--no-isolation`).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import zipfile
+
+import pytest
+
+from tests.helpers import BACKEND, REPO_ROOT
+
+# What the build reads is the repository minus what git ignores (and git's own folder).
+IGNORED = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "outputs", ".pytest_cache", ".ipynb_checkpoints"
+)
+NAME = "keras_vision_transformer-0.1.0"
+
+
+def _run(command, **kwargs):
+    result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def _fresh_venv(path):
+    """A venv from the base interpreter that also sees this environment's packages (after its own)."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    _run([base, "-m", "venv", "--without-pip", str(path)])
+    python = os.path.join(path, "bin", "python")
+    own = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip()
+    with open(os.path.join(own, "main_environment.pth"), "w") as file:
+        file.write(sysconfig.get_path("purelib") + "\n")
+    return python, own
+
+
+# Cost: two setuptools builds, a venv without pip, one offline pip install and two short interpreters (~20-40 s on
+# 2 cores). Once, on the tensorflow run: nothing here depends on the backend.
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="the distribution is built once, on the tensorflow run")
+def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path):
+    source = shutil.copytree(REPO_ROOT, tmp_path / "source", ignore=IGNORED, symlinks=True)
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    environment["PIP_CONFIG_FILE"] = os.devnull  # --no-index: no machine-wide index settings apply
+    build = [sys.executable, "-c", "import sys; from setuptools import build_meta; build_meta.build_sdist(sys.argv[1])"]
+    _run([*build, str(tmp_path / "dist")], cwd=source, env=environment)
+    with tarfile.open(tmp_path / "dist" / f"{NAME}.tar.gz") as sdist:
+        names = sdist.getnames()
+        sdist.extractall(tmp_path / "unpacked", filter="data")
+    shipped = {name.split("/", 2)[1] for name in names if name.count("/") >= 1}
+    assert {"LICENSE", "README.md", "pyproject.toml", "keras_vit", "keras_vit_cli"} <= shipped
+    assert "tests" not in shipped, "the sdist ships no tests: they need the whole repository"
+
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-q"]
+        + ["-w", str(tmp_path / "wheels"), str(tmp_path / "unpacked" / NAME)],
+        env=environment,
+    )
+    (wheel,) = (tmp_path / "wheels").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(f"{NAME}.dist-info/METADATA").decode()
+        assert f"{NAME}.dist-info/licenses/LICENSE" in archive.namelist()
+        assert "keras_vit/resources/imagenet_class_index.json" in archive.namelist()
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+
+    python, site_packages = _fresh_venv(tmp_path / "venv")
+    _run(
+        [python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q", str(wheel)],
+        env=environment,
+    )
+    # From a folder outside the source tree, without PYTHONPATH: only the installed wheel can answer.
+    where = _run(
+        [python, "-c", "import keras_vit_cli, keras_vit.models; print(keras_vit_cli.__file__, keras_vit.__file__)"],
+        cwd=tmp_path,
+        env=dict(environment, KERAS_BACKEND="numpy"),
+    )
+    assert all(path.startswith(site_packages) for path in where.split()), where
+    usage = _run([os.path.join(tmp_path, "venv", "bin", "keras-vit"), "--help"], cwd=tmp_path, env=environment)
+    assert "finetune" in usage and "export" in usage
