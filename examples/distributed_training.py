@@ -16,8 +16,11 @@ Keras 3 does not support tf.distribute.MultiWorkerMirroredStrategy
 (keras-team/keras issue 20585): across hosts use the JAX backend (this script
 with --model-shards as needed) or a TPU pod slice with TPUStrategy.
 
-The global batch is --per-replica-batch x replicas and the learning rate is
-scaled linearly from the paper's 0.03 at batch 512.
+The global batch is --per-replica-batch x replicas. The optimizer is the
+pre-training recipe (`training.pretrain_optimizer`: AdamW, weight decay 0.1,
+linear warmup over 10 % of the steps, then linear decay) at a learning rate
+of 1e-3 for a global batch of 4096, scaled linearly to the actual global
+batch (`Setup.scale_learning_rate`); the loss has label smoothing 0.1.
 
 Runtime and result to expect (an estimate, not measured here: CI has no
 accelerator): ViT-B/16 from scratch on CIFAR-10 at 224 px reaches ~80 % in

@@ -1,8 +1,9 @@
 """Train a ViT on the bundled digits, or fine-tune any variant.
 
 Writes model.keras, metrics.json (held-out accuracy, steps, images/s) and
-training_curves.png to --out; a killed run resumes from out/backup when
-restarted with the same command. Options left out take the defaults of
+training_curves.png to --out, with history.csv (the per-epoch log) and
+checkpoint.keras (the last finished epoch); a killed run resumes from
+out/backup when restarted with the same command. Options left out take the defaults of
 `keras_vit.finetune.finetune`, which also checks every value.
 """
 
