@@ -41,12 +41,12 @@ def reader_files(patch):
 
 
 def small_variants(patch):
-    """Every `VARIANTS` row 4 wide per head (MLP twice the width); depth, heads, patch size and ResNet kept."""
+    """Every `VARIANTS` row at 2 blocks, 4 wide per head (MLP twice the width); heads, patch and ResNet kept."""
     from keras_vit.models import variants
 
     for name, row in list(variants.VARIANTS.items()):
         width = 4 * row["num_heads"]
-        patch.setitem(variants.VARIANTS, name, dict(row, hidden_dim=width, mlp_dim=2 * width))
+        patch.setitem(variants.VARIANTS, name, dict(row, num_layers=2, hidden_dim=width, mlp_dim=2 * width))
 
 
 def _checkpoint_for(info, folder):

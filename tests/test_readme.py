@@ -58,8 +58,8 @@ SUBSTITUTIONS = (
 
 # What stands in for the reader's world, put in place by tests/readme_world.py (one function per row, same keys).
 WORLD = {
-    "model sizes": "every VARIANTS row 4 wide per head, MLP twice the width (depth, heads, patch size and ResNet "
-    "kept): a B/16 is 48 wide and trains in seconds",
+    "model sizes": "every VARIANTS row at 2 blocks, 4 wide per head, MLP twice the width (heads, patch size and "
+    "ResNet kept): a B/16 is 2 blocks of width 48 and trains in seconds",
     "reader's files": "photo.jpg (the bundled sample photograph), photos/ and imagenet/ (a few random JPEGs per "
     "class), my_model.keras (a small saved ViT)",
     "Hugging Face Hub": "each catalogue file asked for is a random model of its variant, head and layout, written "
@@ -212,6 +212,7 @@ def test_every_readme_block_runs(tmp_path):
         check=False,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+    print("\n".join(line for line in result.stdout.splitlines() if line.startswith("readme_runner:")))  # -s: timings
     # The README names every file the main job writes.
     for name in os.listdir(os.path.join(work, "outputs", "finetune")):
         assert f"`{name}`" in readme_text(), name
