@@ -7,7 +7,9 @@ tensorflow run only.
 
 import doctest
 import importlib
+import inspect
 import pkgutil
+import types
 
 import keras
 import numpy as np
@@ -48,3 +50,94 @@ def test_docstring_examples_run(name):
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"
     if name in EVERY_BACKEND:
         assert result.attempted > 0
+
+
+# --- the constructors' docstrings, assembled from one template (keras_vit.models.applications) ---------------------
+
+
+def _args(function):
+    from keras_vit.utils import docstrings
+
+    return docstrings.args_entries(function)
+
+
+@pytest.mark.parametrize("name", list(keras_vit.CONSTRUCTORS))
+def test_constructor_signature_is_the_template(name):
+    from keras_vit.models.applications import CONSTRUCTOR_DEFAULTS
+
+    parameters = inspect.signature(keras_vit.CONSTRUCTORS[name]).parameters
+    assert list(parameters) == list(CONSTRUCTOR_DEFAULTS)
+    defaults = {key: parameter.default for key, parameter in parameters.items()}
+    assert defaults | {"name": None} == CONSTRUCTOR_DEFAULTS
+    assert defaults["name"].startswith("vit_")
+
+
+def test_a_constructor_that_drifts_from_the_template_is_refused():
+    from keras_vit.models.applications import CONSTRUCTOR_DEFAULTS, CONSTRUCTORS, register_constructor
+
+    def ViTB16Drift(include_top=True, weights=None):  # noqa: N802
+        return None
+
+    # ViTB16 with classes=10 by default instead of the template's 1000.
+    defaults = list(keras_vit.ViTB16.__defaults__)
+    defaults[list(CONSTRUCTOR_DEFAULTS).index("classes")] = 10
+    ViTB16Default = types.FunctionType(  # noqa: N806
+        keras_vit.ViTB16.__code__, keras_vit.ViTB16.__globals__, "ViTB16Default", tuple(defaults)
+    )
+    for function in (ViTB16Drift, ViTB16Default):
+        with pytest.raises(TypeError, match="CONSTRUCTOR_DEFAULTS"):
+            register_constructor("B/16")(function)
+    assert "ViTB16Drift" not in CONSTRUCTORS and "ViTB16Default" not in CONSTRUCTORS
+
+
+@pytest.mark.parametrize("name", list(keras_vit.CONSTRUCTORS))
+def test_constructor_docstring_is_complete_and_states_its_variant(name):
+    from keras_vit import pretrained
+    from tests.test_models import PINNED_PARAMS
+
+    function = keras_vit.CONSTRUCTORS[name]
+    variant, row = function.variant, keras_vit.VARIANTS[function.variant]
+    doc = inspect.getdoc(function)
+    entries = _args(function)
+    assert list(entries) == list(inspect.signature(function).parameters)  # every parameter, in order
+    assert all(len(entry.split(":", 1)[1].strip()) > 10 for entry in entries.values())
+    expected_title = (
+        f"Builds ViT-{variant}: {row['hidden_dim']} hidden, {row['num_layers']} layers, "
+        f"{row['num_heads']} heads, MLP {row['mlp_dim']}."
+    )
+    assert doc.splitlines()[0] == expected_title
+    patch = row["patch_size"]
+    assert f"{patch}x{patch} patches" in " ".join(doc.split())
+    assert f"{PINNED_PARAMS[variant][1]:,} parameters at 224 px" in doc
+    weights = " ".join(entries["weights"].split())
+    every_tag = sorted({tag for other in keras_vit.VARIANTS for tag in pretrained.available_tags(other)})
+    tags = [tag for tag in pretrained.available_tags(variant) if tag != "imagenet"]
+    assert [tag for tag in every_tag if tag != "imagenet" and f'`"{tag}"`' in weights] == tags
+    assert f'available_tags("{variant}")' in weights
+    imagenet = "imagenet" in pretrained.available_tags(variant)
+    assert ('`"imagenet"`, the best ImageNet-1k classifier' in weights) == imagenet
+    for part in ("Args:", "Returns:"):
+        assert part in doc
+
+
+def test_builders_share_build_model_argument_texts():
+    # VisionTransformer and the named constructors describe each shared argument with build_model's own entry.
+    from keras_vit.models import build_model
+
+    source = _args(build_model)
+    for function in (keras_vit.VisionTransformer, keras_vit.ViTB16, keras_vit.ViTRTi16):
+        entries = _args(function)
+        assert list(entries) == list(inspect.signature(function).parameters)
+        shared = [name for name in entries if name != "weights"]
+        assert shared and all(entries[name] == source[name] for name in shared)
+    assert "this same architecture" in _args(keras_vit.VisionTransformer)["weights"]
+
+
+def test_help_shows_the_signature_and_the_rendered_docstring():
+    import pydoc
+
+    text = pydoc.render_doc(keras_vit.ViTB16, renderer=pydoc.plaintext)
+    assert "ViTB16(include_top=True, include_preprocessing=True, weights=None" in text
+    assert "    Builds ViT-B/16: 768 hidden, 12 layers, 12 heads, MLP 3072." in text
+    assert "\n        include_top: bool, whether to add the classification head." in text
+    assert "{" not in inspect.getdoc(keras_vit.ViTB16)  # every template field filled

@@ -9,10 +9,127 @@ the architecture from `keras_vit.models.build_model` with the row of
 
 `VisionTransformer` is the same for any size (`patch_size`, `hidden_dim`,
 ...), with `weights=` a local file or `hf://` handle of that architecture.
+
+The docstrings are assembled (`keras_vit.utils.docstrings`): every argument
+is described once, in `build_model`'s docstring (`weights` here), and each
+constructor's text is `_VARIANT_DOCSTRING` filled from its row of the table.
 """
 
+import inspect
+import textwrap
+
 from keras_vit import models, pretrained
+from keras_vit.layers import resnet
 from keras_vit.models.variants import VARIANTS
+from keras_vit.pretrained import registry
+from keras_vit.utils import docstrings
+
+# Parameters at 224 px with the 1000-class head, for the docstrings (tests/test_models.py builds
+# every variant and pins the same counts).
+PARAMETER_COUNTS = {
+    "Ti/16": 5_717_416,
+    "S/16": 22_050_664,
+    "S/32": 22_878_952,
+    "B/8": 86_576_872,
+    "B/16": 86_567_656,
+    "B/32": 88_224_232,
+    "L/16": 304_326_632,
+    "L/32": 306_535_400,
+    "H/14": 632_045_800,
+    "R+Ti/16": 6_337_704,
+    "R26+S/32": 36_431_912,
+    "R26+B/32": 101_383_976,
+    "R50+B/16": 98_659_112,
+    "R50+L/32": 328_994_856,
+}
+
+# Each argument's text, written once: `build_model`'s `Args:` plus the `weights` of the builders here.
+_ARGS = docstrings.args_entries(models.build_model)
+_LOCAL_WEIGHTS = (
+    "a local `.npz` or `.safetensors` checkpoint or `save_pretrained` folder; "
+    'or `"hf://org/repo[/file.safetensors][@revision]"`'
+)
+
+_VISION_TRANSFORMER_DOCSTRING = """Builds a Vision Transformer of any size, optionally with weights.
+
+The architecture is `keras_vit.models.build_model`: patches, class
+token, position embedding, `num_layers` pre-LayerNorm blocks, final
+LayerNorm, then the pooling, optional `pre_logits` and head. The named
+constructors (`keras_vit.ViTB16`, ...) build the published sizes.
+
+{args}
+
+Returns:
+    A `keras.Model`.
+
+Example:
+
+A backbone for images of any size, pooled to one vector per image:
+
+>>> backbone = VisionTransformer(
+...     patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64,
+...     include_top=False, pooling="gap")
+>>> keras.ops.shape(backbone(np.zeros((2, 40, 24, 3))))
+(2, 32)
+"""
+
+_VARIANT_DOCSTRING = """
+Builds ViT-{variant}: {hidden_dim} hidden, {num_layers} layers, {num_heads} heads, MLP {mlp_dim}.
+
+{tokens}
+
+{parameters:,} parameters at 224 px with the 1000-class head. The
+`keras.applications` signature (`{constructor}` takes the place of
+`keras.applications.ConvNeXtTiny` in the same call) plus the ViT options;
+`keras_vit.VisionTransformer` builds any other size.
+
+{args}
+
+Returns:
+    A `keras.Model`.
+"""
+
+
+def _wrap(text):
+    """An `Args:` entry or paragraph wrapped as the written ones are."""
+    return textwrap.fill(text, width=72, subsequent_indent="    " if text.startswith("weights:") else "")
+
+
+def _tokens(variant):
+    """What one token of `variant` covers: a patch of pixels, or of a hybrid's ResNet feature map."""
+    row = VARIANTS[variant]
+    patch = row["patch_size"]
+    if row.get("resnet_stages") is None:
+        return f"{patch}x{patch} patches, one token each (images of any size are padded to whole patches)."
+    stages = row["resnet_stages"]
+    stride = resnet.output_stride(stages)
+    # ResNet-N: N = 3 layers per bottleneck unit, plus the root convolution and the (absent) classifier.
+    backbone = f"a ResNet-{2 + 3 * sum(stages)} with {stages} units per stage" if stages else "the ResNet root alone"
+    side = patch * stride
+    return (
+        f"A hybrid: {backbone} (stride {stride}), then {patch}x{patch} patches of its feature map: one token "
+        f'per {side}x{side} pixels (the ResNet pads "same": ceil(side / {side}) tokens per side).'
+    )
+
+
+def _weights_entry(variant):
+    """The `weights` entry of `variant`'s constructor: its published tags, from the registry."""
+    tags = pretrained.available_tags(variant)
+    lister = f'`keras_vit.pretrained.available_tags("{variant}")`'
+    checkpoints = ", ".join(f'`"{tag}"`' for tag in tags if tag != registry.IMAGENET_ALIAS)
+    if not checkpoints:
+        published = f'no tag nor `"imagenet"`: no ViT-{variant} checkpoint was published ({lister} is empty)'
+    elif registry.IMAGENET_ALIAS in tags:
+        published = (
+            f'a checkpoint tag of ViT-{variant}, one of {checkpoints} ({lister}); `"imagenet"`, the best '
+            "ImageNet-1k classifier at the published resolution nearest `input_shape`"
+        )
+    else:
+        published = (
+            f"a checkpoint tag of ViT-{variant}, one of {checkpoints} ({lister}; no ImageNet-1k classifier "
+            'was published, so no `"imagenet"`)'
+        )
+    return _wrap(f"weights: `None` (random initialisation, the default); {published}; {_LOCAL_WEIGHTS}.")
 
 
 def VisionTransformer(
@@ -37,92 +154,26 @@ def VisionTransformer(
     gelu_approximate=False,
     name="vision_transformer",
 ):
-    """Builds a Vision Transformer of any size, optionally with weights.
-
-    The architecture is `keras_vit.models.build_model`: patches, class
-    token, position embedding, `num_layers` pre-LayerNorm blocks, final
-    LayerNorm, then the pooling, optional `pre_logits` and head.
-
-    Args:
-        patch_size: int or `(height, width)`, the patch size.
-        hidden_dim: int, the token size.
-        num_layers: int, the number of transformer blocks.
-        num_heads: int, the attention heads per block.
-        mlp_dim: int, the hidden size of each MLP block.
-        include_top: bool, whether to add the classification head.
-            Defaults to `True`.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them to [-1, 1] itself. Defaults to `True`.
-        weights: `None` (random initialisation), the path of a local
-            `.npz` / `.safetensors` checkpoint or `save_pretrained` folder,
-            or `"hf://org/repo[/file.safetensors][@revision]"`, of this same
-            architecture (its position embedding is resampled to the grid of
-            `input_shape`). Checkpoint tags and `"imagenet"` name published
-            variants: use their constructors (`ViTB16(weights="imagenet")`).
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size: the
-            position embedding is resampled at call time) and need not be
-            multiples of the patch (images are padded). Defaults to
-            `(224, 224, 3)` with a head and `(None, None, 3)` without.
-        pooling: `"token"` (class token), `"gap"` (mean of the patch tokens
-            after the final norm; `"avg"` is accepted as an alias), `"max"`
-            or `None`. With `include_top=True`, `None` means `"token"`; with
-            `include_top=False`, `None` returns the feature map.
-        classes: int, the number of classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation (`"softmax"`, `None`
-            for logits, ...). Defaults to `"softmax"`.
-        return_sequence: bool, with `include_top=False` and `pooling=None`,
-            return the token sequence `(batch, 1 + rows * cols, hidden_dim)`
-            (class token first) instead of the feature map
-            `(batch, rows, cols, hidden_dim)`. Defaults to `False`.
-        representation_size: optional int; adds the `pre_logits`
-            `Dense(representation_size, activation="tanh")` of the original
-            ImageNet-21k checkpoints after the pooling.
-        dropout_rate: float, dropout on the embeddings, after attention and
-            in the MLP blocks. Defaults to `0.0`.
-        attention_dropout_rate: float, dropout on attention weights.
-            Defaults to `0.0`.
-        drop_path_rate: float, the stochastic-depth rate of the last block;
-            it rises linearly from 0 at the first. Defaults to `0.0`.
-        gelu_approximate: bool, tanh-approximate GELU as in the official JAX
-            code, instead of exact GELU. Defaults to `False`.
-        name: the model's name.
-
-    Returns:
-        A `keras.Model`.
-
-    Example:
-
-    >>> model = VisionTransformer(
-    ...     patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64,
-    ...     input_shape=(32, 32, 3), classes=10)
-    >>> keras.ops.shape(model(np.zeros((1, 32, 32, 3))))
-    (1, 10)
-    """
-    architecture = dict(
-        patch_size=patch_size, hidden_dim=hidden_dim, num_layers=num_layers, num_heads=num_heads, mlp_dim=mlp_dim
-    )
-    options = dict(
-        include_top=include_top,
-        include_preprocessing=include_preprocessing,
-        input_tensor=input_tensor,
-        input_shape=input_shape,
-        pooling=pooling,
-        classes=classes,
-        classifier_activation=classifier_activation,
-        return_sequence=return_sequence,
-        representation_size=representation_size,
-        dropout_rate=dropout_rate,
-        attention_dropout_rate=attention_dropout_rate,
-        drop_path_rate=drop_path_rate,
-        gelu_approximate=gelu_approximate,
-        name=name,
-    )
+    options = dict(locals())
+    architecture = {key: options.pop(key) for key in ("patch_size", "hidden_dim", "num_layers", "num_heads", "mlp_dim")}
+    weights = options.pop("weights")
     if weights is None:
         return models.build_model(**architecture, **options)
     return pretrained.build_with_weights(architecture, weights, **options)
 
+
+VisionTransformer.__doc__ = docstrings.render(
+    _VISION_TRANSFORMER_DOCSTRING,
+    VisionTransformer,
+    _ARGS
+    | dict(
+        weights=_wrap(
+            f"weights: `None` (random initialisation, the default); {_LOCAL_WEIGHTS}: a checkpoint of this same "
+            "architecture (its position embedding is resampled to the grid of `input_shape`). Checkpoint tags "
+            'and `"imagenet"` name published variants: use their constructors (`ViTB16(weights="imagenet")`).'
+        )
+    ),
+)
 
 # The named constructors by function name, in table order; filled by
 # `register_constructor`.
@@ -130,22 +181,38 @@ CONSTRUCTORS = {}
 
 
 def register_constructor(variant):
-    """Registers a named constructor of `variant` (a `VARIANTS` key).
+    """Registers a named constructor of `variant` (a `VARIANTS` key) and writes its docstring.
 
-    The decorated function is returned unchanged apart from its `.variant`
-    attribute, read by `constructor_for`, the CLIs and the docs tables.
+    The decorated function keeps its body; it gains the `.variant`
+    attribute, read by `constructor_for`, the CLIs and the docs tables, and
+    its docstring, `_VARIANT_DOCSTRING` filled from the variant's row.
 
     Args:
         variant: str, the key of the constructor's row in `VARIANTS`.
 
     Returns:
-        The decorator.
+        The decorator. It raises `TypeError` for a function whose parameters
+        or defaults differ from `CONSTRUCTOR_DEFAULTS` (`name`'s aside).
     """
     if variant not in VARIANTS:
         raise ValueError(f"`variant` must be a key of VARIANTS. Received: variant={variant!r}")
 
     def register(function):
+        signature = {key: value.default for key, value in inspect.signature(function).parameters.items()}
+        if list(signature) != list(CONSTRUCTOR_DEFAULTS) or signature | {"name": None} != CONSTRUCTOR_DEFAULTS:
+            raise TypeError(f"{function.__name__}'s parameters must be CONSTRUCTOR_DEFAULTS. Received: {signature}")
         function.variant = variant
+        row = VARIANTS[variant]
+        function.__doc__ = docstrings.render(
+            _VARIANT_DOCSTRING,
+            function,
+            _ARGS | {"weights": _weights_entry(variant)},
+            variant=variant,
+            constructor=function.__name__,
+            tokens=_wrap(_tokens(variant)),
+            parameters=PARAMETER_COUNTS[variant],
+            **{key: row[key] for key in ("hidden_dim", "num_layers", "num_heads", "mlp_dim")},
+        )
         CONSTRUCTORS[function.__name__] = function
         return function
 
@@ -159,868 +226,130 @@ def _build_variant(variant, weights=None, **options):
     return pretrained.build_pretrained(variant, weights, **options)
 
 
+# fmt: off
+# The parameters of every named constructor, in order, with their defaults: the keras.applications signature,
+# then the ViT options; `name`'s default is each constructor's own ("vit_b16", ...). `register_constructor`
+# checks each signature against it; each is written out so that IDEs and `help()` show it.
+CONSTRUCTOR_DEFAULTS = dict(
+    include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None, pooling=None,
+    classes=1000, classifier_activation="softmax", name=None, return_sequence=False, representation_size=None,
+    dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0, gelu_approximate=False,
+)
+
+
 @register_constructor("Ti/16")
-def ViTTi16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_ti16",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-Ti/16: 192 hidden, 12 layers, 3 heads, MLP 768, 16x16 patches.
-
-    5,717,416 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-Ti/16 (`keras_vit.pretrained.available_tags("Ti/16")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTTi16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+            pooling=None, classes=1000, classifier_activation="softmax", name="vit_ti16", return_sequence=False,
+            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+            gelu_approximate=False):
     return _build_variant("Ti/16", **locals())
 
 
 @register_constructor("S/16")
-def ViTS16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_s16",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-S/16: 384 hidden, 12 layers, 6 heads, MLP 1536, 16x16 patches.
-
-    22,050,664 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-S/16 (`keras_vit.pretrained.available_tags("S/16")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTS16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+           pooling=None, classes=1000, classifier_activation="softmax", name="vit_s16", return_sequence=False,
+           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+           gelu_approximate=False):
     return _build_variant("S/16", **locals())
 
 
 @register_constructor("S/32")
-def ViTS32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_s32",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-S/32: 384 hidden, 12 layers, 6 heads, MLP 1536, 32x32 patches.
-
-    22,878,952 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-S/32 (`keras_vit.pretrained.available_tags("S/32")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTS32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+           pooling=None, classes=1000, classifier_activation="softmax", name="vit_s32", return_sequence=False,
+           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+           gelu_approximate=False):
     return _build_variant("S/32", **locals())
 
 
 @register_constructor("B/8")
-def ViTB8(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_b8",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-B/8: 768 hidden, 12 layers, 12 heads, MLP 3072, 8x8 patches.
-
-    86,576,872 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-B/8 (`keras_vit.pretrained.available_tags("B/8")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTB8(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+          pooling=None, classes=1000, classifier_activation="softmax", name="vit_b8", return_sequence=False,
+          representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+          gelu_approximate=False):
     return _build_variant("B/8", **locals())
 
 
 @register_constructor("B/16")
-def ViTB16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_b16",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-B/16: 768 hidden, 12 layers, 12 heads, MLP 3072, 16x16 patches.
-
-    86,567,656 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-B/16 (`keras_vit.pretrained.available_tags("B/16")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTB16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+           pooling=None, classes=1000, classifier_activation="softmax", name="vit_b16", return_sequence=False,
+           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+           gelu_approximate=False):
     return _build_variant("B/16", **locals())
 
 
 @register_constructor("B/32")
-def ViTB32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_b32",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-B/32: 768 hidden, 12 layers, 12 heads, MLP 3072, 32x32 patches.
-
-    88,224,232 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-B/32 (`keras_vit.pretrained.available_tags("B/32")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTB32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+           pooling=None, classes=1000, classifier_activation="softmax", name="vit_b32", return_sequence=False,
+           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+           gelu_approximate=False):
     return _build_variant("B/32", **locals())
 
 
 @register_constructor("L/16")
-def ViTL16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_l16",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-L/16: 1024 hidden, 24 layers, 16 heads, MLP 4096, 16x16 patches.
-
-    304,326,632 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-L/16 (`keras_vit.pretrained.available_tags("L/16")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTL16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+           pooling=None, classes=1000, classifier_activation="softmax", name="vit_l16", return_sequence=False,
+           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+           gelu_approximate=False):
     return _build_variant("L/16", **locals())
 
 
 @register_constructor("L/32")
-def ViTL32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_l32",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-L/32: 1024 hidden, 24 layers, 16 heads, MLP 4096, 32x32 patches.
-
-    306,535,400 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-L/32 (`keras_vit.pretrained.available_tags("L/32")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTL32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+           pooling=None, classes=1000, classifier_activation="softmax", name="vit_l32", return_sequence=False,
+           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+           gelu_approximate=False):
     return _build_variant("L/32", **locals())
 
 
 @register_constructor("H/14")
-def ViTH14(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_h14",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds ViT-H/14: 1280 hidden, 32 layers, 16 heads, MLP 5120, 14x14 patches.
-
-    632,045,800 parameters at 224 px with the 1000-class head. The
-    `keras.applications` signature plus the ViT options; see
-    `keras_vit.VisionTransformer` for what each option does.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag of ViT-H/14 (`keras_vit.pretrained.available_tags("H/14")`
-            lists them); `"imagenet"` (the best ImageNet-1k classifier at the
-            published resolution nearest `input_shape`); a local `.npz` or
-            `.safetensors` file or `save_pretrained` folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size) and
-            need not be multiples of the patch. Defaults to `(224, 224, 3)`
-            with a head, `(None, None, 3)` without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, or `None`:
-            the class token with a head, else the feature map.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTH14(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+           pooling=None, classes=1000, classifier_activation="softmax", name="vit_h14", return_sequence=False,
+           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+           gelu_approximate=False):
     return _build_variant("H/14", **locals())
 
 
 @register_constructor("R+Ti/16")
-def ViTRTi16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r_ti16",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds the hybrid R+Ti/16: a ResNet, then ViT-Ti (192 hidden, 12 layers).
-
-    The ResNet: the ResNet root (stride 4) and 8x8 patches of its output.
-
-    6,337,704 parameters at 224 px with the 1000-class head (timm's
-    `vit_tiny_r_s16_p8_224` has the same). One token per 32x32 pixels;
-    images of any size (the ResNet pads "same": ceil(side / 32) tokens per side). The `keras.applications` signature
-    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
-            never published) or `"imagenet"`; a local `.npz` (official hybrid
-            layout) or `.safetensors` (timm's) file or `save_pretrained`
-            folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size).
-            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
-            without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTRTi16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+             pooling=None, classes=1000, classifier_activation="softmax", name="vit_r_ti16", return_sequence=False,
+             representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+             gelu_approximate=False):
     return _build_variant("R+Ti/16", **locals())
 
 
 @register_constructor("R26+S/32")
-def ViTR26S32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r26_s32",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds the hybrid R26+S/32: a ResNet, then ViT-S (384 hidden, 12 layers).
-
-    The ResNet: a ResNet-26 (2, 2, 2, 2) to stride 32 and 1x1 patches.
-
-    36,431,912 parameters at 224 px with the 1000-class head (timm's
-    `vit_small_r26_s32_224` has the same). One token per 32x32 pixels;
-    images of any size (the ResNet pads "same": ceil(side / 32) tokens per side). The `keras.applications` signature
-    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
-            never published) or `"imagenet"`; a local `.npz` (official hybrid
-            layout) or `.safetensors` (timm's) file or `save_pretrained`
-            folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size).
-            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
-            without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTR26S32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+              pooling=None, classes=1000, classifier_activation="softmax", name="vit_r26_s32", return_sequence=False,
+              representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+              gelu_approximate=False):
     return _build_variant("R26+S/32", **locals())
 
 
 @register_constructor("R26+B/32")
-def ViTR26B32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r26_b32",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds the hybrid R26+B/32: a ResNet, then ViT-B (768 hidden, 12 layers).
-
-    The ResNet: a ResNet-26 (2, 2, 2, 2) to stride 32 and 1x1 patches.
-
-    101,383,976 parameters at 224 px with the 1000-class head (timm's
-    `vit_base_r26_s32_224` has the same). One token per 32x32 pixels;
-    images of any size (the ResNet pads "same": ceil(side / 32) tokens per side). The `keras.applications` signature
-    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
-            never published) or `"imagenet"`; a local `.npz` (official hybrid
-            layout) or `.safetensors` (timm's) file or `save_pretrained`
-            folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size).
-            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
-            without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTR26B32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+              pooling=None, classes=1000, classifier_activation="softmax", name="vit_r26_b32", return_sequence=False,
+              representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+              gelu_approximate=False):
     return _build_variant("R26+B/32", **locals())
 
 
 @register_constructor("R50+B/16")
-def ViTR50B16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r50_b16",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds the hybrid R50+B/16: a ResNet, then ViT-B (768 hidden, 12 layers).
-
-    The ResNet: the paper's ResNet-50 with (3, 4, 9) units to stride 16 and 1x1 patches.
-
-    98,659,112 parameters at 224 px with the 1000-class head (timm's
-    `vit_base_r50_s16_224` with `num_classes=1000`; its default has no head). One token per 16x16 pixels;
-    images of any size (the ResNet pads "same": ceil(side / 16) tokens per side). The `keras.applications` signature
-    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
-            never published) or `"imagenet"`; a local `.npz` (official hybrid
-            layout) or `.safetensors` (timm's) file or `save_pretrained`
-            folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size).
-            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
-            without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTR50B16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+              pooling=None, classes=1000, classifier_activation="softmax", name="vit_r50_b16", return_sequence=False,
+              representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+              gelu_approximate=False):
     return _build_variant("R50+B/16", **locals())
 
 
 @register_constructor("R50+L/32")
-def ViTR50L32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r50_l32",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-):
-    """Builds the hybrid R50+L/32: a ResNet, then ViT-L (1024 hidden, 24 layers).
-
-    The ResNet: a ResNet-50 (3, 4, 6, 3) to stride 32 and 1x1 patches.
-
-    328,994,856 parameters at 224 px with the 1000-class head (timm's
-    `vit_large_r50_s32_224` has the same). One token per 32x32 pixels;
-    images of any size (the ResNet pads "same": ceil(side / 32) tokens per side). The `keras.applications` signature
-    plus the ViT options; see `keras_vit.VisionTransformer` for each option.
-
-    Args:
-        include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model takes raw pixels in
-            [0, 255] and scales them itself (the default); `False` for pixels
-            already scaled to [-1, 1] with
-            `keras_vit.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation, the default); a checkpoint
-            tag (`keras_vit.pretrained.available_tags(variant)`; R26+B/32 was
-            never published) or `"imagenet"`; a local `.npz` (official hybrid
-            layout) or `.safetensors` (timm's) file or `save_pretrained`
-            folder; or
-            `"hf://org/repo[/file.safetensors][@revision]"`.
-        input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under that
-            image data format); height and width may be None (any size).
-            Defaults to `(224, 224, 3)` with a head, `(None, None, 3)`
-            without.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"` or `None`.
-        classes: int, classes of the head. Defaults to `1000`.
-        classifier_activation: the head's activation; `None` for logits.
-        name: the model's name.
-        return_sequence: bool, without head and pooling return the token
-            sequence `(batch, 1 + rows * cols, hidden)` instead of the
-            feature map `(batch, rows, cols, hidden)`.
-        representation_size: optional size of a `pre_logits` layer.
-        dropout_rate: float, dropout rate.
-        attention_dropout_rate: float, attention-weight dropout rate.
-        drop_path_rate: float, stochastic-depth rate.
-        gelu_approximate: bool, tanh-approximate GELU.
-
-    Returns:
-        A `keras.Model`.
-    """
+def ViTR50L32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
+              pooling=None, classes=1000, classifier_activation="softmax", name="vit_r50_l32", return_sequence=False,
+              representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
+              gelu_approximate=False):
     return _build_variant("R50+L/32", **locals())
+
+
+# fmt: on
 
 
 def constructor_for(name):
