@@ -26,3 +26,48 @@ def add_image_size(parser, default=224, help="square image side in pixels"):
 def add_classes(parser, help="size of the head"):
     """`--classes`: the head's number of classes."""
     parser.add_argument("--classes", type=int, default=1000, help=f"{help} (default: %(default)s)")
+
+
+def library_module(name):
+    """The `keras_vit` module `name`, one that imports nothing at module level, without importing Keras.
+
+    Importing any `keras_vit.*` module runs `keras_vit/__init__.py`, which
+    imports Keras (seconds); a command's flags are built before any command
+    runs. So a declaration module (`keras_vit.training.settings`) is loaded
+    from its file alone and registered under its name: the library, once
+    imported, uses the same module object.
+    """
+    import importlib
+    import importlib.util
+    import os
+    import sys
+
+    if name in sys.modules or "keras_vit" in sys.modules:
+        return importlib.import_module(name)
+    root = importlib.util.find_spec("keras_vit").submodule_search_locations[0]  # finds, does not import
+    path = os.path.join(root, *name.split(".")[1:]) + ".py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def add_settings(parser, settings):
+    """One flag per declared setting (`keras_vit.training.settings.Setting`): `--name-with-dashes`.
+
+    A flag left out is not passed (`argparse.SUPPRESS`), so the library's
+    default applies and is resolved in one place; the help shows it.
+    """
+    import argparse
+
+    for setting in settings:
+        help = f"{setting.help} (default: {setting.default_text})".replace("%", "%%")
+        kwargs = dict(default=argparse.SUPPRESS, help=help)
+        if setting.type is bool:
+            kwargs["action"] = "store_true"
+        elif setting.type is not str:
+            kwargs["type"] = setting.type
+        if setting.choices is not None:
+            kwargs["choices"] = setting.choices
+        parser.add_argument(setting.flag, **kwargs)

@@ -121,6 +121,82 @@ def test_every_finetune_flag_has_help():
     assert missing == []
 
 
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="declarations: one backend is enough")
+def test_every_setting_is_a_config_field_a_flag_an_argument_and_a_docs_row():
+    import argparse
+    import dataclasses
+    import inspect
+
+    from keras_vit.training import settings
+    from keras_vit.utils import docstrings
+
+    names = [setting.name for setting in settings.SETTINGS]
+    assert [field.name for field in dataclasses.fields(finetune.FinetuneConfig)] == names
+    assert list(inspect.signature(finetune.finetune).parameters) == names
+    assert list(inspect.signature(finetune.make_config).parameters) == names
+    assert list(docstrings.args_entries(finetune.finetune)) == names
+    parser = argparse.ArgumentParser()
+    finetune_command.add_arguments(parser)
+    flags = [action.option_strings[0] for action in parser._actions if action.dest != "help"]
+    assert flags == ["--" + name.replace("_", "-") for name in names]
+    defaults = {setting.name: setting.default for setting in settings.SETTINGS}
+    assert {name: defaults[name] for name in ("model", "data", "out", "seed", "verbose")} == dict(
+        model="small", data="digits", out="outputs/finetune", seed=0, verbose=1
+    )
+    with open(os.path.join(REPO_ROOT, "docs", "finetune.md")) as file:
+        docs = file.read()
+    assert settings.markdown_table() in docs, "regenerate the table: python -m keras_vit.training.settings"
+    assert all(f"| `--{name.replace('_', '-')}` | `{name}` |" in docs for name in names)
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="declarations: one backend is enough")
+def test_a_new_setting_is_one_declaration():
+    import argparse
+
+    from keras_vit.training import settings
+    from keras_vit_cli import options
+
+    extra = settings.SETTINGS + (settings.Setting("remat", bool, False, "rematerialise the blocks"),)
+    parser = argparse.ArgumentParser()
+    options.add_settings(parser, extra)
+    assert vars(parser.parse_args(["--remat", "--steps", "3"])) == {"remat": True, "steps": 3}
+    assert vars(parser.parse_args([])) == {}  # left out: the library's default applies
+    assert "| `--remat` | `remat` | bool | off | rematerialise the blocks |" in settings.markdown_table(extra)
+    assert settings.args_entries(extra)["remat"] == "remat: bool, rematerialise the blocks. Default: off."
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")
+def test_config_refuses_unknown_settings_and_checks_given_none():
+    with pytest.raises(TypeError, match=r"Unknown fine-tune setting\(s\) \['stpes'\]"):
+        finetune.make_config(stpes=3)
+    with pytest.raises(ValueError, match="validation_split=None"):
+        finetune.make_config(validation_split=None)  # None is the default only where the default is None
+    with pytest.raises(ValueError, match="model=''"):
+        finetune.make_config(model="")
+    config = finetune.make_config(steps=8, image_size=None, layer_decay=None, randaugment=1)
+    assert config.image_size == 16 and config.layer_decay is None and config.randaugment is True
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="CLI parsing: one backend is enough")
+def test_flags_come_from_the_library_module_loaded_once(tmp_path):
+    # `keras-vit finetune` builds its flags before Keras is imported: the settings module is loaded from its file,
+    # and the library, imported afterwards, uses that same module.
+    code = (
+        "import sys\n"
+        "import keras_vit_cli\n"
+        "keras_vit_cli.build_parser()\n"
+        "loaded = sys.modules['keras_vit.training.settings']\n"
+        "assert 'keras_vit' not in sys.modules and 'keras' not in sys.modules\n"
+        "from keras_vit.training import finetune, settings\n"
+        "assert settings is loaded and finetune.settings is loaded\n"
+        "print(finetune.make_config(steps=4).epochs)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND=BACKEND)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "4"
+
+
 def test_cli_reports_bad_arguments(capsys, tmp_path):
     assert cli.main(["finetune", "--model", "ViTZ99", "--steps", "1", "--out", str(tmp_path)]) == 2
     assert "Unknown model 'ViTZ99'" in capsys.readouterr().err

@@ -26,17 +26,16 @@ import time
 
 import numpy as np
 
-from keras_vit.utils import files, validation
+from keras_vit.training import settings
+from keras_vit.training.settings import DIGITS, SMALL_MODEL
+from keras_vit.utils import docstrings, files
 
-DIGITS = "digits"
-SMALL_MODEL = "small"
 # The default job's model: 16x16 inputs in 4x4 patches (16 tokens + class
 # token), 4 blocks of width 64. Chosen to reach >= 97 % held-out accuracy on
 # the digits within the 3-minute budget of a 2-core CPU.
 SMALL_CONFIG = dict(patch_size=4, hidden_dim=64, num_layers=4, num_heads=4, mlp_dim=128)
 DIGITS_IMAGE_SIZE = 16
 DIGITS_HOLDOUT_FRACTION = 0.2
-OPTIMIZERS = ("auto", "sgd", "adamw")
 
 
 def digits_sources(seed=0):
@@ -124,47 +123,8 @@ def plot_curves(history, path):
     plt.close(figure)
 
 
-@dataclasses.dataclass(frozen=True)
-class FinetuneConfig:
-    """The settings of one run, every default resolved and every value checked.
-
-    Build it with `make_config` (same arguments as `finetune`); the fields
-    are the resolved values, the properties derive the batch layout.
-    `epochs` may be fewer than asked: the steps are spread over
-    `ceil(steps / epochs)` updates per epoch, and only the epochs that hold
-    updates are run (the last one may be shorter).
-    """
-
-    model: str
-    weights: object
-    data: str
-    train_split: str
-    eval_split: object
-    data_dir: object
-    validation_split: float
-    image_size: int
-    batch_size: int
-    steps: int
-    epochs: int
-    learning_rate: float
-    optimizer: str
-    warmup_steps: int
-    accumulation_steps: int
-    layer_decay: object
-    label_smoothing: float
-    randaugment: bool
-    mixup: float
-    cutmix: float
-    strategy: str
-    precision: str
-    backup_every: int
-    out: str
-    seed: int
-    verbose: int
-    coordinator: object = None
-    num_processes: object = None
-    process_id: object = None
-    heartbeat_timeout: int = 100
+class _BatchLayout:
+    """What `FinetuneConfig` derives from its settings: the batch layout."""
 
     @property
     def digits(self):
@@ -193,125 +153,79 @@ class FinetuneConfig:
         return self.steps * self.accumulation_steps
 
 
-def make_config(
-    model=SMALL_MODEL,
-    weights=None,
-    data=DIGITS,
-    train_split="train",
-    eval_split=None,
-    data_dir=None,
-    validation_split=0.2,
-    image_size=None,
-    batch_size=None,
-    steps=None,
-    epochs=None,
-    learning_rate=None,
-    optimizer="auto",
-    warmup_steps=None,
-    accumulation_steps=1,
-    layer_decay=None,
-    label_smoothing=None,
-    randaugment=False,
-    mixup=0.0,
-    cutmix=0.0,
-    strategy="auto",
-    precision="auto",
-    backup_every=0,
-    out="outputs/finetune",
-    seed=0,
-    verbose=1,
-    coordinator=None,
-    num_processes=None,
-    process_id=None,
-    heartbeat_timeout=100,
-):
+# One field per setting of `keras_vit.training.settings.SETTINGS`, in its order.
+FinetuneConfig = dataclasses.make_dataclass(
+    "FinetuneConfig",
+    [(setting.name, setting.type) for setting in settings.SETTINGS],
+    bases=(_BatchLayout,),
+    frozen=True,
+    namespace={
+        "__module__": __name__,
+        "__doc__": """The settings of one run, every default resolved and every value checked.
+
+    Build it with `make_config` (same arguments as `finetune`); the fields
+    (one per `keras_vit.training.settings.SETTINGS` entry) are the resolved
+    values, the properties derive the batch layout. `epochs` may be fewer
+    than asked: the steps are spread over `ceil(steps / epochs)` updates per
+    epoch, and only the epochs that hold updates are run (the last one may
+    be shorter).
+    """,
+    },
+)
+
+
+def make_config(**options):
     """Resolves the defaults of `finetune`'s arguments and checks every value.
 
+    Each value given is checked by its setting (`keras_vit.training.settings`);
     `None` means "the default for this data" (see `finetune`); any number
-    given is checked, never replaced: 0 and negative sizes are errors.
+    given is checked, never replaced: 0 and negative sizes are errors. Then
+    the settings are checked against each other.
 
     Returns:
         A `FinetuneConfig`.
 
     Raises:
+        TypeError: for an argument that is not a setting.
         ValueError: naming the argument and the accepted values.
     """
-    from keras_vit.training import distribute, multihost
+    from keras_vit.training import multihost
 
-    multihost.settings(coordinator, num_processes, process_id)  # checked here, resolved by `initialize`
-    for name, value in (("model", model), ("data", data), ("train_split", train_split), ("out", out)):
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"`{name}` must be a non-empty string. Received: {name}={value!r}")
-    digits = data == DIGITS
+    values = settings.parse(options)
+    multihost.settings(values["coordinator"], values["num_processes"], values["process_id"])  # resolved later
+    return FinetuneConfig(**_resolve(values))
 
-    def given_or(name, value, default, check):
-        return check(name, default if value is None else value)
 
-    image_size = given_or("image_size", image_size, DIGITS_IMAGE_SIZE if digits else 224, validation.positive_int)
-    batch_size = given_or("batch_size", batch_size, 64 if digits else 512, validation.positive_int)
-    steps = given_or("steps", steps, 1500 if digits else 10_000, validation.positive_int)
-    if epochs is None:
-        epochs = min(20 if digits else 10, steps)
-    elif validation.positive_int("epochs", epochs) > steps:
+def _resolve(values):
+    """The data-dependent defaults (the `shown` texts of `SETTINGS`) and the checks across settings."""
+    digits, pretrained = values["data"] == DIGITS, values["weights"] is not None
+
+    def default(name, value):
+        if values[name] is None:
+            values[name] = value
+        return values[name]
+
+    default("image_size", DIGITS_IMAGE_SIZE if digits else 224)
+    batch_size = default("batch_size", 64 if digits else 512)
+    steps = default("steps", 1500 if digits else 10_000)
+    epochs = default("epochs", min(20 if digits else 10, steps))
+    if epochs > steps:
         raise ValueError(f"`epochs` must be at most `steps` ({steps}). Received: epochs={epochs}")
-    epochs = math.ceil(steps / math.ceil(steps / epochs))  # only epochs that hold updates
-    accumulation_steps = validation.positive_int("accumulation_steps", accumulation_steps)
-    if batch_size % accumulation_steps:
+    values["epochs"] = math.ceil(steps / math.ceil(steps / epochs))  # only epochs that hold updates
+    if batch_size % values["accumulation_steps"]:
         raise ValueError(
             f"`accumulation_steps` must be a positive divisor of `batch_size`. "
-            f"Received: batch_size={batch_size}, accumulation_steps={accumulation_steps}"
+            f"Received: batch_size={batch_size}, accumulation_steps={values['accumulation_steps']}"
         )
-    optimizer = validation.one_of("optimizer", optimizer, OPTIMIZERS)
-    if optimizer == "auto":
-        optimizer = "sgd" if weights is not None else "adamw"
+    if values["optimizer"] == "auto":
+        values["optimizer"] = "sgd" if pretrained else "adamw"
     # SGD's 0.03 is the paper's rate at batch 512, scaled linearly.
-    default_rate = 0.03 * batch_size / 512 if optimizer == "sgd" else 2e-3
-    learning_rate = given_or(
-        "learning_rate",
-        learning_rate,
-        default_rate,
-        lambda name, value: validation.finite_float(name, value, minimum=0, include_minimum=False),
-    )
-    warmup_steps = given_or("warmup_steps", warmup_steps, min(500, steps // 10), validation.non_negative_int)
+    default("learning_rate", 0.03 * batch_size / 512 if values["optimizer"] == "sgd" else 2e-3)
+    warmup_steps = default("warmup_steps", min(500, steps // 10))
     if warmup_steps >= steps:
         raise ValueError(f"`warmup_steps` must be less than `steps` ({steps}). Received: warmup_steps={warmup_steps}")
-    if layer_decay is not None:
-        layer_decay = validation.finite_float("layer_decay", layer_decay, minimum=0, maximum=1, include_minimum=False)
-    label_smoothing = given_or("label_smoothing", label_smoothing, 0.0 if weights is not None else 0.1, validation.rate)
-    return FinetuneConfig(
-        model=model,
-        weights=weights,
-        data=data,
-        train_split=train_split,
-        eval_split=eval_split,
-        data_dir=data_dir,
-        validation_split=validation.finite_float(
-            "validation_split", validation_split, minimum=0, maximum=1, include_minimum=False, include_maximum=False
-        ),
-        image_size=image_size,
-        batch_size=batch_size,
-        steps=steps,
-        epochs=epochs,
-        learning_rate=learning_rate,
-        optimizer=optimizer,
-        warmup_steps=warmup_steps,
-        accumulation_steps=accumulation_steps,
-        layer_decay=layer_decay,
-        label_smoothing=label_smoothing,
-        randaugment=bool(randaugment),
-        mixup=validation.finite_float("mixup", mixup, minimum=0),
-        cutmix=validation.finite_float("cutmix", cutmix, minimum=0),
-        strategy=validation.one_of("strategy", strategy, distribute.STRATEGIES),
-        precision=validation.one_of("precision", precision, distribute.PRECISIONS),
-        backup_every=validation.non_negative_int("backup_every", backup_every),
-        out=out,
-        seed=validation.non_negative_int("seed", seed),
-        verbose=validation.one_of("verbose", verbose, (0, 1, 2)),
-        coordinator=coordinator,
-        num_processes=num_processes,
-        process_id=process_id,
-        heartbeat_timeout=validation.positive_int("heartbeat_timeout", heartbeat_timeout),
-    )
+    default("label_smoothing", 0.0 if pretrained else 0.1)
+    return values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -575,59 +489,6 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
 
 
 def finetune(**options):
-    """Trains (default) or fine-tunes a ViT and writes model, metrics and curves.
-
-    The steps, each a public function testable alone: `make_config` (defaults
-    and checks) -> `distribute.configure` -> `make_datasets` ->
-    `compile_model` -> `make_callbacks` -> `train` -> `write_report`.
-
-    Args:
-        model: `"small"` (the digits model) or a constructor name (`"ViTB16"`).
-        weights: passed to the constructor (`None`: random initialisation).
-        data: `"digits"`, `"tfds:NAME"` or an image folder, `root/<split>/<class>/`
-            or `root/<class>/`.
-        train_split, eval_split: the splits; `eval_split=None` picks
-            `validation`, `val` or `test`.
-        data_dir: TFDS data directory.
-        validation_split: float in (0, 1), the held-out fraction of an image
-            folder in the flat layout `root/<class>/`; default 0.2.
-        image_size: int; default 16 for the digits, else 224.
-        batch_size: int, the global batch of one optimizer update (all
-            replicas, all accumulated batches); default 64 (digits) or 512.
-        steps: int, optimizer updates, exactly; default 1,500 for the
-            digits, else 10,000 (the paper's CIFAR setting).
-        epochs: int <= steps, the rounds the steps are divided into (each
-            ends with a held-out evaluation and a checkpoint); default 20 for
-            the digits, else 10.
-        learning_rate: float > 0; default 0.03 x batch / 512 (SGD) or 2e-3
-            (AdamW).
-        optimizer: `"sgd"` (the official fine-tune recipe), `"adamw"` (the
-            pre-training recipe, for training from scratch) or `"auto"`:
-            SGD with pretrained weights, AdamW without.
-        warmup_steps: int < steps; default 10 % of the steps, at most 500.
-        accumulation_steps: int, batches per optimizer update: `fit` sees
-            batches of `batch_size / accumulation_steps` (512 = 8 x 64).
-        layer_decay: optional float in (0, 1], layer-wise learning-rate decay
-            (see `keras_vit.layer_decay`).
-        label_smoothing: float in [0, 1); default 0.1 without weights, else 0.
-        randaugment, mixup, cutmix: augmentation (see `data.train_pipeline`).
-        strategy, precision: see `keras_vit.distribute.configure`.
-        backup_every: int, batches between backups; 0 backs up every epoch.
-        out: str, the output folder.
-        seed: int.
-        verbose: 0, 1 (progress bar) or 2 (one line per epoch).
-        coordinator, num_processes, process_id: a multi-process run on the
-            JAX backend (see `keras_vit.multihost.initialize`; default: the
-            `KERAS_DISTRIBUTION_*` environment, else one process). Every
-            process runs the same command; `batch_size` stays the global
-            batch, split evenly between the processes; process 0 writes
-            the files, so `out` must be a folder all processes see.
-        heartbeat_timeout: int, seconds after which the processes of a
-            multi-process run give up on one that stopped responding.
-
-    Returns:
-        The metrics dict also written to `metrics.json` (on every process).
-    """
     start = time.perf_counter()
     import keras
 
@@ -651,3 +512,29 @@ def finetune(**options):
     callbacks = make_callbacks(config)
     fit_seconds = train(config, model, datasets, callbacks)
     return write_report(config, model, datasets, callbacks, setup, fit_seconds, time.perf_counter() - start)
+
+
+# `help()` shows the settings as the keyword arguments of both; the `Args:` come from their declarations.
+make_config.__signature__ = finetune.__signature__ = settings.signature()
+finetune.__doc__ = docstrings.render(
+    """Trains (default) or fine-tunes a ViT and writes model, metrics and curves.
+
+The steps, each a public function testable alone: `make_config` (defaults
+and checks) -> `distribute.configure` -> `make_datasets` ->
+`compile_model` -> `make_callbacks` -> `train` -> `write_report`.
+
+The arguments are the settings of `keras_vit.training.settings.SETTINGS`,
+also the `keras-vit finetune` flags. A multi-process run (JAX backend;
+`coordinator`, `num_processes`, `process_id`: see
+`keras_vit.multihost.initialize`) runs the same command in every process;
+`batch_size` stays the global batch, split evenly between the processes,
+and process 0 writes the files, so `out` must be a folder all processes see.
+
+{args}
+
+Returns:
+    The metrics dict also written to `metrics.json` (on every process).
+""",
+    finetune,
+    settings.args_entries(),
+)

@@ -1,0 +1,210 @@
+"""The settings of the `keras-vit finetune` job, each declared once.
+
+`SETTINGS` is the one list: a `Setting` names an argument of
+`keras_vit.finetune.finetune`, its type, its default, its help and its
+check. From it come the fields of `FinetuneConfig`, the checks of
+`make_config`, the signature and `Args:` shown by `help(finetune)`, the
+`keras-vit finetune` flags (`--name-with-dashes`) and the table of
+`docs/finetune.md`. A new setting is one more `Setting(...)` line; its use
+is then `config.<name>` in the job.
+
+A default of `None` with a `shown` text is resolved by `make_config` from
+the data and weights (the digits job and a fine-tune differ); the checks
+apply to values given, and to `None` only where `None` is not the default.
+
+This module imports nothing at module level: the command line reads it to
+build its flags without importing Keras.
+
+Example:
+
+>>> [setting.flag for setting in SETTINGS[:3]]
+['--model', '--weights', '--data']
+>>> parse({"steps": 100})["steps"], parse({})["seed"]
+(100, 0)
+"""
+
+import dataclasses
+
+DIGITS = "digits"
+SMALL_MODEL = "small"
+OPTIMIZERS = ("auto", "sgd", "adamw")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting: an argument of `finetune` and a `keras-vit finetune` flag.
+
+    Attributes:
+        name: the argument's name; the flag is `--` and the name with dashes.
+        type: `str`, `int`, `float` or `bool` (a flag without value).
+        default: the value when it is not given.
+        help: what it does, one line (the flag's help, the docs' table).
+        check: `check(name, value) -> value`, raising `ValueError` with the
+            name and the accepted values; or None (any value).
+        shown: how the default reads where it is not the value itself
+            (`None` resolved from the data, or read from the environment).
+        choices: the accepted values, for the flag and checked before
+            `check`; or None.
+    """
+
+    name: str
+    type: type
+    default: object
+    help: str
+    check: object = None
+    shown: object = None
+    choices: object = None
+
+    @property
+    def flag(self):
+        return "--" + self.name.replace("_", "-")
+
+    def validate(self, value):
+        """`value` checked (`ValueError` naming the setting), as the job uses it."""
+        if self.choices is not None:
+            value = _validation("one_of", choices=self.choices)(self.name, value)
+        return value if self.check is None else self.check(self.name, value)
+
+    @property
+    def default_text(self):
+        if self.shown is not None:
+            return self.shown
+        return "off" if self.default is False else str(self.default)
+
+
+def _validation(rule, **limits):
+    """The check `keras_vit.utils.validation.<rule>(name, value, **limits)`, imported when first used."""
+
+    def check(name, value):
+        from keras_vit.utils import validation
+
+        return getattr(validation, rule)(name, value, **limits)
+
+    return check
+
+
+def _text(name, value):
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"`{name}` must be a non-empty string. Received: {name}={value!r}")
+    return value
+
+
+def _distribution(name, value):
+    """`strategy` or `precision`: one of `keras_vit.distribute.STRATEGIES` / `PRECISIONS`."""
+    from keras_vit.training import distribute
+    from keras_vit.utils import validation
+
+    return validation.one_of(name, value, {"strategy": distribute.STRATEGIES, "precision": distribute.PRECISIONS}[name])
+
+
+_POSITIVE = _validation("positive_int")
+_NON_NEGATIVE = _validation("non_negative_int")
+_ALPHA = _validation("finite_float", minimum=0)
+
+# fmt: off
+SETTINGS = (
+    Setting("model", str, SMALL_MODEL, "'small' (the digits model) or a constructor such as ViTB16", _text),
+    Setting("weights", str, None, "pretrained weights tag passed to the constructor", shown="random initialisation"),
+    Setting("data", str, DIGITS, "'digits', 'tfds:NAME', or an image folder root/<split>/<class>/ or root/<class>/",
+            _text),
+    Setting("train_split", str, "train", "training split (TFDS, or folder root/<split>/)", _text),
+    Setting("eval_split", str, None, "held-out split", shown="validation, val or test"),
+    Setting("data_dir", str, None, "TFDS data directory", shown="TFDS's own"),
+    Setting("validation_split", float, 0.2, "held-out fraction of a flat image folder root/<class>/",
+            _validation("finite_float", minimum=0, maximum=1, include_minimum=False, include_maximum=False)),
+    Setting("image_size", int, None, "square input size in pixels", _POSITIVE, shown="16 (digits), else 224"),
+    Setting("batch_size", int, None, "images per optimizer update (all replicas, all accumulated batches)",
+            _POSITIVE, shown="64 (digits), else 512"),
+    Setting("steps", int, None, "optimizer updates, exactly", _POSITIVE, shown="1500 (digits), else 10000"),
+    Setting("epochs", int, None, "evaluation/checkpoint rounds the steps are divided into (<= steps)", _POSITIVE,
+            shown="20 (digits), else 10"),
+    Setting("learning_rate", float, None, "peak learning rate",
+            _validation("finite_float", minimum=0, include_minimum=False), shown="0.03 x batch/512 (sgd), else 2e-3"),
+    Setting("optimizer", str, "auto", "sgd (the official fine-tune recipe), adamw (the pre-training recipe) or "
+            "auto: sgd with --weights, else adamw", _validation("one_of", choices=OPTIMIZERS)),
+    Setting("warmup_steps", int, None, "linear warmup updates (< steps)", _NON_NEGATIVE,
+            shown="10% of the steps, at most 500"),
+    Setting("accumulation_steps", int, 1, "batches per update, a divisor of the batch: 8 gives 512 = 8 x 64",
+            _POSITIVE),
+    Setting("layer_decay", float, None, "layer-wise learning-rate decay in (0, 1], e.g. 0.75",
+            _validation("finite_float", minimum=0, maximum=1, include_minimum=False), shown="off"),
+    Setting("label_smoothing", float, None, "label smoothing in [0, 1)", _validation("rate"),
+            shown="0.1 without --weights, else 0"),
+    Setting("randaugment", bool, False, "RandAugment on the training crops", lambda name, value: bool(value)),
+    Setting("mixup", float, 0.0, "MixUp alpha, 0 for none", _ALPHA),
+    Setting("cutmix", float, 0.0, "CutMix alpha, 0 for none", _ALPHA),
+    Setting("strategy", str, "auto", "tf.distribute strategy: auto, default, mirrored or tpu", _distribution),
+    Setting("precision", str, "auto", "auto (mixed_bfloat16 where supported, else float32), float32, "
+            "mixed_bfloat16 or mixed_float16", _distribution),
+    Setting("backup_every", int, 0, "batches between resumable backups (0: every epoch)", _NON_NEGATIVE),
+    Setting("out", str, "outputs/finetune", "output folder", _text),
+    Setting("seed", int, 0, "seed of the data order, augmentation and initialisation", _NON_NEGATIVE),
+    Setting("verbose", int, 1, "0 silent, 1 progress bar, 2 one line per epoch", choices=(0, 1, 2)),
+    Setting("coordinator", str, None, "multi-process run (JAX): host:port of process 0, or 'auto' where JAX "
+            "detects the cluster (Cloud TPU, SLURM)", shown="KERAS_DISTRIBUTION_JOB_ADDRESSES, else one process"),
+    Setting("num_processes", int, None, "processes of the multi-process run", shown="KERAS_DISTRIBUTION_*"),
+    Setting("process_id", int, None, "this process, 0 to --num-processes - 1", shown="KERAS_DISTRIBUTION_*"),
+    Setting("heartbeat_timeout", int, 100, "seconds before the processes give up on a silent one", _POSITIVE),
+)
+# fmt: on
+BY_NAME = {setting.name: setting for setting in SETTINGS}
+
+
+def parse(options):
+    """The value of every setting: `options` checked, the others at their defaults.
+
+    Args:
+        options: dict of setting name to value (`finetune`'s arguments).
+
+    Returns:
+        A dict of every setting's value, in `SETTINGS` order; a `None`
+        default with a `shown` text is left for `make_config` to resolve.
+
+    Raises:
+        TypeError: for a name that is not a setting.
+        ValueError: from a setting's check, naming it and the accepted values.
+    """
+    unknown = sorted(set(options) - set(BY_NAME))
+    if unknown:
+        raise TypeError(f"Unknown fine-tune setting(s) {unknown}. The settings: {', '.join(BY_NAME)}.")
+    values = {}
+    for setting in SETTINGS:
+        value = options.get(setting.name, setting.default)
+        if setting.name in options and (value is not None or setting.default is not None):
+            value = setting.validate(value)
+        values[setting.name] = value
+    return values
+
+
+def signature():
+    """`inspect.Signature` of keyword arguments with the settings' defaults (for `help(finetune)`)."""
+    import inspect
+
+    return inspect.Signature(
+        [inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default) for s in SETTINGS]
+    )
+
+
+def args_entries(settings=SETTINGS):
+    """The `Args:` entry of each of `settings` (see `keras_vit.utils.docstrings`), wrapped."""
+    import textwrap
+
+    wrap = dict(width=72, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
+    return {
+        s.name: textwrap.fill(f"{s.name}: {s.type.__name__}, {s.help}. Default: {s.default_text}.", **wrap)
+        for s in settings
+    }
+
+
+def markdown_table(settings=SETTINGS):
+    """`settings` as the Markdown table of `docs/finetune.md`."""
+    rows = ["| flag | argument | type | default | what it sets |", "| --- | --- | --- | --- | --- |"]
+    for s in settings:
+        # "\<" keeps root/<class>/ from reading as an HTML tag.
+        cells = (f"`{s.flag}`", f"`{s.name}`", s.type.__name__, s.default_text, s.help.replace("<", "\\<"))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
