@@ -1,0 +1,164 @@
+"""The frozen representation of a keras_vit model, streamed from a data source.
+
+The paper's few-shot and linear evaluations read one vector per image from a
+pre-trained ViT: the `pre_logits` layer where the checkpoint has one (the
+original ImageNet-21k models), else the pooled tokens after the final norm:
+the class token, or the mean of the patch tokens for a gap-pooled model. A
+ViT without pooling (`include_top=False, pooling=None`) gives its class token
+after the final norm.
+
+`extract_features` streams any `keras_vit.data` source (an image folder,
+`tfds:NAME`, `from_arrays`) through `eval_pipeline` batch by batch, so only
+one batch of images is ever in memory, and keeps only the features (and, on
+request, the model's own outputs, for a held-out report of its head). The
+result can be cached in a `.npz` file, written atomically and keyed by the
+weights, the representation and the image size, so a second evaluation of
+the same model on the same split skips the model.
+
+Example:
+
+```python
+train = keras_vit.data.load("path/to/images", "train")
+features = keras_vit.evaluation.extract_features(model, train)
+features.features.shape  # (num_images, feature_dim)
+```
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+
+from keras_vit import validation
+from keras_vit import layers as vit_layers
+from keras_vit import metadata, preprocessing, resnet
+
+REPRESENTATIONS = ("pre_logits", "token", "gap", "max")
+
+
+@dataclasses.dataclass(frozen=True)
+class Representation:
+    """How a model's representation is read.
+
+    Attributes:
+        model: a `keras.Model` from the ViT's images to the representation
+            (or to the token sequence, see `from_sequence`), with the
+            classifier's outputs as a second output when they were asked for
+            and come from the same graph.
+        kind: `"pre_logits"`, `"token"`, `"gap"` or `"max"`.
+        from_sequence: bool, the model returns the token sequence after the
+            final norm and `kind` is taken from it (a ViT without pooling).
+        image_size: `(height, width)` the images are resized to.
+        scale_pixels: bool, the ViT has no pixel scaling of its own
+            (`include_preprocessing=False`): [0, 255] pixels are scaled to
+            [-1, 1] before it.
+    """
+
+    model: object
+    kind: str
+    from_sequence: bool
+    image_size: tuple
+    scale_pixels: bool
+    classifier: object = None
+
+    def __call__(self, images):
+        """`(features (batch, dim), outputs or None)` of a batch of [0, 255] images, as float32."""
+        pixels = images
+        if self.scale_pixels:
+            pixels = np.asarray(images, dtype="float32") * np.float32(preprocessing.SCALE) + np.float32(
+                preprocessing.OFFSET
+            )
+        results = self.model.predict_on_batch(pixels)
+        features, outputs = results if isinstance(results, (list, tuple)) else (results, None)
+        if self.classifier is not None:
+            outputs = self.classifier.predict_on_batch(images)
+        features = np.asarray(keras.ops.convert_to_numpy(features), dtype="float32")
+        if self.from_sequence:
+            features = features[:, 0] if self.kind == "token" else features[:, 1:].mean(axis=1)
+        if outputs is not None:
+            outputs = np.asarray(keras.ops.convert_to_numpy(outputs), dtype="float32")
+        return features, outputs
+
+
+def find_backbone(model):
+    """The keras_vit ViT inside `model` (the model itself, or one nested in it at any depth).
+
+    The one place this module relies on how a keras_vit model is found, so
+    that a description of the architecture can replace it.
+
+    Raises:
+        ValueError: `model` holds no keras_vit ViT.
+    """
+    if not isinstance(model, keras.Model):
+        raise ValueError(
+            f"Expected a keras.Model holding a keras_vit ViT. Received: an object of type {type(model).__name__}"
+        )
+    return metadata.find_vit(model)
+
+
+def _default_image_size(backbone):
+    """The image size of the ViT's stored position-embedding grid (for models that take any size)."""
+    grid = patch = None
+    for layer in backbone.layers:
+        if isinstance(layer, vit_layers.PositionEmbedding):
+            grid = layer.grid_size
+        elif isinstance(layer, resnet.HybridPatchEmbedding):
+            patch = layer.reduction
+        elif isinstance(layer, vit_layers.PatchEmbedding):
+            patch = layer.patch_size
+    return (grid[0] * patch[0], grid[1] * patch[1])
+
+
+def has_head(model, num_classes):
+    """Whether `model`'s output is one score per class of `num_classes` classes."""
+    shape = model.output_shape if len(model.outputs) == 1 else None
+    return shape is not None and len(shape) == 2 and shape[-1] == num_classes
+
+
+def representation(model, image_size=None, num_classes=None):
+    """The paper's representation of `model`: what `extract_features` reads.
+
+    Args:
+        model: a keras_vit model, or a user's model with one nested in it.
+        image_size: optional int or `(height, width)`; defaults to the ViT's
+            input size (or, for a ViT that takes any size, the size of its
+            stored position-embedding grid).
+        num_classes: optional int: when `model`'s output has one score per
+            class, the `Representation` also returns those outputs.
+
+    Returns:
+        A `Representation`.
+
+    Raises:
+        ValueError: `model` holds no keras_vit ViT.
+    """
+    backbone = find_backbone(model)
+    layers = backbone.layers
+    by_name = {layer.name: layer for layer in layers}
+    pooling = [layer for layer in layers if isinstance(layer, vit_layers.TokenPooling)]
+    last_block = max(index for index, layer in enumerate(layers) if isinstance(layer, vit_layers.TransformerBlock))
+    norms = [layer for layer in layers[last_block:] if isinstance(layer, keras.layers.LayerNormalization)]
+    if "pre_logits" in by_name:
+        kind, tensor, from_sequence = "pre_logits", by_name["pre_logits"].output, False
+    elif pooling:
+        kind, tensor, from_sequence = pooling[0].mode, pooling[0].output, False
+    elif norms:
+        has_class_token = any(isinstance(layer, vit_layers.ClassToken) for layer in layers)
+        kind, tensor, from_sequence = ("token" if has_class_token else "gap"), norms[0].output, True
+    else:
+        raise ValueError(f"Model {backbone.name!r} has no final LayerNormalization after its last block.")
+    size = backbone.input_shape[1:3]
+    if image_size is not None:
+        size = validation.pair("image_size", image_size)
+    elif None in size:
+        size = _default_image_size(backbone)
+    size = tuple(int(side) for side in size)
+    scale = not any(isinstance(layer, keras.layers.Rescaling) for layer in layers)
+    outputs, classifier = tensor, None
+    if num_classes is not None and has_head(model, num_classes):
+        if backbone is model:
+            outputs = [tensor, model.outputs[0]]  # one pass gives both
+        elif tuple(model.input_shape[1:3]) in (size, (None, None)):
+            classifier = model  # the ViT is nested: its tensors are not in the outer graph
+    feature_model = keras.Model(backbone.inputs, outputs, name=f"{backbone.name}_{kind}")
+    return Representation(feature_model, kind, from_sequence, size, scale, classifier)

@@ -1,0 +1,127 @@
+"""What a classifier's head does on a held-out split: top-1/top-5, per class, confusion, calibration.
+
+The functions take the model's outputs (logits or probabilities) and the
+labels as arrays, so they serve `keras-vit evaluate` and `keras-vit
+finetune` alike. Calibration is the expected calibration error of Guo et al.
+2017 ("On Calibration of Modern Neural Networks"): the confidence (top
+probability) is binned into 15 equal-width bins, and the gaps between each
+bin's accuracy and mean confidence are averaged, weighted by the bin's share
+of the images.
+
+Example:
+
+>>> outputs = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+>>> report = heldout_report(outputs, np.array([0, 1, 1]), class_names=["cat", "dog"])
+>>> round(report["top1"], 4), report["per_class"]
+(0.6667, {'cat': 1.0, 'dog': 0.5})
+"""
+
+import numpy as np
+
+from keras_vit import files, validation
+from keras_vit.evaluation.extraction import check_split
+
+ECE_BINS = 15
+
+
+def probabilities(outputs):
+    """Rows of `outputs` as probabilities: a softmax unless they already are distributions."""
+    outputs = np.asarray(outputs, dtype="float64")
+    if np.all(outputs >= 0) and np.allclose(outputs.sum(axis=-1), 1.0, atol=1e-3):
+        return outputs
+    shifted = np.exp(outputs - outputs.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def top_k_accuracy(outputs, labels, k):
+    """The share of rows whose label is among the `k` highest outputs (ties: the lower index first)."""
+    outputs, labels = np.asarray(outputs), np.asarray(labels)
+    top = np.argsort(-outputs, axis=1, kind="stable")[:, : validation.positive_int("k", k)]
+    return float(np.mean((top == labels[:, None]).any(axis=1)))
+
+
+def confusion_matrix(predictions, labels, num_classes):
+    """Counts `(num_classes, num_classes)`: row = true class, column = predicted class."""
+    matrix = np.zeros((num_classes, num_classes), dtype="int64")
+    np.add.at(matrix, (np.asarray(labels), np.asarray(predictions)), 1)
+    return matrix
+
+
+def expected_calibration_error(outputs, labels, num_bins=ECE_BINS):
+    """The expected calibration error of the top-1 predictions (0 = perfectly calibrated)."""
+    probs = probabilities(outputs)
+    confidence, correct = probs.max(axis=1), probs.argmax(axis=1) == np.asarray(labels)
+    # Bins (i/n, (i+1)/n]; a confidence of exactly 0 cannot occur for a distribution.
+    bins = np.clip(np.ceil(confidence * validation.positive_int("num_bins", num_bins)).astype(int) - 1, 0, num_bins - 1)
+    error = 0.0
+    for index in range(num_bins):
+        members = bins == index
+        if members.any():
+            error += members.mean() * abs(correct[members].mean() - confidence[members].mean())
+    return float(error)
+
+
+def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
+    """Top-1, top-5, per-class accuracy, confusion matrix and calibration of a classifier.
+
+    Args:
+        outputs: array `(N, num_classes)` of logits or probabilities.
+        labels: int array `(N,)`.
+        class_names: optional names, one per class (default `"class <i>"`).
+        num_bins: int, the confidence bins of the calibration error.
+
+    Returns:
+        A JSON-ready dict: `top1`, `top5` (top-k with k = min(5, classes)),
+        `per_class` (name -> accuracy, `None` for a class with no image),
+        `ece`, `confusion` (nested lists), `class_names`, `examples`.
+    """
+    outputs, labels = check_split(outputs, labels, "model output")
+    num_classes = outputs.shape[1]
+    if labels.min() < 0 or labels.max() >= num_classes:
+        raise ValueError(f"Labels must lie in [0, {num_classes}), the model's classes. Received: {labels.max()}")
+    names = list(class_names) if class_names is not None else [f"class {index}" for index in range(num_classes)]
+    if len(names) != num_classes:
+        raise ValueError(f"`class_names` must name the {num_classes} classes. Received: {len(names)} names")
+    matrix = confusion_matrix(outputs.argmax(axis=1), labels, num_classes)
+    totals = matrix.sum(axis=1)
+    per_class = {
+        name: (float(matrix[index, index] / totals[index]) if totals[index] else None)
+        for index, name in enumerate(names)
+    }
+    return {
+        "top1": top_k_accuracy(outputs, labels, 1),
+        "top5": top_k_accuracy(outputs, labels, min(5, num_classes)),
+        "per_class": per_class,
+        "ece": expected_calibration_error(outputs, labels, num_bins),
+        "confusion": matrix.tolist(),
+        "class_names": names,
+        "examples": int(len(labels)),
+    }
+
+
+def plot_confusion(report, path, dpi=100):
+    """Draws the confusion matrix of a `heldout_report` (rows: true class), with class names, into a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    matrix, names = np.asarray(report["confusion"]), report["class_names"]
+    side = min(max(4.0, 0.45 * len(names) + 2.0), 40.0)
+    figure, axis = plt.subplots(figsize=(side, side))
+    image = axis.imshow(matrix, cmap="Blues")
+    figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
+    axis.set_xticks(range(len(names)), names, rotation=90)
+    axis.set_yticks(range(len(names)), names)
+    axis.set_xlabel("predicted class")
+    axis.set_ylabel("true class")
+    axis.set_title(f"top-1 {report['top1']:.4f} on {report['examples']} images")
+    if len(names) <= 30:  # counts stay legible
+        for (row, column), count in np.ndenumerate(matrix):
+            if count:
+                color = "white" if count > matrix.max() / 2 else "black"
+                axis.text(column, row, str(count), ha="center", va="center", color=color, fontsize=8)
+    figure.tight_layout()
+    with files.atomic_file(path) as staged:
+        figure.savefig(staged, dpi=dpi, format="png")
+    plt.close(figure)

@@ -1,0 +1,187 @@
+"""The evaluation maths against independent references: scikit-learn's Ridge and LogisticRegression, brute-force k-NN.
+
+Pure NumPy on features made up here, so the results are the same on every
+backend: one backend runs them.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit import evaluation
+from keras_vit.evaluation import fewshot_lsr
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="NumPy maths: one backend is enough")
+
+
+def _clusters(num_classes, per_class, dim, spread=1.0, seed=0):
+    """Gaussian clusters around fixed random centres (the same for every `seed`): features and labels."""
+    centres = np.random.default_rng(1234).normal(size=(num_classes, dim)) * 2.0
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(num_classes), per_class)
+    features = centres[labels] + spread * rng.normal(size=(len(labels), dim))
+    return features.astype("float32"), labels
+
+
+@pytest.mark.parametrize("num_points, dim", [(60, 8), (12, 40)], ids=["N>=D: eigh of XtX", "D>N: eigh of XXt"])
+@pytest.mark.parametrize("l2", [2.0**10, 0.5])
+def test_ridge_predictions_equal_scikit_learn_ridge(num_points, dim, l2):
+    from sklearn.linear_model import Ridge
+
+    num_classes = 4
+    features, labels = _clusters(num_classes, num_points // num_classes, dim)
+    test, _ = _clusters(num_classes, 5, dim, seed=1)
+    solver = evaluation.RidgeSolver(features, labels, num_classes)
+    # The big_vision preprocessing, written out: the few-shot set's own mean and std (+1e-5), a bias feature 100.
+    x = features.astype("float64")
+    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-5
+
+    def prepared(values):
+        standardised = (values.astype("float64") - mean) / std
+        return np.hstack([standardised, np.full((len(values), 1), 100.0)])
+
+    targets = 2.0 * np.eye(num_classes)[labels] - 1.0
+    reference = Ridge(alpha=l2, fit_intercept=False, solver="cholesky").fit(prepared(features), targets)
+    np.testing.assert_allclose(solver.predict(test, l2), reference.predict(prepared(test)), rtol=0, atol=1e-6)
+
+
+def test_one_decomposition_serves_every_l2():
+    features, labels = _clusters(3, 10, 6)
+    solver = evaluation.RidgeSolver(features, labels, 3)
+    for l2 in (0.1, 10.0, 1e4):
+        x = solver.transform(features)
+        direct = np.linalg.solve(x.T @ x + l2 * np.eye(x.shape[1]), x.T @ (2.0 * np.eye(3)[labels] - 1.0))
+        np.testing.assert_allclose(solver.weights(l2), direct, atol=1e-8)
+
+
+def test_fewshot_accuracy_is_the_argmax_of_the_ridge_on_each_draw():
+    train, train_y = _clusters(5, 30, 16, spread=2.0)
+    test, test_y = _clusters(5, 20, 16, spread=2.0, seed=3)
+    results = evaluation.fewshot(train, train_y, test, test_y, shots=(1, 5), seeds=3, seed=7)
+    assert sorted(results) == [1, 5]
+    for count, result in results.items():
+        assert result.accuracies.shape == (3,) and np.all(result.l2 == fewshot_lsr.DEFAULT_L2)
+        for draw, accuracy in enumerate(result.accuracies):
+            # The same draw, rebuilt from its documented seeding.
+            chosen = evaluation.draw_shots(train_y, count, np.random.default_rng([7, draw, count]), 5)
+            assert np.bincount(train_y[chosen]).tolist() == [count] * 5
+            solver = evaluation.RidgeSolver(train[chosen], train_y[chosen], 5)
+            assert accuracy == np.mean(solver.predict(test, fewshot_lsr.DEFAULT_L2).argmax(axis=1) == test_y)
+        assert result.mean == pytest.approx(np.mean(result.accuracies))
+    # Three different draws: the spread is that of the draws.
+    assert results[1].std == pytest.approx(np.std(results[1].accuracies))
+
+
+def test_the_l2_grid_picks_a_strength_from_the_grid_on_held_out_training_images():
+    train, train_y = _clusters(4, 40, 10, spread=2.5)
+    test, test_y = _clusters(4, 20, 10, spread=2.5, seed=2)
+    grid = (1e-3, 1.0, 1e3, 1e6)
+    results = evaluation.fewshot(train, train_y, test, test_y, shots=(10,), seeds=2, l2_grid=grid)
+    assert set(results[10].l2) <= set(grid)
+    single = evaluation.fewshot(train, train_y, test, test_y, shots=(10,), seeds=2, l2_grid=(1e3,))
+    fixed = evaluation.fewshot(train, train_y, test, test_y, shots=(10,), seeds=2, l2=1e3)
+    np.testing.assert_array_equal(single[10].accuracies, fixed[10].accuracies)
+
+
+def _brute_force_knn(train, train_y, test, k, temperature, num_classes):
+    train = train / np.linalg.norm(train, axis=1, keepdims=True)
+    test = test / np.linalg.norm(test, axis=1, keepdims=True)
+    predictions = []
+    for row in test.astype("float64"):
+        similarity = train.astype("float64") @ row
+        votes = np.zeros(num_classes)
+        for index in np.argsort(-similarity, kind="stable")[:k]:
+            votes[train_y[index]] += np.exp(similarity[index] / temperature)
+        predictions.append(int(np.argmax(votes)))
+    return np.array(predictions)
+
+
+@pytest.mark.parametrize("k, temperature, chunk_size", [(20, 0.07, 1024), (5, 0.5, 7), (500, 0.07, 64)])
+def test_knn_equals_a_brute_force_reference_exactly(k, temperature, chunk_size):
+    train, train_y = _clusters(6, 25, 12, spread=2.5)
+    test, _ = _clusters(6, 15, 12, spread=2.5, seed=4)
+    ours = evaluation.knn_predict(train, train_y, test, k=k, temperature=temperature, chunk_size=chunk_size)
+    np.testing.assert_array_equal(ours, _brute_force_knn(train, train_y, test, k, temperature, 6))
+
+
+def test_knn_votes_are_weighted_by_similarity():
+    # Two far-but-many neighbours of class 1 lose to one near neighbour of class 0 at a low temperature.
+    train = np.array([[1.0, 0.0], [0.0, 1.0], [0.05, 1.0]])
+    test = np.array([[1.0, 0.6]])
+    assert evaluation.knn_predict(train, np.array([0, 1, 1]), test, k=3, temperature=0.01).tolist() == [0]
+    assert evaluation.knn_predict(train, np.array([0, 1, 1]), test, k=3, temperature=100.0).tolist() == [1]
+
+
+def test_probe_matches_scikit_learn_logistic_regression():
+    from sklearn.linear_model import LogisticRegression
+
+    train, train_y = _clusters(5, 60, 20, spread=3.0)
+    test, test_y = _clusters(5, 60, 20, spread=3.0, seed=5)
+    decay = 1e-2
+    ours = evaluation.linear_probe(train, train_y, test, test_y, weight_decays=decay)
+    mean, std = train.mean(axis=0), train.std(axis=0) + 1e-5
+    # Mean loss + decay/2 |W|^2 is scikit-learn's C * sum(loss) + 1/2 |W|^2 with C = 1 / (decay * N).
+    reference = LogisticRegression(C=1.0 / (decay * len(train)), max_iter=5000, tol=1e-10)
+    reference.fit((train - mean) / std, train_y)
+    theirs = reference.score((test - mean) / std, test_y)
+    assert 0.3 < theirs < 0.99  # a problem where the probe can be wrong, so agreement means something
+    assert abs(ours.accuracy - theirs) <= 0.005
+    assert ours.weight_decay == decay and ours.holdout_accuracies == {}
+
+
+def test_probe_chooses_the_weight_decay_on_held_out_training_images():
+    train, train_y = _clusters(3, 40, 30, spread=4.0)
+    test, test_y = _clusters(3, 40, 30, spread=4.0, seed=6)
+    result = evaluation.linear_probe(train, train_y, test, test_y, weight_decays=(1e-4, 1e-1, 10.0))
+    assert set(result.holdout_accuracies) == {1e-4, 1e-1, 10.0}
+    best = max(result.holdout_accuracies.values())
+    assert result.holdout_accuracies[result.weight_decay] == best
+
+
+def test_heldout_report_by_hand(tmp_path):
+    outputs = np.array(
+        [[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.3, 0.5], [0.6, 0.3, 0.1], [0.3, 0.4, 0.3]], dtype="float32"
+    )
+    labels = np.array([0, 1, 2, 1, 0])
+    report = evaluation.heldout_report(outputs, labels, class_names=["a", "b", "c"])
+    assert report["top1"] == pytest.approx(3 / 5)
+    assert report["top5"] == 1.0  # k = min(5, 3 classes)
+    assert report["per_class"] == {"a": 0.5, "b": 0.5, "c": 1.0}
+    assert report["confusion"] == [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
+    # ECE, 15 bins of width 1/15: confidences 0.7, 0.8, 0.5, 0.6, 0.4 fall in five different bins,
+    # correct / wrong: 1, 1, 1, 0, 0.
+    expected = (abs(1 - 0.7) + abs(1 - 0.8) + abs(1 - 0.5) + abs(0 - 0.6) + abs(0 - 0.4)) / 5
+    assert report["ece"] == pytest.approx(expected, abs=1e-6)
+    # Logits give the same report as their softmax.
+    logits = np.log(outputs)
+    assert evaluation.heldout_report(logits, labels)["ece"] == pytest.approx(report["ece"], abs=1e-6)
+    assert evaluation.top_k_accuracy(outputs, labels, 2) == 1.0
+    assert evaluation.top_k_accuracy(np.array([[0.5, 0.3, 0.2]]), np.array([2]), 2) == 0.0
+    path = tmp_path / "confusion.png"
+    evaluation.plot_confusion(report, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_perfectly_calibrated_classifier_has_no_calibration_error():
+    # Confidence 0.75 in every row, right in 3 of 4: calibrated.
+    outputs = np.tile([[0.75, 0.25]], (4, 1))
+    assert evaluation.expected_calibration_error(outputs, np.array([0, 0, 0, 1])) == pytest.approx(0.0)
+
+
+def test_fewer_images_than_shots_is_one_clear_error():
+    train, train_y = _clusters(3, 6, 5)
+    train, train_y = train[:-2], train_y[:-2]  # class 2 keeps 4 images
+    with pytest.raises(ValueError, match=r"Class 2 \('two'\) has 4 training images, fewer than the 5 shots"):
+        evaluation.fewshot(train, train_y, train, train_y, shots=(5,), class_names=["zero", "one", "two"])
+
+
+def test_nan_features_and_empty_splits_are_refused():
+    train, train_y = _clusters(2, 5, 3)
+    broken = train.copy()
+    broken[3, 1] = np.nan
+    with pytest.raises(ValueError, match="1 of 10 images have NaN or infinite training features .*image 3"):
+        evaluation.fewshot(broken, train_y, train, train_y, shots=(1,))
+    with pytest.raises(ValueError, match="NaN or infinite test features"):
+        evaluation.knn_accuracy(train, train_y, broken, train_y)
+    with pytest.raises(ValueError, match="is the split empty"):
+        evaluation.linear_probe(train, train_y, np.zeros((0, 3)), np.zeros(0, dtype=int))
