@@ -11,7 +11,7 @@ longest matching path:
     applications  keras_vit.models.applications (the public constructors: architecture + weights loader)
     training      keras_vit.training (recipes, data, layer_decay, distribute, multihost)
     package       keras_vit/__init__ (registers every layer, loss and schedule at import)
-    jobs          keras_vit.training.finetune, keras_vit.inspection, keras_vit.deploy
+    jobs          keras_vit.training.finetune, keras_vit.inspection, keras_vit.deploy, keras_vit.evaluation
     command line  keras_vit_cli (and `python -m keras_vit`, which only delegates to it)
 
 Function-level imports count too: importing lazily is about start-up time,
@@ -36,7 +36,7 @@ ROOMS = (
     ("applications", ("keras_vit.models.applications",)),
     ("training", ("keras_vit.training",)),
     ("package", ("keras_vit",)),
-    ("jobs", ("keras_vit.training.finetune", "keras_vit.inspection", "keras_vit.deploy")),
+    ("jobs", ("keras_vit.training.finetune", "keras_vit.inspection", "keras_vit.deploy", "keras_vit.evaluation")),
     ("command line", ("keras_vit_cli", "keras_vit.__main__")),
 )
 # Dependencies that point the wrong way today, each with the change that removes it.

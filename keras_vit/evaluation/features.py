@@ -29,9 +29,8 @@ import dataclasses
 import keras
 import numpy as np
 
-from keras_vit import validation
 from keras_vit import layers as vit_layers
-from keras_vit import metadata, preprocessing, resnet
+from keras_vit import metadata, preprocessing, resnet, validation
 
 REPRESENTATIONS = ("pre_logits", "token", "gap", "max")
 
@@ -160,5 +159,7 @@ def representation(model, image_size=None, num_classes=None):
             outputs = [tensor, model.outputs[0]]  # one pass gives both
         elif tuple(model.input_shape[1:3]) in (size, (None, None)):
             classifier = model  # the ViT is nested: its tensors are not in the outer graph
-    feature_model = keras.Model(backbone.inputs, outputs, name=f"{backbone.name}_{kind}")
+    # One input stays a tensor, not a one-element list: batches are passed as a tensor.
+    inputs = backbone.inputs[0] if len(backbone.inputs) == 1 else backbone.inputs
+    feature_model = keras.Model(inputs, outputs, name=f"{backbone.name}_{kind}")
     return Representation(feature_model, kind, from_sequence, size, scale, classifier)

@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 from keras_vit import validation
+from keras_vit.evaluation.blas import single_threaded
 from keras_vit.evaluation.extraction import check_split
 
 BIAS_FEATURE = 100.0
@@ -38,6 +39,33 @@ DEFAULT_SEEDS = 3
 # The grid `l2_grid=True` searches: big_vision's configs use one value, 2**10, from this range.
 L2_GRID = tuple(2.0**power for power in range(-4, 18, 2))
 HOLDOUT_PER_CLASS = 50
+
+
+def _with_bias(x):
+    return np.concatenate([x, np.full((len(x), 1), BIAS_FEATURE)], axis=1)
+
+
+def _normal_equations(x, labels, num_classes):
+    """`XᵀX` and `XᵀY` of the standardised features `x` with the bias column, without copying `x`.
+
+    With `X = [x, b]` (b = 100 in every row): `XᵀX = [[xᵀx, b xᵀ1], [b 1ᵀx, b² N]]`; with
+    `Y = 2 onehot - 1`: `XᵀY = 2 Xᵀonehot - Xᵀ1`, where `Xᵀonehot` holds the per-class sums
+    (a sparse product, O(N D) instead of O(N D C)).
+    """
+    from scipy import sparse
+
+    num_points, dim = x.shape
+    column_sums = x.sum(axis=0)
+    gram = np.empty((dim + 1, dim + 1))
+    gram[:dim, :dim] = x.T @ x
+    gram[:dim, dim] = gram[dim, :dim] = BIAS_FEATURE * column_sums
+    gram[dim, dim] = BIAS_FEATURE**2 * num_points
+    members = sparse.csr_matrix((np.ones(num_points), (labels, np.arange(num_points))), shape=(num_classes, num_points))
+    class_sums = np.empty((num_classes, dim + 1))
+    class_sums[:, :dim] = members @ x
+    class_sums[:, dim] = BIAS_FEATURE * np.bincount(labels, minlength=num_classes)
+    totals = np.append(column_sums, BIAS_FEATURE * num_points)
+    return gram, 2.0 * class_sums.T - totals[:, None]
 
 
 class RidgeSolver:
@@ -56,28 +84,28 @@ class RidgeSolver:
     """
 
     def __init__(self, features, labels, num_classes):
-        x = np.asarray(features, dtype="float64")
+        x = np.array(features, dtype="float64")  # a copy, standardised in place
         labels = np.asarray(labels)
         self.mean = x.mean(axis=0, keepdims=True)
         self.std = x.std(axis=0, keepdims=True) + STD_EPSILON
-        x = self.transform(features)
-        num_points, dim = x.shape
-        if num_points >= dim:
-            # XᵀY without forming Y: 2 * (per-class sums of X)ᵀ - (column sums of X), O(N D) instead of O(N D C).
-            class_sums = np.zeros((num_classes, dim))
-            np.add.at(class_sums, labels, x)
-            xty = 2.0 * class_sums.T - x.sum(axis=0)[:, None]
-            self.eigenvalues, q = np.linalg.eigh(x.T @ x)
+        x -= self.mean
+        x /= self.std
+        if len(x) >= x.shape[1] + 1:
+            gram, xty = _normal_equations(x, labels, num_classes)
+            with single_threaded():
+                self.eigenvalues, q = np.linalg.eigh(gram)
             self.lhs, self.rhs = q, q.T @ xty
         else:
+            x = _with_bias(x)
             targets = 2.0 * np.eye(num_classes)[labels] - 1.0
-            self.eigenvalues, q = np.linalg.eigh(x @ x.T)
+            gram = x @ x.T
+            with single_threaded():
+                self.eigenvalues, q = np.linalg.eigh(gram)
             self.lhs, self.rhs = x.T @ q, q.T @ targets
 
     def transform(self, features):
         """Standardised with the few-shot set's statistics, the bias feature appended: `(M, D + 1)`."""
-        x = (np.asarray(features, dtype="float64") - self.mean) / self.std
-        return np.concatenate([x, np.full((len(x), 1), BIAS_FEATURE)], axis=1)
+        return _with_bias((np.asarray(features, dtype="float64") - self.mean) / self.std)
 
     def weights(self, l2):
         """The ridge weights `(D + 1, num_classes)` for L2 strength `l2`."""

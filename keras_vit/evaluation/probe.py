@@ -23,6 +23,7 @@ import dataclasses
 import numpy as np
 
 from keras_vit import validation
+from keras_vit.evaluation.blas import single_threaded
 from keras_vit.evaluation.extraction import check_split
 
 WEIGHT_DECAYS = tuple(10.0**power for power in range(-6, 1))
@@ -82,14 +83,15 @@ def fit_logistic(features, labels, num_classes, weight_decay, initial=None, max_
     features = np.asarray(features, dtype="float64")
     onehot = np.eye(num_classes)[labels]
     start = np.zeros(features.shape[1] * num_classes + num_classes) if initial is None else initial
-    result = optimize.minimize(
-        _loss_and_gradient,
-        start,
-        args=(features, onehot, weight_decay),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": max_iterations, "gtol": 1e-6, "ftol": 1e-12},
-    )
+    with single_threaded():
+        result = optimize.minimize(
+            _loss_and_gradient,
+            start,
+            args=(features, onehot, weight_decay),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iterations, "gtol": 1e-6, "ftol": 1e-12},
+        )
     return result.x
 
 

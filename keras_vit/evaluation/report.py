@@ -14,6 +14,8 @@ head for the dataset's classes, the held-out report of that head. With
 
 import os
 
+import numpy as np
+
 from keras_vit import files
 from keras_vit.evaluation import extraction, fewshot_lsr, heldout, knn, probe
 
@@ -92,6 +94,15 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
     }
     common = dict(image_size=image_size, batch_size=batch_size, verbose=verbose)
     train_features = extraction.extract_features(model, train, cache=caches["train"], **common)
+    # Too few images for the shots asked fails now, before the test split is read.
+    shots = settings.get("shots", fewshot_lsr.DEFAULT_SHOTS)
+    fewshot_lsr.draw_shots(
+        train_features.labels,
+        max(shots),
+        np.random.default_rng(0),
+        train_features.num_classes,
+        train_features.class_names,
+    )
     test_features = extraction.extract_features(model, test, with_outputs=True, cache=caches["test"], **common)
     metrics = evaluate_features(train_features, test_features, **settings)
     if out is not None:

@@ -4,4 +4,4 @@ Each module has a docstring (its help), `add_arguments(parser)` and
 `run(args) -> exit code`; see `keras_vit_cli` for the protocol.
 """
 
-COMMANDS = ("demo", "variants", "inspect", "finetune", "launch", "download", "convert", "predict", "export")
+COMMANDS = ("demo", "variants", "inspect", "finetune", "evaluate", "launch", "download", "convert", "predict", "export")

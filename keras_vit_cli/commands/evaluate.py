@@ -1,0 +1,134 @@
+"""Evaluate what a ViT has learned: linear few-shot, linear probe, k-NN, and its head.
+
+MODEL is a saved .keras model that holds a keras_vit ViT (nested in your
+model or not, e.g. `keras-vit finetune`'s model.keras) or a constructor
+(ViTB16, B/16) with --weights. The frozen representation (pre_logits where
+the model has it, else the class token after the final norm, or the mean
+token of a gap-pooled model) of the training and test splits is extracted
+once; then the paper's linear few-shot evaluation (closed-form ridge onto
+{-1, 1} targets, L2 2^10, 3 random draws per shot count), a logistic-
+regression probe and a k-NN classifier run on it, and, when the model has a
+head for the dataset's classes, its top-1, top-5, per-class accuracy and
+calibration. Prints one table; writes metrics.json, fewshot.png and
+confusion_matrix.png to --out. The default data is the digits bundled with
+scikit-learn, split as `keras-vit finetune` splits them (no download).
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) or variant (B/16)")
+    parser.add_argument("--weights", default=None, help="a constructor's weights= argument (default: random init)")
+    parser.add_argument(
+        "--reinitialize",
+        action="store_true",
+        help="evaluate the same architecture with fresh random weights (a baseline for the trained model)",
+    )
+    parser.add_argument(
+        "--data", default="digits", help="'digits', 'tfds:NAME' or an image folder (default: %(default)s)"
+    )
+    parser.add_argument("--train-split", default="train", help="the split the shots come from (default: train)")
+    parser.add_argument("--test-split", default=None, help="the split measured (default: validation, val or test)")
+    parser.add_argument("--data-dir", default=None, help="TFDS data directory (default: TFDS's own)")
+    parser.add_argument("--image-size", type=int, default=None, help="square input size (default: the model's)")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default: %(default)s)")
+    parser.add_argument("--shots", default="1,5,10,25", help="comma-separated shot counts (default: %(default)s)")
+    parser.add_argument("--seeds", type=int, default=3, help="random draws per shot count (default: %(default)s)")
+    parser.add_argument("--l2", type=float, default=2.0**10, help="few-shot L2 strength (default: 1024)")
+    parser.add_argument(
+        "--select-l2", action="store_true", help="choose the few-shot L2 per draw on held-out training images"
+    )
+    parser.add_argument("--k", type=int, default=20, help="k-NN neighbours (default: %(default)s)")
+    parser.add_argument("--temperature", type=float, default=0.07, help="k-NN vote temperature (default: %(default)s)")
+    parser.add_argument("--cache", default=None, help="folder to keep the features in and reuse (default: none)")
+    parser.add_argument("--out", default="outputs/evaluate", help="output folder (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the draws and splits (default: %(default)s)")
+    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1), help="1: progress bars (default)")
+
+
+def _shots(text):
+    try:
+        shots = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        shots = ()
+    if not shots or min(shots) < 1:
+        raise ValueError(f"--shots must be positive integers separated by commas, e.g. 1,5,10,25. Received: {text!r}")
+    return shots
+
+
+def _sources(args):
+    """The `(train, test)` sources of --data."""
+    from keras_vit import data, finetune
+
+    if args.data == "digits":
+        return finetune.digits_sources(args.seed)
+    if args.data.startswith("tfds:"):
+        test_split = args.test_split or data.default_eval_split(args.data, args.data_dir)
+        return (
+            data.load(args.data, args.train_split, data_dir=args.data_dir),
+            data.load(args.data, test_split, data_dir=args.data_dir),
+        )
+    if data.folder_layout(args.data, args.train_split) == "flat":
+        split = dict(validation_split=0.2, seed=args.seed)
+        train = data.load(args.data, None, subset="training", **split)
+        return train, data.load(args.data, None, subset="validation", class_names=train[1].class_names, **split)
+    train = data.load(args.data, args.train_split)
+    test_split = args.test_split or data.default_eval_split(args.data)
+    return train, data.load(args.data, test_split, class_names=train[1].class_names)
+
+
+def _model(args):
+    import keras
+
+    from keras_vit import metadata
+    from keras_vit.applications import constructor_for
+
+    if args.model.endswith(".keras"):
+        model = metadata.load_classifier(args.model)
+    else:
+        size = args.image_size or 224
+        model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3))
+    if args.reinitialize:
+        keras.utils.set_random_seed(args.seed)
+        model = keras.models.clone_model(model)  # the same layers, freshly initialised
+    return model
+
+
+def run(args):
+    from keras_vit import evaluation, validation
+
+    shots = _shots(args.shots)
+    for name in ("batch_size", "seeds", "k"):
+        validation.positive_int(name, getattr(args, name))
+    if args.image_size is not None:
+        validation.positive_int("image_size", args.image_size)
+    validation.finite_float("l2", args.l2, minimum=0, include_minimum=False)
+    validation.finite_float("temperature", args.temperature, minimum=0, include_minimum=False)
+    model = _model(args)
+    evaluation.find_backbone(model)  # not a keras_vit model: fail before reading any data
+    train, test = _sources(args)
+    metrics = evaluation.evaluate(
+        model,
+        train,
+        test,
+        image_size=args.image_size,
+        batch_size=args.batch_size,
+        cache_dir=args.cache,
+        verbose=args.verbose,
+        shots=shots,
+        seeds=args.seeds,
+        l2=args.l2,
+        l2_grid=True if args.select_l2 else None,
+        k=args.k,
+        temperature=args.temperature,
+        seed=args.seed,
+    )
+    metrics.update(model=args.model, weights=args.weights, reinitialized=args.reinitialize, data=args.data)
+    paths = evaluation.write_results(metrics, args.out)
+    print(
+        f"{args.model}{' (re-initialised)' if args.reinitialize else ''} on {args.data}: "
+        f"{metrics['train_examples']} training / {metrics['test_examples']} test images, "
+        f"representation {metrics['representation']} ({metrics['feature_dim']} features)"
+    )
+    print(evaluation.format_table(metrics))
+    print(f"wrote {', '.join(paths[name] for name in sorted(paths))}")
+    return 0

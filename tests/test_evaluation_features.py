@@ -1,0 +1,122 @@
+"""Feature extraction for the evaluations, on every backend, with tiny ViTs: the paper's representation
+of plain, nested, saved, gap-pooled and pre_logits models, streamed from a source, cached."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit import data, evaluation
+from keras_vit.evaluation import extraction
+
+TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3))
+NUM_IMAGES, NUM_CLASSES = 21, 3  # 21 images in batches of 8: the last batch is short
+
+
+def _tiny_vit(**overrides):
+    model = keras_vit.VisionTransformer(**{**TINY, **overrides})
+    # Random, non-zero weights everywhere (the class token and the head start at zero).
+    rng = np.random.default_rng(0)
+    for variable in model.weights:
+        variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype(variable.dtype))
+    return model
+
+
+def _source():
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, size=(NUM_IMAGES, 16, 16, 3), dtype=np.uint8)
+    labels = np.arange(NUM_IMAGES) % NUM_CLASSES
+    return images, labels, data.from_arrays(images, labels, num_classes=NUM_CLASSES, class_names=("a", "b", "c"))
+
+
+def _layer_output(model, name, images):
+    """What the model's own layer `name` gives for `images`: the reference."""
+    probe = keras.Model(model.inputs[0], model.get_layer(name).output)
+    return keras.ops.convert_to_numpy(probe(images.astype("float32"), training=False))
+
+
+def test_the_class_token_after_the_final_norm_of_a_classifier():
+    model = _tiny_vit(classes=NUM_CLASSES)
+    images, labels, source = _source()
+    features = evaluation.extract_features(model, source, batch_size=8, with_outputs=True, verbose=0)
+    assert features.kind == "token" and features.features.shape == (NUM_IMAGES, 16)
+    np.testing.assert_allclose(features.features, _layer_output(model, "encoder_norm", images)[:, 0], atol=1e-5)
+    np.testing.assert_array_equal(features.labels, labels)
+    assert features.class_names == ("a", "b", "c") and features.num_classes == NUM_CLASSES
+    # The head's outputs come from the same pass.
+    expected = keras.ops.convert_to_numpy(model(images.astype("float32")))
+    np.testing.assert_allclose(features.outputs, expected, atol=1e-5)
+
+
+def test_a_vit_without_pooling_gives_its_class_token():
+    model = _tiny_vit(include_top=False, pooling=None)
+    images, _, source = _source()
+    features = evaluation.extract_features(model, source, batch_size=8, with_outputs=True, verbose=0)
+    assert features.kind == "token" and features.outputs is None  # a feature map is no head
+    np.testing.assert_allclose(features.features, _layer_output(model, "encoder_norm", images)[:, 0], atol=1e-5)
+
+
+def test_a_gap_pooled_model_gives_the_mean_patch_token():
+    model = _tiny_vit(include_top=False, pooling="gap")
+    images, _, source = _source()
+    features = evaluation.extract_features(model, source, batch_size=8, verbose=0)
+    assert features.kind == "gap"
+    expected = _layer_output(model, "encoder_norm", images)[:, 1:].mean(axis=1)
+    np.testing.assert_allclose(features.features, expected, atol=1e-5)
+
+
+def test_pre_logits_where_the_model_has_them():
+    model = _tiny_vit(classes=NUM_CLASSES, representation_size=8)
+    images, _, source = _source()
+    features = evaluation.extract_features(model, source, batch_size=8, verbose=0)
+    assert features.kind == "pre_logits" and features.features.shape == (NUM_IMAGES, 8)
+    np.testing.assert_allclose(features.features, _layer_output(model, "pre_logits", images), atol=1e-5)
+
+
+def test_a_vit_nested_in_a_users_functional_model(tmp_path):
+    vit = _tiny_vit(include_top=False, pooling="token", name="backbone")
+    inputs = keras.Input((16, 16, 3))
+    outputs = keras.layers.Dense(NUM_CLASSES, name="my_head")(keras.layers.Dropout(0.1)(vit(inputs)))
+    model = keras.Model(inputs, outputs, name="users_model")
+    images, _, source = _source()
+    features = evaluation.extract_features(model, source, batch_size=8, with_outputs=True, verbose=0)
+    reference = keras.ops.convert_to_numpy(vit(images.astype("float32")))
+    np.testing.assert_allclose(features.features, reference, atol=1e-5)
+    np.testing.assert_allclose(features.outputs, keras.ops.convert_to_numpy(model(images.astype("float32"))), atol=1e-5)
+    # Saved and reloaded safely, the same features.
+    path = str(tmp_path / "users_model.keras")
+    model.save(path)
+    reloaded = keras_vit.metadata.load_classifier(path)
+    again = evaluation.extract_features(reloaded, source, batch_size=8, verbose=0)
+    np.testing.assert_allclose(again.features, features.features, atol=1e-5)
+
+
+def test_features_are_cached_and_the_cache_follows_the_weights(tmp_path, monkeypatch):
+    model = _tiny_vit(classes=NUM_CLASSES)
+    _, _, source = _source()
+    cache = str(tmp_path / "train.npz")
+    first = evaluation.extract_features(model, source, batch_size=8, cache=cache, verbose=0)
+    calls = []
+    original = extraction._stream
+    monkeypatch.setattr(extraction, "_stream", lambda *args: calls.append(1) or original(*args))
+    cached = evaluation.extract_features(model, source, batch_size=8, cache=cache, verbose=0)
+    assert calls == []  # read from the file, the model not run
+    np.testing.assert_array_equal(cached.features, first.features)
+    np.testing.assert_array_equal(cached.labels, first.labels)
+    model.get_layer("encoder_norm").gamma.assign(np.full((16,), 2.0, "float32"))  # other weights: recomputed
+    changed = evaluation.extract_features(model, source, batch_size=8, cache=cache, verbose=0)
+    assert calls == [1] and not np.allclose(changed.features, first.features)
+
+
+def test_bad_models_and_splits_are_one_clear_error():
+    _, _, source = _source()
+    plain = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Flatten(), keras.layers.Dense(3)])
+    with pytest.raises(ValueError, match="holds no keras_vit Vision Transformer"):
+        evaluation.extract_features(plain, source, verbose=0)
+    empty = data.from_arrays(np.zeros((0, 16, 16, 3), np.uint8), np.zeros(0, np.int64), num_classes=3)
+    with pytest.raises(ValueError, match="The split holds no images"):
+        evaluation.extract_features(_tiny_vit(classes=3), empty, verbose=0)
+    broken = _tiny_vit(classes=3)
+    broken.get_layer("encoder_norm").beta.assign(np.full((16,), np.nan, "float32"))
+    with pytest.raises(ValueError, match="21 of 21 images have NaN or infinite features"):
+        evaluation.extract_features(broken, source, verbose=0)
