@@ -61,7 +61,7 @@ def _generated_source(num_images, image_size, num_classes=10):
     """A source whose images are made inside the pipeline from their index: nothing is held in memory."""
     import tensorflow as tf
 
-    from keras_vit import data
+    from keras_vit.training import data
 
     def make(index):
         seed = tf.stack([index, tf.constant(0, tf.int64)])
@@ -173,7 +173,7 @@ def main(argv=None):
         f"(before, after); {result['date']}"
     )
     if args.output:
-        from keras_vit import files
+        from keras_vit.utils import files
 
         files.write_json(args.output, result)
     return 0

@@ -9,7 +9,8 @@ import pytest
 
 import keras_vit
 import keras_vit_cli as cli
-from keras_vit import evaluation, finetune
+from keras_vit import evaluation
+from keras_vit.training import finetune
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3))
 
@@ -18,7 +19,7 @@ TINY = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, 
 def saved_model(tmp_path_factory):
     """A tiny digits classifier with class names, saved as `keras-vit finetune` saves its model."""
     model = keras_vit.VisionTransformer(**TINY, classes=10, classifier_activation=None)
-    model = keras_vit.metadata.with_class_names(model, [str(digit) for digit in range(10)])
+    model = keras_vit.models.metadata.with_class_names(model, [str(digit) for digit in range(10)])
     path = str(tmp_path_factory.mktemp("model") / "model.keras")
     model.save(path)
     return path

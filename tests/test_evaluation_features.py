@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import data, evaluation
+from keras_vit import evaluation
 from keras_vit.evaluation import extraction
+from keras_vit.training import data
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3))
 NUM_IMAGES, NUM_CLASSES = 21, 3  # 21 images in batches of 8: the last batch is short
@@ -86,7 +87,7 @@ def test_a_vit_nested_in_a_users_functional_model(tmp_path):
     # Saved and reloaded safely, the same features.
     path = str(tmp_path / "users_model.keras")
     model.save(path)
-    reloaded = keras_vit.metadata.load_classifier(path)
+    reloaded = keras_vit.models.metadata.load_classifier(path)
     again = evaluation.extract_features(reloaded, source, batch_size=8, verbose=0)
     np.testing.assert_allclose(again.features, features.features, atol=1e-5)
 

@@ -11,14 +11,14 @@ confusion matrix, calibration).
 
 The maths is NumPy (the same results on every backend); the features come
 from any backend's model (`extract_features`), streamed batch by batch from
-any `keras_vit.data` source. `evaluate` runs everything and writes
+any `keras_vit.training.data` source. `evaluate` runs everything and writes
 `metrics.json` and the plots: it is the `keras-vit evaluate` command.
 
 Example:
 
 ```python
 model = keras.saving.load_model("outputs/finetune/model.keras")
-train, test = keras_vit.finetune.digits_sources()
+train, test = keras_vit.training.finetune.digits_sources()
 metrics = keras_vit.evaluation.evaluate(model, train, test, out="outputs/evaluate")
 print(keras_vit.evaluation.format_table(metrics))
 ```

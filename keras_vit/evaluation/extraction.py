@@ -11,8 +11,9 @@ import os
 import keras
 import numpy as np
 
-from keras_vit import data, files, validation
 from keras_vit.evaluation import features as features_lib
+from keras_vit.training import data
+from keras_vit.utils import files, validation
 
 CACHE_FORMAT = 1
 
@@ -73,8 +74,8 @@ def _source(source):
     if isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], data.SourceInfo):
         return source
     raise ValueError(
-        "`source` must be a `(dataset, SourceInfo)` pair from `keras_vit.data.load` or "
-        f"`keras_vit.data.from_arrays`. Received: {type(source).__name__}"
+        "`source` must be a `(dataset, SourceInfo)` pair from `keras_vit.training.data.load` or "
+        f"`keras_vit.training.data.from_arrays`. Received: {type(source).__name__}"
     )
 
 
@@ -138,8 +139,8 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
     Args:
         model: a keras_vit model, or a user's model with one nested in it
             (e.g. `keras-vit finetune`'s `model.keras`, loaded).
-        source: a `(dataset, SourceInfo)` pair from `keras_vit.data.load`
-            (an image folder, `"tfds:NAME"`) or `keras_vit.data.from_arrays`.
+        source: a `(dataset, SourceInfo)` pair from `keras_vit.training.data.load`
+            (an image folder, `"tfds:NAME"`) or `keras_vit.training.data.from_arrays`.
         image_size: optional int or `(height, width)`; defaults to the
             model's input size. Images are resized to it (`eval_pipeline`).
         batch_size: int, images per forward pass. Defaults to `64`.

@@ -7,7 +7,7 @@ the class token, or the mean of the patch tokens for a gap-pooled model. A
 ViT without pooling (`include_top=False, pooling=None`) gives its class token
 after the final norm.
 
-`extract_features` streams any `keras_vit.data` source (an image folder,
+`extract_features` streams any `keras_vit.training.data` source (an image folder,
 `tfds:NAME`, `from_arrays`) through `eval_pipeline` batch by batch, so only
 one batch of images is ever in memory, and keeps only the features (and, on
 request, the model's own outputs, for a held-out report of its head). The
@@ -30,7 +30,9 @@ import keras
 import numpy as np
 
 from keras_vit import layers as vit_layers
-from keras_vit import metadata, preprocessing, resnet, validation
+from keras_vit.layers import resnet
+from keras_vit.models import metadata, preprocessing
+from keras_vit.utils import validation
 
 REPRESENTATIONS = ("pre_logits", "token", "gap", "max")
 

@@ -27,9 +27,9 @@ import dataclasses
 
 import numpy as np
 
-from keras_vit import validation
 from keras_vit.evaluation.blas import single_threaded
 from keras_vit.evaluation.extraction import check_split
+from keras_vit.utils import validation
 
 BIAS_FEATURE = 100.0
 STD_EPSILON = 1e-5

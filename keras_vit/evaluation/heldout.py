@@ -18,8 +18,8 @@ Example:
 
 import numpy as np
 
-from keras_vit import files, validation
 from keras_vit.evaluation.extraction import check_split
+from keras_vit.utils import files, validation
 
 ECE_BINS = 15
 

@@ -17,8 +17,8 @@ Example:
 
 import numpy as np
 
-from keras_vit import validation
 from keras_vit.evaluation.extraction import check_split
+from keras_vit.utils import validation
 
 DEFAULT_K = 20
 DEFAULT_TEMPERATURE = 0.07

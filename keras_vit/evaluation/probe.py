@@ -22,9 +22,9 @@ import dataclasses
 
 import numpy as np
 
-from keras_vit import validation
 from keras_vit.evaluation.blas import single_threaded
 from keras_vit.evaluation.extraction import check_split
+from keras_vit.utils import validation
 
 WEIGHT_DECAYS = tuple(10.0**power for power in range(-6, 1))
 HOLDOUT_FRACTION = 0.2

@@ -4,7 +4,7 @@
 splits once, then runs the linear few-shot evaluation at each shot count,
 the linear probe and the k-NN classifier on it, and, when the model has a
 head for the dataset's classes, the held-out report of that head. With
-`out` it writes, as one set (`keras_vit.files.atomic_files`):
+`out` it writes, as one set (`keras_vit.utils.files.atomic_files`):
 
 * `metrics.json`: every number, and the settings;
 * `fewshot.png`: few-shot accuracy against shots (mean and spread of the
@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
-from keras_vit import files
 from keras_vit.evaluation import extraction, fewshot_lsr, heldout, knn, probe
+from keras_vit.utils import files
 
 METRICS_FILE, SHOTS_PLOT, CONFUSION_PLOT = "metrics.json", "fewshot.png", "confusion_matrix.png"
 
@@ -72,8 +72,8 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
 
     Args:
         model: a keras_vit model, or a user's model with one nested in it.
-        train, test: `(dataset, SourceInfo)` pairs (`keras_vit.data.load`,
-            `from_arrays`, `keras_vit.finetune.digits_sources`).
+        train, test: `(dataset, SourceInfo)` pairs (`keras_vit.training.data.load`,
+            `from_arrays`, `keras_vit.training.finetune.digits_sources`).
         out: optional folder for `metrics.json`, `fewshot.png` and (with a
             head) `confusion_matrix.png`.
         image_size, batch_size: of the feature extraction

@@ -57,7 +57,7 @@ def _shots(text):
 
 def _sources(args):
     """The `(train, test)` sources of --data."""
-    from keras_vit import data, finetune
+    from keras_vit.training import data, finetune
 
     if args.data == "digits":
         return finetune.digits_sources(args.seed)
@@ -79,8 +79,8 @@ def _sources(args):
 def _model(args):
     import keras
 
-    from keras_vit import metadata
-    from keras_vit.applications import constructor_for
+    from keras_vit.models import metadata
+    from keras_vit.models.applications import constructor_for
 
     if args.model.endswith(".keras"):
         model = metadata.load_classifier(args.model)
@@ -94,7 +94,8 @@ def _model(args):
 
 
 def run(args):
-    from keras_vit import evaluation, validation
+    from keras_vit import evaluation
+    from keras_vit.utils import validation
 
     shots = _shots(args.shots)
     for name in ("batch_size", "seeds", "k"):
