@@ -121,3 +121,17 @@ def test_bad_models_and_splits_are_one_clear_error():
     broken.get_layer("encoder_norm").beta.assign(np.full((16,), np.nan, "float32"))
     with pytest.raises(ValueError, match="21 of 21 images have NaN or infinite features"):
         evaluation.extract_features(broken, source, verbose=0)
+
+
+def test_dataset_report_leaves_out_padding_and_reads_one_hot_labels():
+    model = _tiny_vit(classes=NUM_CLASSES)
+    images, labels, (dataset, _) = _source()
+    expected = evaluation.heldout_report(keras.ops.convert_to_numpy(model(images.astype("float32"))), labels)
+    padded = data.eval_pipeline(dataset, image_size=16, batch_size=8, static_shapes=True)  # 3 padding rows
+    report = evaluation.dataset_report(model, padded)
+    assert report["examples"] == NUM_IMAGES and report["confusion"] == expected["confusion"]
+    assert report["ece"] == pytest.approx(expected["ece"], abs=1e-5)
+    import tensorflow as tf
+
+    one_hot = data.eval_pipeline(dataset, image_size=16, batch_size=8).map(lambda x, y: (x, tf.one_hot(y, NUM_CLASSES)))
+    assert evaluation.dataset_report(model, one_hot)["confusion"] == expected["confusion"]

@@ -29,6 +29,7 @@ from keras_vit.evaluation.features import Representation, find_backbone, represe
 from keras_vit.evaluation.fewshot_lsr import FewShotResult, RidgeSolver, draw_shots, fewshot
 from keras_vit.evaluation.heldout import (
     confusion_matrix,
+    dataset_report,
     expected_calibration_error,
     heldout_report,
     plot_confusion,
@@ -46,6 +47,7 @@ __all__ = [
     "RidgeSolver",
     "check_features",
     "confusion_matrix",
+    "dataset_report",
     "draw_shots",
     "evaluate",
     "evaluate_features",

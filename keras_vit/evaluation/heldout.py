@@ -99,6 +99,37 @@ def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
     }
 
 
+def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
+    """The `heldout_report` of `model` on a batched dataset, as `keras-vit finetune` evaluates it.
+
+    Args:
+        model: a classifier (`keras.Model`) with one output per class.
+        dataset: a finite, batched `tf.data.Dataset` of `(images, labels)` or
+            `(images, labels, sample_weights)` (`keras_vit.training.data.eval_pipeline`):
+            rows of weight 0 (the padding of static-shape batches) are left
+            out, and one-hot labels (MixUp / CutMix runs) count as their argmax.
+        class_names: optional names, one per class.
+        num_bins: int, the confidence bins of the calibration error.
+
+    Returns:
+        The `heldout_report` dict.
+    """
+    import keras
+
+    outputs, labels = [], []
+    for batch in dataset.as_numpy_iterator():
+        batch_labels = np.asarray(batch[1])
+        if batch_labels.ndim == 2:
+            batch_labels = batch_labels.argmax(axis=1)
+        keep = np.asarray(batch[2]) > 0 if len(batch) > 2 else np.ones(len(batch_labels), bool)
+        batch_outputs = np.asarray(keras.ops.convert_to_numpy(model.predict_on_batch(batch[0])))
+        outputs.append(batch_outputs[keep])
+        labels.append(batch_labels[keep])
+    if not outputs:
+        raise ValueError("The held-out dataset holds no images: pass a split with images in it.")
+    return heldout_report(np.concatenate(outputs), np.concatenate(labels), class_names, num_bins)
+
+
 def plot_confusion(report, path, dpi=100):
     """Draws the confusion matrix of a `heldout_report` (rows: true class), with class names, into a PNG."""
     import matplotlib
