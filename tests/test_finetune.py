@@ -28,6 +28,7 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     )
     assert sorted(os.listdir(out)) == [
         "checkpoint.keras",
+        "confusion_matrix.png",
         "history.csv",
         "metrics.json",
         "model.keras",
@@ -40,6 +41,9 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     assert metrics["heldout_examples"] == 360 and metrics["train_examples"] == 1437
     assert 0.0 <= metrics["heldout_accuracy"] <= 1.0 and metrics["images_per_second"] > 0
     assert metrics["backend"] == BACKEND and metrics["layer_decay"] == 0.8
+    report = metrics["heldout_report"]  # keras_vit.evaluation's held-out report of the same model
+    assert report["top1"] == pytest.approx(metrics["heldout_accuracy"], abs=1e-6) and report["examples"] == 360
+    assert list(report["per_class"]) == [str(digit) for digit in range(10)] and 0.0 <= report["ece"] <= 1.0
     with open(os.path.join(out, "training_curves.png"), "rb") as file:
         assert file.read(8) == b"\x89PNG\r\n\x1a\n"
     history = finetune.read_history(os.path.join(out, "history.csv"))

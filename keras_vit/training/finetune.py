@@ -8,11 +8,14 @@ an image folder with the official recipe.
 
 Everything goes to `--out`:
 
-* `model.keras`: the trained model; it, `metrics.json` and
-  `training_curves.png` are written as one set (`keras_vit.files.atomic_files`);
+* `model.keras`: the trained model; it, `metrics.json`, `training_curves.png`
+  and `confusion_matrix.png` are written as one set (`keras_vit.files.atomic_files`);
 * `metrics.json`: held-out accuracy and loss, optimizer steps, images/s,
   wall time, and the settings;
 * `training_curves.png`: loss and accuracy per epoch;
+* `confusion_matrix.png`: the held-out confusion matrix with class names
+  (`metrics.json`'s `heldout_report` adds top-5, per-class accuracy and the
+  calibration error; `keras_vit.evaluation.heldout`);
 * `history.csv`: the per-epoch log the curves are drawn from;
 * `checkpoint.keras` (last epoch) and `backup/` (the `BackupAndRestore`
   state, deleted when training finishes): a run killed at any moment resumes
@@ -36,6 +39,7 @@ from keras_vit.utils import docstrings, files
 SMALL_CONFIG = dict(patch_size=4, hidden_dim=64, num_layers=4, num_heads=4, mlp_dim=128)
 DIGITS_IMAGE_SIZE = 16
 DIGITS_HOLDOUT_FRACTION = 0.2
+CONFUSION_NAME = "confusion_matrix.png"
 
 
 def digits_sources(seed=0):
@@ -432,6 +436,7 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     """Evaluates, saves the model, draws the curves, writes `metrics.json`; returns the metrics."""
     import keras
 
+    from keras_vit.evaluation import heldout
     from keras_vit.training import multihost
 
     processes = multihost.process_info()
@@ -439,6 +444,8 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
         start = callbacks.stop.start_iteration
         print(f"process {processes.index} of {processes.count}: started at step {start}", flush=True)
     evaluation = model.evaluate(datasets.eval, verbose=0, return_dict=True)
+    # Top-5, per class, calibration: one more pass; each process holds only its slice of a multi-process eval.
+    report = heldout.dataset_report(model, datasets.eval, datasets.class_names) if processes.count == 1 else None
     model_name, curves_name, metrics_name = "model.keras", "training_curves.png", "metrics.json"
     model_path, curves_path = os.path.join(config.out, model_name), os.path.join(config.out, curves_name)
     images_per_second = callbacks.throughput.batches_per_second
@@ -474,14 +481,18 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
         "backend": keras.backend.backend(),
         "model_path": model_path,
         "curves_path": curves_path,
+        "heldout_report": report,
     }
+    names = [model_name, curves_name, metrics_name] + ([CONFUSION_NAME] if report else [])
 
     def write_files():
-        # The three results appear together or not at all (a kill never pairs a new model with old metrics).
-        with files.atomic_files(config.out, [model_name, curves_name, metrics_name]) as staged:
+        # The results appear together or not at all (a kill never pairs a new model with old metrics).
+        with files.atomic_files(config.out, names) as staged:
             model.save(staged[model_name])
             plot_curves(read_history(callbacks.history_path), staged[curves_name])
             files.write_json(staged[metrics_name], metrics)
+            if report:
+                heldout.plot_confusion(report, staged[CONFUSION_NAME])
 
     # One writer; the other processes wait for it (and fail if it fails).
     multihost.run_on_primary(write_files, f"write the results to {config.out}")
