@@ -14,3 +14,11 @@ def _isolated_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+def pytest_configure(config):
+    # The per-test time limit (tests/budget.py); under xdist the controller sees every report.
+    if not hasattr(config, "workerinput"):
+        from budget import from_environment
+
+        config.pluginmanager.register(from_environment(), "keras_vit_budget")

@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import keras
 import numpy as np
@@ -91,7 +92,8 @@ def trainable_gradients(model, inputs):
             outs, _ = model.stateless_call(trainable, non_trainable, inputs, training=True)
             return objective(outs)
 
-        return [np.asarray(g) for g in jax.grad(loss_fn)(trainable)]
+        # Compiled: un-jitted jax.grad dispatches (and compiles) op by op, about twice as slow on a tiny model.
+        return [np.asarray(g) for g in jax.jit(jax.grad(loss_fn))(trainable)]
     if BACKEND == "torch":
         for variable in model.trainable_variables:
             variable.value.grad = None
@@ -109,38 +111,69 @@ def assert_gradients(model, inputs):
         assert np.any(grad != 0), f"zero gradient for {variable.path}"
 
 
-_FRESH_PROCESS_SCRIPT = """
-import sys, numpy as np, keras
+# The reviving interpreter: it imports keras_vit as a user's script would and
+# loads each `.keras` file it is sent, never having built a model itself. One
+# per test process serves every fresh-process check (an interpreter start
+# costs ~15 s with TensorFlow installed); a check that kills it starts another.
+_REVIVER_SCRIPT = """
+import json, sys, traceback
+import numpy as np, keras
 import keras_vit  # registers the layers, as a user's import would
-inputs = np.load(sys.argv[1], allow_pickle=False)
-for model_path, outputs_path in zip(sys.argv[2::2], sys.argv[3::2]):
-    model = keras.saving.load_model(model_path, safe_mode=True)
-    outputs = model.predict(inputs, verbose=0)
-    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-    np.savez(outputs_path, *[np.asarray(o) for o in outputs])
+for line in sys.stdin:
+    request = json.loads(line)
+    try:
+        inputs = np.load(request["inputs"], allow_pickle=False)
+        for model_path, outputs_path in request["pairs"]:
+            keras.backend.clear_session()
+            model = keras.saving.load_model(model_path, safe_mode=True)
+            outputs = model.predict(inputs, verbose=0)
+            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+            np.savez(outputs_path, *[np.asarray(o) for o in outputs])
+        reply = {"ok": True}
+    except Exception:
+        reply = {"ok": False, "error": traceback.format_exc()}
+    print(json.dumps(reply), flush=True)
 """
+_reviver = None
+_reviver_log = None
+
+
+def _reviving_interpreter():
+    global _reviver, _reviver_log
+    if _reviver is None or _reviver.poll() is not None:
+        _reviver_log = tempfile.TemporaryFile("w+")
+        env = dict(os.environ, KERAS_BACKEND=BACKEND, TF_CPP_MIN_LOG_LEVEL="3")
+        env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")])
+        _reviver = subprocess.Popen(
+            [sys.executable, "-c", _REVIVER_SCRIPT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=_reviver_log,
+            text=True,
+            env=env,
+        )
+    return _reviver
 
 
 def predict_in_fresh_process(model_paths, inputs, workdir):
-    """Loads each `.keras` file with `safe_mode=True` in one new interpreter
-    and returns each model's outputs (a list of arrays per path; one path
-    may be passed as a string)."""
+    """Loads each `.keras` file with `safe_mode=True` in another interpreter,
+    one that imported keras_vit and never built a model, and returns each
+    model's outputs (a list of arrays per path; one path may be passed as a
+    string)."""
     single = isinstance(model_paths, str)
     model_paths = [model_paths] if single else list(model_paths)
     inputs_path = os.path.join(workdir, "inputs.npy")
     outputs_paths = [os.path.join(workdir, f"outputs_{index}.npz") for index in range(len(model_paths))]
     np.save(inputs_path, inputs)
-    env = dict(os.environ, KERAS_BACKEND=BACKEND, TF_CPP_MIN_LOG_LEVEL="3")
-    env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")])
-    pairs = [path for pair in zip(model_paths, outputs_paths) for path in pair]
-    result = subprocess.run(
-        [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, inputs_path, *pairs],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
+    reviver = _reviving_interpreter()
+    reviver.stdin.write(json.dumps({"inputs": inputs_path, "pairs": list(zip(model_paths, outputs_paths))}) + "\n")
+    reviver.stdin.flush()
+    line = reviver.stdout.readline()
+    if not line:
+        _reviver_log.seek(0)
+        raise AssertionError("the reviving interpreter died:\n" + _reviver_log.read()[-4000:])
+    reply = json.loads(line)
+    assert reply["ok"], reply["error"][-4000:]
     outputs = []
     for outputs_path in outputs_paths:
         with np.load(outputs_path, allow_pickle=False) as data:

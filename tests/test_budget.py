@@ -1,0 +1,69 @@
+"""The per-test time limit of tests/budget.py fails a run with a deliberately slow test.
+
+Cost: two pytest subprocesses that import neither Keras nor a backend, ~2 s.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import budget
+import keras
+import pytest
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="no backend involved: one run")
+
+TESTS_DIR = pathlib.Path(__file__).resolve().parent
+
+
+def run_pytest(folder, limit_s):
+    (folder / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(TESTS_DIR)!r})\n"
+        "from budget import from_environment\n\n"
+        "def pytest_configure(config):\n"
+        "    config.pluginmanager.register(from_environment(), 'keras_vit_budget')\n"
+    )
+    env = dict(os.environ, KERAS_VIT_TEST_LIMIT_S=str(limit_s), KERAS_VIT_TEST_BUDGET="on")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(folder)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=folder, env=env, timeout=120)
+
+
+def test_a_test_over_the_limit_fails_the_run(tmp_path):
+    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_sleeps():\n    time.sleep(1.2)\n")
+    result = run_pytest(tmp_path, limit_s=0.5)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+    assert "OVER BUDGET: test_slow.py::test_sleeps took 1.2 s (limit 0.5 s)" in result.stdout
+    assert "slowest tests" in result.stdout
+
+
+def test_a_run_within_the_limit_passes_and_lists_the_slowest(tmp_path):
+    (tmp_path / "test_quick.py").write_text("def test_quick():\n    pass\n")
+    result = run_pytest(tmp_path, limit_s=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "test_quick.py::test_quick" in result.stdout
+    assert "OVER BUDGET" not in result.stdout
+
+
+def test_report_mode_lists_without_failing(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_VIT_TEST_BUDGET", "report")
+    assert not budget.from_environment().enforce
+    monkeypatch.setenv("KERAS_VIT_TEST_BUDGET", "on")
+    assert budget.from_environment().enforce
+
+
+def test_named_end_to_end_tests_get_the_longer_limit(monkeypatch):
+    monkeypatch.setattr(budget, "SLOW_TESTS", {"tests/test_x.py::test_long": "why"})
+    check = budget.Budget(limit_s=30)
+    check.seconds.update({"tests/test_x.py::test_long[a]": 80.0, "tests/test_x.py::test_other": 31.0})
+    assert check.over_budget() == ["tests/test_x.py::test_other"]
+    check.seconds["tests/test_x.py::test_long[a]"] = 95.0
+    assert check.over_budget() == ["tests/test_x.py::test_long[a]", "tests/test_x.py::test_other"]
+
+
+def test_the_slow_list_is_short_and_names_real_tests():
+    assert len(budget.SLOW_TESTS) <= budget.MAX_SLOW_TESTS
+    for nodeid, why in budget.SLOW_TESTS.items():
+        path, _, name = nodeid.partition("::")
+        assert why and f"def {name}(" in (TESTS_DIR.parent / path).read_text(), nodeid
