@@ -16,6 +16,7 @@ import pytest
 
 import keras_vit
 from keras_vit import models
+from keras_vit.models import Architecture
 from keras_vit.pretrained import converters, io
 from tests import timm_reference
 from tests.helpers import BACKEND, run_model_test, to_numpy
@@ -109,8 +110,8 @@ def test_hybrid_round_trips_are_bit_identical(format):
     assert "ResNet" in layout and set(back) == set(ours)
     for path, value in ours.items():
         np.testing.assert_array_equal(back[path], value, err_msg=path)
-    assert converters.facts(back).stage_depths == (1, 1)
-    assert converters.facts(back).token_size == (8, 8)
+    arch = Architecture.from_weights(back, num_heads=TINY["num_heads"])
+    assert arch.resnet_stages == (1, 1) and arch.pixels_per_token == (8, 8)
 
 
 def test_plain_vit_files_keep_their_plain_layout():
@@ -120,7 +121,7 @@ def test_plain_vit_files_keep_their_plain_layout():
     written = converters.from_keras(_keras_weights(model), "timm")
     _, layout = converters.to_keras(written)
     assert layout == "timm safetensors"
-    assert converters.facts(converters.to_keras(written)[0]).stage_depths is None
+    assert Architecture.from_weights(converters.to_keras(written)[0], num_heads=2).resnet_stages is None
 
 
 def test_r_ti16_loads_timm_safetensors_and_matches_timm(tmp_path):

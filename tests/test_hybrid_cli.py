@@ -95,7 +95,7 @@ def test_convert_a_hybrid_both_layouts_both_ways(tiny_hybrid, tmp_path, capsys):
     assert "conv_root/kernel" in np.load(npz) and "gn_root/scale" in np.load(npz)
     for path, format in ((npz, "official"), (back, "timm")):
         checkpoint = pretrained.load_checkpoint(path)
-        assert checkpoint.format == format and checkpoint.facts.stage_depths == ()
+        assert checkpoint.format == format and checkpoint.architecture(num_heads=2).resnet_stages == ()
         assert sorted(checkpoint.weights) == sorted(original)
         for name, value in original.items():
             np.testing.assert_array_equal(checkpoint.weights[name], value, err_msg=f"{format}: {name}")

@@ -117,7 +117,7 @@ def test_grid_of_sizes_no_stride_divides(size):
     grid = tuple(-(-n // 32) for n in size)
     assert embedding.compute_output_shape(images.shape) == (1, *grid, 8)
     assert tuple(keras.ops.shape(embedding(images))) == (1, *grid, 8)
-    assert embedding.reduction == (32, 32)
+    assert embedding.pixels_per_token == (32, 32)
     assert tuple(embedding(keras.Input((None, None, 3))).shape) == (None, None, None, 8)
 
 

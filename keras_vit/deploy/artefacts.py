@@ -49,6 +49,7 @@ import numpy as np
 from keras_vit.deploy import writers
 from keras_vit.deploy.writers import CLASS_NAMES_FILE, OUTPUT_NAME
 from keras_vit.models import metadata
+from keras_vit.models.architecture import Architecture
 from keras_vit.utils import files, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
@@ -148,7 +149,7 @@ def serving_model(model, input_dtype="uint8"):
     # Rescaling casts to float32 first: x / 127.5 - 1, the ViT preprocessing, unless the ViT
     # scales raw pixels itself (include_preprocessing=True, the default): then only the cast. The
     # ViT may be nested in the user's model, so its own layers are the ones that say.
-    own_scaling = any(isinstance(layer, keras.layers.Rescaling) for layer in metadata.find_vit(model).layers)
+    own_scaling = Architecture.from_model(model).include_preprocessing
     scale, offset = (1.0, 0.0) if own_scaling else (1.0 / 127.5, -1.0)
     scaled = keras.layers.Rescaling(scale, offset=offset, name="pixel_scaling")(inputs)
     serving = keras.Model(inputs, model(scaled), name=f"{model.name}_serving")

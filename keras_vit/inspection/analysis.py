@@ -16,11 +16,12 @@ import numpy as np
 
 from keras_vit import layers as vit_layers
 from keras_vit.layers import resnet
+from keras_vit.models import architecture
+from keras_vit.models.architecture import EMBEDDINGS
 from keras_vit.utils import validation
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
-_EMBEDDINGS = (vit_layers.PatchEmbedding, resnet.HybridPatchEmbedding)
 NO_LINEAR_FILTERS = (
     "A hybrid ViT has no linear patch filters: its tokens are projections of a ResNet feature map, not of "
     "pixels, so the paper's RGB embedding filters (Figure 7, left) do not exist for it."
@@ -54,10 +55,6 @@ _KNOWN_LAYERS = (
     vit_layers.TransformerBlock,
 )
 
-VitParts = collections.namedtuple(
-    "VitParts", ["patch_embedding", "class_token", "position_embedding", "blocks", "pixel_scaling"]
-)
-
 FilterComponents = collections.namedtuple("FilterComponents", ["components", "explained_variance_ratio"])
 FilterComponents.__doc__ = """The principal components of the patch-embedding filters.
 
@@ -70,39 +67,36 @@ Attributes:
 
 
 def vit_parts(model):
-    """Finds the embedding layers and the transformer blocks of a keras_vit model."""
+    """The `keras_vit.models.architecture.ViTLayers` of a keras_vit model, checked for the inspection pass.
+
+    Raises:
+        TypeError: `model` is not a `keras.Model`.
+        ValueError: `model`'s own layers are not a ViT's (a ViT nested in
+            another model must be passed itself), or a layer before the last
+            block is one the pass cannot re-run.
+    """
     if not isinstance(model, keras.Model):
         raise TypeError(
             "Expected a keras_vit model (a `keras.Model` built by e.g. `keras_vit.ViTB16` or "
             f"loaded with `keras.saving.load_model`). Received: model of type {type(model).__name__}"
         )
-    # A hybrid's HybridPatchEmbedding (ResNet + projection) counts as its patch embedding.
-    found = {_EMBEDDINGS: [], vit_layers.ClassToken: [], vit_layers.PositionEmbedding: []}
-    blocks = []
-    # Functional models list their layers in the order they are applied.
-    for layer in model.layers:
-        if isinstance(layer, vit_layers.TransformerBlock):
-            blocks.append(layer)
-        for layer_type, matches in found.items():
-            if isinstance(layer, layer_type):
-                matches.append(layer)
-    patch_embeddings = found[_EMBEDDINGS]
-    class_tokens = found[vit_layers.ClassToken]
-    position_embeddings = found[vit_layers.PositionEmbedding]
-    if len(patch_embeddings) != 1 or len(position_embeddings) != 1 or len(class_tokens) > 1 or not blocks:
+    counts = {
+        kind: sum(isinstance(layer, kind) for layer in model.layers)
+        for kind in (EMBEDDINGS, vit_layers.ClassToken, vit_layers.PositionEmbedding, vit_layers.TransformerBlock)
+    }
+    embeddings, class_tokens, positions, blocks = counts.values()
+    if embeddings != 1 or positions != 1 or class_tokens > 1 or not blocks:
         raise ValueError(
             "Expected a keras_vit Vision Transformer with one PatchEmbedding, at most one "
             "ClassToken, one PositionEmbedding and at least one TransformerBlock among "
-            f"`model.layers`. Received: model {model.name!r} with {len(patch_embeddings)} "
-            f"PatchEmbedding, {len(class_tokens)} ClassToken, {len(position_embeddings)} "
-            f"PositionEmbedding and {len(blocks)} TransformerBlock layers. A ViT nested inside "
+            f"`model.layers`. Received: model {model.name!r} with {embeddings} "
+            f"PatchEmbedding, {class_tokens} ClassToken, {positions} "
+            f"PositionEmbedding and {blocks} TransformerBlock layers. A ViT nested inside "
             "another model must be passed itself (e.g. `outer.get_layer('vit_b16')`)."
         )
-    _check_known_layers(model, blocks[-1])
-    class_token = class_tokens[0] if class_tokens else None
-    # The model's own pixel scaling (include_preprocessing=True): images come in as for prediction.
-    scaling = [layer for layer in model.layers if isinstance(layer, keras.layers.Rescaling)]
-    return VitParts(patch_embeddings[0], class_token, position_embeddings[0], blocks, tuple(scaling))
+    parts = architecture.vit_layers(model)
+    _check_known_layers(model, parts.blocks[-1])
+    return parts
 
 
 def _check_known_layers(model, last_block):
@@ -118,13 +112,6 @@ def _check_known_layers(model, last_block):
             )
 
 
-def token_size(patch_embedding):
-    """Image pixels per token side: the patch size, or a hybrid's patch size times its ResNet stride."""
-    if isinstance(patch_embedding, resnet.HybridPatchEmbedding):
-        return patch_embedding.reduction
-    return patch_embedding.patch_size
-
-
 def is_hybrid(model):
     """Whether `model` is a hybrid ViT (ResNet features): it has no linear patch filters."""
     return isinstance(vit_parts(model).patch_embedding, resnet.HybridPatchEmbedding)
@@ -132,14 +119,8 @@ def is_hybrid(model):
 
 def image_shape(parts):
     """The `(height, width, channels)` of the images the model's position embedding was built for."""
-    grid_h, grid_w = parts.position_embedding.grid_size
-    patch_h, patch_w = token_size(parts.patch_embedding)
-    embedding = parts.patch_embedding
-    first_kernel = (
-        embedding.backbone.root_conv.kernel if is_hybrid_embedding(embedding) else embedding.projection.kernel
-    )
-    channels = int(first_kernel.shape[2])
-    return (grid_h * patch_h, grid_w * patch_w, channels)
+    arch = architecture.Architecture.from_model(parts.model)
+    return (*arch.grid_image_size, arch.channels)
 
 
 def _prepare_images(parts, images):
@@ -187,7 +168,7 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
     with _no_grad():
         for start in range(0, images.shape[0], batch_size):
             pixels = images[start : start + batch_size]
-            for layer in parts.pixel_scaling:
+            for layer in parts.rescaling:
                 pixels = layer(pixels)
             # The patch grid (batch, rows, cols, hidden), plain or hybrid: it also tells the position
             # embedding which grid to resample to.
@@ -554,7 +535,7 @@ def mean_attention_distance(model, images, batch_size=16):
     return attention_distance(
         attention,
         parts.position_embedding.grid_size,
-        token_size(parts.patch_embedding),
+        parts.patch_embedding.pixels_per_token,
         num_prefix_tokens=parts.position_embedding.num_prefix_tokens,
     )
 

@@ -129,7 +129,7 @@ def write_report(
         name, probability = metadata.top_classes(classifier, outputs, top=1)[0][0]
         title = f"{title}\npredicted: {name} ({probability:.2f})"
     rollout_map = analysis.class_token_rollout(attention, grid, head_fusion, discard_ratio, prefix)
-    distances = analysis.attention_distance(attention, grid, analysis.token_size(parts.patch_embedding), prefix)
+    distances = analysis.attention_distance(attention, grid, parts.patch_embedding.pixels_per_token, prefix)
     hybrid = analysis.is_hybrid(model)
     if not hybrid:
         components = analysis.embedding_filters(

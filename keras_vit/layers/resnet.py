@@ -496,11 +496,24 @@ class HybridPatchEmbedding(keras.layers.Layer):
         )
         self.projection = vit_layers.patch_projection(hidden_dim, self.patch_size, self.dtype_policy)
 
+    @staticmethod
+    def pixels_per_token_for(patch_size, stage_depths):
+        """`(height, width)`: image pixels per token side of a hybrid embedding with this patch and ResNet.
+
+        Each token covers a patch of the ResNet's feature map, so the patch size times the ResNet's
+        output stride.
+
+        >>> HybridPatchEmbedding.pixels_per_token_for(1, (3, 4, 9)), HybridPatchEmbedding.pixels_per_token_for(8, ())
+        ((16, 16), (32, 32))
+        """
+        patch = validation.pair("patch_size", patch_size)
+        stride = output_stride(stage_depths)
+        return (stride * patch[0], stride * patch[1])
+
     @property
-    def reduction(self):
-        """`(height, width)`: image pixels per token side."""
-        stride = self.backbone.output_stride
-        return (stride * self.patch_size[0], stride * self.patch_size[1])
+    def pixels_per_token(self):
+        """`(height, width)`: image pixels per token side (timm's `feat_ratio`), the total reduction."""
+        return self.pixels_per_token_for(self.patch_size, self.backbone.stage_depths)
 
     def build(self, input_shape):
         if len(input_shape) != 4:

@@ -136,6 +136,16 @@ class PatchEmbedding(keras.layers.Layer):
         self.patch_size = validation.pair("patch_size", patch_size)
         self.projection = patch_projection(hidden_dim, self.patch_size, self.dtype_policy)
 
+    @staticmethod
+    def pixels_per_token_for(patch_size):
+        """`(height, width)`: image pixels per token side of a `PatchEmbedding` with this patch: the patch."""
+        return validation.pair("patch_size", patch_size)
+
+    @property
+    def pixels_per_token(self):
+        """`(height, width)`: image pixels per token side (timm's `feat_ratio`), here the patch size."""
+        return self.pixels_per_token_for(self.patch_size)
+
     def build(self, input_shape):
         if len(input_shape) != 4:
             raise ValueError(

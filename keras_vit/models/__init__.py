@@ -1,6 +1,10 @@
 """The Vision Transformer as functional Keras models.
 
-- `vit`: `build_model`, the one builder of every ViT and hybrid;
+- `architecture`: `Architecture`, the immutable description of a ViT, read
+  from a built model (`Architecture.from_model`) or checkpoint weights, and
+  `find_vit`, which finds a ViT nested in a user's model;
+- `vit`: `build_model`, the one builder of every ViT and hybrid (`build`
+  builds an `Architecture`);
 - `variants`: the variant table (`"B/16"` -> sizes) and the shape rules;
 - `applications`: the public constructors (`keras_vit.ViTB16`, ...), which
   add the weights loader to `build_model`;
@@ -11,6 +15,7 @@ Only `vit` is imported here: `applications` sits above the weights machinery
 (`keras_vit.pretrained`), which itself builds through `build_model`.
 """
 
-from keras_vit.models.vit import build_model, token_size
+from keras_vit.models.architecture import Architecture, find_vit
+from keras_vit.models.vit import build, build_model
 
-__all__ = ["build_model", "token_size"]
+__all__ = ["Architecture", "build", "build_model", "find_vit"]

@@ -7,9 +7,10 @@ survive `keras.saving.load_model(..., safe_mode=True)` on every backend, and
 it computes nothing, so exported graphs are unchanged. `class_names(model)`
 reads them back from the model or any model nested in it.
 
-`find_vit(model)` finds the keras_vit backbone inside a user's model (a
-`Sequential([vit, Dense(...)])`, a functional model around it, or the ViT
-itself), which is what the `predict`, `inspect` and `convert` commands work on.
+`find_vit(model)` (from `keras_vit.models.architecture`, re-exported here) finds
+the keras_vit backbone inside a user's model (a `Sequential([vit, Dense(...)])`,
+a functional model around it, or the ViT itself), which is what the `predict`,
+`inspect` and `convert` commands work on.
 
 Example:
 
@@ -28,7 +29,7 @@ import os
 import keras
 import numpy as np
 
-from keras_vit import layers as vit_layers
+from keras_vit.models.architecture import find_vit
 from keras_vit.utils.serialization import register
 
 __all__ = ["ClassNames", "class_names", "find_vit", "load_classifier", "top_classes", "with_class_names"]
@@ -124,29 +125,6 @@ def with_class_names(model, names):
     # One input stays a tensor, not a one-element list: callers pass a tensor.
     inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
     return keras.Model(inputs, outputs, name=model.name)
-
-
-def find_vit(model):
-    """The model holding the ViT's embedding layers and transformer blocks.
-
-    Args:
-        model: a `keras.Model`: a keras_vit model, or a user's model with one
-            nested in it (at any depth).
-
-    Returns:
-        `model` itself when its own layers are the ViT's, else the nested
-        model that holds them.
-
-    Raises:
-        ValueError: no model inside `model` holds `TransformerBlock` layers.
-    """
-    for layer in _all_layers(model):
-        if any(isinstance(inner, vit_layers.TransformerBlock) for inner in getattr(layer, "layers", ())):
-            return layer
-    raise ValueError(
-        f"Model {model.name!r} holds no keras_vit Vision Transformer (no TransformerBlock layers, "
-        "nested or not). Pass a model built with keras_vit."
-    )
 
 
 def load_classifier(path):

@@ -50,6 +50,19 @@ VARIANTS = {
 
 DEFAULT_INPUT_SHAPE = (224, 224, 3)
 
+
+def num_heads_for(hidden_dim):
+    """The attention heads of the published size with this hidden size, or None (not a published size).
+
+    Each published hidden size has one head count, so a checkpoint whose fused attention tensors do not
+    say their heads can take them from here.
+
+    >>> num_heads_for(768), num_heads_for(100)
+    (12, None)
+    """
+    return {size["hidden_dim"]: size["num_heads"] for size in SIZES.values()}.get(hidden_dim)
+
+
 # "token": the class token (the published classifiers); "gap" (alias "avg",
 # the keras.applications name): mean of the patch tokens after the final norm;
 # "max": their maximum, as keras.applications' pooling="max".

@@ -11,27 +11,7 @@ import keras
 
 from keras_vit import layers as vit_layers
 from keras_vit.layers import resnet
-from keras_vit.models import preprocessing, variants
-from keras_vit.utils import validation
-
-
-def token_size(patch_size, resnet_stages=None):
-    """Image pixels per token side: the patch size, times the ResNet's stride for a hybrid.
-
-    Args:
-        patch_size: int or `(height, width)`.
-        resnet_stages: None (plain ViT) or a hybrid's ResNet stage layout.
-
-    Returns:
-        `(height, width)`.
-
-    >>> token_size(16), token_size(1, (3, 4, 9)), token_size(8, ())
-    ((16, 16), (16, 16), (32, 32))
-    """
-    patch = validation.pair("patch_size", patch_size)
-    # Each hybrid token covers a patch of the ResNet's feature map.
-    stride = 1 if resnet_stages is None else resnet.output_stride(resnet_stages)
-    return (patch[0] * stride, patch[1] * stride)
+from keras_vit.models import architecture, preprocessing
 
 
 def build_model(
@@ -147,90 +127,87 @@ def build_model(
     >>> keras.ops.shape(features(np.zeros((1, 50, 30, 3))))
     (1, 7, 4, 32)
     """
-    for arg_name, value in (("num_layers", num_layers), ("classes", classes)):
-        validation.positive_int(arg_name, value)
-    if representation_size is not None:
-        validation.positive_int("representation_size", representation_size)
-    validation.rate("drop_path_rate", drop_path_rate)
-    for arg_name, value in (("include_preprocessing", include_preprocessing), ("return_sequence", return_sequence)):
-        validation.boolean(arg_name, value)
-    pooling = variants.resolve_pooling(pooling, include_top)
-    if not include_top and representation_size is not None and pooling is None:
-        raise ValueError(
-            "`representation_size` (pre_logits) applies to pooled features: pass "
-            "`pooling='token'`, `'gap'` or `'max'` with include_top=False."
-        )
-    if return_sequence and (include_top or pooling is not None):
-        raise ValueError(
-            "`return_sequence=True` returns the token sequence of a model without head and pooling: pass "
-            f"include_top=False and pooling=None. Received: include_top={include_top}, pooling={pooling!r}"
-        )
-    data_format = keras.config.image_data_format()
-    input_shape = variants.resolve_input_shape(input_shape, input_tensor, include_top, data_format)
-    height, width, _ = variants.channels_last(input_shape, data_format)
-    pixels_per_token = token_size(patch_size, resnet_stages)
-    # A hybrid's "same"-padded ResNet and padded patches give the same ceil(size / token) grid as a plain ViT.
-    grid = vit_layers.patch_grid((height, width), pixels_per_token)
-    if None in grid:
-        grid = validation.pair("embedding_grid", embedding_grid or variants.default_grid(pixels_per_token))
+    # Every argument but the name describes the architecture: the record checks them and applies the grid rule.
+    arguments = dict(locals())
+    arch = architecture.Architecture.from_arguments(**{key: arguments[key] for key in arguments if key != "name"})
+    return build(arch, input_tensor=input_tensor, name=name)
 
+
+def build(arch, input_tensor=None, name="vision_transformer"):
+    """Builds the randomly initialised model an `Architecture` record describes.
+
+    Args:
+        arch: a `keras_vit.models.Architecture`.
+        input_tensor: optional Keras tensor to use as the image input (of the
+            record's input shape).
+        name: the model's name.
+
+    Returns:
+        A functional `keras.Model`; `Architecture.from_model` of it is `arch`.
+    """
+    data_format = keras.config.image_data_format()
+    input_shape = arch.input_shape(data_format)
     if input_tensor is None:
         inputs = keras.Input(shape=input_shape, name="images")
     elif not keras.backend.is_keras_tensor(input_tensor):
         inputs = keras.Input(tensor=input_tensor, shape=input_shape, name="images")
     else:
         inputs = input_tensor
-
     x = inputs
-    if include_preprocessing:
+    if arch.include_preprocessing:
         # [0, 255] -> [-1, 1], the scaling every published ViT checkpoint was trained with.
         x = keras.layers.Rescaling(preprocessing.SCALE, offset=preprocessing.OFFSET, name="rescaling")(x)
     if data_format == "channels_first":
         x = keras.layers.Permute((2, 3, 1), name="channels_last")(x)
-    if resnet_stages is None:
-        embedding = vit_layers.PatchEmbedding(hidden_dim, patch_size, name="patch_embedding")
-    else:
-        embedding = resnet.HybridPatchEmbedding(
-            hidden_dim, patch_size, resnet_stages, width=resnet_width, name="patch_embedding"
-        )
-    patch_grid = embedding(x)
+    patch_grid = _embedding(arch)(x)
+    x = _encoder(arch, patch_grid)
+    if arch.pooling is not None:
+        x = vit_layers.TokenPooling(arch.pooling, name="pooling")(x)
+        if arch.representation_size is not None:
+            x = keras.layers.Dense(arch.representation_size, activation="tanh", name="pre_logits")(x)
+    elif not arch.return_sequence:
+        x = vit_layers.PatchFeatureMap(grid_size=arch.grid_size, name="feature_map")(x, patch_grid=patch_grid)
+        if data_format == "channels_first":
+            x = keras.layers.Permute((3, 1, 2), name="channels_first")(x)
+    if arch.include_top:
+        # Zero-initialised head (paper, "Fine-tuning and higher resolution"),
+        # kept in float32 so mixed-precision logits and softmax stay exact.
+        x = keras.layers.Dense(arch.classes, kernel_initializer="zeros", dtype="float32", name="head")(x)
+        if arch.classifier_activation is not None:
+            x = keras.layers.Activation(arch.classifier_activation, dtype="float32", name="predictions")(x)
+    model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else inputs
+    return keras.Model(model_inputs, x, name=name)
+
+
+def _embedding(arch):
+    if arch.resnet_stages is None:
+        return vit_layers.PatchEmbedding(arch.hidden_dim, arch.patch_size, name="patch_embedding")
+    return resnet.HybridPatchEmbedding(
+        arch.hidden_dim, arch.patch_size, arch.resnet_stages, width=arch.resnet_width, name="patch_embedding"
+    )
+
+
+def _encoder(arch, patch_grid):
+    """Patch tokens, class token, position embedding, the blocks and the final norm."""
     x = vit_layers.PatchTokens(name="patch_tokens")(patch_grid)
     x = vit_layers.ClassToken(name="class_token")(x)
     x = vit_layers.PositionEmbedding(
-        grid,
-        resample_method=resample_method,
-        resample_antialias=resample_antialias,
+        arch.grid_size,
+        resample_method=arch.resample_method,
+        resample_antialias=arch.resample_antialias,
         name="position_embedding",
     )(x, patch_grid=patch_grid)
-    x = keras.layers.Dropout(dropout_rate, name="embedding_dropout")(x)
-    for index in range(num_layers):
+    x = keras.layers.Dropout(arch.dropout_rate, name="embedding_dropout")(x)
+    for index in range(arch.num_layers):
         # Stochastic depth rises linearly with depth (Huang et al. 2016; timm).
-        block_drop_path = drop_path_rate * index / max(num_layers - 1, 1)
+        block_drop_path = arch.drop_path_rate * index / max(arch.num_layers - 1, 1)
         x = vit_layers.TransformerBlock(
-            num_heads,
-            mlp_dim,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
+            arch.num_heads,
+            arch.mlp_dim,
+            dropout_rate=arch.dropout_rate,
+            attention_dropout_rate=arch.attention_dropout_rate,
             drop_path_rate=block_drop_path,
-            gelu_approximate=gelu_approximate,
+            gelu_approximate=arch.gelu_approximate,
             name=f"encoder_block_{index}",
         )(x)
-    x = keras.layers.LayerNormalization(epsilon=vit_layers.LAYER_NORM_EPSILON, name="encoder_norm")(x)
-
-    if pooling is not None:
-        x = vit_layers.TokenPooling(pooling, name="pooling")(x)
-        if representation_size is not None:
-            x = keras.layers.Dense(representation_size, activation="tanh", name="pre_logits")(x)
-    elif not return_sequence:
-        x = vit_layers.PatchFeatureMap(grid_size=grid, name="feature_map")(x, patch_grid=patch_grid)
-        if data_format == "channels_first":
-            x = keras.layers.Permute((3, 1, 2), name="channels_first")(x)
-    if include_top:
-        # Zero-initialised head (paper, "Fine-tuning and higher resolution"),
-        # kept in float32 so mixed-precision logits and softmax stay exact.
-        x = keras.layers.Dense(classes, kernel_initializer="zeros", dtype="float32", name="head")(x)
-        if classifier_activation is not None:
-            x = keras.layers.Activation(classifier_activation, dtype="float32", name="predictions")(x)
-
-    model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else inputs
-    return keras.Model(model_inputs, x, name=name)
+    return keras.layers.LayerNormalization(epsilon=vit_layers.LAYER_NORM_EPSILON, name="encoder_norm")(x)

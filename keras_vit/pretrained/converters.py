@@ -16,12 +16,8 @@ Example:
 'official'
 """
 
-import dataclasses
-import re
-
-from keras_vit.layers.resnet import output_stride
 from keras_vit.pretrained import hybrid_tables, tables
-from keras_vit.pretrained.errors import CheckpointFormatError, mismatch_error
+from keras_vit.pretrained.errors import CheckpointFormatError
 
 # The plain ViT layouts first: a plain file ties with the hybrid layouts (which
 # only add the ResNet backbone) and so keeps its plain layout.
@@ -94,68 +90,3 @@ def writer(weights, format, layouts=LAYOUTS):
 def from_keras(weights, format, num_heads=None, layouts=LAYOUTS):
     """Converts keras_vit weights to `format` (`"official"` needs `num_heads`)."""
     return writer(weights, format, layouts).write(weights, {"num_heads": num_heads})
-
-
-def num_blocks(weights):
-    """The number of transformer blocks in keras_vit-named `weights`."""
-    indices = {int(match.group(1)) for name in weights if (match := re.match(r"encoder_block_(\d+)/", name))}
-    if indices != set(range(len(indices))):
-        raise mismatch_error(f"The transformer blocks are not numbered 0..N-1: found {sorted(indices)}.")
-    return len(indices)
-
-
-@dataclasses.dataclass
-class CheckpointFacts:
-    """What a converted checkpoint says about the architecture it came from."""
-
-    hidden_dim: int
-    num_layers: int
-    patch_size: tuple
-    num_positions: int
-    classes: object
-    representation_size: object
-    # A hybrid's ResNet: units per stage (() for the root only); None for a plain ViT.
-    stage_depths: object = None
-
-    @property
-    def token_size(self):
-        """Image pixels per token side: the patch size times a hybrid's ResNet stride."""
-        stride = 1 if self.stage_depths is None else output_stride(self.stage_depths)
-        return (self.patch_size[0] * stride, self.patch_size[1] * stride)
-
-    def describe(self):
-        parts = [
-            f"hidden {self.hidden_dim}",
-            f"{self.num_layers} blocks",
-            f"patch {self.patch_size[0]}x{self.patch_size[1]}",
-        ]
-        if self.stage_depths is not None:
-            parts.append(f"ResNet stages {self.stage_depths}")
-        parts.append(f"{self.classes}-class head" if self.classes else "no head")
-        if self.representation_size:
-            parts.append(f"pre_logits {self.representation_size}")
-        return ", ".join(parts)
-
-
-def facts(weights):
-    """The `CheckpointFacts` of keras_vit-named `weights`."""
-    kernel = weights["patch_embedding/projection/kernel"]
-    return CheckpointFacts(
-        hidden_dim=int(kernel.shape[-1]),
-        num_layers=num_blocks(weights),
-        patch_size=tuple(int(s) for s in kernel.shape[:2]),
-        num_positions=int(weights["position_embedding/embedding"].shape[1]),
-        classes=int(weights["head/bias"].shape[0]) if "head/bias" in weights else None,
-        representation_size=int(weights["pre_logits/bias"].shape[0]) if "pre_logits/bias" in weights else None,
-        stage_depths=_stage_depths(weights),
-    )
-
-
-def _stage_depths(weights):
-    if hybrid_tables.ROOT_KERNEL not in weights:
-        return None
-    units = {}
-    for name in weights:
-        if match := re.match(r"patch_embedding/backbone/block(\d+)_unit(\d+)/conv1/kernel$", name):
-            units.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
-    return tuple(len(units[stage]) for stage in sorted(units))

@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from keras_vit.layers.transformer import patch_grid
+from keras_vit.models.architecture import Architecture, find_vit, pixels_per_token_of_weights
 from keras_vit.pretrained import converters, io
 from keras_vit.utils import files
 
@@ -25,36 +27,19 @@ def model_weights(model):
     return {variable.path: keras.ops.convert_to_numpy(variable).astype(np.float32) for variable in model.weights}
 
 
-def _architecture(model):
-    from keras_vit import layers
-
-    block = next(layer for layer in model.layers if isinstance(layer, layers.TransformerBlock))
-    patch = model.get_layer("patch_embedding")
-    grid = model.get_layer("position_embedding").grid_size
-    return {
-        "num_heads": block.num_heads,
-        "mlp_dim": block.mlp_dim,
-        "hidden_dim": patch.hidden_dim,
-        "patch_size": patch.patch_size,
-        "grid_size": grid,
-        "num_layers": sum(isinstance(layer, layers.TransformerBlock) for layer in model.layers),
-        "gelu_approximate": block.gelu_approximate,
-    }
-
-
 def hf_config(architecture, weights):
-    """A `transformers` `ViTConfig` dict for these weights."""
-    grid, patch = architecture["grid_size"], architecture["patch_size"]
+    """A `transformers` `ViTConfig` dict for these weights of an `Architecture`."""
+    grid, patch = architecture.grid_size, architecture.patch_size
     if patch[0] != patch[1]:
         raise ValueError(f"transformers' ViT needs square patches. Received: patch_size={patch}")
     image_size = [grid[0] * patch[0], grid[1] * patch[1]]
     config = {
         "model_type": "vit",
-        "hidden_size": architecture["hidden_dim"],
-        "num_hidden_layers": architecture["num_layers"],
-        "num_attention_heads": architecture["num_heads"],
-        "intermediate_size": architecture["mlp_dim"],
-        "hidden_act": "gelu_pytorch_tanh" if architecture["gelu_approximate"] else "gelu",
+        "hidden_size": architecture.hidden_dim,
+        "num_hidden_layers": architecture.num_layers,
+        "num_attention_heads": architecture.num_heads,
+        "intermediate_size": architecture.mlp_dim,
+        "hidden_act": "gelu_pytorch_tanh" if architecture.gelu_approximate else "gelu",
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
         "initializer_range": 0.02,
@@ -97,21 +82,20 @@ def export_weights(model, path, format="hf"):
     """
     if format not in EXPORT_FORMATS:
         raise ValueError(f"`format` must be one of {EXPORT_FORMATS}. Received: format={format!r}")
-    weights = model_weights(model)
-    architecture = _architecture(model)
-    return write_weights(weights, path, format, architecture)
+    vit = find_vit(model)
+    return write_weights(model_weights(vit), path, format, Architecture.from_model(vit))
 
 
 def write_weights(weights, path, format, architecture):
-    """Writes keras_vit-named `weights` to `path` in `format` (see `export_weights`)."""
+    """Writes keras_vit-named `weights` of an `Architecture` to `path` in `format` (see `export_weights`)."""
     path = os.fspath(path)
-    tensors = converters.from_keras(weights, format, num_heads=architecture.get("num_heads"))
-    grid = architecture.get("grid_size")
+    tensors = converters.from_keras(weights, format, num_heads=architecture.num_heads)
+    grid = architecture.grid_size
     if format == "official":
         io.write_npz(path, tensors)
         return path
     # The grid is recorded so non-square position embeddings reload exactly.
-    metadata = {"format": "pt", "keras_vit.grid_size": f"{grid[0]},{grid[1]}"} if grid else {"format": "pt"}
+    metadata = {"format": "pt", "keras_vit.grid_size": f"{grid[0]},{grid[1]}"}
     if format == "hf":
         # Weights and config.json appear together or not at all: transformers cannot open a mix.
         with files.atomic_directory(path) as staged:
@@ -132,15 +116,6 @@ def format_for_path(path):
     return "hf"
 
 
-def _heads_for(hidden_dim):
-    from keras_vit.models import variants
-
-    heads = {spec["hidden_dim"]: spec["num_heads"] for spec in variants.VARIANTS.values()}
-    if hidden_dim not in heads:
-        raise ValueError(f"Hidden size {hidden_dim} is not a published ViT size: pass num_heads.")
-    return heads[hidden_dim]
-
-
 def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
     """Converts a checkpoint file (or a `.keras` model) to another layout.
 
@@ -150,8 +125,10 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
         dst: the output (see `export_weights`).
         format: `"hf"`, `"timm"`, `"official"` or None to take it from `dst`
             (`format_for_path`).
-        num_heads: attention heads; None takes them from the variant table
-            by hidden size.
+        num_heads: attention heads. None takes them from the file where it
+            says them (the official layout's per-head tensors, a
+            transformers `config.json`), else from the variant table by
+            hidden size (logged); the timm layout fuses them.
         image_size: `(height, width)` the position embedding is for; None
             takes it from the file, else a square grid.
 
@@ -171,20 +148,11 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
 
         # The ViT itself, also when it is nested in the user's model (a head
         # on top of a nested ViT is no part of the ViT layouts).
-        return export_weights(metadata.find_vit(metadata.load_classifier(src)), dst, format), format
+        return export_weights(metadata.load_classifier(src), dst, format), format
     checkpoint = loader.load_checkpoint(src)
-    facts = checkpoint.facts
-    patch = facts.patch_size
     grid = None
     if image_size is not None:
-        grid = (image_size[0] // patch[0], image_size[1] // patch[1])
-    architecture = {
-        "num_heads": _heads_for(facts.hidden_dim) if num_heads is None else num_heads,
-        "mlp_dim": int(checkpoint.weights["encoder_block_0/mlp/fc1/bias"].shape[0]),
-        "hidden_dim": facts.hidden_dim,
-        "patch_size": patch,
-        "grid_size": loader.checkpoint_grid(checkpoint, target_grid=grid),
-        "num_layers": facts.num_layers,
-        "gelu_approximate": False,
-    }
+        pixels = pixels_per_token_of_weights(checkpoint.weights)
+        grid = loader.checkpoint_grid(checkpoint, target_grid=patch_grid(image_size, pixels))
+    architecture = checkpoint.architecture(num_heads, grid)
     return write_weights(checkpoint.weights, dst, format, architecture), format

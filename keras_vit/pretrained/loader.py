@@ -24,10 +24,10 @@ import os
 import keras
 import numpy as np
 
-from keras_vit import models
 from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_embedding
 from keras_vit.layers.transformer import patch_grid
-from keras_vit.models import variants
+from keras_vit.models import variants, vit
+from keras_vit.models.architecture import Architecture, pixels_per_token_of_weights
 from keras_vit.pretrained import converters, io, sources
 from keras_vit.pretrained.errors import (
     CheckpointMismatchError,
@@ -50,6 +50,9 @@ class Checkpoint:
         layout: human-readable description of the layout found.
         metadata: safetensors metadata and a neighbouring `config.json`.
         path: the file it was read from.
+        shape_facts: what the file's own tensor shapes say that the converted
+            weights no longer show (`{"num_heads": 12}` from flax's per-head
+            attention kernels; empty for fused layouts).
     """
 
     weights: dict
@@ -57,10 +60,78 @@ class Checkpoint:
     layout: str
     metadata: dict
     path: str
+    shape_facts: dict = dataclasses.field(default_factory=dict)
 
-    @property
-    def facts(self):
-        return converters.facts(self.weights)
+    def declared_heads(self):
+        """The attention heads the file declares: its per-head tensor shapes, else a transformers
+        `config.json`'s `num_attention_heads`; None when it says nothing (fused `qkv` tensors)."""
+        if "num_heads" in self.shape_facts:
+            return self.shape_facts["num_heads"]
+        config = self.metadata.get("config") or {}
+        if isinstance(config, dict) and config.get("model_type") == "vit" and "num_attention_heads" in config:
+            return _positive_pair(self, "config.json num_attention_heads", config["num_attention_heads"])[0]
+        return None
+
+    def num_heads(self, num_heads=None):
+        """The attention heads: `num_heads` if given (checked against the file's), else the file's
+        (`declared_heads`), else the variant table's for the hidden size, which is logged.
+
+        Raises:
+            CheckpointMismatchError: `num_heads` contradicts the file, or nothing says the heads.
+        """
+        declared = self.declared_heads()
+        if num_heads is not None:
+            if declared is not None and declared != num_heads:
+                raise CheckpointMismatchError(
+                    f"{self.path} has {declared} attention heads per block, not num_heads={num_heads}."
+                )
+            return num_heads
+        if declared is not None:
+            return declared
+        hidden_dim = int(self.weights["patch_embedding/projection/kernel"].shape[-1])
+        heads = variants.num_heads_for(hidden_dim)
+        if heads is None:
+            raise CheckpointMismatchError(
+                f"{self.path} ({self.layout}) fuses its attention heads and its hidden size {hidden_dim} is not a "
+                "published ViT size, so nothing says its number of heads: pass num_heads."
+            )
+        logger.info(
+            "%s (%s) does not say its attention heads (fused tensors): taking %d from the variant table for hidden "
+            "size %d; pass num_heads if it differs.",
+            self.path,
+            self.layout,
+            heads,
+            hidden_dim,
+        )
+        return heads
+
+    def architecture(self, num_heads=None, grid_size=None, **options):
+        """The `Architecture` of this checkpoint, read from its tensors' shapes (see `Architecture.from_weights`).
+
+        Args:
+            num_heads: the attention heads, see `num_heads`.
+            grid_size: the position embedding's grid; None takes it from the
+                file (`checkpoint_grid`).
+            **options: other `Architecture` fields.
+
+        Raises:
+            CheckpointMismatchError: the tensors are not a ViT's, or do not fit the heads or grid.
+        """
+        heads = self.num_heads(num_heads)
+        grid = checkpoint_grid(self) if grid_size is None else grid_size
+        try:
+            return Architecture.from_weights(self.weights, heads, grid, **options)
+        except (KeyError, IndexError, ValueError) as error:
+            raise CheckpointMismatchError(
+                f"{self.path} ({self.layout}) is not a ViT keras_vit builds: {error}"
+            ) from error
+
+    def describe(self, num_heads=None):
+        """A summary of the architecture for messages ("unrecognised shapes" when it has none)."""
+        try:
+            return self.architecture(self.declared_heads() or num_heads).describe()
+        except (CheckpointMismatchError, MalformedCheckpointError):
+            return "unrecognised shapes"
 
 
 def load_checkpoint(path, format=None):
@@ -82,7 +153,7 @@ def load_checkpoint(path, format=None):
         NonFiniteWeightsError: NaN or infinite values, naming the tensors.
     """
     tensors, metadata = io.read_checkpoint(path, lazy=True)
-    detected = converters.detect_format(tensors)
+    detected_layout = converters.detect_layout(tensors)
     # The tensors are `io.DeclaredTensor`s: the layout accounts for every declared name before it reads any
     # value, so a small .npz declaring a huge member under a name no layout has is refused, never inflated.
     weights, layout = converters.to_keras(tensors, format)
@@ -94,7 +165,8 @@ def load_checkpoint(path, format=None):
     )
     if non_finite:
         raise NonFiniteWeightsError(path, non_finite)
-    return Checkpoint(weights, detected, layout, metadata, str(path))
+    shape_facts = detected_layout.shape_facts(tensors)
+    return Checkpoint(weights, detected_layout.format, layout, metadata, str(path), shape_facts)
 
 
 def _positive_pair(checkpoint, field, value):
@@ -134,13 +206,13 @@ def checkpoint_grid(checkpoint, info=None, target_grid=None):
     the model's own grid when the row count matches it (nothing to resample),
     else the embedding is taken to be square.
     """
-    facts = checkpoint.facts
-    patches = facts.num_positions - 1
-    patch = facts.token_size  # a hybrid's tokens cover patch x ResNet stride pixels
+    patches = int(checkpoint.weights["position_embedding/embedding"].shape[1]) - 1
+    # A hybrid's tokens cover patch x ResNet stride pixels.
+    pixels = pixels_per_token_of_weights(checkpoint.weights)
     grid = None
     if info is not None:
-        grid = (info.resolution // patch[0], info.resolution // patch[1])
-    grid = grid or _grid_from_metadata(checkpoint, patch)
+        grid = patch_grid((info.resolution, info.resolution), pixels)
+    grid = grid or _grid_from_metadata(checkpoint, pixels)
     if grid is None and target_grid is not None and target_grid[0] * target_grid[1] == patches:
         grid = tuple(target_grid)
     if grid is None:
@@ -160,32 +232,40 @@ def checkpoint_grid(checkpoint, info=None, target_grid=None):
     return grid
 
 
-def _plan_top(facts, kwargs, source_name):
-    """Decides head and pre_logits, logs every decision, returns what to load."""
-    include_top = kwargs.get("include_top", True)
-    classes = kwargs.get("classes", 1000)
-    representation_size = kwargs.get("representation_size")
-    keep_head = bool(include_top) and facts.classes is not None and classes == facts.classes
+def _plan_top(found, requested, source_name):
+    """Decides head and pre_logits, logs every decision.
+
+    Args:
+        found: the checkpoint's `Architecture`.
+        requested: the `Architecture` asked for.
+        source_name: the checkpoint, for the messages.
+
+    Returns:
+        `(plan, representation_size)`: what to load, and the `pre_logits`
+        size the model gets (the checkpoint's when its head needs it).
+    """
+    classes, representation_size = requested.classes, requested.representation_size
+    keep_head = requested.include_top and found.include_top and classes == found.classes
     plan = {"keep_head": keep_head, "keep_pre_logits": False, "fresh_pre_logits": False}
-    if facts.representation_size:
+    if found.representation_size:
         if representation_size is None and keep_head:
             # The pretrained head was trained on pre_logits: dropping it would
             # feed the head features it never saw.
-            kwargs["representation_size"] = facts.representation_size
+            representation_size = found.representation_size
             plan["keep_pre_logits"] = True
             logger.warning(
                 "Keeping the pre_logits layer (%d) of %s because its pretrained %d-class head uses it.",
-                facts.representation_size,
+                found.representation_size,
                 source_name,
-                facts.classes,
+                found.classes,
             )
         elif representation_size is None:
             logger.warning(
                 "Dropping the pre_logits layer (%d) of %s, as the paper does for fine-tuning; pass "
                 "representation_size=%d to keep it.",
-                facts.representation_size,
+                found.representation_size,
                 source_name,
-                facts.representation_size,
+                found.representation_size,
             )
         else:
             plan["keep_pre_logits"] = True  # A size mismatch is reported with the other shapes.
@@ -196,24 +276,27 @@ def _plan_top(facts, kwargs, source_name):
             source_name,
             representation_size,
         )
-    if include_top and not keep_head:
-        if facts.classes is None:
-            logger.warning(
-                "%s has no classification head: the model gets a new zero-initialised %d-class head "
-                "(train it before use).",
-                source_name,
-                classes,
-            )
-        else:
-            logger.warning(
-                "classes=%s differs from the %d classes of %s: the model gets a new zero-initialised "
-                "%s-class head instead of the pretrained one (the paper's fine-tuning recipe).",
-                classes,
-                facts.classes,
-                source_name,
-                classes,
-            )
-    return plan
+    if requested.include_top and not keep_head:
+        _log_new_head(found, classes, source_name)
+    return plan, representation_size
+
+
+def _log_new_head(found, classes, source_name):
+    if not found.include_top:
+        logger.warning(
+            "%s has no classification head: the model gets a new zero-initialised %d-class head (train it before use).",
+            source_name,
+            classes,
+        )
+    else:
+        logger.warning(
+            "classes=%s differs from the %d classes of %s: the model gets a new zero-initialised "
+            "%s-class head instead of the pretrained one (the paper's fine-tuning recipe).",
+            classes,
+            found.classes,
+            source_name,
+            classes,
+        )
 
 
 def _describe_model(model, variant):
@@ -263,10 +346,7 @@ def assemble(model, checkpoint, plan, source_grid, target_grid, method="official
         values[path] = value
     unexpected = sorted(remaining)
     if missing or unexpected or mismatched:
-        try:
-            found = checkpoint.facts.describe()
-        except (KeyError, IndexError, ValueError):
-            found = "unrecognised shapes"
+        found = checkpoint.describe(Architecture.from_model(model).num_heads)
         raise mismatch_error(
             f"{checkpoint.path} ({checkpoint.layout}; {found}) does not fit {_describe_model(model, variant)}. "
             "Is it the checkpoint of another variant? No weights were loaded.",
@@ -351,7 +431,6 @@ def build_with_weights(
     """
     if resample_method not in RESAMPLING_METHODS:
         raise ValueError(f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {resample_method!r}")
-    architecture = dict(architecture)
     if variant is None and not _names_a_file(weights):
         raise UnknownWeightsError(
             "A model of a custom size takes `weights` as a local checkpoint file (.npz, .safetensors), a "
@@ -359,39 +438,41 @@ def build_with_weights(
             "'imagenet' name published variants: use their constructors, e.g. "
             f"keras_vit.ViTB16(weights='imagenet'). Received: weights={weights!r}"
         )
-    data_format = keras.config.image_data_format()
-    input_shape = variants.resolve_input_shape(
-        kwargs.get("input_shape"), kwargs.get("input_tensor"), kwargs.get("include_top", True), data_format
+    name = kwargs.pop("name", "vision_transformer")
+    # Images of another size resample the embedding at call time the way it is resampled here.
+    requested = Architecture.from_arguments(
+        **architecture, **kwargs, resample_method=resample_method, resample_antialias=resample_antialias
     )
-    height, width, _ = variants.channels_last(input_shape, data_format)
-    target_grid = patch_grid(
-        (height, width), models.token_size(architecture["patch_size"], architecture.get("resnet_stages"))
-    )
-    if None in target_grid:
-        # An open input size: the model keeps the checkpoint's own grid and
-        # resamples at call time to each image's.
-        target_grid = None
-    image_size = (height or variants.DEFAULT_INPUT_SHAPE[0], width or variants.DEFAULT_INPUT_SHAPE[1])
+    # An open input size keeps the checkpoint's own grid and resamples at call time to each image's.
+    open_size = None in requested.image_size
+    image_size = tuple(size or default for size, default in zip(requested.image_size, variants.DEFAULT_INPUT_SHAPE))
     source = sources.resolve_source(variant, weights, image_size=image_size)
     path, expected_format = sources.fetch(source)
     checkpoint = load_checkpoint(path, format=expected_format)
-    source_grid = checkpoint_grid(checkpoint, source.info, target_grid)
-    if checkpoint.format == "official" and not kwargs.get("gelu_approximate", False):
+    source_grid = checkpoint_grid(checkpoint, source.info, None if open_size else requested.grid_size)
+    if checkpoint.format == "official" and not requested.gelu_approximate:
         logger.info(
             "%s comes from the official JAX code, which uses tanh-approximate GELU; this model uses exact "
             "GELU like timm and transformers (logits differ by ~1e-3). Pass gelu_approximate=True to "
             "match the JAX outputs exactly.",
             source.describe(),
         )
-    kwargs = dict(kwargs)
-    plan = _plan_top(checkpoint.facts, kwargs, source.describe())
-    if target_grid is None:
-        target_grid = kwargs["embedding_grid"] = source_grid
-    # Images of another size resample the embedding at call time the way it was resampled here.
-    kwargs.update(resample_method=resample_method, resample_antialias=resample_antialias)
-    model = models.build_model(**architecture, **kwargs)
+    # Heads that differ from the model's are reported by `assemble` with every other difference.
+    found = checkpoint.architecture(checkpoint.declared_heads() or requested.num_heads, source_grid)
+    plan, representation_size = _plan_top(found, requested, source.describe())
+    requested = requested.replace(
+        representation_size=representation_size, grid_size=source_grid if open_size else requested.grid_size
+    )
+    model = vit.build(requested, input_tensor=kwargs.get("input_tensor"), name=name)
     values = assemble(
-        model, checkpoint, plan, source_grid, target_grid, resample_method, resample_antialias, variant=variant
+        model,
+        checkpoint,
+        plan,
+        source_grid,
+        requested.grid_size,
+        resample_method,
+        resample_antialias,
+        variant=variant,
     )
     assign(model, values)
     return model

@@ -55,12 +55,16 @@ class Transform:
         forward: `(*file_arrays) -> keras_array`.
         backward: `(keras_array, context) -> tuple of file arrays` (one per key of the row).
         needs: context entries `backward` needs (e.g. `"num_heads"` to split heads).
+        reads: optional `(*file_shapes) -> dict`: architecture facts the file's
+            tensor shapes hold that the keras_vit weight no longer shows
+            (flax's per-head kernels give `"num_heads"`; a fused kernel cannot).
     """
 
     name: str
     forward: Callable
     backward: Callable
     needs: tuple = ()
+    reads: Callable = None
 
 
 def _transpose(x):
@@ -87,18 +91,21 @@ MERGE_HEADS_IN = Transform(
     lambda x: x.reshape(x.shape[0], -1),
     lambda x, context: (x.reshape(x.shape[0], _heads(context), -1),),
     needs=("num_heads",),
+    reads=lambda *shapes: {"num_heads": int(shapes[0][1])},
 )
 MERGE_HEADS_BIAS = Transform(
     "merge_heads_bias",
     lambda x: x.reshape(-1),
     lambda x, context: (x.reshape(_heads(context), -1),),
     needs=("num_heads",),
+    reads=lambda *shapes: {"num_heads": int(shapes[0][0])},
 )
 MERGE_HEADS_OUT = Transform(
     "merge_heads_out",
     lambda x: x.reshape(-1, x.shape[-1]),
     lambda x, context: (x.reshape(_heads(context), -1, x.shape[-1]),),
     needs=("num_heads",),
+    reads=lambda *shapes: {"num_heads": int(shapes[0][0])},
 )
 
 
@@ -109,6 +116,7 @@ def fuse(each, axis, count=3):
         lambda *xs: np.concatenate([each.forward(x) for x in xs], axis=axis),
         lambda x, context: tuple(each.backward(piece, context)[0] for piece in np.split(x, count, axis=axis)),
         needs=each.needs,
+        reads=each.reads,
     )
 
 
@@ -367,6 +375,25 @@ class Layout:
             arrays = [np.asarray(tensors[key]) for key in entry.keys]
             weights[entry.keras] = _apply(entry, arrays)
         return weights
+
+    def shape_facts(self, tensors):
+        """The architecture facts the file's tensor shapes declare (see `Transform.reads`), e.g.
+        `{"num_heads": 12}` for flax's per-head attention kernels; read from the declared shapes only.
+
+        Raises:
+            CheckpointMismatchError: two tensors declare different values.
+        """
+        facts = {}
+        for entry in self._plan(tensors, reading=True):
+            if entry.transform.reads is None or not all(key in tensors for key in entry.keys):
+                continue
+            # A scanned part stacks the blocks on a leading axis.
+            skip = 0 if entry.index is None else 1
+            found = entry.transform.reads(*(tuple(tensors[key].shape)[skip:] for key in entry.keys))
+            for name, value in found.items():
+                if facts.setdefault(name, value) != value:
+                    raise mismatch_error(f"The checkpoint's tensors disagree on {name}: {facts[name]} and {value}.")
+        return facts
 
     def write(self, weights, context=None):
         """Converts `{keras_vit path: array}` to `{file key: array}`.

@@ -2,7 +2,7 @@
 
 One table per model part and format; `LAYOUTS` composes them into every
 layout keras_vit reads (and the ones it writes). See `mapping` for how a
-table is read, and DESIGN.md section 3 for the layouts.
+table is read.
 
 The correspondences: our qkv kernel `(D, 3D)` is `[q | k | v]` with each
 part in `(head, head_dim)` order, i.e. the official `query/kernel (D, H, Dh)`

@@ -15,35 +15,21 @@ swaps the exact `SGD` / `AdamW` classes for fused implementations that never
 call `update_step`, but leaves subclasses alone.
 """
 
-import re
-
 import keras
 from keras import ops
 
+from keras_vit.models import architecture
 from keras_vit.utils import keras_compat, serialization
-
-# The first-level layer names of `keras_vit.VisionTransformer` below the
-# encoder blocks; everything not named here (norm, pooling, head, a user's own
-# head) trains at the full rate.
-EMBEDDING_LAYERS = ("patch_embedding", "class_token", "position_embedding")
-_BLOCK_NAME = re.compile(r"^encoder_block_(\d+)$")
-
-
-def _layer_names(model):
-    """Names of `model`'s layers, nested models included (a backbone inside a
-    user's `Sequential` keeps its layer names in its variables' paths)."""
-    for layer in model.layers:
-        yield layer.name
-        if isinstance(layer, keras.Model):
-            yield from _layer_names(layer)
 
 
 def layer_decay_multipliers(model, decay):
     """The learning-rate multiplier of every layer of a ViT for a decay rate.
 
     Args:
-        model: a `keras_vit` model (or a model containing one): its encoder
-            blocks are found by their names, `encoder_block_{i}`.
+        model: a `keras_vit` model (or a model containing one): its patch
+            embedding and transformer blocks are found by their layer classes
+            (`keras_vit.models.architecture.vit_layers`), the blocks in the
+            order they are applied.
         decay: float in (0, 1], the per-block decay (0.65 to 0.75 is usual
             for B/16; 1.0 gives every layer the full rate).
 
@@ -62,16 +48,18 @@ def layer_decay_multipliers(model, decay):
     """
     if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 < decay <= 1.0:
         raise ValueError(f"`decay` must be a number in (0, 1]. Received: decay={decay!r}")
-    names = list(_layer_names(model))
-    blocks = sorted(int(match.group(1)) for match in map(_BLOCK_NAME.match, names) if match)
-    if not blocks or blocks != list(range(len(blocks))):
+    try:
+        parts = architecture.vit_layers(model)
+    except ValueError as error:
         raise ValueError(
-            f"Layer-wise decay needs a model with layers named encoder_block_0 ... encoder_block_{{L-1}} "
-            f"(a keras_vit model); model {model.name!r} has encoder blocks {blocks}."
-        )
-    depth = len(blocks)
-    multipliers = {name: float(decay ** (depth + 1)) for name in EMBEDDING_LAYERS if name in names}
-    multipliers.update({f"encoder_block_{index}": float(decay ** (depth - index)) for index in blocks})
+            f"Layer-wise decay needs a keras_vit model (transformer blocks encoder_block_0 ... encoder_block_{{L-1}} "
+            f"after a patch embedding); model {model.name!r} has none. {error}"
+        ) from error
+    # The blocks in the order the model applies them: block i is the i-th, whatever its name.
+    depth = len(parts.blocks)
+    embeddings = (parts.patch_embedding, parts.class_token, parts.position_embedding)
+    multipliers = {layer.name: float(decay ** (depth + 1)) for layer in embeddings if layer is not None}
+    multipliers.update({block.name: float(decay ** (depth - index)) for index, block in enumerate(parts.blocks)})
     return multipliers
 
 

@@ -28,5 +28,5 @@ def run(args):
     path, format = sources.fetch(source)
     checkpoint = loader.load_checkpoint(path, format)  # verifies the file is complete and readable
     print(f"{source.describe()}\n  cached at {os.path.realpath(path)}")
-    print(f"  {checkpoint.layout}; {checkpoint.facts.describe()}")
+    print(f"  {checkpoint.layout}; {checkpoint.describe()}")
     return 0
