@@ -25,6 +25,8 @@ import time
 
 import numpy as np
 
+from benchmarks import deploy_models
+
 
 def _images_per_second(run, images, seconds):
     run(images)  # warm-up
@@ -51,28 +53,6 @@ def machine():
     return f"{name}, {os.cpu_count()} cores, {'/'.join(present) or 'no AVX2'}, no GPU"
 
 
-def _digits(image_size, with_train=False):
-    import tensorflow as tf
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    from keras_vit.training.finetune import DIGITS_HOLDOUT_FRACTION
-
-    digits = load_digits()
-    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
-    train_x, eval_x, train_y, eval_y = train_test_split(
-        images, digits.target, test_size=DIGITS_HOLDOUT_FRACTION, stratify=digits.target, random_state=0
-    )
-
-    def rgb(gray):
-        resized = tf.image.resize(np.repeat(gray[..., None], 3, axis=-1).astype("float32"), (image_size, image_size))
-        return np.clip(np.round(resized.numpy()), 0, 255).astype("uint8")
-
-    if with_train:
-        return (rgb(train_x), train_y), (rgb(eval_x), eval_y)
-    return rgb(eval_x), eval_y
-
-
 def _onnx_pair(model, workdir, name, deploy):
     float_path = deploy.export(model, os.path.join(workdir, name), format="onnx")
     int8_path = deploy.quantize_onnx_int8(float_path, os.path.join(workdir, name + "_int8.onnx"))
@@ -84,7 +64,7 @@ def finetuned_rows(path, workdir, seconds):
     from keras_vit.models import metadata
 
     model = metadata.load_classifier(path)
-    images, labels = _digits(model.input_shape[1])
+    images, labels = deploy_models.digits(model.input_shape[1])
     run_float, _ = _onnx_pair(model, workdir, "digits", deploy)
     rows = {"onnx_float32_images_per_s": _images_per_second(run_float, images, seconds)}
     from keras_vit.models.preprocessing import preprocess_input
@@ -123,25 +103,13 @@ def keras_quantize_rows(path, images, reference_top1=None):
     return rows
 
 
-def b16_model():
-    """ViT-B/16, random weights, logits (the zero-initialised head gets random weights too)."""
-    from keras_vit.models.applications import ViTB16
-
-    model = ViTB16(weights=None, classifier_activation=None)
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        if variable.path.startswith("head/"):  # the zero-initialised head would give zero logits
-            variable.assign(rng.normal(0, 0.02, variable.shape).astype("float32"))
-    return model
-
-
 def b16_rows(workdir, seconds, batch, formats=("onnx",)):
     import keras
 
     from keras_vit import deploy
     from keras_vit.models.preprocessing import preprocess_input
 
-    model = b16_model()
+    model = deploy_models.b16_model()
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (batch, 224, 224, 3)).astype("uint8")
     rows = {}

@@ -30,6 +30,8 @@ import time
 
 import numpy as np
 
+from benchmarks import deploy_models
+
 OV_CONFIG = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": 1}
 
 
@@ -253,11 +255,10 @@ def compare(model, calibration, images, batches, seconds, rounds, labels=None, p
 
 
 def digits_comparison(model_path, seconds, rounds, profile):
-    from benchmarks.deploy import _digits
     from keras_vit.models import metadata
 
     model = metadata.load_classifier(model_path)
-    (train_images, _), (images, labels) = _digits(model.input_shape[1], with_train=True)
+    (train_images, _), (images, labels) = deploy_models.digits(model.input_shape[1], with_train=True)
     calibration = train_images[np.random.default_rng(0).choice(len(train_images), 128, replace=False)]
     batches = {"1": images[:1], "32": images[:32], str(len(images)): images}
     profile_batch = ("1", str(len(images))) if profile else None
@@ -265,9 +266,7 @@ def digits_comparison(model_path, seconds, rounds, profile):
 
 
 def b16_comparison(seconds, rounds, profile, batch):
-    from benchmarks.deploy import b16_model
-
-    model = b16_model()
+    model = deploy_models.b16_model()
     rng = np.random.default_rng(1)
     # ONNX Runtime's MinMax calibration keeps every intermediate tensor of every calibration image (~1 GB per
     # B/16 image): 4 images, the weights are random anyway.
