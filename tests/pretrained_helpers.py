@@ -3,7 +3,7 @@
 The reference checkpoints are written here, independently of
 `keras_vit.pretrained`: Hugging Face files by `transformers` itself
 (`save_pretrained`), and the timm and official `.npz` layouts by mapping a
-`transformers` state dict with the relations of DESIGN.md section 3, written
+`transformers` state dict with the published layouts' relations, written
 out again here rather than imported from the converters under test.
 """
 

@@ -183,3 +183,155 @@ def test_the_private_name_check_catches_each_form():
     known = {"keras_vit.inspection.analysis": None, "keras_vit.pretrained.loader": None}
     uses = private_uses(ast.parse(source), known)
     assert len(uses) == 3 and "self._own" not in str(uses)
+
+
+# --- function length ---------------------------------------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+
+
+def function_length(node):
+    """Lines of a function from its `def` to its last line, its docstring aside."""
+    length = node.end_lineno - node.lineno + 1
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        length -= first.end_lineno - first.lineno + 1
+    return length
+
+
+def long_functions(tree, limit=MAX_FUNCTION_LINES):
+    return [
+        (node.name, node.lineno, function_length(node))
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and function_length(node) > limit
+    ]
+
+
+def test_no_library_function_is_longer_than_80_lines():
+    found = {module: long for module, tree in modules().items() if (long := long_functions(tree))}
+    assert not found, f"Functions longer than {MAX_FUNCTION_LINES} lines, docstring aside (split them): {found}"
+
+
+def test_the_length_check_leaves_docstrings_aside():
+    body = "\n".join(f"    x{i} = {i}" for i in range(79))
+    docstring = '    """Doc.\n\n' + "    more\n" * 30 + '    """\n'
+    assert not long_functions(ast.parse(f"def f():\n{docstring}{body}\n"))
+    assert long_functions(ast.parse(f"def f():\n{body}\n    return x0\n")) == [("f", 1, 81)]
+
+
+# --- import cycles -----------------------------------------------------------------------------------
+
+CYCLE_PACKAGES = ("keras_vit", "keras_vit_cli", "benchmarks")
+
+
+def import_graph(trees, packages=CYCLE_PACKAGES):
+    """`{module: modules it imports}` among `trees` (`{module: (is_package, ast)}`), module- and
+    function-level imports alike; `from a import b` points at `a.b` when that is a module, else at `a`."""
+    graph = {}
+    for module, (is_package, tree) in trees.items():
+        targets = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".")[: None if is_package else -1]
+                    base = base[: len(base) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                for alias in node.names:
+                    full = f"{source}.{alias.name}"
+                    targets.add(full if full in trees else source)
+        graph[module] = {t for t in targets if t in trees and t != module and t.split(".")[0] in packages}
+    return graph
+
+
+def import_cycles(graph):
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = []
+            while not group or group[-1] != module:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycle_in_the_tree_benchmarks_included():
+    trees = {}
+    for package in CYCLE_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            trees[module_name(path)] = (path.name == "__init__.py", ast.parse(path.read_text(), filename=str(path)))
+    cycles = import_cycles(import_graph(trees))
+    assert not cycles, f"Modules that import each other (directly or around a circle): {cycles}"
+
+
+def test_the_cycle_check_sees_function_level_and_relative_imports():
+    sources = {
+        "benchmarks.a": (False, "def f():\n    from benchmarks.b import g\n"),
+        "benchmarks.b": (False, "from . import c\n"),
+        "benchmarks.c": (False, "import benchmarks.a\n"),
+        "benchmarks.d": (False, "import benchmarks.a\n"),
+    }
+    trees = {module: (is_package, ast.parse(source)) for module, (is_package, source) in sources.items()}
+    assert import_cycles(import_graph(trees)) == [["benchmarks.a", "benchmarks.b", "benchmarks.c"]]
+
+
+# --- public imports ----------------------------------------------------------------------------------
+
+
+def test_the_public_imports_are_unchanged():
+    import importlib
+
+    import keras_vit
+
+    for name in keras_vit.__all__:
+        assert getattr(keras_vit, name) is not None, name
+    for name, constructor in keras_vit.CONSTRUCTORS.items():
+        assert getattr(keras_vit, name) is constructor
+    assert len(keras_vit.CONSTRUCTORS) == len(keras_vit.VARIANTS) == 14
+    for name in keras_vit.layers.__all__:
+        assert getattr(importlib.import_module("keras_vit.layers"), name) is not None, name
+    for old, new in keras_vit.MOVED_MODULES.items():
+        if old == "inspect":
+            continue  # deprecated, with its own warning test
+        assert importlib.import_module(f"keras_vit.{old}") is importlib.import_module(f"keras_vit.{new}")
+    public = {
+        "keras_vit.models": ("Architecture", "build", "build_model", "find_vit"),
+        "keras_vit.metadata": ("ClassNames", "class_names", "find_vit", "load_classifier", "top_classes"),
+        "keras_vit.pretrained": ("build_pretrained", "load_checkpoint", "available_tags"),
+        "keras_vit.pretrained.export": ("export_weights", "convert_checkpoint", "write_weights"),
+        "keras_vit.inspection": ("attention_maps", "attention_rollout", "mean_attention_distance", "write_report"),
+        "keras_vit.deploy": ("export", "load_artefact"),
+        "keras_vit.training": ("finetune_optimizer",),
+        "keras_vit.layer_decay": ("layer_decay_multipliers", "LayerwiseAdamW", "LayerwiseSGD"),
+        "keras_vit.finetune": ("FinetuneConfig", "finetune"),
+        "keras_vit.data": ("train_pipeline",),
+        "keras_vit.files": ("atomic_file",),
+        "keras_vit.resampling": ("resample_position_embedding",),
+    }
+    missing = []
+    for module, names in public.items():
+        imported = importlib.import_module(module)
+        # Every name a module declares public imports too.
+        names = names + tuple(getattr(imported, "__all__", ()))
+        missing += [f"{module}.{name}" for name in names if not hasattr(imported, name)]
+    assert not missing, f"Public names that no longer import: {missing}"

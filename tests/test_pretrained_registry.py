@@ -121,7 +121,7 @@ def test_every_registry_checkpoint_loads_from_its_layout(info, monkeypatch, tmp_
 def test_a_registry_checkpoint_at_full_size(monkeypatch, tmp_path):
     info = pretrained.resolve("Ti/16", "augreg_in21k_ft_in1k", (224, 224))
     model, cls_token = _load_row(info, monkeypatch, tmp_path, dict(keras_vit.VARIANTS["Ti/16"]))
-    assert model.count_params() == 5_717_416  # DESIGN.md: Ti/16 with a 1000-class head
+    assert model.count_params() == 5_717_416  # Ti/16 with a 1000-class head (timm, vit_jax)
     np.testing.assert_array_equal(ph.keras_weights(model)["class_token/token"], cls_token)
 
 
