@@ -20,7 +20,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import resampling
-from keras_vit.utils import serialization, validation
+from keras_vit.utils import keras_compat, serialization, validation
 
 # The official implementation (flax) and every published checkpoint use 1e-6;
 # the Keras default of 1e-3 changes the outputs of converted weights.
@@ -656,6 +656,14 @@ class TransformerBlock(keras.layers.Layer):
         gelu_approximate: bool, tanh-approximate GELU (official JAX code)
             instead of exact GELU. Defaults to `False`.
         seed: optional int for dropout and stochastic depth.
+        remat: bool, rematerialize the block in training calls: its
+            activations are not kept for the backward pass but recomputed
+            from its input (`keras.remat`: `jax.checkpoint`,
+            `tf.recompute_grad`, `torch.utils.checkpoint`), one more forward
+            pass of the block for less memory (timm's
+            `set_grad_checkpointing`). Outputs and gradients, dropout and
+            stochastic depth included, are those of the block without it.
+            Defaults to `False`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
@@ -680,9 +688,11 @@ class TransformerBlock(keras.layers.Layer):
         drop_path_rate=0.0,
         gelu_approximate=False,
         seed=None,
+        remat=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.remat = validation.boolean("remat", remat)
         self.num_heads = validation.positive_int("num_heads", num_heads)
         self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
         self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
@@ -711,6 +721,35 @@ class TransformerBlock(keras.layers.Layer):
         self.drop_path.build(input_shape)
 
     def call(self, tokens, training=False, return_attention_scores=False):
+        # Only training calls are rematerialized: inference keeps no activations for a backward pass, and
+        # stays a plain graph for export.
+        if not (self.remat and training):
+            return self._forward(tokens, training, return_attention_scores)
+        # Dropout and stochastic depth draw from seed generators, which each draw advances: the recomputation
+        # must start from the states the forward pass started from, or it draws other masks (wrong gradients on
+        # TensorFlow and torch). So the remat function sets the states it starts from, and returns the advanced
+        # ones instead of leaving them in the variables (no JAX tracer escapes it).
+        generators = self._random_generators()
+        starts = [ops.copy(generator.state.value) for generator in generators]
+
+        def forward(inputs):
+            for generator, start in zip(generators, starts):
+                generator.state.assign(start)
+            outputs = self._forward(inputs, training, return_attention_scores)
+            return outputs, [ops.copy(generator.state.value) for generator in generators]
+
+        # The flags are closed over, not passed: jax.checkpoint would trace them as arrays.
+        outputs, ends = keras.remat(forward)(tokens)
+        for generator, end in zip(generators, ends):
+            generator.state.assign(end)
+        return outputs
+
+    def _random_generators(self):
+        """The seed generators of the dropout and stochastic-depth sublayers (those with a rate)."""
+        found = (getattr(layer, "seed_generator", None) for layer in keras_compat.sublayers(self))
+        return [generator for generator in found if isinstance(generator, keras.random.SeedGenerator)]
+
+    def _forward(self, tokens, training, return_attention_scores):
         attended = self.attention(
             self.norm1(tokens), training=training, return_attention_scores=return_attention_scores
         )
@@ -738,6 +777,7 @@ class TransformerBlock(keras.layers.Layer):
                 "drop_path_rate": self.drop_path_rate,
                 "gelu_approximate": self.gelu_approximate,
                 "seed": self.seed,
+                "remat": self.remat,
             }
         )
         # The quantized Dense sublayers' policies, which Keras would not save.

@@ -152,6 +152,7 @@ def VisionTransformer(
     attention_dropout_rate=0.0,
     drop_path_rate=0.0,
     gelu_approximate=False,
+    remat=False,
     name="vision_transformer",
 ):
     options = dict(locals())
@@ -233,7 +234,7 @@ def _build_variant(variant, weights=None, **options):
 CONSTRUCTOR_DEFAULTS = dict(
     include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None, pooling=None,
     classes=1000, classifier_activation="softmax", name=None, return_sequence=False, representation_size=None,
-    dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0, gelu_approximate=False,
+    dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0, gelu_approximate=False, remat=False,
 )
 
 
@@ -241,7 +242,7 @@ CONSTRUCTOR_DEFAULTS = dict(
 def ViTTi16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
             pooling=None, classes=1000, classifier_activation="softmax", name="vit_ti16", return_sequence=False,
             representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-            gelu_approximate=False):
+            gelu_approximate=False, remat=False):
     return _build_variant("Ti/16", **locals())
 
 
@@ -249,7 +250,7 @@ def ViTTi16(include_top=True, include_preprocessing=True, weights=None, input_te
 def ViTS16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_s16", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False):
+           gelu_approximate=False, remat=False):
     return _build_variant("S/16", **locals())
 
 
@@ -257,7 +258,7 @@ def ViTS16(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTS32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_s32", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False):
+           gelu_approximate=False, remat=False):
     return _build_variant("S/32", **locals())
 
 
@@ -265,7 +266,7 @@ def ViTS32(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTB8(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
           pooling=None, classes=1000, classifier_activation="softmax", name="vit_b8", return_sequence=False,
           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-          gelu_approximate=False):
+          gelu_approximate=False, remat=False):
     return _build_variant("B/8", **locals())
 
 
@@ -273,7 +274,7 @@ def ViTB8(include_top=True, include_preprocessing=True, weights=None, input_tens
 def ViTB16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_b16", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False):
+           gelu_approximate=False, remat=False):
     return _build_variant("B/16", **locals())
 
 
@@ -281,7 +282,7 @@ def ViTB16(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTB32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_b32", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False):
+           gelu_approximate=False, remat=False):
     return _build_variant("B/32", **locals())
 
 
@@ -289,7 +290,7 @@ def ViTB32(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTL16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_l16", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False):
+           gelu_approximate=False, remat=False):
     return _build_variant("L/16", **locals())
 
 
@@ -297,7 +298,7 @@ def ViTL16(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTL32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_l32", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False):
+           gelu_approximate=False, remat=False):
     return _build_variant("L/32", **locals())
 
 
@@ -305,7 +306,7 @@ def ViTL32(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTH14(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_h14", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False):
+           gelu_approximate=False, remat=False):
     return _build_variant("H/14", **locals())
 
 
@@ -313,7 +314,7 @@ def ViTH14(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTRTi16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
              pooling=None, classes=1000, classifier_activation="softmax", name="vit_r_ti16", return_sequence=False,
              representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-             gelu_approximate=False):
+             gelu_approximate=False, remat=False):
     return _build_variant("R+Ti/16", **locals())
 
 
@@ -321,7 +322,7 @@ def ViTRTi16(include_top=True, include_preprocessing=True, weights=None, input_t
 def ViTR26S32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
               pooling=None, classes=1000, classifier_activation="softmax", name="vit_r26_s32", return_sequence=False,
               representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-              gelu_approximate=False):
+              gelu_approximate=False, remat=False):
     return _build_variant("R26+S/32", **locals())
 
 
@@ -329,7 +330,7 @@ def ViTR26S32(include_top=True, include_preprocessing=True, weights=None, input_
 def ViTR26B32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
               pooling=None, classes=1000, classifier_activation="softmax", name="vit_r26_b32", return_sequence=False,
               representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-              gelu_approximate=False):
+              gelu_approximate=False, remat=False):
     return _build_variant("R26+B/32", **locals())
 
 
@@ -337,7 +338,7 @@ def ViTR26B32(include_top=True, include_preprocessing=True, weights=None, input_
 def ViTR50B16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
               pooling=None, classes=1000, classifier_activation="softmax", name="vit_r50_b16", return_sequence=False,
               representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-              gelu_approximate=False):
+              gelu_approximate=False, remat=False):
     return _build_variant("R50+B/16", **locals())
 
 
@@ -345,7 +346,7 @@ def ViTR50B16(include_top=True, include_preprocessing=True, weights=None, input_
 def ViTR50L32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
               pooling=None, classes=1000, classifier_activation="softmax", name="vit_r50_l32", return_sequence=False,
               representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-              gelu_approximate=False):
+              gelu_approximate=False, remat=False):
     return _build_variant("R50+L/32", **locals())
 
 

@@ -194,6 +194,7 @@ class Architecture:
             follows images of another size.
         dropout_rate, attention_dropout_rate, drop_path_rate: the training
             regularisation (`drop_path_rate` is the last block's).
+        remat: bool, whether the blocks are recomputed in the backward pass.
     """
 
     patch_size: tuple
@@ -220,6 +221,7 @@ class Architecture:
     dropout_rate: float = 0.0
     attention_dropout_rate: float = 0.0
     drop_path_rate: float = 0.0
+    remat: bool = False
 
     def __post_init__(self):
         # Tuples, so that records compare equal whichever sequence type they were made from.
@@ -318,6 +320,7 @@ class Architecture:
         embedding_grid=None,
         resnet_stages=None,
         resnet_width=64,
+        remat=False,
     ):
         """The record `build_model` builds for its keywords (see `build_model` for each), checked.
 
@@ -330,7 +333,11 @@ class Architecture:
             validation.positive_int(arg_name, value)
         representation_size = _optional_int("representation_size", representation_size)
         validation.rate("drop_path_rate", drop_path_rate)
-        for arg_name, value in (("include_preprocessing", include_preprocessing), ("return_sequence", return_sequence)):
+        for arg_name, value in (
+            ("include_preprocessing", include_preprocessing),
+            ("return_sequence", return_sequence),
+            ("remat", remat),
+        ):
             validation.boolean(arg_name, value)
         pooling = variants.resolve_pooling(pooling, include_top)
         _check_outputs(include_top, pooling, representation_size, return_sequence)
@@ -362,6 +369,7 @@ class Architecture:
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
             drop_path_rate=drop_path_rate,
+            remat=remat,
         )
         return record.replace(grid_size=record.default_grid(embedding_grid))
 
@@ -423,6 +431,7 @@ class Architecture:
             dropout_rate=first["dropout_rate"],
             attention_dropout_rate=first["attention_dropout_rate"],
             drop_path_rate=last["drop_path_rate"],
+            remat=first.get("remat", False),
         )
 
     @classmethod

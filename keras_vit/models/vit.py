@@ -39,6 +39,7 @@ def build_model(
     name="vision_transformer",
     resnet_stages=None,
     resnet_width=64,
+    remat=False,
 ):
     """Builds a randomly initialised Vision Transformer as a functional `keras.Model`.
 
@@ -110,6 +111,11 @@ def build_model(
             `patch_size * output_stride(resnet_stages)` pixels.
         resnet_width: int, the hybrid ResNet's root width (a multiple of 32).
             Defaults to `64`, the published hybrids'.
+        remat: bool, rematerialize every transformer block: its activations
+            are recomputed in the backward pass instead of kept, which saves
+            training memory for one more forward pass of the blocks (timm's
+            `set_grad_checkpointing`). Outputs and gradients are unchanged;
+            the setting is saved in each block's config. Defaults to `False`.
 
     Returns:
         A `keras.Model`.
@@ -208,6 +214,7 @@ def _encoder(arch, patch_grid):
             attention_dropout_rate=arch.attention_dropout_rate,
             drop_path_rate=block_drop_path,
             gelu_approximate=arch.gelu_approximate,
+            remat=arch.remat,
             name=f"encoder_block_{index}",
         )(x)
     return keras.layers.LayerNormalization(epsilon=vit_layers.LAYER_NORM_EPSILON, name="encoder_norm")(x)

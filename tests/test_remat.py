@@ -1,0 +1,152 @@
+"""Rematerialization (`remat=True`): the same loss, gradients and training as without it, the block really
+recomputed in the backward pass, and the setting kept in configs and saved models."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit import layers
+from tests.helpers import BACKEND, random_inputs, randomize_weights, run_layer_test, to_numpy, trainable_gradients
+
+TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(8, 12, 3), classes=3)
+# With dropout and stochastic depth the recomputation must draw the masks of the forward pass.
+RANDOM = dict(dropout_rate=0.2, attention_dropout_rate=0.2, drop_path_rate=0.3)
+
+
+def _pair(**options):
+    """A model without remat and one with, holding the same weights and seed-generator states."""
+    plain = keras_vit.VisionTransformer(**TINY, **options)
+    randomize_weights(plain)
+    remat = keras_vit.VisionTransformer(**TINY, **options, remat=True)
+    _assign(remat, [to_numpy(v) for v in plain.variables])  # `variables`: the seed generators' states too
+    return plain, remat
+
+
+def _assign(model, values):
+    for variable, value in zip(model.variables, values, strict=True):
+        variable.assign(value)
+
+
+def test_remat_block_contract(tmp_path):
+    run_layer_test(
+        layers.TransformerBlock,
+        dict(num_heads=2, mlp_dim=32, drop_path_rate=0.1, remat=True),
+        (2, 5, 16),
+        (2, 5, 16),
+        12,
+        workdir=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("options", [{}, RANDOM], ids=["deterministic", "dropout"])
+def test_remat_gives_the_same_loss_and_gradients(options):
+    plain, remat = _pair(**options)
+    inputs = random_inputs((3, 8, 12, 3))
+    labels = np.array([0, 2, 1])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=False)
+    states = [to_numpy(v) for v in plain.variables]
+    losses, gradients = [], []
+    for model in (plain, remat):
+        # Unseeded dropout on torch draws from torch's global generator (torch.utils.checkpoint replays it).
+        keras.utils.set_random_seed(1)
+        losses.append(float(loss(labels, model(inputs, training=True))))
+        _assign(model, states)  # the forward pass advanced the seed generators
+        keras.utils.set_random_seed(2)
+        gradients.append(trainable_gradients(model, inputs))
+    assert abs(losses[0] - losses[1]) <= 1e-5
+    for got, want in zip(gradients[1], gradients[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    # And both generators advanced alike: the next draws stay in step.
+    # The generators: embedding dropout, then per block two dropouts, the attention dropout and (after the
+    # first block, whose stochastic-depth rate is 0) drop path.
+    assert len(plain.non_trainable_variables) == (8 if options else 0)
+    for got, want in zip(remat.non_trainable_variables, plain.non_trainable_variables, strict=True):
+        np.testing.assert_array_equal(to_numpy(got), to_numpy(want))
+
+
+def test_remat_trains_like_without(tmp_path):
+    """Two compiled `fit` epochs (XLA on tensorflow and jax) with dropout: the same weights and losses."""
+    inputs, labels = random_inputs((4, 8, 12, 3)), np.array([0, 1, 2, 1])
+    results = []
+    for model in _pair(**RANDOM):
+        keras.utils.set_random_seed(1)  # torch's global generator, which unseeded dropout draws from there
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy", jit_compile=BACKEND != "torch"
+        )
+        history = model.fit(inputs, labels, batch_size=2, epochs=2, shuffle=False, verbose=0)
+        results.append((history.history["loss"], [to_numpy(v) for v in model.variables]))
+    (plain_loss, plain_weights), (remat_loss, remat_weights) = results
+    np.testing.assert_allclose(remat_loss, plain_loss, rtol=0, atol=1e-5)
+    for got, want in zip(remat_weights, plain_weights):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+
+
+def _forward_calls_in_one_gradient(model, block, inputs):
+    calls = []
+    original = block._forward
+
+    def counted(*args):
+        calls.append(1)
+        return original(*args)
+
+    block._forward = counted
+    try:
+        trainable_gradients(model, inputs)
+    finally:
+        del block._forward
+    return len(calls)
+
+
+@pytest.mark.skipif(BACKEND == "jax", reason="jax.checkpoint traces once; the jaxpr is checked instead")
+def test_the_backward_pass_recomputes_the_block():
+    plain, remat = _pair()
+    inputs = random_inputs((2, 8, 12, 3))
+    # trainable_gradients runs one inference call, then one training call whose gradient is taken.
+    assert _forward_calls_in_one_gradient(plain, plain.get_layer("encoder_block_0"), inputs) == 2
+    assert _forward_calls_in_one_gradient(remat, remat.get_layer("encoder_block_0"), inputs) == 3
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the jaxpr of a jax gradient")
+def test_the_jax_gradient_checkpoints_each_block():
+    import jax
+
+    _, model = _pair()
+    inputs = random_inputs((2, 8, 12, 3))
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def loss(trainable):
+        outputs, _ = model.stateless_call(trainable, non_trainable, inputs, training=True)
+        return keras.ops.sum(outputs)
+
+    jaxpr = str(jax.make_jaxpr(jax.grad(loss))(trainable))
+    assert jaxpr.count("remat") + jaxpr.count("checkpoint") >= TINY["num_layers"]
+
+
+def test_remat_is_in_the_config_and_the_saved_model(tmp_path):
+    model = keras_vit.VisionTransformer(**TINY, remat=True)
+    config = model.get_config()
+    blocks = [layer for layer in config["layers"] if layer["class_name"].endswith("TransformerBlock")]
+    assert len(blocks) == TINY["num_layers"] and all(block["config"]["remat"] is True for block in blocks)
+    revived = keras.Model.from_config(json.loads(json.dumps(config)))
+    assert all(revived.get_layer(f"encoder_block_{i}").remat for i in range(TINY["num_layers"]))
+    path = str(tmp_path / "remat.keras")
+    randomize_weights(model)
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert all(loaded.get_layer(f"encoder_block_{i}").remat for i in range(TINY["num_layers"]))
+    inputs = random_inputs((2, 8, 12, 3))
+    np.testing.assert_array_equal(to_numpy(loaded(inputs)), to_numpy(model(inputs)))
+
+
+def test_the_named_constructors_take_remat():
+    model = keras_vit.ViTTi16(input_shape=(32, 32, 3), classes=2, remat=True)
+    assert model.get_layer("encoder_block_11").remat
+
+
+def test_remat_must_be_a_bool():
+    with pytest.raises(ValueError, match="Received: remat='yes'"):
+        layers.TransformerBlock(num_heads=2, mlp_dim=8, remat="yes")
