@@ -450,6 +450,86 @@ class DropPath(keras.layers.Layer):
 
 
 @serialization.register
+class PatchDropout(keras.layers.Layer):
+    """Keeps a random subset of the patch tokens in training (PatchDropout, Liu et al. 2022).
+
+    In training, each image keeps `max(1, floor((1 - rate) * N))` of its `N`
+    patch tokens, drawn uniformly without replacement, in their original
+    order, after its `num_prefix_tokens` prefix (class) tokens, which are
+    always kept. The position embedding is added before, so each kept token
+    still carries its position; the transformer blocks then run on fewer
+    tokens, which is what makes a training step cheaper. At inference it is
+    the identity. The count follows timm's `PatchDropout`.
+
+    Args:
+        rate: float in `[0, 1)`, the fraction of patch tokens dropped.
+        num_prefix_tokens: int, the tokens before the patches, never
+            dropped. Defaults to `1`.
+        seed: optional int, for reproducible draws.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        tokens: tensor of shape `(batch, num_prefix_tokens + N, hidden_dim)`.
+        training: bool, whether to drop.
+
+    Returns:
+        In training, a tensor of shape `(batch, num_prefix_tokens +
+        max(1, floor((1 - rate) * N)), hidden_dim)`; otherwise `tokens`.
+        The declared (symbolic) shape is the inference one.
+
+    Example:
+
+    >>> layer = PatchDropout(rate=0.5, seed=1)
+    >>> keras.ops.shape(layer(np.ones((2, 17, 8)), training=True))
+    (2, 9, 8)
+    >>> keras.ops.shape(layer(np.ones((2, 17, 8))))
+    (2, 17, 8)
+    """
+
+    def __init__(self, rate, num_prefix_tokens=1, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = validation.rate("rate", rate)
+        self.num_prefix_tokens = validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def build(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(
+                f"PatchDropout expects tokens (batch, num_tokens, hidden_dim). Received: input_shape={input_shape}"
+            )
+
+    def kept(self, num_patches):
+        """How many of `num_patches` patch tokens a training call keeps (an int, or a tensor for a dynamic count)."""
+        if isinstance(num_patches, int):
+            # The epsilon keeps (1 - rate) * N from flooring below an exact integer (0.7 * 10 = 6.999...).
+            return max(1, math.floor((1.0 - self.rate) * num_patches + 1e-6))
+        count = ops.floor(ops.cast(num_patches, "float32") * (1.0 - self.rate) + 1e-6)
+        return ops.cast(ops.maximum(count, 1.0), "int32")
+
+    def call(self, tokens, training=False):
+        if not training or self.rate == 0:
+            return tokens
+        prefix, patches = tokens[:, : self.num_prefix_tokens], tokens[:, self.num_prefix_tokens :]
+        shape = ops.shape(patches)
+        num_patches = validation.static_dim(shape[1])
+        num_patches = shape[1] if num_patches is None else num_patches
+        # A uniformly random subset per image: the first `kept` of a random permutation, put back in order.
+        noise = keras.random.uniform((shape[0], num_patches), seed=self.seed_generator)
+        keep = ops.sort(ops.argsort(noise, axis=-1)[:, : self.kept(num_patches)], axis=-1)
+        kept = ops.take_along_axis(patches, ops.expand_dims(keep, -1), axis=1)
+        return ops.concatenate([prefix, kept], axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rate": self.rate, "num_prefix_tokens": self.num_prefix_tokens, "seed": self.seed})
+        return config
+
+
+@serialization.register
 class MultiHeadSelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with a fused projection.
 

@@ -153,6 +153,7 @@ def VisionTransformer(
     drop_path_rate=0.0,
     gelu_approximate=False,
     remat=False,
+    patch_dropout_rate=0.0,
     name="vision_transformer",
 ):
     options = dict(locals())
@@ -235,6 +236,7 @@ CONSTRUCTOR_DEFAULTS = dict(
     include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None, pooling=None,
     classes=1000, classifier_activation="softmax", name=None, return_sequence=False, representation_size=None,
     dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0, gelu_approximate=False, remat=False,
+    patch_dropout_rate=0.0,
 )
 
 
@@ -242,7 +244,7 @@ CONSTRUCTOR_DEFAULTS = dict(
 def ViTTi16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
             pooling=None, classes=1000, classifier_activation="softmax", name="vit_ti16", return_sequence=False,
             representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-            gelu_approximate=False, remat=False):
+            gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("Ti/16", **locals())
 
 
@@ -250,7 +252,7 @@ def ViTTi16(include_top=True, include_preprocessing=True, weights=None, input_te
 def ViTS16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_s16", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False, remat=False):
+           gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("S/16", **locals())
 
 
@@ -258,7 +260,7 @@ def ViTS16(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTS32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_s32", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False, remat=False):
+           gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("S/32", **locals())
 
 
@@ -266,7 +268,7 @@ def ViTS32(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTB8(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
           pooling=None, classes=1000, classifier_activation="softmax", name="vit_b8", return_sequence=False,
           representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-          gelu_approximate=False, remat=False):
+          gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("B/8", **locals())
 
 
@@ -274,7 +276,7 @@ def ViTB8(include_top=True, include_preprocessing=True, weights=None, input_tens
 def ViTB16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_b16", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False, remat=False):
+           gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("B/16", **locals())
 
 
@@ -282,7 +284,7 @@ def ViTB16(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTB32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_b32", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False, remat=False):
+           gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("B/32", **locals())
 
 
@@ -290,7 +292,7 @@ def ViTB32(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTL16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_l16", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False, remat=False):
+           gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("L/16", **locals())
 
 
@@ -298,7 +300,7 @@ def ViTL16(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTL32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_l32", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False, remat=False):
+           gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("L/32", **locals())
 
 
@@ -306,7 +308,7 @@ def ViTL32(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTH14(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=1000, classifier_activation="softmax", name="vit_h14", return_sequence=False,
            representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-           gelu_approximate=False, remat=False):
+           gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("H/14", **locals())
 
 
@@ -314,7 +316,7 @@ def ViTH14(include_top=True, include_preprocessing=True, weights=None, input_ten
 def ViTRTi16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
              pooling=None, classes=1000, classifier_activation="softmax", name="vit_r_ti16", return_sequence=False,
              representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-             gelu_approximate=False, remat=False):
+             gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("R+Ti/16", **locals())
 
 
@@ -322,7 +324,7 @@ def ViTRTi16(include_top=True, include_preprocessing=True, weights=None, input_t
 def ViTR26S32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
               pooling=None, classes=1000, classifier_activation="softmax", name="vit_r26_s32", return_sequence=False,
               representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-              gelu_approximate=False, remat=False):
+              gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("R26+S/32", **locals())
 
 
@@ -330,7 +332,7 @@ def ViTR26S32(include_top=True, include_preprocessing=True, weights=None, input_
 def ViTR26B32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
               pooling=None, classes=1000, classifier_activation="softmax", name="vit_r26_b32", return_sequence=False,
               representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-              gelu_approximate=False, remat=False):
+              gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("R26+B/32", **locals())
 
 
@@ -338,7 +340,7 @@ def ViTR26B32(include_top=True, include_preprocessing=True, weights=None, input_
 def ViTR50B16(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
               pooling=None, classes=1000, classifier_activation="softmax", name="vit_r50_b16", return_sequence=False,
               representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-              gelu_approximate=False, remat=False):
+              gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("R50+B/16", **locals())
 
 
@@ -346,7 +348,7 @@ def ViTR50B16(include_top=True, include_preprocessing=True, weights=None, input_
 def ViTR50L32(include_top=True, include_preprocessing=True, weights=None, input_tensor=None, input_shape=None,
               pooling=None, classes=1000, classifier_activation="softmax", name="vit_r50_l32", return_sequence=False,
               representation_size=None, dropout_rate=0.0, attention_dropout_rate=0.0, drop_path_rate=0.0,
-              gelu_approximate=False, remat=False):
+              gelu_approximate=False, remat=False, patch_dropout_rate=0.0):
     return _build_variant("R50+L/32", **locals())
 
 

@@ -195,6 +195,8 @@ class Architecture:
         dropout_rate, attention_dropout_rate, drop_path_rate: the training
             regularisation (`drop_path_rate` is the last block's).
         remat: bool, whether the blocks are recomputed in the backward pass.
+        patch_dropout_rate: float, the fraction of patch tokens a training
+            image drops (`PatchDropout`); 0 for none.
     """
 
     patch_size: tuple
@@ -222,6 +224,7 @@ class Architecture:
     attention_dropout_rate: float = 0.0
     drop_path_rate: float = 0.0
     remat: bool = False
+    patch_dropout_rate: float = 0.0
 
     def __post_init__(self):
         # Tuples, so that records compare equal whichever sequence type they were made from.
@@ -321,6 +324,7 @@ class Architecture:
         resnet_stages=None,
         resnet_width=64,
         remat=False,
+        patch_dropout_rate=0.0,
     ):
         """The record `build_model` builds for its keywords (see `build_model` for each), checked.
 
@@ -333,6 +337,7 @@ class Architecture:
             validation.positive_int(arg_name, value)
         representation_size = _optional_int("representation_size", representation_size)
         validation.rate("drop_path_rate", drop_path_rate)
+        validation.rate("patch_dropout_rate", patch_dropout_rate)
         for arg_name, value in (
             ("include_preprocessing", include_preprocessing),
             ("return_sequence", return_sequence),
@@ -341,6 +346,12 @@ class Architecture:
             validation.boolean(arg_name, value)
         pooling = variants.resolve_pooling(pooling, include_top)
         _check_outputs(include_top, pooling, representation_size, return_sequence)
+        if patch_dropout_rate and pooling is None and not return_sequence:
+            raise ValueError(
+                "`patch_dropout_rate` drops patch tokens in training, so the feature map (include_top=False, "
+                "pooling=None) could not be laid out: pass a pooling, return_sequence=True or patch_dropout_rate=0. "
+                f"Received: patch_dropout_rate={patch_dropout_rate}"
+            )
         data_format = keras.config.image_data_format()
         input_shape = variants.resolve_input_shape(input_shape, input_tensor, include_top, data_format)
         height, width, channels = variants.channels_last(input_shape, data_format)
@@ -370,6 +381,7 @@ class Architecture:
             attention_dropout_rate=attention_dropout_rate,
             drop_path_rate=drop_path_rate,
             remat=remat,
+            patch_dropout_rate=float(patch_dropout_rate),
         )
         return record.replace(grid_size=record.default_grid(embedding_grid))
 
@@ -432,6 +444,9 @@ class Architecture:
             attention_dropout_rate=first["attention_dropout_rate"],
             drop_path_rate=last["drop_path_rate"],
             remat=first.get("remat", False),
+            patch_dropout_rate=next(
+                (layer.rate for layer in _own_layers(parts.model) if isinstance(layer, transformer.PatchDropout)), 0.0
+            ),
         )
 
     @classmethod

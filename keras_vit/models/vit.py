@@ -40,6 +40,7 @@ def build_model(
     resnet_stages=None,
     resnet_width=64,
     remat=False,
+    patch_dropout_rate=0.0,
 ):
     """Builds a randomly initialised Vision Transformer as a functional `keras.Model`.
 
@@ -116,6 +117,13 @@ def build_model(
             training memory for one more forward pass of the blocks (timm's
             `set_grad_checkpointing`). Outputs and gradients are unchanged;
             the setting is saved in each block's config. Defaults to `False`.
+        patch_dropout_rate: float in `[0, 1)`, PatchDropout (Liu et al.
+            2022) in training: each image keeps a random
+            `max(1, floor((1 - rate) * N))` of its `N` patch tokens after the
+            position embedding (the class token always), so the blocks run
+            on fewer tokens; inference is unchanged. With `0` (the default)
+            the model has no such layer. Not with the feature-map output,
+            which needs every patch.
 
     Returns:
         A `keras.Model`.
@@ -204,6 +212,10 @@ def _encoder(arch, patch_grid):
         name="position_embedding",
     )(x, patch_grid=patch_grid)
     x = keras.layers.Dropout(arch.dropout_rate, name="embedding_dropout")(x)
+    if arch.patch_dropout_rate:
+        # After the position embedding and its dropout, as timm does; no layer at all when off, so the
+        # models (and saved configs) without it are unchanged.
+        x = vit_layers.PatchDropout(arch.patch_dropout_rate, name="patch_dropout")(x)
     for index in range(arch.num_layers):
         # Stochastic depth rises linearly with depth (Huang et al. 2016; timm).
         block_drop_path = arch.drop_path_rate * index / max(arch.num_layers - 1, 1)

@@ -1,0 +1,125 @@
+"""PatchDropout: training keeps the class token and a random, ordered subset of the patch tokens; inference
+and models without it are untouched."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit import layers
+from tests.helpers import BACKEND, random_inputs, randomize_weights, run_model_test, to_numpy
+
+TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32)
+
+
+def _tokens(batch, length, dim=3):
+    """Distinct values: token t of image b holds b * length + t in every channel."""
+    ids = np.arange(batch * length, dtype="float32").reshape(batch, length, 1)
+    return np.repeat(ids, dim, axis=-1)
+
+
+def test_patch_dropout_model_contract(tmp_path):
+    run_model_test(
+        lambda: keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3, patch_dropout_rate=0.5),
+        input_shape=(2, 16, 12, 3),
+        expected_output_shape=(2, 3),
+        workdir=tmp_path,
+        fresh_process=False,
+        jit=BACKEND != "torch",
+    )
+
+
+def test_patch_dropout_layer_config_and_arguments():
+    layer = layers.PatchDropout(0.25, num_prefix_tokens=2, seed=7, name="drop")
+    config = layer.get_config()
+    assert layers.PatchDropout.from_config(config).get_config() == config
+    assert {key: config[key] for key in ("rate", "num_prefix_tokens", "seed")} == dict(
+        rate=0.25, num_prefix_tokens=2, seed=7
+    )
+    with pytest.raises(ValueError, match=r"Received: rate=1\.0"):
+        layers.PatchDropout(1.0)
+    with pytest.raises(ValueError, match="Received: patch_dropout_rate=-0.1"):
+        keras_vit.VisionTransformer(**TINY, input_shape=(8, 8, 3), patch_dropout_rate=-0.1)
+    with pytest.raises(ValueError, match="feature map"):
+        keras_vit.VisionTransformer(**TINY, include_top=False, patch_dropout_rate=0.5)
+
+
+@pytest.mark.parametrize(("rate", "num_patches"), [(0.5, 16), (0.3, 10), (0.75, 7), (0.9, 5), (0.5, 1)])
+def test_training_keeps_the_class_token_and_an_ordered_subset(rate, num_patches):
+    batch = 4
+    tokens = _tokens(batch, 1 + num_patches)
+    kept = to_numpy(layers.PatchDropout(rate, seed=3)(tokens, training=True))
+    expected_count = max(1, int(np.floor((1 - rate) * num_patches + 1e-6)))
+    assert kept.shape == (batch, 1 + expected_count, 3)
+    np.testing.assert_array_equal(kept[:, 0], tokens[:, 0])  # the class token, first and unchanged
+    for image in range(batch):
+        ids = kept[image, 1:, 0] - image * (1 + num_patches)
+        assert np.all(np.diff(ids) > 0), "kept patches are distinct and in their original order"
+        assert np.all((ids >= 1) & (ids <= num_patches)), "only this image's patch tokens"
+        np.testing.assert_array_equal(kept[image, 1:], tokens[image, ids.astype(int)])
+
+
+def test_draws_differ_per_image_and_call_and_repeat_with_the_seed():
+    tokens = _tokens(8, 1 + 16)
+    first, second = (layers.PatchDropout(0.5, seed=11) for _ in range(2))
+    a, b = to_numpy(first(tokens, training=True)), to_numpy(second(tokens, training=True))
+    np.testing.assert_array_equal(a, b)  # same seed, same draw
+    offsets = np.arange(8)[:, None] * 17
+    subsets = {tuple(row) for row in (a[:, 1:, 0] - offsets).astype(int)}
+    assert len(subsets) > 1, "every image drew the same subset"
+    assert not np.array_equal(to_numpy(first(tokens, training=True)), a), "a second call drew the same subset"
+
+
+def test_inference_is_the_identity():
+    tokens = random_inputs((2, 17, 8))
+    np.testing.assert_array_equal(to_numpy(layers.PatchDropout(0.5)(tokens)), tokens)
+
+
+def test_off_adds_no_layer_and_changes_nothing():
+    plain = keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3)
+    off = keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3, patch_dropout_rate=0.0)
+    assert json.dumps(off.get_config(), sort_keys=True) == json.dumps(plain.get_config(), sort_keys=True)
+    assert not any(isinstance(layer, layers.PatchDropout) for layer in off.layers)
+    randomize_weights(plain)
+    off.set_weights(plain.get_weights())
+    inputs = random_inputs((2, 16, 12, 3))
+    np.testing.assert_array_equal(to_numpy(off(inputs, training=True)), to_numpy(plain(inputs, training=True)))
+
+
+def test_a_model_with_it_predicts_exactly_as_without():
+    plain = keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3)
+    dropping = keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3, patch_dropout_rate=0.5)
+    randomize_weights(plain)
+    dropping.set_weights(plain.get_weights())
+    inputs = random_inputs((2, 16, 12, 3))
+    np.testing.assert_array_equal(
+        to_numpy(dropping.predict(inputs, verbose=0)), to_numpy(plain.predict(inputs, verbose=0))
+    )
+    np.testing.assert_array_equal(to_numpy(dropping(inputs)), to_numpy(plain(inputs)))
+    assert not np.array_equal(to_numpy(dropping(inputs, training=True)), to_numpy(plain(inputs, training=True)))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_any_image_size_in_training(policy):
+    keras.config.set_dtype_policy(policy)
+    model = keras_vit.VisionTransformer(
+        **TINY, include_top=False, return_sequence=True, input_shape=(None, None, 3), patch_dropout_rate=0.5
+    )
+    randomize_weights(model)
+    # 16x24 px -> 4x6 = 24 patches, 12 kept; 20x18 px -> 5x5 = 25 patches (padded), 12 kept; 8x8 -> 4, 2 kept.
+    for (height, width), kept in (((16, 24), 12), ((20, 18), 12), ((8, 8), 2)):
+        tokens = model(random_inputs((2, height, width, 3)), training=True)
+        assert tuple(keras.ops.shape(tokens)) == (2, 1 + kept, TINY["hidden_dim"])
+        assert keras.backend.standardize_dtype(tokens.dtype) == ("float32" if policy == "float32" else "bfloat16")
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="a tf.function with an unknown token count")
+def test_a_dynamic_token_count_in_a_tensorflow_graph():
+    import tensorflow as tf
+
+    layer = layers.PatchDropout(0.5, seed=1)
+    call = tf.function(lambda tokens: layer(tokens, training=True), input_signature=[tf.TensorSpec((None, None, 3))])
+    assert tuple(call(_tokens(2, 1 + 24)).shape) == (2, 13, 3)
+    assert tuple(call(_tokens(2, 1 + 9)).shape) == (2, 5, 3)
