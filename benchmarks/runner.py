@@ -55,9 +55,13 @@ def label(spec):
     if spec["kind"] == "transformers":
         mode = "torch.compile" if spec["jit_compile"] else "eager"
         return f"HF transformers, torch {mode}, {spec['precision']}"
+    if spec["kind"] == "timm":
+        checkpointing = ", gradient checkpointing" if spec.get("remat") else ""
+        return f"timm, torch eager, {spec['precision']}{checkpointing}"
     name = "keras_vit" if spec["kind"] == "keras_vit" else "keras-hub"
     mode = ", XLA" if spec["jit_compile"] and spec["backend"] != "jax" else ""
-    return f"{name}, {spec['backend']}{mode}, {spec['precision']}"
+    remat = ", remat" if spec.get("remat") else ""
+    return f"{name}, {spec['backend']}{mode}, {spec['precision']}{remat}"
 
 
 def plan(

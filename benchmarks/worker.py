@@ -7,11 +7,12 @@ of them, builds the model the spec names, measures it and prints one line
 process per configuration, so one framework's thread pools, caches, compiled
 code and memory high-water mark never leak into another's numbers.
 
-Spec keys: `kind` ("keras_vit", "keras_hub", "transformers" or "ceiling"),
+Spec keys: `kind` ("keras_vit", "keras_hub", "transformers", "timm" or "ceiling"),
 `backend`, `precision` ("float32" or "mixed_bfloat16"), `jit_compile`
 (bool; for "transformers" it selects `torch.compile`), `variant` (a dict of
 `keras_vit.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
-`train_batch_size`, `repeats`, `threads`.
+`train_batch_size`, `repeats`, `threads`, and optionally `remat` (keras_vit's
+`remat=True`, timm's `set_grad_checkpointing()`).
 """
 
 import json
@@ -120,6 +121,7 @@ def _keras_model(spec):
             input_shape=(spec["image_size"], spec["image_size"], 3),
             classes=spec["classes"],
             classifier_activation=None,
+            remat=spec.get("remat", False),
         )
     import keras_hub
 
@@ -183,27 +185,72 @@ def _run_transformers(spec):
         attn_implementation="sdpa",
     )
     model = transformers.ViTForImageClassification(config)
+    compiled = torch.compile(model) if spec["jit_compile"] else model
+    infer, train_step = _torch_trainer(spec, model, lambda images: compiled(pixel_values=images).logits)
+    result = _measure(dict(spec, channels_first=True), infer, train_step)
+    result["parameters"] = sum(p.numel() for p in model.parameters())
+    return result
+
+
+def _import_timm():
+    """timm, with the repository's torchvision stand-in (tests/stubs) where no torchvision is installed:
+    timm imports it for names a ViT never calls."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sys.path.insert(0, os.path.join(repo, "tests", "stubs"))
+    import timm.models.vision_transformer
+
+    return timm
+
+
+def _torch_trainer(spec, model, forward):
+    """`infer` and `train_step` of a torch classifier (`forward(images) -> logits`), SGD as the Keras runs."""
+    import torch
+
     # Mixed bfloat16 as Keras means it: float32 weights, bfloat16 compute (autocast).
     autocast = spec["precision"] == "mixed_bfloat16"
-    forward = torch.compile(model) if spec["jit_compile"] else model
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     loss_function = torch.nn.CrossEntropyLoss()
 
     def infer(images):
         model.eval()
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            return forward(pixel_values=torch.from_numpy(images)).logits.float().numpy()
+            return forward(torch.from_numpy(images)).float().numpy()
 
     def train_step(images, labels):
         model.train()
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            logits = forward(pixel_values=torch.from_numpy(images)).logits
+            logits = forward(torch.from_numpy(images))
         loss = loss_function(logits.float(), torch.from_numpy(labels).long())
         loss.backward()
         optimizer.step()
         return loss.item()
 
+    return infer, train_step
+
+
+def _run_timm(spec):
+    """timm's VisionTransformer of the same size, eager, optionally with gradient checkpointing per block."""
+    import torch
+
+    timm = _import_timm()
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(0)
+    variant = spec["variant"]
+    model = timm.models.vision_transformer.VisionTransformer(
+        img_size=spec["image_size"],
+        patch_size=variant["patch_size"],
+        embed_dim=variant["hidden_dim"],
+        depth=variant["num_layers"],
+        num_heads=variant["num_heads"],
+        mlp_ratio=variant["mlp_dim"] / variant["hidden_dim"],
+        num_classes=spec["classes"],
+    )
+    model.set_grad_checkpointing(spec.get("remat", False))
+    infer, train_step = _torch_trainer(spec, model, model)
     result = _measure(dict(spec, channels_first=True), infer, train_step)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result
@@ -281,7 +328,13 @@ def _run_ceiling(spec):
     return result
 
 
-RUNNERS = {"keras_vit": _run_keras, "keras_hub": _run_keras, "transformers": _run_transformers, "ceiling": _run_ceiling}
+RUNNERS = {
+    "keras_vit": _run_keras,
+    "keras_hub": _run_keras,
+    "transformers": _run_transformers,
+    "timm": _run_timm,
+    "ceiling": _run_ceiling,
+}
 
 
 def main(argv=None):

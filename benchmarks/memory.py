@@ -1,0 +1,166 @@
+"""`python -m benchmarks.memory`: training memory and step time, with and without rematerialization.
+
+For one variant and batch, each configuration trains in its own process (the runner's workers, pinned to the
+same cores): keras_vit on each backend with `remat=False` and `remat=True`, and timm's `VisionTransformer`
+of the same size (eager PyTorch) without and with `set_grad_checkpointing()`. The table gives each one's
+training images/s, seconds per step, peak resident memory (the process's high-water mark, build and
+imports included), its peak memory relative to timm with checkpointing, and the step-time cost of
+remat against the same configuration without it.
+
+Example:
+
+    python -m benchmarks.memory --variant B/16 --batch-size 32 --output memory.json
+"""
+
+import argparse
+import sys
+
+from benchmarks import runner
+from keras_vit.utils import files, validation
+
+# The training jit_compile a user gets by default: TensorFlow's graph executor, XLA on JAX, eager torch.
+TRAIN_JIT = {"tensorflow": False, "jax": True, "torch": False}
+
+
+def plan(variant_name, variant, batch_size, backends=runner.BACKENDS, timm=True, image_size=224, **options):
+    """The specs: keras_vit per backend without and with remat, then timm without and with checkpointing.
+
+    `options`: `classes`, `repeats`, `threads`, `precision` (defaults 1000, 1, 2, "float32").
+    """
+    for backend in backends:
+        if backend not in runner.BACKENDS:
+            raise ValueError(f"Unknown backend {backend!r}; choose from {runner.BACKENDS}.")
+    common = dict(
+        variant_name=variant_name,
+        variant=dict(variant),
+        image_size=image_size,
+        classes=options.get("classes", 1000),
+        inference_batch_sizes=[],
+        train_batch_size=validation.positive_int("batch_size", batch_size),
+        repeats=options.get("repeats", 1),
+        threads=options.get("threads", 2),
+        precision=options.get("precision", "float32"),
+    )
+    specs = [
+        dict(common, kind="keras_vit", backend=backend, jit_compile=TRAIN_JIT[backend], remat=remat)
+        for backend in backends
+        for remat in (False, True)
+    ]
+    if timm:
+        specs += [dict(common, kind="timm", backend="torch", jit_compile=False, remat=remat) for remat in (False, True)]
+    return specs
+
+
+def _step_s(record):
+    if record.get("status") != "ok":
+        return None
+    return record["train_batch_size"] / record["result"]["train"]["images_per_s"]
+
+
+def _rss(record):
+    return record["result"]["peak_rss_train_mb"] if record.get("status") == "ok" else None
+
+
+def summarize(records):
+    """Adds `memory_vs_timm_checkpointed` and `step_time_vs_no_remat` to every record."""
+    reference = next((r for r in records if r["kind"] == "timm" and r["remat"]), None)
+    for record in records:
+        without = next(
+            (
+                r
+                for r in records
+                if r["kind"] == record["kind"] and r["backend"] == record["backend"] and not r["remat"]
+            ),
+            None,
+        )
+        record["memory_vs_timm_checkpointed"] = runner.ratio(_rss(record), reference and _rss(reference))
+        record["step_time_vs_no_remat"] = runner.ratio(_step_s(record), without and _step_s(without))
+    return records
+
+
+def format_table(records):
+    """Markdown: one row per configuration."""
+    batch = records[0]["train_batch_size"] if records else "?"
+    lines = [
+        f"| configuration (batch {batch}) | training img/s | s per step | peak RSS (MiB) | "
+        "RSS / timm checkpointed | step time / without remat |",
+        "|---|---|---|---|---|---|",
+    ]
+    for record in records:
+        if record.get("status") != "ok":
+            lines.append(f"| {record['label']} | {record['status']} | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {record['label']} | {runner._number(record['result']['train']['images_per_s'], 2)} | "
+            f"{runner._number(_step_s(record), 1)} | {runner._number(_rss(record), 0)} | "
+            f"{runner._number(record['memory_vs_timm_checkpointed'], 2)} | "
+            f"{runner._number(record['step_time_vs_no_remat'], 2)} |"
+        )
+    for record in records:
+        if record.get("status") not in (None, "ok"):
+            lines.append(f"\n{record['label']}: {record['status']}: {record['error']}")
+    return "\n".join(lines)
+
+
+def run(specs, timeout=3600, output=None, log=None):
+    """Runs the specs one after another; returns (and writes to `output`) the report."""
+    if output:
+        files.check_output_path(output)
+    log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    machine = runner.machine_description()
+    records = []
+    for index, spec in enumerate(specs, 1):
+        log(f"[{index}/{len(specs)}] {runner.label(spec)} ...")
+        record = runner.run_spec(spec, timeout)
+        log(f"[{index}/{len(specs)}] {record['label']}: {record['status']} in {record['elapsed_s']:.0f} s")
+        records.append(record)
+    report = {"machine": machine, "command": " ".join(sys.argv), "records": summarize(records)}
+    report["table"] = format_table(records)
+    if output:
+        files.write_json(output, report, indent=1, sort_keys=False)
+    return report
+
+
+def main(argv=None):
+    import keras_vit
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=32, help="training batch (default: %(default)s)")
+    parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
+    parser.add_argument("--backends", default=",".join(runner.BACKENDS), help="comma-separated (default: %(default)s)")
+    parser.add_argument("--no-timm", action="store_true", help="skip the timm rows")
+    parser.add_argument("--repeats", type=int, default=1, help="timed steps after two untimed (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="cores per configuration (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per configuration (default: %(default)s)")
+    parser.add_argument("--output", default="memory.json", help="the JSON report (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        if args.variant not in keras_vit.VARIANTS:
+            raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
+        backends = tuple(name.strip() for name in args.backends.split(",") if name.strip())
+        specs = plan(
+            args.variant,
+            keras_vit.VARIANTS[args.variant],
+            args.batch_size,
+            backends=backends,
+            timm=not args.no_timm,
+            image_size=validation.positive_int("--image-size", args.image_size),
+            repeats=validation.positive_int("--repeats", args.repeats),
+            threads=validation.positive_int("--threads", args.threads),
+        )
+        report = run(specs, timeout=args.timeout, output=args.output)
+    except (ValueError, OSError) as error:
+        print(f"python -m benchmarks.memory: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ValueError) else 1
+    machine = report["machine"]
+    print(
+        f"ViT-{args.variant} at {args.image_size} px, training batch {args.batch_size}, {args.threads} threads, "
+        f"{machine['cpu']} ({machine['cores']} cores), load average at start {machine['load_average']}"
+    )
+    print(report["table"])
+    return 0 if all(record["status"] == "ok" for record in report["records"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
