@@ -1,0 +1,46 @@
+"""`python -m benchmarks.memory`: the plan, and a tiny run (keras_vit with remat and timm with checkpointing,
+each in its own worker) that writes the report. No timing is asserted."""
+
+import importlib.util
+import json
+
+import keras
+import pytest
+
+from benchmarks import memory
+
+TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64)
+
+
+def test_plan_pairs_every_configuration_with_and_without_remat():
+    specs = memory.plan("tiny", TINY, 4, backends=("tensorflow", "jax"), image_size=16)
+    rows = [(spec["kind"], spec["backend"], spec["jit_compile"], spec["remat"]) for spec in specs]
+    assert rows == [
+        ("keras_vit", "tensorflow", False, False),
+        ("keras_vit", "tensorflow", False, True),
+        ("keras_vit", "jax", True, False),
+        ("keras_vit", "jax", True, True),
+        ("timm", "torch", False, False),
+        ("timm", "torch", False, True),
+    ]
+    assert all(spec["train_batch_size"] == 4 and spec["inference_batch_sizes"] == [] for spec in specs)
+    with pytest.raises(ValueError, match="Unknown backend"):
+        memory.plan("tiny", TINY, 4, backends=("numpy",))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")
+def test_tiny_run_writes_the_report_with_ratios(tmp_path):
+    backend = keras.backend.backend()
+    specs = memory.plan("tiny", TINY, 2, backends=(backend,), image_size=16, classes=10)
+    output = tmp_path / "memory.json"
+    report = memory.run(specs, timeout=600, output=str(output), log=lambda message: None)
+    assert [record["status"] for record in report["records"]] == ["ok"] * 4, report["table"]
+    plain, remat, timm, timm_checkpointed = report["records"]
+    assert timm_checkpointed["memory_vs_timm_checkpointed"] == 1.0 and plain["step_time_vs_no_remat"] == 1.0
+    assert remat["memory_vs_timm_checkpointed"] > 0 and remat["step_time_vs_no_remat"] > 0
+    assert timm["result"]["parameters"] == timm_checkpointed["result"]["parameters"] > 0
+    assert (
+        f"keras_vit, {backend}" in report["table"]
+        and "timm, torch eager, float32, gradient checkpointing" in (report["table"])
+    )
+    assert json.loads(output.read_text())["table"] == report["table"]
