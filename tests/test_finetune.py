@@ -73,6 +73,16 @@ def test_digits_split_is_fixed_and_stratified():
     assert np.all(np.bincount(labels, minlength=10) >= 35)  # every digit held out ~36 times
 
 
+def test_cli_remat_and_patch_dropout_reach_the_saved_model(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    argv = ["finetune", "--steps", "2", "--epochs", "1", "--batch-size", "16", "--verbose", "0", "--out", out]
+    assert cli.main(argv + ["--remat", "--patch-dropout", "0.5"]) == 0
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["remat"] is True and metrics["patch_dropout"] == 0.5
+    model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
+    assert model.get_layer("encoder_block_0").remat and model.get_layer("patch_dropout").rate == 0.5
+
+
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")
 @pytest.mark.parametrize(
     "flag, value",
@@ -93,6 +103,8 @@ def test_digits_split_is_fixed_and_stratified():
         ("seed", -1),
         ("verbose", 3),
         ("optimizer", "adam"),
+        ("patch_dropout", 1.0),
+        ("remat", "yes"),
     ],
 )
 def test_config_rejects_zero_negative_and_out_of_range_values(flag, value):
@@ -160,13 +172,15 @@ def test_a_new_setting_is_one_declaration():
     from keras_vit.training import settings
     from keras_vit_cli import options
 
-    extra = settings.SETTINGS + (settings.Setting("remat", bool, False, "rematerialise the blocks"),)
+    extra = settings.SETTINGS + (settings.Setting("freeze_stem", bool, False, "freeze the patch embedding"),)
     parser = argparse.ArgumentParser()
     options.add_settings(parser, extra)
-    assert vars(parser.parse_args(["--remat", "--steps", "3"])) == {"remat": True, "steps": 3}
+    assert vars(parser.parse_args(["--freeze-stem", "--steps", "3"])) == {"freeze_stem": True, "steps": 3}
     assert vars(parser.parse_args([])) == {}  # left out: the library's default applies
-    assert "| `--remat` | `remat` | bool | off | rematerialise the blocks |" in settings.markdown_table(extra)
-    assert settings.args_entries(extra)["remat"] == "remat: bool, rematerialise the blocks. Default: off."
+    assert "| `--freeze-stem` | `freeze_stem` | bool | off | freeze the patch embedding |" in settings.markdown_table(
+        extra
+    )
+    assert settings.args_entries(extra)["freeze_stem"] == "freeze_stem: bool, freeze the patch embedding. Default: off."
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")

@@ -65,16 +65,23 @@ def digits_sources(seed=0):
     )
 
 
-def build_model(model_name, weights, image_size, num_classes):
-    """The small default model or a named constructor, with logits output."""
+def build_model(model_name, weights, image_size, num_classes, remat=False, patch_dropout=0.0):
+    """The small default model or a named constructor, with logits output (`remat` and `patch_dropout`:
+    the constructors' `remat` and `patch_dropout_rate`)."""
     import keras_vit
 
     shape = (image_size, image_size, 3)
+    training_options = dict(remat=remat, patch_dropout_rate=patch_dropout)
     if model_name == SMALL_MODEL:
         if weights is not None:
             raise ValueError(f"--model {SMALL_MODEL} has no pretrained weights. Received: weights={weights!r}")
         return keras_vit.VisionTransformer(
-            **SMALL_CONFIG, input_shape=shape, classes=num_classes, classifier_activation=None, name="vit_small_digits"
+            **SMALL_CONFIG,
+            input_shape=shape,
+            classes=num_classes,
+            classifier_activation=None,
+            name="vit_small_digits",
+            **training_options,
         )
     try:
         constructor = keras_vit.applications.constructor_for(model_name)
@@ -82,7 +89,9 @@ def build_model(model_name, weights, image_size, num_classes):
         raise ValueError(f"{error} Or {SMALL_MODEL!r}, the default digits model.") from None
     # The paper fine-tunes without pre_logits and with a zero-initialised head,
     # which is what the constructors build for a new number of classes.
-    return constructor(weights=weights, input_shape=shape, classes=num_classes, classifier_activation=None)
+    return constructor(
+        weights=weights, input_shape=shape, classes=num_classes, classifier_activation=None, **training_options
+    )
 
 
 def read_history(path):
@@ -364,7 +373,9 @@ def compile_model(config, setup, num_classes, class_names):
     from keras_vit.models import metadata
 
     with setup.scope():
-        model = build_model(config.model, config.weights, config.image_size, num_classes)
+        model = build_model(
+            config.model, config.weights, config.image_size, num_classes, config.remat, config.patch_dropout
+        )
         if class_names:
             model = metadata.with_class_names(model, class_names)
         model.compile(
@@ -475,6 +486,8 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
         "layer_decay": config.layer_decay,
         "mixup": config.mixup,
         "cutmix": config.cutmix,
+        "remat": config.remat,
+        "patch_dropout": config.patch_dropout,
         "precision": setup.precision,
         "replicas": setup.num_replicas,
         "processes": processes.count,

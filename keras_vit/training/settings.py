@@ -133,6 +133,10 @@ SETTINGS = (
     Setting("randaugment", bool, False, "RandAugment on the training crops", lambda name, value: bool(value)),
     Setting("mixup", float, 0.0, "MixUp alpha, 0 for none", _ALPHA),
     Setting("cutmix", float, 0.0, "CutMix alpha, 0 for none", _ALPHA),
+    Setting("remat", bool, False, "recompute each transformer block in the backward pass: less training memory "
+            "for one more forward pass of the blocks", _validation("boolean")),
+    Setting("patch_dropout", float, 0.0, "PatchDropout: the fraction of patch tokens each training image drops, "
+            "in [0, 1), e.g. 0.5 (0: off); evaluation and predictions use every token", _validation("rate")),
     Setting("strategy", str, "auto", "tf.distribute strategy: auto, default, mirrored or tpu", _distribution),
     Setting("precision", str, "auto", "auto (mixed_bfloat16 where supported, else float32), float32, "
             "mixed_bfloat16 or mixed_float16", _distribution),
