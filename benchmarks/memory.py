@@ -52,6 +52,10 @@ def plan(variant_name, variant, batch_size, backends=runner.BACKENDS, timm=True,
     return specs
 
 
+def _cell(value, digits):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def _step_s(record):
     if record.get("status") != "ok":
         return None
@@ -100,12 +104,12 @@ def format_table(records):
             lines.append(f"| {record['label']} | {record['status']} | - | - | - | - | - |")
             continue
         lines.append(
-            f"| {record['label']} | {runner._number(record['result']['train']['images_per_s'], 2)} | "
-            f"{runner._number(_step_s(record), 1)} | {runner._number(_rss(record), 0)} | "
-            f"{runner._number(_steady_rss(record), 0)} | "
-            f"{runner._number(record['memory_vs_timm_checkpointed'], 2)} / "
-            f"{runner._number(record['steady_memory_vs_timm_checkpointed'], 2)} | "
-            f"{runner._number(record['step_time_vs_no_remat'], 2)} |"
+            f"| {record['label']} | {_cell(record['result']['train']['images_per_s'], 2)} | "
+            f"{_cell(_step_s(record), 1)} | {_cell(_rss(record), 0)} | "
+            f"{_cell(_steady_rss(record), 0)} | "
+            f"{_cell(record['memory_vs_timm_checkpointed'], 2)} / "
+            f"{_cell(record['steady_memory_vs_timm_checkpointed'], 2)} | "
+            f"{_cell(record['step_time_vs_no_remat'], 2)} |"
         )
     for record in records:
         if record.get("status") not in (None, "ok"):
