@@ -131,7 +131,8 @@ def _bad_hf_config(tmp, weights, image_size):
 
 
 def _convert(tmp, weights, **arguments):
-    source = export.write_weights(weights, tmp / "src.safetensors", "timm", {"grid_size": (4, 4)})
+    architecture = keras_vit.models.Architecture.from_model(tiny_model())
+    source = export.write_weights(weights, tmp / "src.safetensors", "timm", architecture)
     return export.convert_checkpoint(source, tmp / "out.npz", **arguments)
 
 
