@@ -19,7 +19,6 @@ Example:
 """
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -195,19 +194,8 @@ def main(argv=None):
         "model_batch_size": args.model_batch_size,
         "backend": keras.backend.backend(),
         "threads": args.threads,
-        "machine": runner.machine_description(),
-        "load_average_before_after": [round(load_before[0], 1), round(os.getloadavg()[0], 1)],
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
-    print(format_table(result))
-    machine = result["machine"]
-    print(
-        f"\n{machine['cpu']}, {machine['cores']} cores; 1-minute load average {result['load_average_before_after']} "
-        f"(before, after); {result['date']}"
-    )
-    if args.output:
-        with open(args.output, "w") as file:
-            json.dump(result, file, indent=2)
+    runner.finish_report(result, format_table, load_before, args.output)
     return 0
 
 

@@ -175,20 +175,8 @@ def main(argv=None):
         "blas_threads": args.threads,
         "extraction": extraction,
         "backend": keras.backend.backend(),
-        "machine": runner.machine_description(),
-        "load_average_before_after": [round(load_before[0], 1), round(os.getloadavg()[0], 1)],
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
-    print(format_table(result))
-    machine = result["machine"]
-    print(
-        f"\n{machine['cpu']}, {machine['cores']} cores; 1-minute load average {result['load_average_before_after']} "
-        f"(before, after); {result['date']}"
-    )
-    if args.output:
-        from keras_vit.utils import files
-
-        files.write_json(args.output, result)
+    runner.finish_report(result, format_table, load_before, args.output)
     return 0
 
 

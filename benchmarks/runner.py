@@ -457,3 +457,22 @@ def run(specs, timeout=1800, output=None, log=None, rounds=1):
     if output:
         files.write_json(output, report, indent=1, sort_keys=False)  # never a half-written report
     return report
+
+
+def finish_report(result, format_table, load_before, output=None):
+    """Adds the machine, the load average (before, after) and the date to `result`, prints the table and
+    that line, and writes `result` as JSON to `output` when given (through the atomic writer)."""
+    result["machine"] = machine_description()
+    result["load_average_before_after"] = [round(load_before[0], 1), round(os.getloadavg()[0], 1)]
+    result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(format_table(result))
+    machine = result["machine"]
+    print(
+        f"\n{machine['cpu']}, {machine['cores']} cores; 1-minute load average {result['load_average_before_after']} "
+        f"(before, after); {result['date']}"
+    )
+    if output:
+        from keras_vit.utils import files
+
+        files.write_json(output, result)
+    return result
