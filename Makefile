@@ -2,10 +2,11 @@
 # Both first run scripts/bootstrap.sh, which creates .venv and installs requirements/ci.txt on first use.
 #   make run RUN_ARGS="--steps 200"             extra arguments for the main job (keras-vit finetune)
 #   make test PYTEST_ARGS="-k preprocessing"    extra arguments for pytest (BACKENDS="jax" picks backends)
+#   make run KERAS_VIT_VERBOSE=1                 show the framework logs (TensorFlow, absl, XLA) keras-vit hides
 
 RUN_ARGS ?=
 PYTEST_ARGS ?=
-export TF_CPP_MIN_LOG_LEVEL ?= 2
+export KERAS_VIT_VERBOSE ?=
 
 .PHONY: run test bootstrap clean
 

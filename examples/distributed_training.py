@@ -30,10 +30,7 @@ for the paper's numbers. CI runs this script on a tiny folder on CPU.
 
 import argparse
 
-import keras
-
-import keras_vit
-from keras_vit import data, distribute, training
+from keras_vit_cli import quiet
 
 
 def main(argv=None):
@@ -44,8 +41,15 @@ def main(argv=None):
     parser.add_argument("--per-replica-batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--model-shards", type=int, default=1, help="JAX: devices each kernel is split over")
-    parser.add_argument("--precision", default="auto", choices=distribute.PRECISIONS)
+    parser.add_argument("--precision", default="auto", help="auto, float32, mixed_bfloat16 or mixed_float16")
     args = parser.parse_args(argv)
+    # Imported once the arguments are parsed, so that --help answers at once.
+    import keras
+
+    import keras_vit
+    from keras_vit import data, distribute, training
+
+    keras.utils.set_random_seed(0)
 
     setup = distribute.configure("auto", args.precision)
     if keras.backend.backend() == "jax" and args.model_shards > 1:
@@ -94,5 +98,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    keras.utils.set_random_seed(0)
+    quiet.install()  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     main()

@@ -23,10 +23,7 @@ image folder for a few steps on CPU.
 import argparse
 import math
 
-import keras
-
-import keras_vit
-from keras_vit import data, distribute, training
+from keras_vit_cli import quiet
 
 
 def main(argv=None):
@@ -46,6 +43,13 @@ def main(argv=None):
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--out", default="outputs/official_recipe")
     args = parser.parse_args(argv)
+    # Imported once the arguments are parsed, so that --help answers at once.
+    import keras
+
+    import keras_vit
+    from keras_vit import data, distribute, training
+
+    keras.utils.set_random_seed(0)
 
     # TPUStrategy / MirroredStrategy / default, bfloat16 where supported, XLA.
     setup = distribute.configure("auto", "auto")
@@ -98,5 +102,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    keras.utils.set_random_seed(0)
+    quiet.install()  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     main()

@@ -25,6 +25,10 @@ command module imports nothing heavy at module level (no `keras`, no
 `keras_vit.applications.constructor_for` (`ViTB16` or `B/16`), and arguments are
 checked with `keras_vit.validation` inside `run`.
 
+Framework logs are off (`keras_vit_cli.quiet`): TensorFlow, absl, XLA and
+export-tool lines and third-party deprecation warnings do not show;
+`KERAS_VIT_VERBOSE=1` brings them back.
+
 Errors the user can fix end as one line on stderr, never a traceback:
 usage errors (argparse, and `ValueError` from the library: bad values,
 unknown tags, bad checkpoints) exit 2; I/O errors (`OSError`: missing files,
@@ -42,6 +46,7 @@ import importlib
 import inspect
 import sys
 
+from keras_vit_cli import quiet
 from keras_vit_cli.commands import COMMANDS
 
 __all__ = ["COMMANDS", "build_parser", "command_module", "main"]
@@ -85,6 +90,7 @@ def build_parser():
 
 def main(argv=None):
     """Runs `keras-vit` with `argv` (default: `sys.argv[1:]`) and returns the exit code."""
+    quiet.install()  # before any command imports Keras
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

@@ -7,6 +7,7 @@ every backend: each backend has its own optimizer base class.
 
 import json
 import os
+import random
 
 import keras
 import numpy as np
@@ -126,3 +127,22 @@ def test_the_installed_keras_is_in_the_tested_range():
         f"keras {keras.__version__} is outside the tested range {keras_compat.TESTED_KERAS}: run "
         "tests/test_keras_compat.py on it, then widen the range in pyproject.toml and keras_compat."
     )
+
+
+def test_global_seed_set_without_tensorflow():
+    # `keras_compat.set_random_seed` writes Keras's global seed itself (no TensorFlow import on jax / torch):
+    # the same initial weights as after Keras's own set_random_seed, on every backend.
+    def initial_weights(seed_function):
+        seed_function(3)
+        return keras.ops.convert_to_numpy(keras.layers.Dense(4, name="probe")(np.ones((1, 2))))
+
+    np.testing.assert_array_equal(
+        initial_weights(keras_compat.set_random_seed), initial_weights(keras.utils.set_random_seed)
+    )
+    keras_compat.set_random_seed(5)
+    drawn = (random.random(), np.random.rand())
+    random.seed(5)
+    np.random.seed(5)
+    assert drawn == (random.random(), np.random.rand())
+    with pytest.raises(ValueError, match="seed=1.5"):
+        keras_compat.set_random_seed(1.5)

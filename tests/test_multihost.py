@@ -220,10 +220,12 @@ def test_finetune_in_two_processes_writes_once_and_resumes_on_every_process(tmp_
         timeout=HANG_GUARD_SECONDS,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    starts = dict(re.findall(r"process (\d) of 2: started at step (\d+)", result.stdout))
-    assert set(starts) == {"0", "1"} and starts["0"] == starts["1"], result.stdout
+    # The results are printed once (by process 0), not once per process.
+    starts = re.findall(r"2 processes: started at step (\d+)", result.stdout)
+    assert len(starts) == 1 and result.stdout.count("held-out accuracy") == 1, result.stdout
+    assert result.stdout.count("wrote ") == 1, result.stdout
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["start_step"] == int(starts["0"]) > 0
+    assert metrics["start_step"] == int(starts[0]) > 0
     assert metrics["steps"] == 12 and metrics["processes"] == 2 and metrics["replicas"] == 2
     # One set of results, no temporary or backup files left.
     assert sorted(os.listdir(out)) == [

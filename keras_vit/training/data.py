@@ -709,7 +709,7 @@ def eval_pipeline(
     if cache:
         dataset = dataset.cache()
     if not static_shapes:
-        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        return _with_known_length(dataset.batch(batch_size)).prefetch(tf.data.AUTOTUNE)
 
     dataset = dataset.map(lambda image, label: (image, label, tf.constant(1.0)))
     # Padding to a whole number of batches keeps one static shape without
@@ -720,4 +720,21 @@ def eval_pipeline(
     # N real + (batch_size - 1) padded examples make exactly ceil(N / batch_size)
     # full batches, none of them padding only.
     dataset = dataset.concatenate(padding).batch(batch_size, drop_remainder=True)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return _with_known_length(dataset).prefetch(tf.data.AUTOTUNE)
+
+
+def _with_known_length(batches):
+    """`batches` with its number of batches known to tf.data, counted once if need be.
+
+    An image folder's length is unknown to tf.data (unreadable files are
+    skipped as they are met), and Keras reads the end of a dataset of unknown
+    length as input running out: it warns "Your input ran out of data;
+    interrupting training" at the end of the first evaluation in `fit`. One
+    counting pass (it decodes the held-out images once; with `cache=True` it
+    fills the cache) gives the length, and the run ends without that warning.
+    """
+    tf = _tf()
+    if int(batches.cardinality()) != tf.data.UNKNOWN_CARDINALITY:
+        return batches
+    count = int(batches.reduce(np.int64(0), lambda count, _: count + 1))
+    return batches.apply(tf.data.experimental.assert_cardinality(count))

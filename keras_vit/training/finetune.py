@@ -451,9 +451,9 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     from keras_vit.training import multihost
 
     processes = multihost.process_info()
-    if processes.count > 1:
+    if processes.count > 1 and processes.is_primary:
         start = callbacks.stop.start_iteration
-        print(f"process {processes.index} of {processes.count}: started at step {start}", flush=True)
+        print(f"{processes.count} processes: started at step {start}", flush=True)
     evaluation = model.evaluate(datasets.eval, verbose=0, return_dict=True)
     # Top-5, per class, calibration: one more pass; each process holds only its slice of a multi-process eval.
     report = heldout.dataset_report(model, datasets.eval, datasets.class_names) if processes.count == 1 else None

@@ -356,7 +356,11 @@ def split_batches(dataset):
     batch = tf.nest.flatten(dataset.element_spec)[0].shape[0]
     if batch is None:
         raise ValueError("`split_batches` needs batches of a static size: batch with drop_remainder=True.")
-    return dataset.rebatch(per_process_batch_size(batch)).shard(info.count, info.index)
+    slices = dataset.rebatch(per_process_batch_size(batch)).shard(info.count, info.index)
+    # Each global batch gives every process one slice: as many batches as the input. tf.data loses that count
+    # in `rebatch`, and Keras reads the end of a dataset of unknown length as data running out (a warning).
+    batches = int(dataset.cardinality())
+    return slices.apply(tf.data.experimental.assert_cardinality(batches)) if batches >= 0 else slices
 
 
 def free_port():

@@ -15,6 +15,10 @@ uses private names of Keras 3.15 and nothing else does:
 - `Layer._flatten_layers(include_self=False, recursive=True)`: every layer
   inside a layer (only models have a public `.layers`, one level deep);
   the quantized sublayers of a composite layer go into its config.
+- the global seed of `keras.utils.set_random_seed` (`GLOBAL_RANDOM_SEED`
+  and the global `SeedGenerator` in `keras.src.backend.common.global_state`):
+  `set_random_seed` sets them without importing TensorFlow, which Keras's
+  own function does whenever TensorFlow is installed.
 
 tests/test_keras_compat.py has one test per internal; each fails with a
 message naming the Keras change. The tested Keras range is pinned in
@@ -82,3 +86,41 @@ class AtomicBackupWrites:
 def sublayers(layer):
     """Every layer inside `layer`, at any depth (not `layer` itself)."""
     return list(layer._flatten_layers(include_self=False, recursive=True))
+
+
+def set_random_seed(seed):
+    """`keras.utils.set_random_seed`, without importing TensorFlow on the JAX and PyTorch backends.
+
+    Seeds Python's `random`, NumPy, the Keras global seed (initializers and
+    `keras.random` without a seed), PyTorch on the torch backend, and
+    TensorFlow where it is the backend or already imported (tf.data), exactly
+    as Keras does; Keras's own function imports TensorFlow whenever it is
+    installed (seconds of start-up, and its native log lines).
+
+    Args:
+        seed: int.
+    """
+    import random
+    import sys
+
+    import keras
+    import numpy as np
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow" or "tensorflow" in sys.modules:
+        keras.utils.set_random_seed(seed)
+        return
+    if not isinstance(seed, int):
+        raise ValueError(f"`seed` must be an integer. Received: seed={seed!r}")
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
+    if backend == "torch":
+        import torch
+
+        torch.manual_seed(seed)

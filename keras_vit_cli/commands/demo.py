@@ -25,13 +25,13 @@ def run(args):
 
     from keras_vit.models.applications import constructor_for
     from keras_vit.models.preprocessing import preprocess_input
-    from keras_vit.utils import validation
+    from keras_vit.utils import keras_compat, validation
 
     constructor = constructor_for(args.model)
     for option in ("batch_size", "image_size", "classes"):
         validation.positive_int(option, getattr(args, option))
 
-    keras.utils.set_random_seed(args.seed)
+    keras_compat.set_random_seed(args.seed)  # no TensorFlow import on jax / torch
     model = constructor(weights=None, input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
     pixels = np.random.default_rng(args.seed).integers(
         0, 256, size=(args.batch_size, args.image_size, args.image_size, 3)

@@ -18,10 +18,13 @@ def add_arguments(parser):
 def run(args):
     import os
 
+    from keras_vit.training import multihost
     from keras_vit.training.finetune import finetune
 
     options = {key: value for key, value in vars(args).items() if key not in ("command", "run")}
     metrics = finetune(**options)
+    if not multihost.is_primary():
+        return 0  # a multi-process run prints its results once, from process 0
     speed = metrics["images_per_second"]
     print(
         f"held-out accuracy {metrics['heldout_accuracy']:.4f} on {metrics['heldout_examples']} images; "

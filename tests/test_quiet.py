@@ -1,0 +1,152 @@
+"""Quiet by default: every `keras-vit` command, at the default verbosity, prints no framework log or
+third-party warning on stderr; `KERAS_VIT_VERBOSE=1` brings them back; no command imports TensorFlow on
+jax / torch unless it needs tf.data; a multi-process run prints its results once.
+
+The commands run in one fresh process per backend (`keras_vit_cli.main`, the `keras-vit` entry point, called
+in turn), with stderr captured at the file-descriptor level: native TensorFlow/absl/CUDA lines would show.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers import BACKEND, REPO_ROOT
+
+# What a framework log or third-party warning looks like on stderr.
+NOISE = re.compile(
+    r"absl::InitializeLog|^[IWEF]\d{4} |cuda|cuInit|cudart|cpu_feature_guard|oneDNN|XLA|"
+    r"WARNING:(tensorflow|absl|root|tf2onnx)|tf2onnx|Warning:|ran out of data",
+    re.IGNORECASE | re.MULTILINE,
+)
+# The commands that run before any .keras file is read or written (Keras's own serializer imports TensorFlow
+# whenever it is installed): on jax / torch none of them may import TensorFlow.
+BEFORE_SAVE = 5
+EXPORT_FORMATS = {"tensorflow": ("onnx", "litert", "saved_model"), "jax": ("saved_model",), "torch": ("openvino",)}
+# keras-vit's own messages meant for the user, the only stderr lines expected.
+USER_LINES = ("keras-vit download: ", "keras-vit inspect: no --weights")
+
+DRIVER = """
+import json, sys
+from keras_vit_cli import main
+
+def run(argv):
+    try:
+        code = main(argv)
+    except SystemExit as exit:
+        code = exit.code
+    return [argv[0], code, "tensorflow" in sys.modules]
+
+commands, tiny, before_save = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+results = [run(argv) for argv in commands[:before_save]]
+import keras_vit  # imported by main() already: the quiet setup came first
+keras_vit.VisionTransformer(
+    patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3), classes=3
+).save(tiny)
+results += [run(argv) for argv in commands[before_save:]]
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def _folder(root):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        os.makedirs(root / name)
+        for index in range(5):
+            Image.fromarray(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(root / name / f"{index}.png")
+    return str(root)
+
+
+def _commands(tmp_path, tiny):
+    image = os.path.join(REPO_ROOT, "keras_vit", "resources", "sample_image.jpg")
+    folder = _folder(tmp_path / "images")
+    train = ["--data", folder, "--image-size", "8", "--batch-size", "4", "--steps", "2", "--epochs", "2"]
+    commands = [
+        ["--help"],
+        ["variants"],
+        ["demo", "--model", "Ti/16", "--image-size", "32", "--batch-size", "1"],
+        ["inspect", image, "--model", "Ti/16", "--image-size", "32", "--out", str(tmp_path / "inspect")],
+        ["download", "ViTTi16", "--weights", "imagenet"],  # offline: the one-line error path
+        ["predict", image, "--model", tiny],
+        ["convert", tiny, str(tmp_path / "tiny.safetensors"), "--to", "timm"],
+    ]
+    for format in EXPORT_FORMATS[BACKEND]:
+        int8 = ["--int8"] if format == "onnx" else []  # ONNX Runtime's quantizer logs advice to the root logger
+        commands.append(["export", tiny, str(tmp_path / f"artefact_{format}"), "--format", format, *int8])
+    commands.append(["finetune", *train, "--verbose", "0", "--out", str(tmp_path / "run")])
+    if BACKEND == "jax":
+        commands.append(["launch", "--processes", "2", "finetune", *train, "--out", str(tmp_path / "launched")])
+    return commands
+
+
+def _quiet_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_VIT_VERBOSE")}
+    return dict(env, **{"PYTHONPATH": REPO_ROOT, "KERAS_BACKEND": BACKEND, **extra})
+
+
+# Cost: one process per backend, 5.5 min on tensorflow on a busy 2-core machine (Keras import, a Ti/16
+# forward pass at 32 px, the ONNX int8 / LiteRT / SavedModel exports of a 16-wide one-block ViT, two steps of
+# training on ten 12-px images); less on jax / torch (one export), plus two processes for `launch` on jax.
+def test_every_command_is_quiet_at_the_default_verbosity(tmp_path):
+    tiny = str(tmp_path / "tiny.keras")
+    commands = _commands(tmp_path, tiny)
+    result = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(commands), tiny, str(BEFORE_SAVE)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_quiet_env(KERAS_VIT_OFFLINE="1", KERAS_VIT_CACHE=str(tmp_path / "cache"), HF_HUB_CACHE=str(tmp_path)),
+        timeout=900,
+    )
+    assert "RESULTS " in result.stdout, result.stderr[-3000:]
+    results = json.loads(result.stdout.split("RESULTS ", 1)[1])
+    codes = [code for _, code, _ in results]
+    assert codes == [0, 0, 0, 0, 1] + [0] * (len(commands) - 5), (results, result.stderr)  # 1: the download
+    noise = NOISE.findall(result.stderr)
+    assert not noise, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert [line for line in lines if not line.startswith(USER_LINES)] == [], lines
+    assert len(lines) == 2, lines
+    if BACKEND != "tensorflow":  # no TensorFlow without tf.data (or Keras's .keras serializer)
+        assert [name for name, _, tensorflow in results[:BEFORE_SAVE] if tensorflow] == [], results
+    if BACKEND == "jax":  # the launched run printed its results once, from process 0
+        launched = result.stdout.split("held-out accuracy")
+        assert len(launched) == 3, result.stdout  # one line from `finetune`, one from `launch`
+
+
+# Cost: three bare Python processes (a stub `tensorflow` package, no real framework), ~1 s.
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="no framework involved: one run is enough")
+@pytest.mark.parametrize("verbose", ["", "1"])
+def test_keras_vit_verbose_brings_the_framework_logs_back(tmp_path, verbose):
+    # A stand-in for TensorFlow's import: native output on fd 2, a Python-logging warning, a FutureWarning.
+    os.makedirs(tmp_path / "tensorflow")
+    (tmp_path / "tensorflow" / "__init__.py").write_text(
+        "import os, logging, warnings\n"
+        "os.write(2, b'I0000 00:00 native noise\\n')\n"
+        "logging.getLogger('tensorflow').warning('python noise')\n"
+        "warnings.warn('future noise', FutureWarning)\n"
+    )
+    code = (
+        "import logging, os, warnings\n"
+        "from keras_vit_cli import quiet\n"
+        "quiet.install()\n"
+        "logging.basicConfig()\n"
+        "import tensorflow\n"
+        "warnings.warn('a warning of the program itself')\n"
+        "print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))\n"
+    )
+    env = _quiet_env(KERAS_VIT_VERBOSE=verbose, PYTHONPATH=os.pathsep.join([str(tmp_path), REPO_ROOT]))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "a warning of the program itself" in result.stderr  # warnings meant for the user always show
+    shown = [noise for noise in ("native noise", "python noise", "future noise") if noise in result.stderr]
+    if verbose:
+        assert shown == ["native noise", "python noise", "future noise"] and result.stdout.strip() == "None"
+    else:
+        assert shown == [] and result.stdout.strip() == "3"
