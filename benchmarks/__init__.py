@@ -32,7 +32,17 @@ from benchmarks.runner import (
     run,
     summarize,
 )
-from keras_vit.models.flops import forward_flops, training_flops
+
+
+def __getattr__(name):
+    # The FLOP counts come from keras_vit, which imports Keras: only when asked for, so that
+    # `python -m benchmarks --help` answers at once.
+    if name in ("forward_flops", "training_flops"):
+        from keras_vit.models import flops
+
+        return getattr(flops, name)
+    raise AttributeError(f"module 'benchmarks' has no attribute {name!r}")
+
 
 __all__ = [
     "BACKENDS",

@@ -9,7 +9,6 @@ import argparse
 import sys
 
 from benchmarks import runner
-from keras_vit.utils import files, validation
 
 
 def _names(text):
@@ -54,7 +53,9 @@ def add_arguments(parser):
 
 
 def run(args):
+    # Imported here: `--help` answers at once (keras_vit imports Keras and its backend).
     import keras_vit
+    from keras_vit.utils import files, validation
 
     if args.variant not in keras_vit.VARIANTS:
         raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")

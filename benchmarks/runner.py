@@ -15,8 +15,6 @@ import time
 
 from benchmarks import worker
 from benchmarks.worker import RESULT_PREFIX
-from keras_vit.models import flops
-from keras_vit.utils import files, validation
 
 BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -220,6 +218,8 @@ def _peers_of(record, records):
 
 def summarize(records):
     """Adds `percent_of_ceiling` to each record and `ratios` to keras_vit's; returns the summary dict."""
+    from keras_vit.models import flops  # here, not at the top: `python -m benchmarks --help` imports no Keras
+
     limits = ceilings(records)
     large = None
     for record in records:
@@ -435,6 +435,8 @@ def run(specs, timeout=1800, output=None, log=None, rounds=1):
     minutes, and interleaving spreads that drift over every configuration
     instead of favouring whichever ran in a quiet moment.
     """
+    from keras_vit.utils import files, validation
+
     rounds = validation.positive_int("rounds", rounds)
     timeout = validation.finite_float("timeout", timeout, minimum=0, include_minimum=False)
     if output:

@@ -3,6 +3,7 @@
 
 import os
 import runpy
+import subprocess
 import sys
 
 import numpy as np
@@ -75,6 +76,35 @@ def test_distributed_training_script(folder, monkeypatch):
         monkeypatch,
     )
     assert len(history["loss"]) == 1 and np.isfinite(history["loss"][0])
+
+
+HELP_CODE = """
+import contextlib, io, runpy, sys
+sys.argv = [sys.argv[1], "--help"]
+with contextlib.redirect_stdout(io.StringIO()) as shown:
+    try:
+        if sys.argv[0].endswith(".py"):
+            runpy.run_path(sys.argv[0], run_name="__main__")
+        else:
+            runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+    except SystemExit:
+        pass
+heavy = ("keras", "keras_vit", "tensorflow", "jax", "torch")
+print("usage:" in shown.getvalue(), sorted(name for name in heavy if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("program", ["finetune_official_recipe.py", "distributed_training.py", "benchmarks"])
+def test_help_answers_without_importing_a_framework(program):
+    # What makes `--help` instant (20-28 s when it imported Keras first): the scripts and the benchmark import
+    # Keras, keras_vit and the frameworks after parsing their arguments. Cost: one bare Python process, < 1 s.
+    path = program if program == "benchmarks" else os.path.join(EXAMPLES, program)
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", HELP_CODE, path], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True []", result.stdout
 
 
 def test_every_example_states_command_runtime_and_result():

@@ -178,6 +178,26 @@ def test_variant_parameter_counts(variant):
     keras.backend.clear_session()
 
 
+def test_analytic_parameter_count_is_the_built_models():
+    # `keras-vit variants` counts without building: the count equals count_params() of every constructor's
+    # model (the pinned counts above, which test_variant_parameter_counts builds), backbone and head.
+    from keras_vit.models import flops
+
+    for variant, (backbone, with_head) in PINNED_PARAMS.items():
+        assert flops.parameter_count(keras_vit.VARIANTS[variant], classes=0) == backbone, variant
+        assert flops.parameter_count(keras_vit.VARIANTS[variant]) == with_head, variant
+    assert flops.parameter_count(keras_vit.VARIANTS["B/16"], 384) == 86_859_496
+    assert flops.parameter_count(keras_vit.VARIANTS["R50+B/16"], 384) == 98_950_952
+    # Tiny builds at sizes that are no multiple of the token, non-square, and other heads: plain, root-only
+    # hybrid, and a hybrid with a projection shortcut and a strided stage.
+    tiny_hybrid = dict(TINY, patch_size=1, resnet_stages=(1, 2), resnet_width=32)
+    cases = [(TINY, (35, 20), 7), (dict(TINY, patch_size=(4, 8)), (16, 40), 3), (tiny_hybrid, (50, 37), 5)]
+    cases.append((dict(TINY, patch_size=2, resnet_stages=(), resnet_width=32), (33, 33), 2))
+    for architecture, size, classes in cases:
+        model = keras_vit.models.build_model(**architecture, input_shape=(*size, 3), classes=classes)
+        assert flops.parameter_count(architecture, size, classes) == model.count_params(), architecture
+
+
 @pytest.mark.slow
 @ONE_BACKEND
 def test_r50_b16_at_384_matches_timm():

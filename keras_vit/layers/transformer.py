@@ -21,6 +21,7 @@ from keras import ops
 
 from keras_vit.layers import resampling
 from keras_vit.utils import keras_compat, serialization, validation
+from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit variants` table
 
 # The official implementation (flax) and every published checkpoint use 1e-6;
 # the Keras default of 1e-3 changes the outputs of converted weights.
@@ -52,27 +53,6 @@ def patch_projection(hidden_dim, patch_size, dtype):
         dtype=dtype,
         name="projection",
     )
-
-
-def patch_grid(image_size, patch_size):
-    """The patch grid `(rows, cols)` of an image, padding included.
-
-    Sides that are not a multiple of the patch are padded up to the next
-    multiple (timm's `dynamic_img_pad`), so the grid is the ceiling of
-    size / patch. Unknown sides (None) give None.
-
-    Args:
-        image_size: `(height, width)`; either may be None.
-        patch_size: int or `(height, width)`.
-
-    Returns:
-        `(rows, cols)`, each an int or None.
-
-    >>> patch_grid((224, 224), 16), patch_grid((123, 100), 16), patch_grid((None, 32), (8, 4))
-    ((14, 14), (8, 7), (None, 8))
-    """
-    patch = validation.pair("patch_size", patch_size)
-    return tuple(None if size is None else -(-size // p) for size, p in zip(image_size, patch))
 
 
 def pad_to_patches(images, patch_size):

@@ -1,4 +1,4 @@
-"""Analytic floating-point operation counts of a Vision Transformer, plain or hybrid.
+"""Analytic counts of a Vision Transformer, plain or hybrid: floating-point operations and parameters.
 
 One multiply-add counts as two operations, the convention of the published
 figures (ViT-B/16 at 224 px: 17.6 GMACs, 35.1 GFLOPs) and of
@@ -24,7 +24,7 @@ The token grid is the model's: `ceil(side / token)` per side (images, or a
 hybrid's feature map, are padded up to whole patches).
 """
 
-from keras_vit.layers import transformer as vit_layers
+from keras_vit.utils.patches import patch_grid
 
 # The hybrid ResNet's layout (keras_vit.resnet): a 7x7 stride-2 root convolution to `width` channels and a
 # stride-2 max pooling, then bottleneck stages; stage i has width * 2**i bottleneck channels, outputs 4x that,
@@ -35,6 +35,43 @@ DEFAULT_RESNET_WIDTH = 64
 
 def _ceil_div(size, divisor):
     return -(-size // divisor)
+
+
+def resnet_convolutions(stage_depths, image_size, width=DEFAULT_RESNET_WIDTH, channels=3):
+    """Every convolution of a hybrid's ResNet, in order: the one walk the MAC and parameter counts share.
+
+    Args:
+        stage_depths: the units per stage (`()` for the root only).
+        image_size: `(height, width)` in pixels.
+        width: the root's channels. Defaults to `64`.
+        channels: the image channels. Defaults to `3`.
+
+    Returns:
+        `(convolutions, (rows, cols, channels))`: a list of
+        `(kernel_side, in_channels, out_channels, out_rows, out_cols)`, one per
+        convolution (each followed by a GroupNorm), and the feature map's shape.
+
+    Example:
+
+    >>> resnet_convolutions((), (224, 224))
+    ([(7, 3, 64, 112, 112)], (56, 56, 64))
+    """
+    rows, cols = (_ceil_div(size, 2) for size in image_size)  # the stride-2 root convolution
+    convolutions = [(ROOT_KERNEL, channels, width, rows, cols)]
+    rows, cols = _ceil_div(rows, 2), _ceil_div(cols, 2)  # the stride-2 max pooling
+    in_channels = width
+    for stage, depth in enumerate(stage_depths):
+        filters = width * 2**stage
+        for unit in range(depth):
+            stride = 2 if stage > 0 and unit == 0 else 1
+            out_rows, out_cols = _ceil_div(rows, stride), _ceil_div(cols, stride)
+            if in_channels != 4 * filters or stride != 1:
+                convolutions.append((1, in_channels, 4 * filters, out_rows, out_cols))  # conv_proj, the shortcut
+            convolutions.append((1, in_channels, filters, rows, cols))  # conv1
+            convolutions.append((3, filters, filters, out_rows, out_cols))  # conv2 (strided)
+            convolutions.append((1, filters, 4 * filters, out_rows, out_cols))  # conv3
+            rows, cols, in_channels = out_rows, out_cols, 4 * filters
+    return convolutions, (rows, cols, in_channels)
 
 
 def resnet_macs(stage_depths, image_size, width=DEFAULT_RESNET_WIDTH, channels=3):
@@ -54,21 +91,62 @@ def resnet_macs(stage_depths, image_size, width=DEFAULT_RESNET_WIDTH, channels=3
     >>> resnet_macs((), (224, 224))
     (118013952, (56, 56, 64))
     """
-    rows, cols = (_ceil_div(size, 2) for size in image_size)  # the stride-2 root convolution
-    macs = rows * cols * ROOT_KERNEL * ROOT_KERNEL * channels * width
-    rows, cols = _ceil_div(rows, 2), _ceil_div(cols, 2)  # the stride-2 max pooling
-    in_channels = width
-    for stage, depth in enumerate(stage_depths):
-        filters = width * 2**stage
-        for unit in range(depth):
-            stride = 2 if stage > 0 and unit == 0 else 1
-            out_rows, out_cols = _ceil_div(rows, stride), _ceil_div(cols, stride)
-            macs += rows * cols * in_channels * filters  # conv1, 1x1
-            macs += out_rows * out_cols * (9 * filters * filters + filters * 4 * filters)  # conv2 (3x3), conv3
-            if in_channels != 4 * filters or stride != 1:
-                macs += out_rows * out_cols * in_channels * 4 * filters  # conv_proj, the projection shortcut
-            rows, cols, in_channels = out_rows, out_cols, 4 * filters
-    return macs, (rows, cols, in_channels)
+    convolutions, shape = resnet_convolutions(stage_depths, image_size, width, channels)
+    return _macs(convolutions), shape
+
+
+def _macs(convolutions):
+    return sum(rows * cols * side * side * fan_in * fan_out for side, fan_in, fan_out, rows, cols in convolutions)
+
+
+def _tokens_input(variant, image_size):
+    """`(height, width)`, the ResNet's convolutions (none for a plain ViT) and the `(rows, cols, channels)`
+    the patch embedding cuts into patches."""
+    height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
+    if variant.get("resnet_stages") is None:
+        return [], (height, width, 3)
+    return resnet_convolutions(
+        variant["resnet_stages"], (height, width), variant.get("resnet_width", DEFAULT_RESNET_WIDTH)
+    )
+
+
+def parameter_count(variant, image_size=224, classes=1000):
+    """Returns the parameters of a ViT or hybrid, counted from its sizes (no model is built).
+
+    Equal to `count_params()` of the model the constructors build (checked
+    for every variant in tests/test_models.py): the patch embedding (kernel
+    and bias), class token, position embedding (one row per patch plus the
+    class token's), per block two LayerNorms, the fused query/key/value and
+    output projections and the two MLP layers (all with biases), the final
+    LayerNorm and the head; for a hybrid, the ResNet's unbiased
+    weight-standardised convolutions and their GroupNorms.
+
+    Args:
+        variant: a value of `keras_vit.VARIANTS` (see `forward_flops`).
+        image_size: int or `(height, width)`: the position embedding has
+            one row per patch of it.
+        classes: int, the size of the head (0 for none).
+
+    Returns:
+        An int.
+
+    Example:
+
+    >>> import keras_vit
+    >>> parameter_count(keras_vit.VARIANTS["B/16"]), parameter_count(keras_vit.VARIANTS["B/16"], classes=0)
+    (86567656, 85798656)
+    """
+    patch = variant["patch_size"]
+    patch_h, patch_w = (patch, patch) if isinstance(patch, int) else patch
+    dim, mlp, layers = variant["hidden_dim"], variant["mlp_dim"], variant["num_layers"]
+    convolutions, (rows, cols, channels) = _tokens_input(variant, image_size)
+    resnet = sum(side * side * fan_in * fan_out + 2 * fan_out for side, fan_in, fan_out, _, _ in convolutions)
+    grid = patch_grid((rows, cols), (patch_h, patch_w))
+    embedding = patch_h * patch_w * channels * dim + dim  # the patch projection
+    tokens = dim + (grid[0] * grid[1] + 1) * dim  # class token, position embedding
+    per_block = 2 * dim + (dim * 3 * dim + 3 * dim) + (dim * dim + dim) + 2 * dim + (2 * dim * mlp + mlp + dim)
+    head = dim * classes + classes if classes else 0
+    return resnet + embedding + tokens + layers * per_block + 2 * dim + head
 
 
 def forward_flops(variant, image_size=224, classes=1000):
@@ -92,16 +170,12 @@ def forward_flops(variant, image_size=224, classes=1000):
     >>> round(forward_flops(keras_vit.VARIANTS["R50+B/16"]) / 1e9, 1)
     43.1
     """
-    height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
     patch = variant["patch_size"]
     patch_h, patch_w = (patch, patch) if isinstance(patch, int) else patch
     dim, mlp, layers = variant["hidden_dim"], variant["mlp_dim"], variant["num_layers"]
-    macs, (rows, cols, channels) = 0, (height, width, 3)
-    if variant.get("resnet_stages") is not None:
-        macs, (rows, cols, channels) = resnet_macs(
-            variant["resnet_stages"], (height, width), variant.get("resnet_width", DEFAULT_RESNET_WIDTH)
-        )
-    grid = vit_layers.patch_grid((rows, cols), (patch_h, patch_w))
+    convolutions, (rows, cols, channels) = _tokens_input(variant, image_size)
+    macs = _macs(convolutions)
+    grid = patch_grid((rows, cols), (patch_h, patch_w))
     patches = grid[0] * grid[1]
     tokens = patches + 1  # the class token
     macs += patches * (patch_h * patch_w * channels) * dim  # the patch-embedding convolution

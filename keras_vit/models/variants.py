@@ -1,6 +1,6 @@
 """The ViT variant table and the shape rules every builder shares.
 
-It imports only argument checks and the patch-grid rule of the layers: the architecture
+It imports only argument checks and the patch-grid rule, no Keras: the architecture
 (`keras_vit.models`), the public constructors (`keras_vit.applications`), the
 weights machinery (`keras_vit.pretrained`) and the CLIs all read the same
 table and the same rules, so a new variant is one new row of `VARIANTS`.
@@ -11,8 +11,8 @@ Example:
 (768, 16)
 """
 
-from keras_vit.layers.transformer import patch_grid
 from keras_vit.utils import validation
+from keras_vit.utils.patches import patch_grid
 
 # Sizes from Dosovitskiy et al. 2021, Table 1 (B, L, H) and Steiner et al.
 # 2021, "How to train your ViT?" (Ti, S): hidden size, depth, heads, MLP size.
@@ -61,6 +61,15 @@ def num_heads_for(hidden_dim):
     (12, None)
     """
     return {size["hidden_dim"]: size["num_heads"] for size in SIZES.values()}.get(hidden_dim)
+
+
+def constructor_name(variant):
+    """The name of `variant`'s public constructor (`keras_vit.CONSTRUCTORS`).
+
+    >>> constructor_name("B/16"), constructor_name("R50+B/16")
+    ('ViTB16', 'ViTR50B16')
+    """
+    return "ViT" + variant.replace("/", "").replace("+", "")
 
 
 # "token": the class token (the published classifiers); "gap" (alias "avg",

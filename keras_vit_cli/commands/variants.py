@@ -1,11 +1,13 @@
 """The table of ViT variants: sizes, parameter counts, GFLOPs.
 
 Prints a Markdown table (as in the README): the architecture, the parameter
-count of the model as built, and the analytic forward-pass GFLOPs (2 per
-multiply-add) of one image.
+count of the model the constructor builds and the forward-pass GFLOPs
+(2 per multiply-add) of one image, both counted analytically
+(`keras_vit.models.flops`): no model is built and no framework is imported,
+so the table comes at once.
 """
 
-from keras_vit_cli import options
+from keras_vit_cli import keras_free, options
 
 
 def add_arguments(parser):
@@ -14,13 +16,9 @@ def add_arguments(parser):
 
 
 def run(args):
-    import keras
-
-    import keras_vit
-    from keras_vit.models.applications import constructor_for
-    from keras_vit.models.flops import forward_flops
-    from keras_vit.utils import validation
-
+    variants, flops, validation = keras_free.load(
+        "keras_vit.models.variants", "keras_vit.models.flops", "keras_vit.utils.validation"
+    )
     validation.positive_int("image_size", args.image_size)
     validation.positive_int("classes", args.classes)
     print(
@@ -28,17 +26,12 @@ def run(args):
         f"| GFLOPs at {args.image_size} |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for name in keras_vit.CONSTRUCTORS:
-        constructor = constructor_for(name)
-        variant = keras_vit.VARIANTS[constructor.variant]
-        model = constructor(input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
-        # The analytic count: the hybrids' ResNet convolutions included.
-        gflops = f"{forward_flops(variant, args.image_size, args.classes) / 1e9:.1f}"
+    for name, variant in variants.VARIANTS.items():
+        # The hybrids' ResNet convolutions included in both counts.
+        params = flops.parameter_count(variant, args.image_size, args.classes)
+        gflops = f"{flops.forward_flops(variant, args.image_size, args.classes) / 1e9:.1f}"
         print(
-            f"| `{name}` | {constructor.variant} | {variant['patch_size']} | {variant['hidden_dim']} | "
-            f"{variant['num_layers']} | {variant['num_heads']} | {variant['mlp_dim']} | "
-            f"{model.count_params():,} | {gflops} |"
+            f"| `{variants.constructor_name(name)}` | {name} | {variant['patch_size']} | {variant['hidden_dim']} | "
+            f"{variant['num_layers']} | {variant['num_heads']} | {variant['mlp_dim']} | {params:,} | {gflops} |"
         )
-        del model
-        keras.backend.clear_session()
     return 0
