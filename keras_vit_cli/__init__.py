@@ -32,7 +32,8 @@ export-tool lines and third-party deprecation warnings do not show;
 Errors the user can fix end as one line on stderr, never a traceback:
 usage errors (argparse, and `ValueError` from the library: bad values,
 unknown tags, bad checkpoints) exit 2; I/O errors (`OSError`: missing files,
-downloads, offline) exit 1.
+downloads, offline) exit 1, and so does a missing optional dependency (the
+line names the extra to install, `keras_vit.utils.extras`).
 
 Example:
 
@@ -100,9 +101,10 @@ def main(argv=None):
     except ImportError as error:
         # A missing optional dependency says which extra to install: one line, exit 1. (Imported here, once
         # keras_vit is loaded anyway, so that building the parser stays free of Keras.)
-        from keras_vit.pretrained.errors import MissingDependencyError
+        from keras_vit.utils import extras
 
-        if not isinstance(error, MissingDependencyError):
+        missing = extras.from_import_error(error)
+        if missing is None:
             raise
-        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        print(f"keras-vit {args.command}: {missing}", file=sys.stderr)
         return 1

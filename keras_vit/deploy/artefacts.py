@@ -50,7 +50,7 @@ from keras_vit.deploy import writers
 from keras_vit.deploy.writers import CLASS_NAMES_FILE, OUTPUT_NAME
 from keras_vit.models import metadata
 from keras_vit.models.architecture import Architecture
-from keras_vit.utils import files, validation
+from keras_vit.utils import extras, files, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
 INPUT_DTYPES = ("uint8", "float32")
@@ -66,6 +66,20 @@ UNSUPPORTED = {
     ("litert", "jax"): "Keras exports LiteRT from the TensorFlow backend (and torch with litert-torch) only",
     ("litert", "torch"): "Keras exports LiteRT from torch through the separate `litert-torch` package, "
     "which keras_vit does not pin",
+}
+# What Keras's exporter imports for each format (SavedModel from JAX goes through jax2tf, TensorFlow), and
+# the runtime that runs the artefact (`load_artefact`): all of them come with the `deploy` extra.
+EXPORT_MODULES = {
+    "saved_model": ("tensorflow",),
+    "onnx": ("tensorflow", "tf2onnx", "onnx"),
+    "litert": ("tensorflow",),
+    "openvino": ("openvino",),
+}
+RUNTIME_MODULES = {
+    "saved_model": "tensorflow",
+    "onnx": "onnxruntime",
+    "litert": "ai_edge_litert",
+    "openvino": "openvino",
 }
 # Post-training int8 without calibration (see the module docstring).
 INT8_FORMATS = ("litert", "onnx")
@@ -188,6 +202,9 @@ def _check_arguments(format, input_dtype, int8):
             f"format={format!r} cannot be exported on the {keras.backend.backend()} backend: {reason}. "
             "Set KERAS_BACKEND=tensorflow (every format) or see the README's Deploy table."
         )
+    # Checked before the model is loaded or traced.
+    needed = EXPORT_MODULES[format] + (("onnxruntime",) if int8 and format == "onnx" else ())
+    extras.check(*needed, needed_for=f"a {format} export", extra="deploy")
 
 
 def _default_name(model_or_path):
@@ -294,6 +311,7 @@ def load_artefact(path, format):
         artefact's one output (`outputs`).
     """
     validation.one_of("format", format, FORMATS)
+    extras.check(RUNTIME_MODULES[format], needed_for=f"running a {format} artefact", extra="deploy")
     if format == "saved_model":
         import tensorflow as tf
 

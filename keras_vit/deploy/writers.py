@@ -28,7 +28,7 @@ import os
 import keras
 import numpy as np
 
-from keras_vit.utils import files
+from keras_vit.utils import extras, files
 
 INPUT_NAME = "images"
 OUTPUT_NAME = "outputs"
@@ -200,6 +200,7 @@ def quantize_onnx_int8(path, out):
     Returns:
         `out`.
     """
+    extras.check("onnxruntime", needed_for="ONNX int8 quantization", extra="deploy")
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     out = os.fspath(out)

@@ -1,6 +1,6 @@
 """Figures of what a Vision Transformer has learned, after the paper's section 4.5.
 
-matplotlib is an optional dependency (`pip install "keras-vit[inspect]"`),
+matplotlib is an optional dependency (`pip install "keras-vision-transformer[inspect]"`),
 imported on first use. Figures are built on the Agg canvas without pyplot, so
 nothing here opens a window or touches pyplot's global state. Every function
 writes a PNG (atomically: a complete file or none) and returns the figure;
@@ -13,18 +13,14 @@ import os
 import numpy as np
 
 from keras_vit.inspection import analysis
-from keras_vit.utils import files, validation
+from keras_vit.utils import extras, files, validation
 
 
 def _figure(width, height):
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "keras_vit.inspection's plots need matplotlib. Install it with "
-            '`pip install "keras-vit[inspect]"` (or `pip install matplotlib`).'
-        ) from error
+    extras.require("matplotlib", "keras_vit.inspection's plots")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure

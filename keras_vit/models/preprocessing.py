@@ -27,6 +27,8 @@ import os
 import keras
 import numpy as np
 
+from keras_vit.utils import extras
+
 NUM_IMAGENET_CLASSES = 1000
 
 # pixels * SCALE + OFFSET maps [0, 255] to [-1, 1]: the model's Rescaling layer and scale_pixels.
@@ -186,5 +188,6 @@ def load_image(path, size):
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No image file at {path!r}.")
+    extras.check("PIL", needed_for="reading an image file")  # Keras's load_img raises a bare ImportError
     image = keras.utils.load_img(path, color_mode="rgb", target_size=tuple(size), interpolation="bilinear")
     return np.asarray(keras.utils.img_to_array(image, dtype="float32")).round().astype("uint8")

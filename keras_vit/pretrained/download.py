@@ -40,14 +40,13 @@ from keras_vit.pretrained.errors import (
     OfflineError,
     TruncatedDownloadError,
 )
-from keras_vit.utils import files, validation
+from keras_vit.utils import extras, files, validation
 
 logger = logging.getLogger("keras_vit.pretrained")
 
 DEFAULT_TIMEOUT = 60.0
 PROBE_TIMEOUT = 2.0
 URL_SCHEMES = ("https", "http")
-WEIGHTS_EXTRA = 'pip install "keras-vision-transformer[weights]"'
 _CHUNK = 1 << 20
 _TRUE = ("1", "true", "yes", "on")
 _CACHE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,199}")
@@ -64,9 +63,8 @@ def require(module):
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        raise MissingDependencyError(
-            f"Pretrained weights need the `{module.split('.')[0]}` package, which is not installed: {WEIGHTS_EXTRA}"
-        ) from error
+        message = extras.error(module, "downloading pretrained weights", extra="weights")
+        raise MissingDependencyError(str(message)) from error
 
 
 def reachable(url, timeout=PROBE_TIMEOUT):

@@ -6,6 +6,8 @@ checkpoints, `OSError` for download and cache problems) and from one common
 `WeightsError`, so `except keras_vit.pretrained.WeightsError` catches them all.
 """
 
+from keras_vit.utils import extras
+
 
 class WeightsError(Exception):
     """Base class of every pretrained-weights error."""
@@ -111,5 +113,5 @@ class NonFiniteWeightsError(CorruptCheckpointError):
         self.names = list(names)
 
 
-class MissingDependencyError(WeightsError, ImportError):
+class MissingDependencyError(WeightsError, extras.MissingDependencyError):
     """An optional dependency of the `weights` extra is missing; the message names the extra to install."""

@@ -22,7 +22,7 @@ import zlib
 import numpy as np
 
 from keras_vit.pretrained.errors import CheckpointFormatError, CorruptCheckpointError, MalformedCheckpointError
-from keras_vit.utils import files
+from keras_vit.utils import extras, files
 
 # safetensors dtype names -> NumPy little-endian dtypes. BF16 is widened below.
 _SAFETENSORS_DTYPES = {
@@ -218,6 +218,7 @@ def read_safetensors(path, with_metadata=False, lazy=False):
         CorruptCheckpointError: byte ranges that do not tile the file (a
             truncated download, for instance) or that the library refuses.
     """
+    extras.check("safetensors", needed_for="reading a .safetensors checkpoint")
     from safetensors import SafetensorError, safe_open
 
     path = os.fspath(path)
@@ -385,6 +386,7 @@ def write_safetensors(path, tensors, metadata=None):
     The safetensors library's own hidden temporary file lands in the staging
     folder, so a killed write leaves nothing that the next run does not clean.
     """
+    extras.check("safetensors", needed_for="writing a .safetensors checkpoint")
     from safetensors.numpy import save_file
 
     tensors = {name: np.ascontiguousarray(value) for name, value in tensors.items()}

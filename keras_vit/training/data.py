@@ -48,7 +48,7 @@ import warnings
 
 import numpy as np
 
-from keras_vit.utils import validation
+from keras_vit.utils import extras, validation
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 # The paper's Inception crop keeps 5-100 % of the image area (big_vision's
@@ -115,9 +115,8 @@ class SourceInfo:
 
 
 def _tf():
-    import tensorflow as tf
-
-    return tf
+    # tf.data on any backend: TensorFlow comes with the `data` extra.
+    return extras.require("tensorflow", "keras_vit's tf.data pipelines", extra="data")
 
 
 def load(

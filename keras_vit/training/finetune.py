@@ -31,7 +31,7 @@ import numpy as np
 
 from keras_vit.training import settings
 from keras_vit.training.settings import DIGITS, SMALL_MODEL
-from keras_vit.utils import docstrings, files
+from keras_vit.utils import docstrings, extras, files
 
 # The default job's model: 16x16 inputs in 4x4 patches (16 tokens + class
 # token), 4 blocks of width 64. Chosen to reach >= 97 % held-out accuracy on
@@ -512,6 +512,19 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     return metrics
 
 
+def check_dependencies(config):
+    """Raises `MissingDependencyError` (naming the extra) before any work if the run lacks an optional package.
+
+    tf.data (TensorFlow) and the digits' scikit-learn or TFDS come with the
+    `data` extra; the curves' matplotlib with `inspect`. Checked first: a
+    run must not train for an hour and then fail to draw its curves.
+    """
+    source = "tensorflow_datasets" if config.data.startswith("tfds:") else "sklearn" if config.digits else None
+    for module in filter(None, ("tensorflow", source)):
+        extras.check(module, needed_for="the finetune job's data pipeline", extra="data")
+    extras.check("matplotlib", needed_for="the finetune job's training curves", extra="inspect")
+
+
 def finetune(**options):
     start = time.perf_counter()
     import keras
@@ -519,6 +532,7 @@ def finetune(**options):
     from keras_vit.training import distribute, multihost
 
     config = make_config(**options)
+    check_dependencies(config)
     # Joining the other processes (if any) comes before any JAX work.
     multihost.initialize(
         config.coordinator,

@@ -29,9 +29,10 @@ def run(args):
     from keras_vit.models import metadata
     from keras_vit.models.applications import constructor_for
     from keras_vit.models.preprocessing import decode_predictions, load_image, preprocess_input
-    from keras_vit.utils import validation
+    from keras_vit.utils import extras, validation
 
     validation.positive_int("top", args.top)
+    extras.check("PIL", needed_for="keras-vit predict (reading the images)")  # before a model is built
     if args.model.endswith(".keras"):
         model = metadata.load_classifier(args.model)
         size = tuple(model.input_shape[1:3])
