@@ -5,12 +5,14 @@ TensorFlow backend run of the suite.
 """
 
 import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 
-from tests.helpers import BACKEND
+from tests.helpers import BACKEND, REPO_ROOT
 
 pytestmark = pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.data pipelines are tested on the tensorflow run")
 
@@ -349,13 +351,14 @@ def _tiny_tfds_builder(data_dir):
     return builder.name
 
 
-def test_tfds_dataset_built_offline_loads_and_trains(tmp_path):
+def test_tfds_dataset_built_offline_loads_and_trains(tmp_path, monkeypatch):
     import keras
 
     from keras_vit.training import data
 
     data_dir = str(tmp_path / "tfds")
     name = _tiny_tfds_builder(data_dir)
+    monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")  # a prepared dataset needs no network
     train, info = data.load(f"tfds:{name}", "train", data_dir=data_dir, shuffle_files=True, seed=0)
     evaluation, eval_info = data.load(f"tfds:{name}", "test", data_dir=data_dir)
     assert (info.num_examples, eval_info.num_examples) == (12, 5)
@@ -376,6 +379,48 @@ def test_tfds_dataset_built_offline_loads_and_trains(tmp_path):
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     history = model.fit(pipeline, epochs=2, validation_data=eval_ds, verbose=0)
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["val_loss"]).all()
+
+
+def _one_line_how_to_prepare(message, name):
+    assert "\n" not in message
+    assert f"`tfds build {name} --data_dir DIR`" in message and "--data-dir DIR" in message, message
+
+
+@pytest.mark.parametrize("offline", ["declared", "unreachable"])
+def test_unprepared_tfds_dataset_fails_at_once_with_how_to_prepare_it(tmp_path, monkeypatch, offline):
+    # A real TFDS name that is not prepared in the data dir: nothing is downloaded, the error says how to prepare
+    # it. Offline is declared (KERAS_VIT_OFFLINE) or detected: the probe of TFDS's host fails (here a closed
+    # local port, so the test does not depend on this machine's network).
+    from keras_vit.training import data
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    if offline == "declared":
+        monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("KERAS_VIT_OFFLINE", raising=False)
+        monkeypatch.setattr(data, "TFDS_PROBE_URL", "http://127.0.0.1:9")
+    empty = str(tmp_path / "tfds")
+    with pytest.raises(data.DataNotPreparedError) as info:
+        data.load("tfds:cifar10", "train", data_dir=empty)
+    _one_line_how_to_prepare(str(info.value), "cifar10")
+    assert ("offline mode is on" if offline == "declared" else "unreachable") in str(info.value)
+    # A partly written data dir (no dataset_info.json) is no prepared copy: TFDS's own check says so.
+    os.makedirs(os.path.join(empty, "cifar10", "3.0.2"))
+    with pytest.raises(data.DataNotPreparedError):
+        data.default_eval_split("tfds:cifar10", empty)
+
+
+# Cost: one `keras-vit finetune` process that stops before any model or TensorFlow work (~10 s: the Keras import).
+def test_finetune_on_an_unprepared_tfds_dataset_offline_is_one_line(tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, KERAS_BACKEND=BACKEND, KERAS_VIT_OFFLINE="1")
+    command = [sys.executable, "-m", "keras_vit_cli", "finetune", "--data", "tfds:cifar10"]
+    command += ["--data-dir", str(tmp_path / "tfds"), "--out", str(tmp_path / "run")]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 1 and result.stdout == "", result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("keras-vit finetune: TFDS dataset 'cifar10' is not prepared in "), line
+    _one_line_how_to_prepare(line, "cifar10")
+    assert not os.path.exists(tmp_path / "run" / "model.keras")
 
 
 def test_tfds_source_without_labels_or_name_is_an_error():

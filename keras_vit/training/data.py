@@ -212,11 +212,9 @@ def _partition(validation_split, subset, seed):
 
 
 def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
+    builder = tfds_builder(name, data_dir)
     import tensorflow_datasets as tfds
 
-    if not name:
-        raise ValueError("`source` 'tfds:' needs a dataset name, e.g. 'tfds:cifar10'.")
-    builder = tfds.builder(name, data_dir=data_dir)
     features = builder.info.features
     label_feature = features[builder.info.supervised_keys[1]] if builder.info.supervised_keys else None
     if label_feature is None or not hasattr(label_feature, "num_classes"):
@@ -249,6 +247,99 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     return _check_labels(dataset, info.num_classes), info
 
 
+class DataNotPreparedError(OSError):
+    """A TFDS dataset is not prepared in its data dir and cannot be downloaded here (offline or unreachable)."""
+
+
+# TFDS's own host (dataset info, prepared copies): the probe of whether a download could work.
+TFDS_PROBE_URL = "https://storage.googleapis.com"
+
+
+def _tfds_root(data_dir):
+    return data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.join(os.path.expanduser("~"), "tensorflow_datasets")
+
+
+def _prepared_on_disk(name, data_dir):
+    """Whether any version of `name` (`"cifar10"`, `"imagenet2012/subset:1.0.0"`) has a `dataset_info.json`
+    under the data dir: a file-system look, no TensorFlow. True for a non-local data dir (`gs://`): TFDS decides."""
+    root = _tfds_root(data_dir)
+    if "://" in root:
+        return True
+    folder = os.path.join(root, *name.split(":")[0].split("/"))
+    return any("dataset_info.json" in names for _, _, names in os.walk(folder))
+
+
+def _not_prepared(name, data_dir):
+    """None if a download could be tried (online), else the `DataNotPreparedError` that says how to prepare."""
+    from keras_vit.pretrained import download
+
+    offline = download.is_offline()
+    if not offline and download.reachable(TFDS_PROBE_URL):
+        return None
+    why = "offline mode is on (KERAS_VIT_OFFLINE / HF_HUB_OFFLINE)" if offline else "the network is unreachable"
+    base = name.split(":")[0]
+    return DataNotPreparedError(
+        f"TFDS dataset {name!r} is not prepared in {_tfds_root(data_dir)} and {why}: prepare it on a machine with "
+        f"network access (`tfds build {base} --data_dir DIR`), copy DIR here and pass --data-dir DIR "
+        "(data_dir=DIR in Python)."
+    )
+
+
+def check_tfds_source(name, data_dir=None):
+    """Fails at once if TFDS dataset `name` is on no disk here and cannot be downloaded.
+
+    Decided from the file system and, unless offline mode is declared, a 2 s
+    probe of TFDS's host: no TensorFlow import, no download attempt. A job
+    calls it first (`keras_vit.finetune` does), before its slow start-up.
+
+    Raises:
+        DataNotPreparedError: no prepared copy, and offline or unreachable.
+        ValueError: an empty name.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"A TFDS source needs a dataset name, e.g. 'tfds:cifar10'. Received: {name!r}")
+    if not _prepared_on_disk(name, data_dir):
+        error = _not_prepared(name, data_dir)
+        if error is not None:
+            raise error
+
+
+def tfds_builder(name, data_dir=None):
+    """The TFDS builder of `name`, checked before anything touches the network.
+
+    A dataset that is not prepared in the data dir is downloaded and prepared
+    by TFDS only when that can work: offline (`KERAS_VIT_OFFLINE=1` or
+    `HF_HUB_OFFLINE=1`, or TFDS's host not answering within 2 s) it fails at
+    once with one line that says how to prepare it, instead of minutes of
+    retried downloads.
+
+    Args:
+        name: the TFDS name, e.g. `"cifar10"` or `"cifar10:3.0.2"`.
+        data_dir: the TFDS data dir (default: `TFDS_DATA_DIR`, else
+            `~/tensorflow_datasets`).
+
+    Returns:
+        A `tfds.core.DatasetBuilder`.
+
+    Raises:
+        DataNotPreparedError: not prepared, and offline or unreachable.
+        ValueError: no such TFDS dataset.
+    """
+    check_tfds_source(name, data_dir)
+    tfds = extras.require("tensorflow_datasets", "a tfds: source", extra="data")
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except tfds.core.DatasetNotFoundError:
+        raise ValueError(
+            f"TensorFlow Datasets has no dataset {name!r} (see https://www.tensorflow.org/datasets/catalog)."
+        ) from None
+    if not builder.is_prepared():
+        error = _not_prepared(name, data_dir)
+        if error is not None:
+            raise error
+    return builder
+
+
 def folder_layout(source, split):
     """`"split"` when `source/split` is a folder, `"flat"` for `source/<class>/`.
 
@@ -275,9 +366,7 @@ def folder_layout(source, split):
 def default_eval_split(source, data_dir=None):
     """The held-out split of `source`: `validation` if present, else `val`, else `test`."""
     if source.startswith("tfds:"):
-        import tensorflow_datasets as tfds
-
-        splits = tfds.builder(source[len("tfds:") :], data_dir=data_dir).info.splits
+        splits = tfds_builder(source[len("tfds:") :], data_dir).info.splits
     else:
         splits = _subfolders(source)
     for name in ("validation", "val", "test"):

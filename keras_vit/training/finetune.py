@@ -533,6 +533,10 @@ def finetune(**options):
 
     config = make_config(**options)
     check_dependencies(config)
+    if config.data.startswith("tfds:"):
+        from keras_vit.training import data
+
+        data.check_tfds_source(config.data[len("tfds:") :], config.data_dir)  # offline: one line, at once
     # Joining the other processes (if any) comes before any JAX work.
     multihost.initialize(
         config.coordinator,
