@@ -94,6 +94,7 @@ def main(argv=None):
         steps_per_epoch=steps_per_epoch,
         validation_data=eval_ds,
         callbacks=[training.FaultTolerantBackup(f"{args.out}/backup")],
+        shuffle=False,  # the pipeline shuffles (Keras would warn that it cannot)
     )
     result = model.evaluate(eval_ds, return_dict=True, verbose=0)
     training.atomic_save_model(model, f"{args.out}/model.keras")
