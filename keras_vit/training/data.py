@@ -48,6 +48,7 @@ import warnings
 
 import numpy as np
 
+from keras_vit.pretrained import download
 from keras_vit.utils import extras, validation
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -271,8 +272,6 @@ def _prepared_on_disk(name, data_dir):
 
 def _not_prepared(name, data_dir):
     """None if a download could be tried (online), else the `DataNotPreparedError` that says how to prepare."""
-    from keras_vit.pretrained import download
-
     offline = download.is_offline()
     if not offline and download.reachable(TFDS_PROBE_URL):
         return None
@@ -290,14 +289,17 @@ def check_tfds_source(name, data_dir=None):
 
     Decided from the file system and, unless offline mode is declared, a 2 s
     probe of TFDS's host: no TensorFlow import, no download attempt. A job
-    calls it first (`keras_vit.finetune` does), before its slow start-up.
+    calls it first, before its slow start-up: `keras-vit finetune` does,
+    before it even imports Keras (this module needs none at import).
 
     Raises:
+        MissingDependencyError: tensorflow-datasets is not installed.
         DataNotPreparedError: no prepared copy, and offline or unreachable.
         ValueError: an empty name.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"A TFDS source needs a dataset name, e.g. 'tfds:cifar10'. Received: {name!r}")
+    extras.check("tensorflow_datasets", needed_for="a tfds: source", extra="data")  # first: nothing works without
     if not _prepared_on_disk(name, data_dir):
         error = _not_prepared(name, data_dir)
         if error is not None:

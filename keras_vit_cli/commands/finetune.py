@@ -18,6 +18,13 @@ def add_arguments(parser):
 def run(args):
     import os
 
+    from keras_vit_cli import keras_free
+
+    if getattr(args, "data", "").startswith("tfds:"):
+        # Before Keras is imported (seconds): an unprepared dataset offline fails at once, in one line.
+        (data,) = keras_free.load("keras_vit.training.data")
+        data.check_tfds_source(args.data[len("tfds:") :], getattr(args, "data_dir", None))
+
     from keras_vit.training import multihost
     from keras_vit.training.finetune import finetune
 
