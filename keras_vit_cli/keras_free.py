@@ -33,14 +33,21 @@ def _stand_in(name, folder):
     return module
 
 
-def load(*names):
+def load(*names, keep=False):
     """Imports the modules `names` (dotted `keras_vit.…` paths) without Keras; returns them in order.
 
     If `keras_vit` is imported already, its modules are returned. A module
     that imports Keras (directly or not) still does: this only skips the
     package `__init__` files.
+
+    Args:
+        *names: the modules.
+        keep: bool, leave the modules `names` themselves registered in
+            `sys.modules` (not the stand-ins of their packages, nor what
+            they imported), so that the library, once imported, uses these
+            very module objects (declarations the command line read first).
     """
-    if PACKAGE in sys.modules:
+    if PACKAGE in sys.modules or (keep and all(name in sys.modules for name in names)):
         return tuple(importlib.import_module(name) for name in names)
     root = list(importlib.util.find_spec(PACKAGE).submodule_search_locations)[0]
     before = set(sys.modules)
@@ -52,5 +59,5 @@ def load(*names):
                     sys.modules[f"{PACKAGE}.{entry.name}"] = _stand_in(f"{PACKAGE}.{entry.name}", entry.path)
         return tuple(importlib.import_module(name) for name in names)
     finally:
-        for name in set(sys.modules) - before:
+        for name in set(sys.modules) - before - (set(names) if keep else set()):
             del sys.modules[name]

@@ -29,27 +29,15 @@ def add_classes(parser, help="size of the head"):
 
 
 def library_module(name):
-    """The `keras_vit` module `name`, one that imports nothing at module level, without importing Keras.
+    """The `keras_vit` module `name`, a pure-Python one, without importing Keras (`keras_vit_cli.keras_free`).
 
-    Importing any `keras_vit.*` module runs `keras_vit/__init__.py`, which
-    imports Keras (seconds); a command's flags are built before any command
-    runs. So a declaration module (`keras_vit.training.settings`) is loaded
-    from its file alone and registered under its name: the library, once
-    imported, uses the same module object.
+    A command's flags are built before any command runs, and importing
+    `keras_vit` imports Keras (seconds). The module stays registered under
+    its name: the library, once imported, uses the same module object.
     """
-    import importlib
-    import importlib.util
-    import os
-    import sys
+    from keras_vit_cli import keras_free
 
-    if name in sys.modules or "keras_vit" in sys.modules:
-        return importlib.import_module(name)
-    root = importlib.util.find_spec("keras_vit").submodule_search_locations[0]  # finds, does not import
-    path = os.path.join(root, *name.split(".")[1:]) + ".py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    (module,) = keras_free.load(name, keep=True)
     return module
 
 
