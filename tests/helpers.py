@@ -22,6 +22,7 @@ runs on TensorFlow, JAX and PyTorch.
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,13 @@ import numpy as np
 
 BACKEND = keras.backend.backend()
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What a framework log line or third-party warning looks like on stderr (absl / TensorFlow / CUDA / XLA,
+# Python warnings, Keras's "ran out of data"): tests/test_quiet.py asserts that no command prints one.
+FRAMEWORK_NOISE = re.compile(
+    r"absl::InitializeLog|^[IWEF]\d{4} |cuda|cuInit|cudart|cpu_feature_guard|oneDNN|XLA|"
+    r"WARNING:(tensorflow|absl|root|tf2onnx)|tf2onnx|Warning:|ran out of data",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 # Layers that keras_vit keeps in float32 on purpose under mixed precision.
 FLOAT32_LAYER_NAMES = ("head", "predictions", "class_names")  # class_names: keras_vit.metadata.ClassNames

@@ -70,6 +70,8 @@ def _cases(tmp_path):
         (["matplotlib"], ["finetune", *out], "inspect", "matplotlib"),
         (["tensorflow_datasets"], ["finetune", "--data", "tfds:mnist", *out], "data", "tensorflow-datasets"),
         (["matplotlib"], ["inspect", image, "--model", "Ti/16"], "inspect", "matplotlib"),
+        (["sklearn"], ["evaluate", "Ti/16", *out], "data", "scikit-learn"),
+        (["matplotlib"], ["evaluate", "Ti/16", *out], "inspect", "matplotlib"),
         (["PIL"], ["predict", image, "--model", "Ti/16"], "data", "pillow"),
         (["huggingface_hub"], ["download", "ViTTi16", "--weights", "imagenet"], "weights", "huggingface-hub"),
         (["safetensors"], ["convert", checkpoint, str(tmp_path / "out.npz")], "weights", "safetensors"),

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from keras_vit.training import multihost
-from tests.helpers import BACKEND, REPO_ROOT
+from tests.helpers import BACKEND, FRAMEWORK_NOISE, REPO_ROOT
 
 jax_only = pytest.mark.skipif(BACKEND != "jax", reason="multi-process training runs on the jax backend")
 # Generous: a guard against a hang, not a timing (the shared CI machine is slow).
@@ -207,9 +207,12 @@ def test_finetune_in_two_processes_writes_once_and_resumes_on_every_process(tmp_
     assert code_1 == -9 and code_0 != 0, err_0[-3000:]  # the survivor stopped, with an error
     assert not (out / "metrics.json").exists()
 
-    # The same command again, through the launcher: both processes resume from the backup.
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+    # The same command again, through the launcher: both processes resume from the backup. At the default
+    # verbosity (no TF_CPP_MIN_LOG_LEVEL, no KERAS_VIT_VERBOSE): the launcher and its processes are quiet.
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, KERAS_BACKEND="jax")
     for name in (multihost.ENV_JOB_ADDRESSES, multihost.ENV_NUM_PROCESSES, multihost.ENV_PROCESS_ID):
+        env.pop(name, None)
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_VIT_VERBOSE"):
         env.pop(name, None)
     result = subprocess.run(
         [sys.executable, "-m", "keras_vit_cli", "launch", "--processes", "2", "finetune", *options],
@@ -220,6 +223,7 @@ def test_finetune_in_two_processes_writes_once_and_resumes_on_every_process(tmp_
         timeout=HANG_GUARD_SECONDS,
     )
     assert result.returncode == 0, result.stderr[-4000:]
+    assert not FRAMEWORK_NOISE.findall(result.stderr), result.stderr[-4000:]
     # The results are printed once (by process 0), not once per process.
     starts = re.findall(r"2 processes: started at step (\d+)", result.stdout)
     assert len(starts) == 1 and result.stdout.count("held-out accuracy") == 1, result.stdout

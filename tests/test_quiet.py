@@ -8,21 +8,14 @@ in turn), with stderr captured at the file-descriptor level: native TensorFlow/a
 
 import json
 import os
-import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from tests.helpers import BACKEND, REPO_ROOT
+from tests.helpers import BACKEND, FRAMEWORK_NOISE, REPO_ROOT
 
-# What a framework log or third-party warning looks like on stderr.
-NOISE = re.compile(
-    r"absl::InitializeLog|^[IWEF]\d{4} |cuda|cuInit|cudart|cpu_feature_guard|oneDNN|XLA|"
-    r"WARNING:(tensorflow|absl|root|tf2onnx)|tf2onnx|Warning:|ran out of data",
-    re.IGNORECASE | re.MULTILINE,
-)
 # The commands that run before any .keras file is read or written (Keras's own serializer imports TensorFlow
 # whenever it is installed): on jax / torch none of them may import TensorFlow.
 BEFORE_SAVE = 5
@@ -80,8 +73,8 @@ def _commands(tmp_path, tiny):
         int8 = ["--int8"] if format == "onnx" else []  # ONNX Runtime's quantizer logs advice to the root logger
         commands.append(["export", tiny, str(tmp_path / f"artefact_{format}"), "--format", format, *int8])
     commands.append(["finetune", *train, "--verbose", "0", "--out", str(tmp_path / "run")])
-    if BACKEND == "jax":
-        commands.append(["launch", "--processes", "2", "finetune", *train, "--out", str(tmp_path / "launched")])
+    few_shot = ["--shots", "1", "--seeds", "1", "--k", "1", "--batch-size", "4", "--verbose", "0"]
+    commands.append(["evaluate", tiny, "--data", folder, *few_shot, "--out", str(tmp_path / "evaluated")])
     return commands
 
 
@@ -90,9 +83,10 @@ def _quiet_env(**extra):
     return dict(env, **{"PYTHONPATH": REPO_ROOT, "KERAS_BACKEND": BACKEND, **extra})
 
 
-# Cost: one process per backend, 5.5 min on tensorflow on a busy 2-core machine (Keras import, a Ti/16
-# forward pass at 32 px, the ONNX int8 / LiteRT / SavedModel exports of a 16-wide one-block ViT, two steps of
-# training on ten 12-px images); less on jax / torch (one export), plus two processes for `launch` on jax.
+# Cost: one process per backend, 60 s on tensorflow on the 2-core machine (Keras import, a Ti/16 forward pass at
+# 32 px, the ONNX int8 / LiteRT / SavedModel exports of a 16-wide one-block ViT, two steps of training and a
+# few-shot evaluation on ten 12-px images); less on jax / torch (one export). `keras-vit launch` is checked in
+# tests/test_multihost.py's launched run, which is paid for already.
 def test_every_command_is_quiet_at_the_default_verbosity(tmp_path):
     tiny = str(tmp_path / "tiny.keras")
     commands = _commands(tmp_path, tiny)
@@ -108,16 +102,13 @@ def test_every_command_is_quiet_at_the_default_verbosity(tmp_path):
     results = json.loads(result.stdout.split("RESULTS ", 1)[1])
     codes = [code for _, code, _ in results]
     assert codes == [0, 0, 0, 0, 1] + [0] * (len(commands) - 5), (results, result.stderr)  # 1: the download
-    noise = NOISE.findall(result.stderr)
+    noise = FRAMEWORK_NOISE.findall(result.stderr)
     assert not noise, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert [line for line in lines if not line.startswith(USER_LINES)] == [], lines
     assert len(lines) == 2, lines
     if BACKEND != "tensorflow":  # no TensorFlow without tf.data (or Keras's .keras serializer)
         assert [name for name, _, tensorflow in results[:BEFORE_SAVE] if tensorflow] == [], results
-    if BACKEND == "jax":  # the launched run printed its results once, from process 0
-        launched = result.stdout.split("held-out accuracy")
-        assert len(launched) == 3, result.stdout  # one line from `finetune`, one from `launch`
 
 
 # Cost: three bare Python processes (a stub `tensorflow` package, no real framework), ~1 s.

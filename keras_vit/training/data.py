@@ -248,6 +248,20 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     return _check_labels(dataset, info.num_classes), info
 
 
+def check_dependencies(source):
+    """Raises `MissingDependencyError` (the `data` extra) if `source` cannot be read here; imports nothing.
+
+    tf.data needs TensorFlow; the digits (`"digits"`) scikit-learn; a
+    `"tfds:NAME"` source tensorflow-datasets. A job calls it before its work.
+    """
+    needed = ["tensorflow"]
+    if source == "digits":
+        needed.append("sklearn")
+    elif isinstance(source, str) and source.startswith("tfds:"):
+        needed.append("tensorflow_datasets")
+    extras.check(*needed, needed_for=f"the data {source!r}", extra="data")
+
+
 class DataNotPreparedError(OSError):
     """A TFDS dataset is not prepared in its data dir and cannot be downloaded here (offline or unreachable)."""
 

@@ -519,9 +519,9 @@ def check_dependencies(config):
     `data` extra; the curves' matplotlib with `inspect`. Checked first: a
     run must not train for an hour and then fail to draw its curves.
     """
-    source = "tensorflow_datasets" if config.data.startswith("tfds:") else "sklearn" if config.digits else None
-    for module in filter(None, ("tensorflow", source)):
-        extras.check(module, needed_for="the finetune job's data pipeline", extra="data")
+    from keras_vit.training import data
+
+    data.check_dependencies(config.data)
     extras.check("matplotlib", needed_for="the finetune job's training curves", extra="inspect")
 
 
