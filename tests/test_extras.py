@@ -110,9 +110,10 @@ def test_every_command_names_the_extra_of_a_missing_package(tmp_path):
 
 
 def test_public_functions_name_the_extra(monkeypatch, tmp_path):
+    from keras_vit.evaluation import heldout
     from keras_vit.inspection import plots
     from keras_vit.models import preprocessing
-    from keras_vit.training import data
+    from keras_vit.training import data, finetune
 
     image = os.path.join(REPO_ROOT, "keras_vit", "resources", "sample_image.jpg")
     monkeypatch.setitem(sys.modules, "PIL", None)
@@ -121,6 +122,10 @@ def test_public_functions_name_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(extras.MissingDependencyError, match=re.escape('[inspect]"')):
         plots.plot_mean_attention_distance(np.ones((2, 3)), tmp_path / "plot.png")
+    with pytest.raises(extras.MissingDependencyError, match=re.escape('[inspect]"')):
+        heldout.plot_confusion({"confusion": [[1]], "class_names": ["a"]}, tmp_path / "confusion.png")
+    with pytest.raises(extras.MissingDependencyError, match=re.escape('[inspect]"')):
+        finetune.plot_curves({}, tmp_path / "curves.png")
     monkeypatch.setitem(sys.modules, "tensorflow", None)
     with pytest.raises(extras.MissingDependencyError, match=re.escape('[data]"')):
         data.from_arrays(np.zeros((2, 4, 4, 3), np.uint8), np.zeros(2, np.int32), num_classes=2)

@@ -19,7 +19,7 @@ Example:
 import numpy as np
 
 from keras_vit.evaluation.extraction import check_split
-from keras_vit.utils import files, validation
+from keras_vit.utils import extras, files, validation
 
 ECE_BINS = 15
 
@@ -132,7 +132,7 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
 
 def plot_confusion(report, path, dpi=100):
     """Draws the confusion matrix of a `heldout_report` (rows: true class), with class names, into a PNG."""
-    import matplotlib
+    matplotlib = extras.require("matplotlib", "the confusion-matrix figure", extra="inspect")
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt

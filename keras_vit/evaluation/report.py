@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from keras_vit.evaluation import extraction, fewshot_lsr, heldout, knn, probe
-from keras_vit.utils import files
+from keras_vit.utils import extras, files
 
 METRICS_FILE, SHOTS_PLOT, CONFUSION_PLOT = "metrics.json", "fewshot.png", "confusion_matrix.png"
 
@@ -112,7 +112,7 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
 
 def plot_shots(metrics, path, dpi=100):
     """Few-shot accuracy against shots (mean, and the spread of the draws), with the other methods as lines."""
-    import matplotlib
+    matplotlib = extras.require("matplotlib", "the few-shot figure", extra="inspect")
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt

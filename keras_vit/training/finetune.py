@@ -115,8 +115,7 @@ def read_history(path):
 
 def plot_curves(history, path):
     """Draws loss and accuracy per epoch (train and held-out) into a PNG."""
-    import matplotlib
-
+    matplotlib = extras.require("matplotlib", "the training curves", extra="inspect")
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
