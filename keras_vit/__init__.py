@@ -65,6 +65,10 @@ from keras_vit.models.metadata import class_names  # noqa: E402
 from keras_vit.models.preprocessing import decode_predictions, preprocess_input  # noqa: E402
 from keras_vit.models.variants import VARIANTS  # noqa: E402
 from keras_vit.training import layer_decay  # noqa: E402
+from keras_vit.utils import keras_compat  # noqa: E402
+
+# On jax / torch, reading a layer's config (the architecture record, saving) imports no TensorFlow.
+keras_compat.serializer_imports_no_tensorflow()
 
 __version__ = "0.1.0"
 

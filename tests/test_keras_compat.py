@@ -146,3 +146,22 @@ def test_global_seed_set_without_tensorflow():
     assert drawn == (random.random(), np.random.rand())
     with pytest.raises(ValueError, match="seed=1.5"):
         keras_compat.set_random_seed(1.5)
+
+
+def test_serializer_tensorflow_check_imports_no_tensorflow():
+    # keras_vit makes Keras's serializer ask `tf.available` without importing TensorFlow: on jax / torch a
+    # layer's config is read and a model saved without it; TensorFlow types still serialize once imported.
+    import subprocess
+    import sys
+
+    from keras.src.saving import serialization_lib
+
+    assert isinstance(serialization_lib.tf, keras_compat._ImportedTensorFlow), "Keras renamed serialization_lib.tf"
+    code = "import sys, keras, keras_vit\nkeras.layers.Dense(2).get_config()\nprint('tensorflow' in sys.modules)\n"
+    env = dict(os.environ, KERAS_BACKEND="jax")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        assert serialization_lib.serialize_keras_object(tf.TensorShape([2, 3])) == [2, 3]

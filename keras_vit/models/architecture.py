@@ -134,7 +134,8 @@ def vit_layers(model):
     pre_logits = head = predictions = None
     if pooling is not None:
         dense = _after(layers, layers.index(pooling), keras.layers.Dense)
-        if dense is not None and dense.get_config()["activation"] == "tanh":
+        # The attribute, not get_config(): Keras's serializer imports TensorFlow (on jax / torch too).
+        if dense is not None and getattr(dense.activation, "__name__", None) == "tanh":
             pre_logits, dense = dense, _after(layers, layers.index(dense), keras.layers.Dense)
         head = dense
     if head is not None:

@@ -15,6 +15,12 @@ uses private names of Keras 3.15 and nothing else does:
 - `Layer._flatten_layers(include_self=False, recursive=True)`: every layer
   inside a layer (only models have a public `.layers`, one level deep);
   the quantized sublayers of a composite layer go into its config.
+- `keras.src.saving.serialization_lib.tf`, the lazy TensorFlow module Keras's
+  serializer asks `tf.available` before its `isinstance(obj, tf.TensorShape)`
+  checks: asking imports TensorFlow, so every `layer.get_config()` imports it
+  on the JAX and PyTorch backends too. `serializer_imports_no_tensorflow()`
+  makes it answer "available" only once TensorFlow is imported (no object can
+  be a TensorFlow type before that).
 - the global seed of `keras.utils.set_random_seed` (`GLOBAL_RANDOM_SEED`
   and the global `SeedGenerator` in `keras.src.backend.common.global_state`):
   `set_random_seed` sets them without importing TensorFlow, which Keras's
@@ -124,3 +130,32 @@ def set_random_seed(seed):
         import torch
 
         torch.manual_seed(seed)
+
+
+class _ImportedTensorFlow:
+    """Keras's lazy `tensorflow` module, `available` only once something imported TensorFlow."""
+
+    def __init__(self, lazy):
+        self._lazy = lazy
+
+    @property
+    def available(self):
+        import sys
+
+        return "tensorflow" in sys.modules and self._lazy.available
+
+    def __getattr__(self, name):
+        return getattr(self._lazy, name)
+
+
+def serializer_imports_no_tensorflow():
+    """Stops Keras's serializer (`get_config`, saving) from importing TensorFlow just to ask whether it could.
+
+    Idempotent; `keras_vit` calls it at import. A TensorFlow object to
+    serialize exists only once TensorFlow is imported, and then the checks
+    run as before.
+    """
+    from keras.src.saving import serialization_lib
+
+    if not isinstance(serialization_lib.tf, _ImportedTensorFlow):
+        serialization_lib.tf = _ImportedTensorFlow(serialization_lib.tf)
