@@ -25,6 +25,7 @@ def run_pytest(folder, limit_s):
         "    config.pluginmanager.register(from_environment(), 'keras_vit_budget')\n"
     )
     env = dict(os.environ, KERAS_VIT_TEST_LIMIT_S=str(limit_s), KERAS_VIT_TEST_BUDGET="on")
+    env["KERAS_VIT_TEST_LOAD_SCALING"] = "off"  # the verdict must not depend on what else the machine runs
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(folder)]
     return subprocess.run(command, capture_output=True, text=True, cwd=folder, env=env, timeout=120)
 
@@ -67,3 +68,20 @@ def test_the_slow_list_is_short_and_names_real_tests():
     for nodeid, why in budget.SLOW_TESTS.items():
         path, _, name = nodeid.partition("::")
         assert why and f"def {name}(" in (TESTS_DIR.parent / path).read_text(), nodeid
+
+
+def test_a_busy_machine_stretches_the_limit(monkeypatch):
+    load = [1.0]
+    monkeypatch.setattr(budget, "load_per_core", lambda: load[0])
+    check = budget.Budget(limit_s=30)
+
+    class Report:
+        def __init__(self, nodeid, duration):
+            self.nodeid, self.duration = nodeid, duration
+
+    check.pytest_runtest_logreport(Report("tests/test_x.py::test_idle", 40.0))
+    load[0] = 3.0  # three times as busy as the suite alone makes it
+    check.pytest_runtest_logreport(Report("tests/test_x.py::test_busy", 80.0))
+    assert check.limit_for("tests/test_x.py::test_busy") == 90.0
+    assert check.over_budget() == ["tests/test_x.py::test_idle"]
+    assert budget.Budget(limit_s=30, scale_by_load=False).limit_for("tests/test_x.py::test_busy") == 30.0
