@@ -28,19 +28,26 @@ def test_plan_pairs_every_configuration_with_and_without_remat():
         memory.plan("tiny", TINY, 4, backends=("numpy",))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")
 def test_tiny_run_writes_the_report_with_ratios(tmp_path):
     backend = keras.backend.backend()
-    specs = memory.plan("tiny", TINY, 2, backends=(backend,), image_size=16, classes=10)
+    # Each row is a fresh worker process (its peak memory is its own): ~7 s of CPU for a keras_vit row, ~5 s for
+    # a timm row. timm's rows (eager PyTorch) are the same whatever Keras backend runs the tests: they, and the
+    # ratios against them, are checked on the torch run only.
+    with_timm = backend == "torch"
+    if with_timm and importlib.util.find_spec("timm") is None:
+        pytest.skip("timm is not installed")
+    specs = memory.plan("tiny", TINY, 2, backends=(backend,), timm=with_timm, image_size=16, classes=10)
     output = tmp_path / "memory.json"
     report = memory.run(specs, timeout=600, output=str(output), log=lambda message: None)
-    assert [record["status"] for record in report["records"]] == ["ok"] * 4, report["table"]
-    plain, remat, timm, timm_checkpointed = report["records"]
-    assert timm_checkpointed["memory_vs_timm_checkpointed"] == 1.0 and plain["step_time_vs_no_remat"] == 1.0
-    assert remat["memory_vs_timm_checkpointed"] > 0 and remat["step_time_vs_no_remat"] > 0
-    assert timm["result"]["parameters"] == timm_checkpointed["result"]["parameters"] > 0
-    assert (
-        f"keras_vit, {backend}" in report["table"]
-        and "timm, torch eager, float32, gradient checkpointing" in (report["table"])
-    )
+    assert [record["status"] for record in report["records"]] == ["ok"] * (4 if with_timm else 2), report["table"]
+    plain, remat = report["records"][:2]
+    assert plain["step_time_vs_no_remat"] == 1.0 and remat["step_time_vs_no_remat"] > 0
+    assert f"keras_vit, {backend}" in report["table"]
     assert json.loads(output.read_text())["table"] == report["table"]
+    if not with_timm:
+        assert remat["memory_vs_timm_checkpointed"] is None  # no reference row, no ratio
+        return
+    timm, timm_checkpointed = report["records"][2:]
+    assert timm_checkpointed["memory_vs_timm_checkpointed"] == 1.0 and remat["memory_vs_timm_checkpointed"] > 0
+    assert timm["result"]["parameters"] == timm_checkpointed["result"]["parameters"] > 0
+    assert "timm, torch eager, float32, gradient checkpointing" in report["table"]
