@@ -18,14 +18,41 @@ from keras_vit.training import finetune
 from keras_vit_cli.commands import finetune as finetune_command
 from tests.helpers import BACKEND, REPO_ROOT
 
+# The digits job's model shrunk to 1 block of width 16 for the tests of the job's plumbing (data, optimizer,
+# callbacks, reports, files), which no model size changes: tracing and compiling the real one (`SMALL_CONFIG`, 4
+# blocks of width 64) was most of each run's cost (a run of the reduced main job: 24 s of CPU on TensorFlow, 14 s
+# with this model, 18 s with 2 blocks). test_the_default_model_is_the_small_digits_vit builds the real one.
+TINY_SMALL_CONFIG = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
 
-def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
-    out = str(tmp_path / "run")
-    # Batch 32 per update from 2 accumulated batches of 16, with layer-wise decay.
-    # 7 updates in 2 epochs (4 + 3): exactly 7 run, not 2 x 4.
-    metrics = finetune.finetune(
-        steps=7, epochs=2, batch_size=32, accumulation_steps=2, layer_decay=0.8, out=out, verbose=0
-    )
+
+@pytest.fixture
+def tiny_small_model(monkeypatch):
+    monkeypatch.setattr(finetune, "SMALL_CONFIG", TINY_SMALL_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def reduced_run(tmp_path_factory):
+    """One reduced main job, run through `keras-vit finetune` in-process, shared by the tests that read its outputs.
+
+    Batch 32 per update from 2 accumulated batches of 16, layer-wise decay, remat and PatchDropout: 7 updates in
+    2 epochs (4 + 3). Returns `(out, the metrics finetune returned)`.
+    """
+    out = str(tmp_path_factory.mktemp("reduced") / "run")
+    argv = ["--steps", "7", "--epochs", "2", "--batch-size", "32", "--accumulation-steps", "2", "--layer-decay", "0.8"]
+    returned = []
+    run = finetune.finetune
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(finetune, "SMALL_CONFIG", TINY_SMALL_CONFIG)
+        # The command calls keras_vit.training.finetune.finetune: kept, with what it returned.
+        patch.setattr(finetune, "finetune", lambda **options: returned.append(run(**options)) or returned[-1])
+        flags = ["--remat", "--patch-dropout", "0.5", "--verbose", "0", "--out", out]
+        assert cli.main(["finetune", *argv, *flags]) == 0
+    (metrics,) = returned
+    return out, metrics
+
+
+def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
+    out, metrics = reduced_run
     assert sorted(os.listdir(out)) == [
         "checkpoint.keras",
         "confusion_matrix.png",
@@ -36,6 +63,7 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     ]  # the backup is removed once finished
     on_disk = json.load(open(os.path.join(out, "metrics.json")))
     assert on_disk == metrics
+    # 7 updates in 2 epochs (4 + 3): exactly 7 run, not 2 x 4.
     assert metrics["steps"] == 7 and metrics["start_step"] == 0
     assert metrics["class_names"] == [str(digit) for digit in range(10)]
     assert metrics["heldout_examples"] == 360 and metrics["train_examples"] == 1437
@@ -51,7 +79,10 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
 
     model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
     assert keras_vit.class_names(model) == tuple(str(digit) for digit in range(10))
-    assert model.optimizer.learning_rate_multipliers["encoder_block_0"] == pytest.approx(0.8**4)  # 4 blocks
+    # The 1 block at 0.8, the embeddings below it at 0.8 ** 2.
+    multipliers = model.optimizer.learning_rate_multipliers
+    assert multipliers["encoder_block_0"] == pytest.approx(0.8)
+    assert multipliers["patch_embedding"] == pytest.approx(0.8**2)
     # 7 updates from 14 batches; Keras schedules see the batch count, and the schedule spans exactly those 14.
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 7
     assert int(keras.ops.convert_to_numpy(model.optimizer._iterations)) == 14
@@ -59,9 +90,20 @@ def test_reduced_main_job_writes_model_metrics_and_curves(tmp_path):
     (train, _), (evaluation, _) = finetune.digits_sources()
     from keras_vit.training import data
 
+    # Inference uses every token (PatchDropout trains only): the held-out accuracy is this model's.
     images, labels = next(iter(data.eval_pipeline(evaluation, image_size=16, batch_size=360)))
     accuracy = np.mean(np.argmax(keras.ops.convert_to_numpy(model(np.asarray(images))), -1) == np.asarray(labels))
     assert accuracy == pytest.approx(metrics["heldout_accuracy"], abs=1e-6)
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="building the model: one backend is enough")
+def test_the_default_model_is_the_small_digits_vit():
+    # What the tests above shrink: the job's own model, 16x16 digits in 4x4 patches, 4 blocks of width 64.
+    model = finetune.build_model("small", None, 16, 10)
+    assert model.name == "vit_small_digits" and model.output_shape == (None, 10)
+    assert model.get_layer("patch_embedding").weights[0].shape == (4, 4, 3, 64)  # 4x4 patches of 3 channels to 64
+    blocks = [layer.get_config() for layer in model.layers if layer.name.startswith("encoder_block_")]
+    assert [(block["num_heads"], block["mlp_dim"]) for block in blocks] == [(4, 128)] * 4
 
 
 def test_digits_split_is_fixed_and_stratified():
@@ -73,10 +115,8 @@ def test_digits_split_is_fixed_and_stratified():
     assert np.all(np.bincount(labels, minlength=10) >= 35)  # every digit held out ~36 times
 
 
-def test_cli_remat_and_patch_dropout_reach_the_saved_model(tmp_path, capsys):
-    out = str(tmp_path / "run")
-    argv = ["finetune", "--steps", "2", "--epochs", "1", "--batch-size", "16", "--verbose", "0", "--out", out]
-    assert cli.main(argv + ["--remat", "--patch-dropout", "0.5"]) == 0
+def test_cli_remat_and_patch_dropout_reach_the_saved_model(reduced_run):
+    out, _ = reduced_run  # run with --remat --patch-dropout 0.5
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     assert metrics["remat"] is True and metrics["patch_dropout"] == 0.5
     model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
@@ -195,10 +235,11 @@ def test_config_refuses_unknown_settings_and_checks_given_none():
     assert config.image_size == 16 and config.layer_decay is None and config.randaugment is True
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="CLI parsing: one backend is enough")
+@pytest.mark.skipif(BACKEND != "jax", reason="CLI parsing: one backend is enough, the one Keras imports fastest")
 def test_flags_come_from_the_library_module_loaded_once(tmp_path):
     # `keras-vit finetune` builds its flags before Keras is imported: the settings module is loaded from its file,
-    # and the library, imported afterwards, uses that same module.
+    # and the library, imported afterwards, uses that same module. Cost: one fresh process importing Keras on JAX
+    # (3 s of CPU; TensorFlow's import took twice that).
     code = (
         "import sys\n"
         "import keras_vit_cli\n"
@@ -226,34 +267,56 @@ def test_cli_reports_bad_arguments(capsys, tmp_path):
     assert "Received: steps=0" in capsys.readouterr().err
 
 
-def _command(out):
-    return [
-        sys.executable,
-        "-m",
-        "keras_vit",
-        "finetune",
-        "--steps",
-        "80",
-        "--epochs",
-        "2",
-        "--batch-size",
-        "16",
-        "--backup-every",
-        "4",
-        "--verbose",
-        "2",
-        "--out",
-        out,
-    ]
+# `keras-vit finetune` with the tiny model, in a process that stops after the first backup of its second epoch and
+# waits there to be killed: the kill is mid-epoch whatever the machine's speed (the tiny model trains an epoch in a
+# fraction of a second, faster than the test could poll for the backup).
+KILLED_RUN = f"""
+import sys
+import time
+
+import keras
+
+import keras_vit_cli
+from keras_vit.training import finetune
+
+finetune.SMALL_CONFIG = {TINY_SMALL_CONFIG!r}
+make_callbacks = finetune.make_callbacks
+
+
+class WaitMidEpoch2(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.epoch == 1:  # after the backup callback, which runs first
+            time.sleep(600)
+
+
+def with_wait(config):
+    callbacks = make_callbacks(config)
+    callbacks.all.append(WaitMidEpoch2())
+    return callbacks
+
+
+finetune.make_callbacks = with_wait
+sys.exit(keras_vit_cli.main(sys.argv[1:]))
+"""
+# 32 updates in 2 epochs of 16 batches, run 8 per call of the train function, with a backup after each call.
+FINETUNE_ARGV = ["finetune", "--steps", "32", "--epochs", "2", "--batch-size", "16", "--backup-every", "4"]
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="one kill-and-resume run is enough (tensorflow run)")
-def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tmp_path):
+def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tiny_small_model, tmp_path, capsys):
     out = str(tmp_path / "run")
+    argv = [*FINETUNE_ARGV, "--verbose", "2", "--out", out]
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=BACKEND)
     metadata = os.path.join(out, "backup", "training_metadata.json")
     process = subprocess.Popen(
-        _command(out), cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "-c", KILLED_RUN, *argv],
+        cwd=str(tmp_path),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.time() + 480
@@ -262,7 +325,7 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tmp_path):
             if os.path.exists(metadata) and json.load(open(metadata)).get("epoch") == 1:
                 break
             time.sleep(0.05)
-        assert process.poll() is None, "the run finished before it could be killed"
+        assert process.poll() is None, "the run ended before it could be killed"
         process.send_signal(signal.SIGKILL)
         process.wait()
     finally:
@@ -272,16 +335,17 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tmp_path):
     backup = json.load(open(metadata))
     assert backup["epoch"] == 1  # epoch 0 finished and was backed up
 
-    restart = subprocess.run(_command(out), cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=480)
-    assert restart.returncode == 0, restart.stderr[-3000:]
+    # The same command again, in this process (nothing of the killed run is in it: all it resumes from is on disk).
+    capsys.readouterr()
+    assert cli.main(argv) == 0
     # Resumed at epoch 2 of 2 (Keras numbers from 1): epoch 1 was not run again.
-    assert "Epoch 2/2" in restart.stdout and "Epoch 1/2" not in restart.stdout
+    shown = capsys.readouterr().out
+    assert "Epoch 2/2" in shown and "Epoch 1/2" not in shown
     metrics = json.load(open(os.path.join(out, "metrics.json")))
-    # The optimizer state came from the mid-epoch backup (the first backup of
-    # epoch 2 is after its 8th batch), and the resumed run stopped at the
-    # planned 80 updates although it repeated epoch 2 from its start.
-    assert 48 <= metrics["start_step"] < 80
-    assert metrics["steps"] == 80
+    # The optimizer state came from the mid-epoch backup (the first one of epoch 2, after its 8th batch: 16 + 8
+    # updates), and the resumed run stopped at the planned 32 updates although it repeated epoch 2 from its start.
+    assert metrics["start_step"] == 24
+    assert metrics["steps"] == 32
     assert not os.path.exists(os.path.join(out, "backup"))
     assert not [name for name in os.listdir(out) if name.startswith(".") or name.endswith(".tmp")]
     model = keras.saving.load_model(os.path.join(out, "model.keras"))
@@ -292,7 +356,7 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tmp_path):
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="one flat-folder MixUp run is enough (tensorflow run)")
-def test_flat_folder_with_mixup_finishes_and_predict_names_the_classes(tmp_path, capsys):
+def test_flat_folder_with_mixup_finishes_and_predict_names_the_classes(tiny_small_model, tmp_path, capsys):
     from PIL import Image
 
     root = tmp_path / "flowers"
