@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
+import keras_vit
 from tests.helpers import BACKEND, REPO_ROOT
 
 EXAMPLES = os.path.join(REPO_ROOT, "examples")
@@ -32,6 +33,17 @@ def folder(tmp_path):
     return str(tmp_path / "images")
 
 
+@pytest.fixture()
+def tiny_ti16(monkeypatch):
+    # The scripts build `keras_vit.CONSTRUCTORS[--model]`: the ViTTi16 they are given is shrunk from 12 blocks of
+    # width 192 to 1 block of width 16 (its row of the variant table, which the constructor reads), the 16 px
+    # patches kept. The path is the real one (name -> constructor -> table row -> model); tracing and compiling
+    # the 12 blocks was most of each script's cost (~34 s of CPU each on TensorFlow).
+    monkeypatch.setitem(
+        keras_vit.variants.VARIANTS, "Ti/16", dict(patch_size=16, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
+    )
+
+
 def _run_script(name, argv, monkeypatch):
     monkeypatch.setattr(sys, "argv", [name])
     module = runpy.run_path(os.path.join(EXAMPLES, name), run_name="example")
@@ -45,7 +57,7 @@ def _run_script(name, argv, monkeypatch):
     return result
 
 
-def test_finetune_official_recipe_script(folder, tmp_path, monkeypatch):
+def test_finetune_official_recipe_script(tiny_ti16, folder, tmp_path, monkeypatch):
     result = _run_script(
         "finetune_official_recipe.py",
         [
@@ -78,7 +90,7 @@ def test_finetune_official_recipe_script(folder, tmp_path, monkeypatch):
     assert os.path.exists(tmp_path / "out" / "model.keras")
 
 
-def test_distributed_training_script(folder, monkeypatch):
+def test_distributed_training_script(tiny_ti16, folder, monkeypatch):
     history = _run_script(
         "distributed_training.py",
         ["--model", "ViTTi16", "--data", folder, "--image-size", "16", "--per-replica-batch", "4", "--steps", "2"],
