@@ -20,7 +20,7 @@ from tests.helpers import BACKEND, REPO_ROOT
 
 # The digits job's model shrunk to 1 block of width 16 for the tests of the job's plumbing (data, optimizer,
 # callbacks, reports, files), which no model size changes: tracing and compiling the real one (`SMALL_CONFIG`, 4
-# blocks of width 64) was most of each run's cost (a run of the reduced main job: 24 s of CPU on TensorFlow, 14 s
+# blocks of width 64) was most of each run's cost (the reduced main job on TensorFlow: 24 s of CPU with it, 14 s
 # with this model, 18 s with 2 blocks). test_the_default_model_is_the_small_digits_vit builds the real one.
 TINY_SMALL_CONFIG = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
 
@@ -96,6 +96,14 @@ def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
     assert accuracy == pytest.approx(metrics["heldout_accuracy"], abs=1e-6)
 
 
+def test_cli_remat_and_patch_dropout_reach_the_saved_model(reduced_run):
+    out, _ = reduced_run  # run with --remat --patch-dropout 0.5
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["remat"] is True and metrics["patch_dropout"] == 0.5
+    model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
+    assert model.get_layer("encoder_block_0").remat and model.get_layer("patch_dropout").rate == 0.5
+
+
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="building the model: one backend is enough")
 def test_the_default_model_is_the_small_digits_vit():
     # What the tests above shrink: the job's own model, 16x16 digits in 4x4 patches, 4 blocks of width 64.
@@ -113,14 +121,6 @@ def test_digits_split_is_fixed_and_stratified():
     np.testing.assert_array_equal(labels, again)
     assert (train_info.num_examples, eval_info.num_examples) == (1437, 360)
     assert np.all(np.bincount(labels, minlength=10) >= 35)  # every digit held out ~36 times
-
-
-def test_cli_remat_and_patch_dropout_reach_the_saved_model(reduced_run):
-    out, _ = reduced_run  # run with --remat --patch-dropout 0.5
-    metrics = json.load(open(os.path.join(out, "metrics.json")))
-    assert metrics["remat"] is True and metrics["patch_dropout"] == 0.5
-    model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
-    assert model.get_layer("encoder_block_0").remat and model.get_layer("patch_dropout").rate == 0.5
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")
@@ -239,7 +239,7 @@ def test_config_refuses_unknown_settings_and_checks_given_none():
 def test_flags_come_from_the_library_module_loaded_once(tmp_path):
     # `keras-vit finetune` builds its flags before Keras is imported: the settings module is loaded from its file,
     # and the library, imported afterwards, uses that same module. Cost: one fresh process importing Keras on JAX
-    # (3 s of CPU; TensorFlow's import took twice that).
+    # (4 s of CPU; 6 s on TensorFlow).
     code = (
         "import sys\n"
         "import keras_vit_cli\n"
