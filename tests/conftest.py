@@ -14,6 +14,8 @@ DEFAULT_XLA_SETTINGS = "KERAS_VIT_TEST_DEFAULT_XLA"
 if os.environ.get(DEFAULT_XLA_SETTINGS) != "1" and FAST_XLA_COMPILE not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_XLA_COMPILE}".strip()
 
+import gc  # noqa: E402
+
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
@@ -37,3 +39,12 @@ def pytest_configure(config):
         from budget import from_environment
 
         config.pluginmanager.register(from_environment(), "keras_vit_budget")
+
+
+def pytest_collection_finish(session):
+    # A full garbage collection walks every tracked object: with TensorFlow imported (~400,000 of them) each takes
+    # ~0.4 s of CPU, and Keras runs one in every clear_session (after each test, above) and after each kernel that
+    # Dense.quantize deletes (0.4 s a layer). What the imports and the collection made (modules, classes, test
+    # functions) is never garbage: frozen, later collections skip it, and what the tests create is collected as before.
+    gc.collect()
+    gc.freeze()

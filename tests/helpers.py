@@ -124,9 +124,11 @@ def assert_gradients(model, inputs):
 # per test process serves every fresh-process check (an interpreter start
 # costs ~15 s with TensorFlow installed); a check that kills it starts another.
 _REVIVER_SCRIPT = """
-import json, sys, traceback
+import gc, json, sys, traceback
 import numpy as np, keras
 import keras_vit  # registers the layers, as a user's import would
+from tests.helpers import reference_outputs
+gc.freeze()  # clear_session's collection then skips what the imports made (tests/conftest.py says why)
 for line in sys.stdin:
     request = json.loads(line)
     try:
@@ -134,9 +136,9 @@ for line in sys.stdin:
         for model_path, outputs_path in request["pairs"]:
             keras.backend.clear_session(free_memory=False)  # no full gc pass per model: 0.1-0.2 s of CPU
             model = keras.saving.load_model(model_path, safe_mode=True)
-            outputs = model.predict(inputs, verbose=0)
+            outputs = reference_outputs(model, inputs)
             outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-            np.savez(outputs_path, *[np.asarray(o) for o in outputs])
+            np.savez(outputs_path, *[keras.ops.convert_to_numpy(o) for o in outputs])
         reply = {"ok": True}
     except Exception:
         reply = {"ok": False, "error": traceback.format_exc()}
@@ -189,16 +191,28 @@ def predict_in_fresh_process(model_paths, inputs, workdir):
     return outputs[0] if single else outputs
 
 
+def reference_outputs(model, inputs):
+    """The outputs a revived model must reproduce bit for bit, computed the cheapest way for the backend, in the
+    test process and in the reviving one alike. JAX runs eager ops one compiled program each (a fresh process
+    compiles a model's hundred ops one by one): one compiled predict costs less there. TensorFlow traces a graph
+    for predict, which costs more than the eager call; torch's predict is its eager call."""
+    if BACKEND == "jax":
+        return _flat(to_numpy(model.predict(inputs, verbose=0)))
+    return _flat(to_numpy(model(inputs, training=False)))
+
+
 def assert_save_and_load(model, inputs, workdir, fresh_process=True):
-    expected = _flat(to_numpy(model.predict(inputs, verbose=0)))
+    # Eager calls compare the revived model in this process: the ops are compiled once for both models (a
+    # predict function would be compiled for each); assert_jit_fit_and_predict compiles and runs predict.
+    expected = _flat(to_numpy(model(inputs, training=False)))
     path = os.path.join(workdir, "model.keras")
     model.save(path)
     revived = keras.saving.load_model(path, safe_mode=True)
     assert json.dumps(revived.get_config(), sort_keys=True) == json.dumps(model.get_config(), sort_keys=True)
-    for got, want in zip(_flat(to_numpy(revived.predict(inputs, verbose=0))), expected):
+    for got, want in zip(_flat(to_numpy(revived(inputs, training=False))), expected):
         np.testing.assert_array_equal(got, want)
     if fresh_process:
-        for got, want in zip(predict_in_fresh_process(path, inputs, workdir), expected):
+        for got, want in zip(predict_in_fresh_process(path, inputs, workdir), reference_outputs(model, inputs)):
             np.testing.assert_array_equal(got, want)
 
 
@@ -380,10 +394,12 @@ def run_quantization_test(build_model, input_shape, workdir, modes=QUANTIZATION_
 
     inputs = random_inputs(input_shape)
     errors, saved = {}, {}
+    float_outputs = None
     for mode in modes:
         model = build_model()
-        randomize_weights(model)
-        float_outputs = _flat(to_numpy(model.predict(inputs, verbose=0)))
+        randomize_weights(model)  # seeded: every mode starts from the same float weights
+        if float_outputs is None:
+            float_outputs = _flat(to_numpy(model(inputs, training=False)))
         with warnings.catch_warnings():
             # Keras warns about every layer that has nothing to quantize.
             warnings.simplefilter("ignore", UserWarning)
@@ -392,9 +408,13 @@ def run_quantization_test(build_model, input_shape, workdir, modes=QUANTIZATION_
         assert layers and all(layer.quantization_mode == mode for layer in layers), [
             (layer.path, layer.quantization_mode) for layer in layers
         ]
-        outputs = _flat(to_numpy(model.predict(inputs, verbose=0)))
+        # One compiled predict per mode (XLA on tensorflow and jax); the revivals below compare eager calls,
+        # which cost no compile each.
+        predicted = _flat(to_numpy(model.predict(inputs, verbose=0)))
         scale = max(float(np.max(np.abs(f))) for f in float_outputs) or 1.0
-        errors[mode] = max(float(np.max(np.abs(o - f))) for o, f in zip(outputs, float_outputs)) / scale
+        errors[mode] = max(float(np.max(np.abs(o - f))) for o, f in zip(predicted, float_outputs)) / scale
+        assert all(np.all(np.isfinite(o)) for o in predicted)
+        outputs = _flat(to_numpy(model(inputs, training=False)))
         assert all(np.all(np.isfinite(o)) for o in outputs)
 
         config = model.get_config()
@@ -402,13 +422,13 @@ def run_quantization_test(build_model, input_shape, workdir, modes=QUANTIZATION_
         assert json.dumps(revived.get_config(), sort_keys=True) == json.dumps(config, sort_keys=True)
         assert all(layer.quantization_mode == mode for layer in quantizable_layers(revived))
         assert_weights_by_path(model, revived)
-        for got, want in zip(_flat(to_numpy(revived.predict(inputs, verbose=0))), outputs):
+        for got, want in zip(_flat(to_numpy(revived(inputs, training=False))), outputs):
             np.testing.assert_array_equal(got, want)
 
         mode_dir = os.path.join(str(workdir), mode)
         os.makedirs(mode_dir, exist_ok=True)
         assert_save_and_load(model, inputs, mode_dir, fresh_process=False)
-        saved[os.path.join(mode_dir, "model.keras")] = outputs
+        saved[os.path.join(mode_dir, "model.keras")] = reference_outputs(model, inputs)
     if fresh_process:
         # One interpreter reloads every mode's file: each costs seconds to start.
         for got_outputs, want_outputs in zip(
