@@ -73,6 +73,7 @@ def test_the_slow_list_is_short_and_names_real_tests():
 def test_a_busy_machine_stretches_the_limit(monkeypatch):
     load = [1.0]
     monkeypatch.setattr(budget, "load_per_core", lambda: load[0])
+    monkeypatch.setattr(budget, "cpu_times", lambda: (0, 0))
     check = budget.Budget(limit_s=30)
 
     class Report:
@@ -85,3 +86,22 @@ def test_a_busy_machine_stretches_the_limit(monkeypatch):
     assert check.limit_for("tests/test_x.py::test_busy") == 90.0
     assert check.over_budget() == ["tests/test_x.py::test_idle"]
     assert budget.Budget(limit_s=30, scale_by_load=False).limit_for("tests/test_x.py::test_busy") == 30.0
+
+
+def test_cpu_time_stolen_by_the_host_stretches_the_limit(monkeypatch):
+    # A virtual machine whose host runs other machines: its load average looks idle, its CPU time is stolen.
+    assert budget.steal_stretch((100, 1000), (100, 2000)) == 1.0
+    assert budget.steal_stretch((100, 1000), (600, 2000)) == 2.0  # half of the time since the last report
+    assert budget.steal_stretch((0, 0), (0, 0)) == 1.0
+    stolen, total = budget.cpu_times()
+    assert 0 <= stolen <= total
+    samples = iter([(0, 0), (500, 1000)])
+    monkeypatch.setattr(budget, "cpu_times", lambda: next(samples))
+    monkeypatch.setattr(budget, "load_per_core", lambda: 0.5)
+    check = budget.Budget(limit_s=30)
+
+    class Report:
+        nodeid, duration = "tests/test_x.py::test_stolen", 50.0
+
+    check.pytest_runtest_logreport(Report())
+    assert check.limit_for(Report.nodeid) == 60.0 and check.over_budget() == []
