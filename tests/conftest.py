@@ -1,6 +1,9 @@
 """Shared fixtures: a fixed seed and the float32 policy restored for every test; fast XLA compiles."""
 
+import gc
 import os
+
+import xla_settings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -8,13 +11,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # running, is the cost (JAX compiles each eager op and every jitted step; TensorFlow its jit_compile=True steps),
 # and unoptimized code compiles ~40 % faster. Set before any framework loads; subprocesses inherit it. Results
 # differ from optimized code in the last bits only: the bit-exact check of outputs recorded at a user's default
-# settings (test_fixtures.py) runs without it, in a process started with DEFAULT_XLA_SETTINGS=1.
-FAST_XLA_COMPILE = "--xla_backend_optimization_level=0"
-DEFAULT_XLA_SETTINGS = "KERAS_VIT_TEST_DEFAULT_XLA"
-if os.environ.get(DEFAULT_XLA_SETTINGS) != "1" and FAST_XLA_COMPILE not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_XLA_COMPILE}".strip()
-
-import gc  # noqa: E402
+# settings (test_fixtures.py) runs without it.
+os.environ["XLA_FLAGS"] = xla_settings.with_fast_compile(os.environ.get("XLA_FLAGS", ""))
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import keras_vit  # noqa: F401 (registers the layers)
-from tests.conftest import DEFAULT_XLA_SETTINGS, FAST_XLA_COMPILE
+from tests.xla_settings import without_fast_compile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -59,8 +59,7 @@ def outputs(tmp_path_factory):
     if keras.backend.backend() != "jax":
         return {name: predict(name) for name in NAMES}
     path = tmp_path_factory.mktemp("fixtures") / "outputs.npz"
-    flags = os.environ.get("XLA_FLAGS", "").replace(FAST_XLA_COMPILE, "").strip()
-    env = dict(os.environ, XLA_FLAGS=flags, TF_CPP_MIN_LOG_LEVEL="3", **{DEFAULT_XLA_SETTINGS: "1"})
+    env = dict(os.environ, XLA_FLAGS=without_fast_compile(os.environ.get("XLA_FLAGS", "")), TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
         [sys.executable, "-c", USER_SETTINGS_CODE, str(REPO), str(path)], env=env, capture_output=True, text=True
     )
