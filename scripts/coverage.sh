@@ -12,6 +12,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON="${VENV:-.venv}/bin/python"
 BACKENDS="${BACKENDS:-tensorflow jax torch}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+# Measuring slows every test: the per-test budget of tests/budget.py reports here instead of failing the run.
+export KERAS_VIT_TEST_BUDGET="${KERAS_VIT_TEST_BUDGET:-report}"
+# The tests' subprocesses import this checkout's package (not another one an editable install points at).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # Absolute, so that a subprocess started in a temporary folder writes its data here too.
 export COVERAGE_FILE="$PWD/.coverage-data/coverage"
 
@@ -24,6 +28,9 @@ for backend in $BACKENDS; do
         -p no:cacheprovider "$@" || failed=1
     echo "coverage.sh: KERAS_BACKEND=$backend done in $((SECONDS - start)) s"
 done
-"$PYTHON" -m coverage combine --quiet --keep 2>/dev/null
+# --append: pytest-cov has already combined each run into COVERAGE_FILE; what is left are the files of processes
+# that saved after it (the workers' own startup measurement, saved at their exit). A combine without --append would
+# replace the suite's data with those few (how an earlier run reported 17 %).
+"$PYTHON" -m coverage combine --append --quiet 2>/dev/null
 "$PYTHON" -m coverage report
 exit $failed
