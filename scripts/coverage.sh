@@ -29,7 +29,8 @@ for backend in $BACKENDS; do
     echo "coverage.sh: KERAS_BACKEND=$backend done in $((SECONDS - start)) s"
 done
 # --append: pytest-cov has already combined each run into COVERAGE_FILE; what is left are the files of processes
-# that saved after it (the workers' own startup measurement, saved at their exit). A combine without --append would
+# that saved after it (such as an xdist worker's own start-up measurement: coverage's subprocess patch starts one in
+# every Python process of the run, saved at its exit). A combine without --append would
 # replace the suite's data with those few (how an earlier run reported 17 %).
 "$PYTHON" -m coverage combine --append --quiet 2>/dev/null
 "$PYTHON" -m coverage report
