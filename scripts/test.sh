@@ -34,14 +34,19 @@ if ! "${VENV:-.venv}/bin/ruff" format --check --quiet . || ! "${VENV:-.venv}/bin
     exit 1
 fi
 
+# Each backend's output is kept so that the closing summary can repeat why a backend failed: a CI log is often
+# read from its tail, and pytest's own summary of the first backend scrolls away under the next two.
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+
 summary=()
 failed=0
 for backend in $BACKENDS; do
     echo
     echo "=============================== KERAS_BACKEND=$backend ==============================="
     start=$SECONDS
-    KERAS_BACKEND="$backend" "$PYTHON" -m pytest -n "$PYTEST_WORKERS" "$@"
-    rc=$?
+    KERAS_BACKEND="$backend" "$PYTHON" -m pytest -n "$PYTEST_WORKERS" "$@" 2>&1 | tee "$logs/$backend"
+    rc=${PIPESTATUS[0]}
     if [[ $rc -eq 0 ]]; then
         status="ok"
     else
@@ -49,6 +54,12 @@ for backend in $BACKENDS; do
         failed=1
     fi
     summary+=("test.sh: KERAS_BACKEND=$backend: $status in $((SECONDS - start)) s")
+    if [[ $rc -ne 0 ]]; then
+        # pytest's short summary lines (FAILED/ERROR) and the budget plugin's OVER BUDGET lines.
+        while IFS= read -r line; do
+            summary+=("    $line")
+        done < <(grep -E '^(FAILED|ERROR) |OVER BUDGET: ' "$logs/$backend" | head -n 40)
+    fi
 done
 
 echo
