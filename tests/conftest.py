@@ -36,7 +36,7 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput"):
         from budget import from_environment
 
-        config.pluginmanager.register(from_environment(), "keras_vit_budget")
+        config.pluginmanager.register(from_environment(keras.backend.backend()), "keras_vit_budget")
 
 
 def pytest_collection_finish(session):

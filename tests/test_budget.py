@@ -96,7 +96,8 @@ def test_cpu_time_stolen_by_the_host_stretches_the_limit(monkeypatch):
     stolen, total = budget.cpu_times()
     assert 0 <= stolen <= total
     samples = iter([(0, 0), (500, 1000)])
-    monkeypatch.setattr(budget, "cpu_times", lambda: next(samples))
+    # The last sample repeats: without xdist (-n 0) the live check of this very run samples through it too.
+    monkeypatch.setattr(budget, "cpu_times", lambda: next(samples, (500, 1000)))
     monkeypatch.setattr(budget, "load_per_core", lambda: 0.5)
     check = budget.Budget(limit_s=30)
 
@@ -105,3 +106,25 @@ def test_cpu_time_stolen_by_the_host_stretches_the_limit(monkeypatch):
 
     check.pytest_runtest_logreport(Report())
     assert check.limit_for(Report.nodeid) == 60.0 and check.over_budget() == []
+
+
+def test_a_slow_run_stretches_every_limit_by_its_total(monkeypatch):
+    # A runner whose host slows it without saying so: an idle load average, no stolen time, every test slower.
+    monkeypatch.setattr(budget, "load_per_core", lambda: 0.5)
+    monkeypatch.setattr(budget, "cpu_times", lambda: (0, 0))
+    check = budget.Budget(limit_s=30, reference_total_s=100.0)
+    check.seconds.update({"tests/test_x.py::test_a": 40.0, "tests/test_x.py::test_b": 20.0})
+    assert check.run_slowness() == 1.0 and check.over_budget() == ["tests/test_x.py::test_a"]  # 60 s of 100
+    check.seconds.update({f"tests/test_x.py::test_{i}": 10.0 for i in range(9)})  # the whole run: 1.5x
+    assert check.run_slowness() == 1.5 and check.limit_for("tests/test_x.py::test_a") == 45.0
+    assert check.over_budget() == []
+    check.seconds["tests/test_x.py::test_b"] = 80.0  # slow against the others: it moves the total by 40 %
+    assert check.over_budget() == ["tests/test_x.py::test_b"]
+    assert budget.Budget(limit_s=30, reference_total_s=100.0, scale_by_load=False).run_slowness() == 1.0
+
+
+def test_each_backend_run_compares_with_its_own_reference(monkeypatch):
+    monkeypatch.delenv("KERAS_VIT_TEST_LIMIT_S", raising=False)
+    for backend, total in budget.REFERENCE_TOTAL_S.items():
+        assert budget.from_environment(backend).reference_total_s == total > 0
+    assert budget.from_environment("numpy").run_slowness() == 1.0  # no reference: the limits as they are
