@@ -39,6 +39,17 @@ def pytest_configure(config):
         config.pluginmanager.register(from_environment(keras.backend.backend()), "keras_vit_budget")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    # The named end-to-end tests (tests/budget.py SLOW_TESTS) run first, each with its parameters together (they
+    # share module fixtures). pytest-xdist hands each worker runs of consecutive tests and queues the last ones
+    # ahead, so a minute-long test late in the alphabet left the other worker idle at the end: ~35 s of a
+    # 393 s tensorflow run, simulated from a run's own durations (359 s with these first).
+    from budget import SLOW_TESTS
+
+    items.sort(key=lambda item: item.nodeid.split("[")[0] not in SLOW_TESTS)
+
+
 def pytest_collection_finish(session):
     # A full garbage collection walks every tracked object: with TensorFlow imported (~400,000 of them) each takes
     # ~0.4 s of CPU, and Keras runs one in every clear_session (after each test, above) and after each kernel that
