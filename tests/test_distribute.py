@@ -14,6 +14,7 @@ import textwrap
 
 import keras
 import pytest
+import xla_settings
 
 import keras_vit
 from keras_vit.training import distribute
@@ -158,6 +159,7 @@ import json
 import jax, keras, numpy as np
 import keras_vit
 from keras_vit.training import distribute
+from keras_vit.utils import keras_compat
 
 assert jax.device_count() == 4, jax.devices()
 rng = np.random.default_rng(0)
@@ -167,7 +169,7 @@ y = rng.integers(0, 4, 8)
 def build():
     return keras_vit.VisionTransformer(**{tiny}, classifier_activation=None)
 
-keras.utils.set_random_seed(0)
+keras_compat.set_random_seed(0)  # Keras's own imports TensorFlow: 3-4 s of this process
 single = build()
 single.get_layer("head").kernel.assign(rng.normal(size=(16, 4)).astype("float32") * 0.1)
 initial = single.get_weights()
@@ -201,7 +203,9 @@ print(json.dumps(dict(single_loss=single_loss, dp_loss=dp_loss, dp_diff=dp_diff,
 @pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution runs on the jax backend")
 def test_jax_data_and_model_parallel_match_single_device(tmp_path):
     script = _JAX.replace("{tiny}", _TINY).replace("{{", "{").replace("}}", "}")
-    result = _run(script, tmp_path, {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    # Four CPU devices, and the suite's fast compiles (tests/conftest.py), which a replaced XLA_FLAGS would drop.
+    flags = xla_settings.with_fast_compile("--xla_force_host_platform_device_count=4")
+    result = _run(script, tmp_path, {"KERAS_BACKEND": "jax", "XLA_FLAGS": flags})
     assert result["dp_loss"] == pytest.approx(result["single_loss"], abs=1e-5)
     assert result["dp_diff"] < 1e-5
     specs = result["specs"]
