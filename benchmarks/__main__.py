@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from benchmarks import runner
+from keras_vit_cli import quiet
 
 
 def _names(text):
@@ -97,6 +98,7 @@ def run(args):
 
 
 def main(argv=None):
+    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)

@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from benchmarks import runner
+from keras_vit_cli import quiet
 
 JPEG_SIZE = (375, 500)  # height, width: about ImageNet's average photo
 
@@ -144,6 +145,7 @@ def format_table(result):
 
 
 def main(argv=None):
+    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.data", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=100_000, help="files in the indexed folder (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="timings of each indexer (default: %(default)s)")

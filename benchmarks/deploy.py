@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from benchmarks import deploy_models
+from keras_vit_cli import quiet
 
 
 def _images_per_second(run, images, seconds):
@@ -157,6 +158,7 @@ def _hf_onnx_images_per_second(workdir, images, seconds):
 
 
 def main(argv=None):
+    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.deploy", description=__doc__.splitlines()[0])
     parser.add_argument("--finetuned", help="the main job's model.keras (keras-vit finetune --out DIR)")
     parser.add_argument("--seconds", type=float, default=5.0, help="timing window per row (default: %(default)s)")

@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from benchmarks import runner
+from keras_vit_cli import quiet
 
 SMALL = dict(patch_size=4, hidden_dim=64, num_layers=4, num_heads=4, mlp_dim=128)  # the digits model of finetune
 
@@ -138,6 +139,7 @@ def _counts(text):
 
 
 def main(argv=None):
+    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.evaluation", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed ridge solves (default: %(default)s)")
     parser.add_argument(

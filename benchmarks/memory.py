@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from benchmarks import runner
-from keras_vit.utils import files, validation
+from keras_vit_cli import quiet
 
 # The training jit_compile a user gets by default: TensorFlow's graph executor, XLA on JAX, eager torch.
 TRAIN_JIT = {"tensorflow": False, "jax": True, "torch": False}
@@ -28,6 +28,8 @@ def plan(variant_name, variant, batch_size, backends=runner.BACKENDS, timm=True,
 
     `options`: `classes`, `repeats`, `threads`, `precision` (defaults 1000, 1, 2, "float32").
     """
+    from keras_vit.utils import validation  # here, not at the top: `--help` imports no Keras
+
     for backend in backends:
         if backend not in runner.BACKENDS:
             raise ValueError(f"Unknown backend {backend!r}; choose from {runner.BACKENDS}.")
@@ -119,6 +121,8 @@ def format_table(records):
 
 def run(specs, timeout=3600, output=None, log=None):
     """Runs the specs one after another; returns (and writes to `output`) the report."""
+    from keras_vit.utils import files
+
     if output:
         files.check_output_path(output)
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -137,8 +141,7 @@ def run(specs, timeout=3600, output=None, log=None):
 
 
 def main(argv=None):
-    import keras_vit
-
+    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
     parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=32, help="training batch (default: %(default)s)")
@@ -150,6 +153,9 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per configuration (default: %(default)s)")
     parser.add_argument("--output", default="memory.json", help="the JSON report (default: %(default)s)")
     args = parser.parse_args(argv)
+    import keras_vit  # after the arguments: `--help` imports no Keras
+    from keras_vit.utils import validation
+
     try:
         if args.variant not in keras_vit.VARIANTS:
             raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
