@@ -54,11 +54,20 @@ for backend in $BACKENDS; do
         failed=1
     fi
     summary+=("test.sh: KERAS_BACKEND=$backend: $status in $((SECONDS - start)) s")
+    # The budget plugin's header (the run's total against its reference): how slow this machine was.
+    while IFS= read -r line; do
+        summary+=("    $line")
+    done < <(grep -E -o 'all [0-9]+ took [0-9]+ s.*[^= ]' "$logs/$backend" | head -n 1)
     if [[ $rc -ne 0 ]]; then
-        # pytest's short summary lines (FAILED/ERROR) and the budget plugin's OVER BUDGET lines.
+        # pytest's short summary lines (FAILED/ERROR), the budget plugin's OVER BUDGET lines and its 10 slowest
+        # tests (what else was slow on this machine).
         while IFS= read -r line; do
             summary+=("    $line")
-        done < <(grep -E '^(FAILED|ERROR) |OVER BUDGET: ' "$logs/$backend" | head -n 40)
+        done < <(
+            grep -E '^(FAILED|ERROR) |OVER BUDGET: ' "$logs/$backend" | head -n 40
+            echo "the 10 slowest:"
+            grep -E -A 10 'slowest tests \(limit' "$logs/$backend" | tail -n +2 | head -n 10
+        )
     fi
 done
 

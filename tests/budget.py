@@ -19,8 +19,16 @@ largest of three measures of how slow the machine was:
 - the 1-minute load average per core when the test's report arrives, when
   above 1 (the suite's own two workers keep a 2-core machine at about 1);
 - on a virtual machine whose host runs others and says so, 1 / (1 - the share
-  of CPU time stolen by the host) since the previous report.
-`KERAS_VIT_TEST_LOAD_SCALING=off` turns all three off.
+  of CPU time stolen by the host) since the previous report;
+- how long the test's own threads waited for a CPU: the kernel counts, per
+  thread, the time it was ready to run but not running (`schedstat`). Each
+  test's (CPU + wait) / CPU is compared with the run's median of that ratio,
+  so a test that ran through a minute in which something else took the CPUs
+  stretches, while a test that merely sleeps does not (it waits for nothing).
+  A shared runner does this without a trace in the load average (CI once took
+  105 s for a 23 s test in a run only 1.5x slower overall). This stretch
+  multiplies the first.
+`KERAS_VIT_TEST_LOAD_SCALING=off` turns them all off.
 
 `KERAS_VIT_TEST_LIMIT_S` overrides `LIMIT_S` (a slower machine; the check of
 the check uses it). `KERAS_VIT_TEST_BUDGET` is `on` (fail) or `report` (list
@@ -29,12 +37,18 @@ applies when it is unset.
 """
 
 import collections
+import glob
 import os
+import statistics
+
+import pytest
 
 LIMIT_S = 30.0
 SLOW_LIMIT_S = 90.0
 MAX_SLOW_TESTS = 8
 SHOWN = 25
+# A test whose threads used less CPU than this tells nothing about waiting for one.
+MIN_CPU_S = 1.0
 
 # Whether a run fails on a test over its limit when KERAS_VIT_TEST_BUDGET is unset: on since the whole suite
 # was measured within the limits on the idle machine (docs/development.md, "Test budget").
@@ -90,6 +104,49 @@ def steal_stretch(before, after):
     return 1.0 / max(1.0 - stolen / total, 0.1) if total > 0 else 1.0
 
 
+def thread_times():
+    """{thread id: (CPU seconds, seconds ready to run but waiting for a CPU)} of this process's threads, from
+    Linux's /proc/self/task/*/schedstat; {} where there is none."""
+    times = {}
+    for path in glob.glob("/proc/self/task/*/schedstat"):
+        try:
+            with open(path) as stat:
+                running, waiting = stat.read().split()[:2]
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+        times[path] = (int(running) / 1e9, int(waiting) / 1e9)
+    return times
+
+
+def cpu_and_wait_since(before, after):
+    """(CPU seconds, waiting seconds) of the threads in `after` since `before` (a thread new since then counts
+    from its start; one that ended meanwhile is lost, which only understates the wait)."""
+    cpu = sum(running - before.get(thread, (0.0, 0.0))[0] for thread, (running, _) in after.items())
+    wait = sum(waiting - before.get(thread, (0.0, 0.0))[1] for thread, (_, waiting) in after.items())
+    return cpu, wait
+
+
+CPU_WAIT_PROPERTY = "keras_vit_budget_cpu_wait_s"
+
+
+class ThreadClock:
+    """Runs where the tests run (each xdist worker, or the only process): adds to every test report the CPU
+    seconds its threads used and the seconds they waited for a CPU, for `Budget` to read in the controller."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        sample = getattr(item, "_keras_vit_budget_threads", None)
+        if sample is not None:
+            now = thread_times()
+            outcome.get_result().user_properties.append((CPU_WAIT_PROPERTY, cpu_and_wait_since(sample, now)))
+            item._keras_vit_budget_threads = now
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        item._keras_vit_budget_threads = thread_times()
+
+
 class Budget:
     def __init__(self, limit_s=None, enforce=True, scale_by_load=True, reference_total_s=None):
         assert len(SLOW_TESTS) <= MAX_SLOW_TESTS, "at most 8 end-to-end tests may exceed the per-test limit"
@@ -99,6 +156,7 @@ class Budget:
         self.reference_total_s = reference_total_s
         self.seconds = collections.defaultdict(float)
         self.stretch = collections.defaultdict(lambda: 1.0)
+        self.cpu_and_wait = collections.defaultdict(lambda: (0.0, 0.0))
         self.cpu_sample = cpu_times()
 
     def run_slowness(self):
@@ -108,13 +166,33 @@ class Budget:
             return 1.0
         return max(1.0, sum(self.seconds.values()) / self.reference_total_s)
 
+    def waiting(self, nodeid):
+        """(CPU + wait) / CPU of `nodeid`'s threads: how many times longer its work took for want of a CPU."""
+        cpu, wait = self.cpu_and_wait[nodeid]
+        return (cpu + wait) / cpu if cpu >= MIN_CPU_S else None
+
+    def cpu_starvation(self, nodeid):
+        """`nodeid`'s `waiting` against the run's median, at least 1; 1 for a test with under `MIN_CPU_S` of CPU
+        (nothing to tell) or when load scaling is off."""
+        ratios = [ratio for ratio in map(self.waiting, self.cpu_and_wait) if ratio is not None]
+        own = self.waiting(nodeid)
+        if not (self.scale_by_load and ratios and own):
+            return 1.0
+        return max(1.0, own / statistics.median(ratios))
+
+    def stretch_for(self, nodeid):
+        return max(self.stretch[nodeid], self.run_slowness() * self.cpu_starvation(nodeid))
+
     def limit_for(self, nodeid):
         base = nodeid.split("[")[0]
-        stretch = max(self.stretch[nodeid], self.run_slowness())
-        return (SLOW_LIMIT_S if base in SLOW_TESTS else self.limit_s) * stretch
+        return (SLOW_LIMIT_S if base in SLOW_TESTS else self.limit_s) * self.stretch_for(nodeid)
 
     def pytest_runtest_logreport(self, report):
         self.seconds[report.nodeid] += report.duration
+        for name, (cpu, wait) in getattr(report, "user_properties", ()):
+            if name == CPU_WAIT_PROPERTY:
+                before = self.cpu_and_wait[report.nodeid]
+                self.cpu_and_wait[report.nodeid] = (before[0] + cpu, before[1] + wait)
         if self.scale_by_load:
             sample = cpu_times()
             busy = max(load_per_core(), steal_stretch(self.cpu_sample, sample))
@@ -139,10 +217,17 @@ class Budget:
             f"all {len(self.seconds)} took {total:.0f} s{reference}"
         )
         for nodeid, seconds in slowest:
-            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
+            starved = self.cpu_starvation(nodeid)
+            note = f"  (its threads waited for a CPU x{starved:.2f} the run's median)" if starved >= 1.1 else ""
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}{note}")
         for nodeid in self.over_budget():
-            stretch = max(self.stretch[nodeid], self.run_slowness())
-            stretched = f", stretched x{stretch:.2f} for a slow or busy machine" if stretch > 1 else ""
+            stretch = self.stretch_for(nodeid)
+            stretched = (
+                f", stretched x{stretch:.2f} for a slow or busy machine: the run x{self.run_slowness():.2f}, "
+                f"waiting for a CPU x{self.cpu_starvation(nodeid):.2f}, load or steal x{self.stretch[nodeid]:.2f}"
+                if stretch > 1
+                else ""
+            )
             terminalreporter.write_line(
                 f"OVER BUDGET: {nodeid} took {self.seconds[nodeid]:.1f} s (limit {self.limit_for(nodeid):.3g} s"
                 f"{stretched}): "

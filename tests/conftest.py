@@ -32,10 +32,12 @@ def _isolated_keras_state():
 
 
 def pytest_configure(config):
-    # The per-test time limit (tests/budget.py); under xdist the controller sees every report.
-    if not hasattr(config, "workerinput"):
-        from budget import from_environment
+    # The per-test time limit (tests/budget.py); under xdist the controller sees every report, and each worker
+    # adds to its reports how long the test's threads waited for a CPU.
+    from budget import ThreadClock, from_environment
 
+    config.pluginmanager.register(ThreadClock(), "keras_vit_budget_thread_clock")
+    if not hasattr(config, "workerinput"):
         config.pluginmanager.register(from_environment(keras.backend.backend()), "keras_vit_budget")
 
 

@@ -1,8 +1,9 @@
 """The per-test time limit of tests/budget.py fails a run with a deliberately slow test.
 
-Cost: two pytest subprocesses that import neither Keras nor a backend, ~2 s.
+Cost: three pytest subprocesses that import neither Keras nor a backend, ~3 s.
 """
 
+import json
 import os
 import pathlib
 import subprocess
@@ -128,3 +129,57 @@ def test_each_backend_run_compares_with_its_own_reference(monkeypatch):
     for backend, total in budget.REFERENCE_TOTAL_S.items():
         assert budget.from_environment(backend).reference_total_s == total > 0
     assert budget.from_environment("numpy").run_slowness() == 1.0  # no reference: the limits as they are
+
+
+def test_a_test_whose_threads_waited_for_a_cpu_stretches_its_limit(monkeypatch):
+    # A shared runner that gives the CPUs to something else for a minute: nothing in the load average, the test's
+    # threads stood ready to run (Linux counts it per thread) for as long again as they ran.
+    monkeypatch.setattr(budget, "load_per_core", lambda: 0.5)
+    monkeypatch.setattr(budget, "cpu_times", lambda: (0, 0))
+    check = budget.Budget(limit_s=30)
+    check.seconds.update({f"tests/test_x.py::test_{i}": 10.0 for i in range(5)})
+    check.cpu_and_wait.update({f"tests/test_x.py::test_{i}": (8.0, 2.0) for i in range(5)})  # the run: 1.25
+    check.seconds.update({"tests/test_x.py::test_starved": 50.0, "tests/test_x.py::test_sleeps": 40.0})
+    check.cpu_and_wait["tests/test_x.py::test_starved"] = (20.0, 30.0)  # 2.5: twice the run's median
+    check.cpu_and_wait["tests/test_x.py::test_sleeps"] = (0.1, 0.0)  # waited for nothing: no stretch
+    assert check.cpu_starvation("tests/test_x.py::test_starved") == 2.0
+    assert check.limit_for("tests/test_x.py::test_starved") == 60.0
+    assert check.cpu_starvation("tests/test_x.py::test_sleeps") == 1.0
+    assert check.cpu_starvation("tests/test_x.py::test_0") == 1.0
+    assert check.over_budget() == ["tests/test_x.py::test_sleeps"]
+    check.seconds["tests/test_x.py::test_starved"] = 61.0  # beyond even the stretched limit
+    assert check.over_budget() == ["tests/test_x.py::test_starved", "tests/test_x.py::test_sleeps"]
+    assert budget.Budget(limit_s=30, scale_by_load=False).cpu_starvation("tests/test_x.py::test_starved") == 1.0
+
+
+def test_cpu_and_wait_count_new_threads_and_skip_ended_ones():
+    before = {"a": (1.0, 0.5), "ended": (4.0, 4.0)}
+    after = {"a": (3.0, 1.5), "new": (2.0, 0.25)}
+    assert budget.cpu_and_wait_since(before, after) == (4.0, 1.25)
+
+
+def test_each_report_carries_its_threads_cpu_and_wait(tmp_path):
+    # The live path: the worker-side plugin's numbers reach the report the controller reads.
+    (tmp_path / "conftest.py").write_text(
+        f"import json, sys\nsys.path.insert(0, {str(TESTS_DIR)!r})\n"
+        "import budget\n\n"
+        "def pytest_configure(config):\n"
+        "    config.pluginmanager.register(budget.ThreadClock(), 'clock')\n\n"
+        "def pytest_runtest_logreport(report):\n"
+        "    with open('reports.jsonl', 'a') as out:\n"
+        "        out.write(json.dumps([report.when, report.user_properties]) + '\\n')\n"
+    )
+    (tmp_path / "test_busy.py").write_text(
+        "import time\n\ndef test_busy():\n    end = time.process_time() + 0.5\n    while time.process_time() < end:\n"
+        "        pass\n"
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    reports = {when: dict(properties) for when, properties in map(json.loads, open(tmp_path / "reports.jsonl"))}
+    assert sorted(reports) == ["call", "setup", "teardown"]
+    cpu, wait = reports["call"][budget.CPU_WAIT_PROPERTY]
+    if budget.thread_times():  # Linux: the busy loop's half second of CPU, counted by the kernel
+        assert 0.45 <= cpu < 5 and wait >= 0
+    else:
+        assert (cpu, wait) == (0, 0)

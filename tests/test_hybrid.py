@@ -19,7 +19,7 @@ from keras_vit import models
 from keras_vit.models import Architecture
 from keras_vit.pretrained import converters, io
 from tests import timm_reference
-from tests.helpers import BACKEND, run_model_test, to_numpy
+from tests.helpers import BACKEND, run_model_test, run_precision_test, to_numpy
 
 # A hybrid small enough for every backend: two stages (output stride 8), 32 px images.
 TINY = dict(resnet_stages=(1, 1), resnet_width=32, patch_size=1, hidden_dim=64, num_layers=2, num_heads=4, mlp_dim=128)
@@ -58,12 +58,18 @@ def _images(size, batch=2):
     return np.random.default_rng(3).uniform(-1, 1, (batch, *size, 3)).astype("float32")
 
 
-def test_tiny_hybrid_contract(tmp_path):
+def _one_stage_hybrid():
     # One ResNet stage: the contract checks (config, gradients, saving, both mixed-precision policies, jit) are
     # about the layers, which one stage has all of; JAX compiles every eager op, and the second stage cost a third
-    # of this test's CPU (27 -> 19 s on jax). The two-stage layout is checked against timm below.
+    # of the contract's CPU (27 -> 19 s on jax). The two-stage layout is checked against timm below.
+    return models.build_model(**dict(TINY, resnet_stages=(1,)), input_shape=(32, 32, 3), classes=5)
+
+
+def test_tiny_hybrid_contract(tmp_path):
+    # Mixed precision is the test below: together they took 23-29 s on jax (each eager op compiled once per
+    # dtype), too close to the per-test limit for a runner that slows down for a minute.
     run_model_test(
-        lambda: models.build_model(**dict(TINY, resnet_stages=(1,)), input_shape=(32, 32, 3), classes=5),
+        _one_stage_hybrid,
         input_shape=(2, 32, 32, 3),
         expected_output_shape=(2, 5),
         workdir=tmp_path,
@@ -72,7 +78,12 @@ def test_tiny_hybrid_contract(tmp_path):
         # registered by a plain `import keras_vit`) is enough: the tensorflow run does it.
         jit=BACKEND != "torch",
         fresh_process=BACKEND == "tensorflow",
+        mixed_precision=False,
     )
+
+
+def test_tiny_hybrid_mixed_precision():
+    run_precision_test(_one_stage_hybrid, _images(32))
 
 
 @pytest.mark.parametrize("config", [TINY, TINY_ROOT_ONLY], ids=["stages", "root_only"])
