@@ -582,8 +582,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # On torch (SDPA) and JAX, the fused op is the fast path. TensorFlow's
         # implementation of it is two einsums in the (batch, tokens, heads, dim)
         # layout that transpose around each product, which costs 4x in bfloat16
-        # on CPU (profiled); heads-first batched matmuls avoid those.
-        fused = not (return_attention_scores or dropout_active) and keras.backend.backend() != "tensorflow"
+        # on CPU (profiled); heads-first batched matmuls avoid those. JAX's
+        # fused op does not compile in float16 on CPU (see keras_compat).
+        fused = (
+            not (return_attention_scores or dropout_active)
+            and keras.backend.backend() != "tensorflow"
+            and keras_compat.fused_attention_compiles(self.compute_dtype)
+        )
         if fused:
             qkv = ops.reshape(self.qkv(tokens), (batch, length, 3, self.num_heads, self.head_dim))
             attended = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])

@@ -94,6 +94,24 @@ def sublayers(layer):
     return list(layer._flatten_layers(include_self=False, recursive=True))
 
 
+def fused_attention_compiles(dtype):
+    """Whether `keras.ops.dot_product_attention` compiles for `dtype` here.
+
+    JAX's implementation multiplies float16 queries and keys into float32
+    logits, a product XLA's CPU backend does not have: under `jit` (every
+    `fit` and `predict` on JAX) it fails with "The precision 'F16_F16_F32' is
+    not supported by dot_general on CPU" (JAX 0.10, Keras 3.15), while the
+    same product in eager mode runs.
+    """
+    import keras
+
+    if keras.backend.backend() != "jax" or keras.backend.standardize_dtype(dtype) != "float16":
+        return True
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
 def set_random_seed(seed):
     """`keras.utils.set_random_seed`, without importing TensorFlow on the JAX and PyTorch backends.
 
