@@ -233,9 +233,13 @@ class Budget:
                 if stretch >= 1.005  # printed to two decimals: x1.00 would explain nothing
                 else ""
             )
+            # Its threads' own seconds tell a test that did more work (CPU near the wall time) from one kept off
+            # the CPU some other way (neither adds up to the wall time: blocked on a lock, a child process, I/O).
+            cpu, wait = self.cpu_and_wait.get(nodeid, (0.0, 0.0))
+            threads = f"; its threads ran {cpu:.1f} s and waited {wait:.1f} s for a CPU" if cpu else ""
             terminalreporter.write_line(
                 f"OVER BUDGET: {nodeid} took {self.seconds[nodeid]:.1f} s (limit {self.limit_for(nodeid):.3g} s"
-                f"{stretched}): "
+                f"{stretched}{threads}): "
                 "make it cheaper (a smaller model, a shared fixture, no fresh process) or, for an end-to-end "
                 "test, name it in tests/budget.py SLOW_TESTS",
                 red=True,

@@ -152,6 +152,21 @@ def test_a_test_whose_threads_waited_for_a_cpu_stretches_its_limit(monkeypatch):
     assert budget.Budget(limit_s=30, scale_by_load=False).cpu_starvation("tests/test_x.py::test_starved") == 1.0
 
 
+def test_an_over_budget_line_says_how_long_the_threads_ran_and_waited(monkeypatch):
+    # A test that took four times its CPU without waiting for one was held up by something else: the line says so.
+    monkeypatch.setattr(budget, "load_per_core", lambda: 0.5)
+    monkeypatch.setattr(budget, "cpu_times", lambda: (0, 0))
+    check = budget.Budget(limit_s=30)
+    check.seconds["tests/test_x.py::test_held_up"] = 80.0
+    check.cpu_and_wait["tests/test_x.py::test_held_up"] = (20.0, 1.5)
+    lines = []
+    reporter = type("Reporter", (), {"section": lambda self, title: None})()
+    reporter.write_line = lambda line, **markup: lines.append(line)
+    check.pytest_terminal_summary(reporter)
+    (over,) = [line for line in lines if line.startswith("OVER BUDGET")]
+    assert "took 80.0 s (limit 30 s; its threads ran 20.0 s and waited 1.5 s for a CPU)" in over
+
+
 def test_cpu_and_wait_count_new_threads_and_skip_ended_ones():
     before = {"a": (1.0, 0.5), "ended": (4.0, 4.0)}
     after = {"a": (3.0, 1.5), "new": (2.0, 0.25)}

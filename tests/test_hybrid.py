@@ -66,8 +66,9 @@ def _one_stage_hybrid():
 
 
 def test_tiny_hybrid_contract(tmp_path):
-    # Mixed precision is the test below: together they took 23-29 s on jax (each eager op compiled once per
-    # dtype), too close to the per-test limit for a runner that slows down for a minute.
+    # Mixed precision is the test below: together they take ~24 s on jax, nearly all of it compiling, and a JAX
+    # process compiles more slowly the more programs it holds (docs/development.md, run 7): apart, each stays far
+    # from the per-test limit late in a worker's run.
     run_model_test(
         _one_stage_hybrid,
         input_shape=(2, 32, 32, 3),
