@@ -19,7 +19,15 @@ from keras_vit import models
 from keras_vit.models import Architecture
 from keras_vit.pretrained import converters, io
 from tests import timm_reference
-from tests.helpers import BACKEND, run_model_test, run_precision_test, to_numpy
+from tests.helpers import (
+    BACKEND,
+    assert_jit_fit_and_predict,
+    random_inputs,
+    randomize_weights,
+    run_model_test,
+    run_precision_test,
+    to_numpy,
+)
 
 # A hybrid small enough for every backend: two stages (output stride 8), 32 px images.
 TINY = dict(resnet_stages=(1, 1), resnet_width=32, patch_size=1, hidden_dim=64, num_layers=2, num_heads=4, mlp_dim=128)
@@ -66,21 +74,29 @@ def _one_stage_hybrid():
 
 
 def test_tiny_hybrid_contract(tmp_path):
-    # Mixed precision is the test below: together they take ~24 s on jax, nearly all of it compiling, and a JAX
-    # process compiles more slowly the more programs it holds (docs/development.md, run 7): apart, each stays far
-    # from the per-test limit late in a worker's run.
+    # Mixed precision and the compiled fit are the tests below: together they take ~24 s on jax, nearly all of it
+    # compiling, and a JAX process compiles more slowly the more programs it holds (docs/development.md, run 7):
+    # apart, each stays far from the per-test limit late in a worker's run.
     run_model_test(
         _one_stage_hybrid,
         input_shape=(2, 32, 32, 3),
         expected_output_shape=(2, 5),
         workdir=tmp_path,
-        # torch.compile of the ResNet's padding backward fails in inductor on CPU (and takes minutes); the
-        # plain ViT's one-block model covers jit on torch. One fresh-process revival (the ResNet layers
-        # registered by a plain `import keras_vit`) is enough: the tensorflow run does it.
-        jit=BACKEND != "torch",
+        # One fresh-process revival (the ResNet layers registered by a plain `import keras_vit`) is enough: the
+        # tensorflow run does it.
         fresh_process=BACKEND == "tensorflow",
         mixed_precision=False,
+        jit=False,
     )
+
+
+# torch.compile of the ResNet's padding backward fails in inductor on CPU (and takes minutes); the plain ViT's
+# one-block model covers jit on torch.
+@pytest.mark.skipif(BACKEND == "torch", reason="torch.compile of the ResNet's padding fails in inductor on CPU")
+def test_tiny_hybrid_fits_and_predicts_compiled():
+    model = _one_stage_hybrid()
+    randomize_weights(model)
+    assert_jit_fit_and_predict(model, random_inputs((2, 32, 32, 3)))
 
 
 def test_tiny_hybrid_mixed_precision():
