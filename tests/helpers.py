@@ -194,9 +194,9 @@ def predict_in_fresh_process(model_paths, inputs, workdir):
 def reference_outputs(model, inputs):
     """A model's outputs as the contract checks read them (shapes, precision, revived models bit for bit, here and
     in the reviving interpreter), computed the cheapest way for the backend. An eager call on JAX compiles each op
-    on its first use: the tiny hybrid's ~115 ops took 8 s, and 12 s more for each mixed-precision policy, where
-    one compiled predict takes about 1 s; it runs the same traced layer code, as `fit` does. TensorFlow traces a
-    graph for predict, which costs more than the eager call; torch's predict is its eager call."""
+    on its first use: the tiny hybrid's ~115 ops took 8 s, and its mixed-precision checks 224 compiles (17 s),
+    where one compiled predict takes 1-1.5 s; it runs the same traced layer code, as `fit` does. TensorFlow traces
+    a graph for predict, which costs more than the eager call; torch's predict is its eager call."""
     if BACKEND == "jax":
         return _flat(to_numpy(model.predict(inputs, verbose=0)))
     return _flat(to_numpy(model(inputs, training=False)))
@@ -231,8 +231,7 @@ def assert_mixed_precision(build_model, inputs, float32_outputs):
                 f"{layer.path or layer.name} has policy {layer.dtype_policy.name}, expected {expected}"
             )
         randomize_weights(model)
-        # On JAX one compiled predict, not an eager call that compiles each op for each policy (the tiny hybrid:
-        # 224 compiles, 17 s, against 2 and 3 s); compiled is also where float16 once failed on JAX/CPU only.
+        # Compiled on JAX (reference_outputs): where float16 once failed on JAX/CPU while eager calls ran.
         for output in reference_outputs(model, inputs):
             assert np.all(np.isfinite(output.astype("float32")))
             want = "float32" if float32_outputs else policy.split("_")[1]

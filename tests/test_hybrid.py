@@ -90,9 +90,10 @@ def test_tiny_hybrid_contract(tmp_path):
     )
 
 
-# torch.compile of the ResNet's padding backward fails in inductor on CPU (and takes minutes); the plain ViT's
-# one-block model covers jit on torch.
-@pytest.mark.skipif(BACKEND == "torch", reason="torch.compile of the ResNet's padding fails in inductor on CPU")
+# The plain ViT's one-block model covers jit on torch.
+@pytest.mark.skipif(
+    BACKEND == "torch", reason="torch.compile of the ResNet's padding backward fails in inductor on CPU"
+)
 def test_tiny_hybrid_fits_and_predicts_compiled():
     model = _one_stage_hybrid()
     randomize_weights(model)
