@@ -39,6 +39,11 @@ fi
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
 
+# The machine's own speed before and after: this VM's Python speed varies up to 2x from hour to hour, and the
+# suite's time with it (docs/development.md, "Test budget").
+speed_before="$("$PYTHON" scripts/machine_speed.py)"
+echo "test.sh: before the tests, $speed_before"
+
 summary=()
 failed=0
 for backend in $BACKENDS; do
@@ -73,6 +78,7 @@ done
 
 echo
 printf '%s\n' "${summary[@]}"
+echo "test.sh: before the tests, $speed_before; after them, $("$PYTHON" scripts/machine_speed.py)"
 if [[ $failed -ne 0 ]]; then
     echo "test.sh: FAILED on at least one backend"
     exit 1
