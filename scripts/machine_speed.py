@@ -1,11 +1,11 @@
 """Prints how fast this machine runs plain Python right now, for `scripts/test.sh` to log before and after the suite.
 
-    python scripts/machine_speed.py    # "machine speed: a 10-million-step Python loop took 0.70 s"
+    python scripts/machine_speed.py    # "machine speed: a 10-million-step Python loop took 0.38 s"
 
 On the development VM (2 cores, AMD EPYC) a loop like this one ran 2x slower at one hour than at another, with
 nothing else running, and the test suite's time followed it (docs/development.md, "Test budget"). A run's
 timings mean little without this line: the test budget's own measure (a backend's summed test time against its
-reference run) cannot tell a slower machine from a larger suite. Standard library only, 1-2 s.
+reference run) cannot tell a slower machine from a larger suite. Standard library only, under 2 s.
 """
 
 import time
