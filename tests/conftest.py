@@ -31,36 +31,7 @@ def _isolated_keras_state():
     keras.backend.clear_session(free_memory=False)
 
 
-# A JAX process compiles more slowly the more compiled programs its caches hold, and every eager op is one: in a
-# worker that had compiled ~3,500 small programs first, five late test files took 1.48x their time in a fresh
-# worker, 1.14x once `jax.clear_caches()` had dropped them. Dropping them after every test file cost about what
-# it saved (programs shared between files compile again), so a worker drops them at the first file boundary
-# after this many compiles (twice or three times a jax run in all): a module's fixtures and models stay usable,
-# they compile again on their next call.
-JAX_COMPILES_BEFORE_CLEARING = 1500
-_jax_compiles = [0]  # backend compiles in this process since its caches were last dropped
-
-
-def _count_jax_compile(event, duration_secs, **kwargs):
-    if event == "/jax/core/compile/backend_compile_duration":
-        _jax_compiles[0] += 1
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item, nextitem):
-    at_file_boundary = nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None)
-    if _jax_compiles[0] >= JAX_COMPILES_BEFORE_CLEARING and at_file_boundary:
-        import jax
-
-        jax.clear_caches()
-        _jax_compiles[0] = 0
-
-
 def pytest_configure(config):
-    if keras.backend.backend() == "jax":
-        import jax
-
-        jax.monitoring.register_event_duration_secs_listener(_count_jax_compile)
     # The per-test time limit (tests/budget.py); under xdist the controller sees every report, and each worker
     # adds to its reports how long the test's threads waited for a CPU.
     from budget import ThreadClock, from_environment
