@@ -70,8 +70,6 @@ SLOW_TESTS = {
     "processes, timm's rows on the torch run (33 s there)",
     "tests/test_quantization.py::test_classifier_quantizes_and_reloads": "int8, float8 and int4 of a classifier, "
     "each saved, revived in a fresh process and compiled (32 s on jax)",
-    "tests/test_fixtures.py::test_saved_model_loads_and_predicts_bit_identically": "on jax the first parameter "
-    "pays for the interpreter at the default XLA settings that predicts all four fixtures (31-42 s)",
     "tests/test_finetune.py::test_sigkill_mid_epoch_then_restart_resumes_from_backup": "a fresh keras-vit finetune "
     "process killed mid-epoch, then the resumed run to the end (23-30 s on tensorflow)",
 }

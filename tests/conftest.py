@@ -7,11 +7,11 @@ import xla_settings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# XLA compiles every program the tests run without its optimizing passes: on the tiny models here compiling, not
-# running, is the cost (JAX compiles each eager op and every jitted step; TensorFlow its jit_compile=True steps),
-# and unoptimized code compiles ~40 % faster. Set before any framework loads; subprocesses inherit it. Results
-# differ from optimized code in the last bits only: the bit-exact check of outputs recorded at a user's default
-# settings (test_fixtures.py) runs without it.
+# XLA compiles every program the tests run the fast way (tests/xla_settings.py): on the tiny models here
+# compiling, not running, is the cost (JAX compiles each eager op and every jitted step; TensorFlow its
+# jit_compile=True steps). Set before any framework loads; subprocesses inherit it. Results differ from a user's
+# default settings in the last bits only: the bit-exact check of outputs recorded by an earlier commit
+# (test_fixtures.py) reads JAX outputs recorded at these settings.
 os.environ["XLA_FLAGS"] = xla_settings.with_fast_compile(os.environ.get("XLA_FLAGS", ""))
 
 import keras  # noqa: E402
