@@ -2,6 +2,8 @@
 
 import gc
 import os
+import shutil
+import tempfile
 
 import xla_settings
 
@@ -13,6 +15,19 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # default settings in the last bits only: the bit-exact check of outputs recorded by an earlier commit
 # (test_fixtures.py) reads JAX outputs recorded at these settings.
 os.environ["XLA_FLAGS"] = xla_settings.with_fast_compile(os.environ.get("XLA_FLAGS", ""))
+
+# One JAX compilation cache for the whole run, empty at its start: the two xdist workers and every interpreter the
+# tests start (the reviving interpreter, the two-process runs, the CLI checks) compile many of the same small
+# programs, and reading one back costs a third of compiling it. Made by the first process that loads this file
+# (the xdist controller, or a plain pytest), inherited by the rest, removed at the end by its maker. A user's cache
+# is never read.
+_OWN_JAX_CACHE = "KERAS_VIT_TESTS_JAX_CACHE" not in os.environ
+if _OWN_JAX_CACHE:
+    os.environ["KERAS_VIT_TESTS_JAX_CACHE"] = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(
+        prefix="keras-vit-tests-jax-cache-"
+    )
+    # Every program, however quick to compile: most here compile in tens of milliseconds.
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
@@ -50,6 +65,11 @@ def pytest_collection_modifyitems(items):
     from budget import SLOW_TESTS
 
     items.sort(key=lambda item: item.nodeid.split("[")[0] not in SLOW_TESTS)
+
+
+def pytest_unconfigure(config):
+    if _OWN_JAX_CACHE:
+        shutil.rmtree(os.environ["KERAS_VIT_TESTS_JAX_CACHE"], ignore_errors=True)
 
 
 def pytest_collection_finish(session):

@@ -40,6 +40,23 @@ FRAMEWORK_NOISE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 
+# What the suite sets for itself and a user's shell does not (tests/conftest.py): TensorFlow's quieting, and the
+# run's shared JAX compilation cache, whose reader may warn when it meets an entry another process is writing.
+SUITE_ONLY_VARIABLES = (
+    "TF_CPP_MIN_LOG_LEVEL",
+    "KERAS_VIT_VERBOSE",
+    "KERAS_VIT_TESTS_JAX_CACHE",
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+)
+
+
+def user_environment(**extra):
+    """`os.environ` as a user's shell has it (none of `SUITE_ONLY_VARIABLES`), plus `extra`: for a process whose
+    default-verbosity output a test reads."""
+    return {**{k: v for k, v in os.environ.items() if k not in SUITE_ONLY_VARIABLES}, **extra}
+
+
 # Layers that keras_vit keeps in float32 on purpose under mixed precision.
 FLOAT32_LAYER_NAMES = ("head", "predictions", "class_names")  # class_names: keras_vit.metadata.ClassNames
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from keras_vit.training import multihost
-from tests.helpers import BACKEND, FRAMEWORK_NOISE, REPO_ROOT
+from tests.helpers import BACKEND, FRAMEWORK_NOISE, REPO_ROOT, user_environment
 
 jax_only = pytest.mark.skipif(BACKEND != "jax", reason="multi-process training runs on the jax backend")
 # Generous: a guard against a hang, not a timing (the shared CI machine is slow).
@@ -207,12 +207,10 @@ def test_finetune_in_two_processes_writes_once_and_resumes_on_every_process(tmp_
     assert code_1 == -9 and code_0 != 0, err_0[-3000:]  # the survivor stopped, with an error
     assert not (out / "metrics.json").exists()
 
-    # The same command again, through the launcher: both processes resume from the backup. At the default
-    # verbosity (no TF_CPP_MIN_LOG_LEVEL, no KERAS_VIT_VERBOSE): the launcher and its processes are quiet.
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, KERAS_BACKEND="jax")
+    # The same command again, through the launcher: both processes resume from the backup. In a user's environment
+    # (the default verbosity): the launcher and its processes are quiet.
+    env = user_environment(PYTHONPATH=REPO_ROOT, KERAS_BACKEND="jax")
     for name in (multihost.ENV_JOB_ADDRESSES, multihost.ENV_NUM_PROCESSES, multihost.ENV_PROCESS_ID):
-        env.pop(name, None)
-    for name in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_VIT_VERBOSE"):
         env.pop(name, None)
     result = subprocess.run(
         [sys.executable, "-m", "keras_vit_cli", "launch", "--processes", "2", "finetune", *options],

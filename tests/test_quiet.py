@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.helpers import BACKEND, FRAMEWORK_NOISE, REPO_ROOT
+from tests.helpers import BACKEND, FRAMEWORK_NOISE, REPO_ROOT, user_environment
 
 # The commands before the driver saves the tiny .keras model the later ones read.
 BEFORE_SAVE = 5
@@ -80,8 +80,7 @@ def _commands(tmp_path, tiny):
 
 
 def _quiet_env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_VIT_VERBOSE")}
-    return dict(env, **{"PYTHONPATH": REPO_ROOT, "KERAS_BACKEND": BACKEND, **extra})
+    return user_environment(**{"PYTHONPATH": REPO_ROOT, "KERAS_BACKEND": BACKEND, **extra})
 
 
 # Cost: one process per backend, 60 s on tensorflow on the 2-core machine (Keras import, a Ti/16 forward pass at
