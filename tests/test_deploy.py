@@ -275,6 +275,10 @@ deploy.export(sys.argv[1], sys.argv[2], format=sys.argv[3])
 """
 
 
+# The staging is deploy.export's, the same on every backend; what differs is the artefact's shape: a folder
+# (saved_model, the tensorflow run) or two files (openvino, the torch run). JAX writes the same folder as
+# TensorFlow, through jax2tf (18 s in a jax run).
+@pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX exports the tensorflow run's saved_model folder")
 def test_a_killed_export_leaves_no_artefact_and_the_next_one_cleans_up(tmp_path):
     # Cost: one export in a fresh process (Keras import + export, 10-25 s) and one here (3-15 s).
     format = _cheapest_format()
