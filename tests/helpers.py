@@ -41,12 +41,13 @@ FRAMEWORK_NOISE = re.compile(
 )
 
 # What the suite sets for itself and a user's shell does not (tests/conftest.py): TensorFlow's quieting, and the
-# run's shared JAX compilation cache, whose reader may warn when it meets an entry another process is writing.
+# run's own compile caches (JAX's reader may warn when it meets an entry another process is writing).
 SUITE_ONLY_VARIABLES = (
     "TF_CPP_MIN_LOG_LEVEL",
     "KERAS_VIT_VERBOSE",
-    "KERAS_VIT_TESTS_JAX_CACHE",
+    "KERAS_VIT_TESTS_COMPILE_CACHES",
     "JAX_COMPILATION_CACHE_DIR",
+    "TORCHINDUCTOR_CACHE_DIR",
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
 )
 
