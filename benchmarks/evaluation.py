@@ -13,8 +13,9 @@ One run reports, on this machine:
    many images through a small model (`--small-images`) and a few through
    ViT-B/16 at 224 px (`--b16-images`; it runs about 3 images/s on a 2-core
    CPU once compiled, so the 50,000 images of ImageNet's validation set, about
-   5 hours, are out of reach here). Streaming holds when the peak stays flat while the count grows:
-   only the features (`images x dim x 4` bytes) accumulate.
+   5 hours, are out of reach here). Streaming holds when the peak stays flat
+   while the count grows: only the features (`images x dim x 4` bytes)
+   accumulate.
 
 Example:
 
