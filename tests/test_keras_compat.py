@@ -173,3 +173,35 @@ def test_tensorflow_types_still_serialize_through_the_deferred_check():
 
     assert isinstance(serialization_lib.tf, keras_compat._ImportedTensorFlow), "Keras renamed serialization_lib.tf"
     assert serialization_lib.serialize_keras_object(tf.TensorShape([2, 3])) == [2, 3]
+
+
+def test_flash_attention_argument_keeps_torch_compile_graphs_whole(monkeypatch):
+    query = keras.random.normal((1, 5, 2, 4), seed=0)
+    chosen = keras_compat.flash_attention_argument()
+    # A user's global choice is passed on unchanged, on every backend.
+    for enabled in (True, False):
+        monkeypatch.setattr(keras.config, "is_flash_attention_enabled", lambda enabled=enabled: enabled)
+        assert keras_compat.flash_attention_argument() is enabled
+    if keras.backend.backend() != "torch":
+        assert chosen is None  # Keras decides, as it would without keras_vit
+        return
+    import torch
+
+    assert chosen is False
+
+    def attention(flash_attention):
+        return lambda query: keras.ops.dot_product_attention(query, query, query, flash_attention=flash_attention)
+
+    try:
+        breaks = {flash: torch._dynamo.explain(attention(flash))(query).graph_break_count for flash in (None, False)}
+    finally:
+        torch._dynamo.reset()
+    assert breaks[False] == 0
+    assert breaks[None] >= 1, (
+        "Keras's torch dot_product_attention no longer breaks torch.compile's graph when it chooses the kernel "
+        "itself: keras_compat.flash_attention_argument can leave the choice to Keras (None) again"
+    )
+    # The same kernel either way on a CPU: identical outputs.
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(attention(None)(query)), keras.ops.convert_to_numpy(attention(False)(query))
+    )

@@ -591,7 +591,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
         if fused:
             qkv = ops.reshape(self.qkv(tokens), (batch, length, 3, self.num_heads, self.head_dim))
-            attended = ops.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
+            attended = ops.dot_product_attention(
+                qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], flash_attention=keras_compat.flash_attention_argument()
+            )
             weights = None
         else:
             query, key, value = self._heads_first(tokens)
