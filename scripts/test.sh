@@ -41,7 +41,7 @@ trap 'rm -rf "$logs"' EXIT
 
 # The machine's own speed before and after: this VM's Python speed varies up to 2x from hour to hour, and the
 # suite's time with it (docs/development.md, "Test budget").
-speed_before="$("$PYTHON" scripts/machine_speed.py)"
+speed_before="$("$PYTHON" tests/machine_speed.py)"
 echo "test.sh: before the tests, $speed_before"
 
 summary=()
@@ -78,7 +78,7 @@ done
 
 echo
 printf '%s\n' "${summary[@]}"
-echo "test.sh: before the tests, $speed_before; after them, $("$PYTHON" scripts/machine_speed.py)"
+echo "test.sh: before the tests, $speed_before; after them, $("$PYTHON" tests/machine_speed.py)"
 if [[ $failed -ne 0 ]]; then
     echo "test.sh: FAILED on at least one backend"
     exit 1

@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import types
 
 import budget
 import keras
@@ -167,13 +168,66 @@ def test_an_over_budget_line_says_how_long_the_threads_ran_and_waited(monkeypatc
     assert "took 80.0 s (limit 30 s; its threads ran 20.0 s and waited 1.5 s for a CPU)" in over
 
 
+def test_an_over_budget_line_says_how_long_its_child_processes_ran(monkeypatch):
+    # A test that waits on compilers it starts (torch.compile runs g++): their CPU, which its threads do not show.
+    monkeypatch.setattr(budget, "load_per_core", lambda: 0.5)
+    monkeypatch.setattr(budget, "cpu_times", lambda: (0, 0))
+    check = budget.Budget(limit_s=30)
+    check.seconds["tests/test_x.py::test_compiles"] = 80.0
+    check.cpu_and_wait["tests/test_x.py::test_compiles"] = (40.0, 2.0)
+    check.children_cpu["tests/test_x.py::test_compiles"] = 36.5
+    lines = []
+    reporter = type("Reporter", (), {"section": lambda self, title: None})()
+    reporter.write_line = lambda line, **markup: lines.append(line)
+    check.pytest_terminal_summary(reporter)
+    (over,) = [line for line in lines if line.startswith("OVER BUDGET")]
+    assert "its threads ran 40.0 s and waited 2.0 s for a CPU; its child processes ran 36.5 s)" in over
+
+
+def test_a_machine_running_python_slowly_stretches_every_limit(monkeypatch):
+    # This VM at some hours: nothing else running, no stolen time, plain Python at half its usual speed.
+    monkeypatch.setattr(budget, "load_per_core", lambda: 0.5)
+    monkeypatch.setattr(budget, "cpu_times", lambda: (0, 0))
+
+    def finished_run(loops):
+        samples = iter(loops)
+        monkeypatch.setattr(budget, "loop_seconds", lambda: next(samples))
+        check = budget.Budget(limit_s=30)
+        check.pytest_sessionstart(session=None)
+        check.seconds.update({"tests/test_x.py::test_a": 40.0, "tests/test_x.py::test_b": 5.0})
+        session = types.SimpleNamespace(exitstatus=0)
+        check.pytest_sessionfinish(session, exitstatus=0)
+        return check, session.exitstatus
+
+    reference = budget.REFERENCE_LOOP_S
+    # Half speed at the start, full speed at the end: x1.5 on average, a 45 s limit.
+    check, exitstatus = finished_run([2 * reference, reference])
+    assert check.loop_samples == [2 * reference, reference]
+    assert check.machine_slowness() == pytest.approx(1.5) and check.run_slowness() == pytest.approx(1.5)
+    assert check.limit_for("tests/test_x.py::test_a") == pytest.approx(45.0)
+    assert check.over_budget() == [] and exitstatus == 0
+    # The same run at the reference speed, or faster, fails: a faster machine keeps the limits as they are.
+    for loops in ([reference, reference], [reference / 2, reference / 2]):
+        check, exitstatus = finished_run(loops)
+        assert check.machine_slowness() == 1.0
+        assert check.over_budget() == ["tests/test_x.py::test_a"] and exitstatus == 1
+    # Load scaling off: the loop is not even timed.
+    off = budget.Budget(limit_s=30, scale_by_load=False)
+    off.pytest_sessionstart(session=None)
+    assert off.loop_samples == [] and off.machine_slowness() == 1.0
+
+
+def test_the_loop_measures_this_machine():
+    assert 0 < budget.loop_seconds(steps=100_000) < 5
+
+
 def test_cpu_and_wait_count_new_threads_and_skip_ended_ones():
     before = {"a": (1.0, 0.5), "ended": (4.0, 4.0)}
     after = {"a": (3.0, 1.5), "new": (2.0, 0.25)}
     assert budget.cpu_and_wait_since(before, after) == (4.0, 1.25)
 
 
-def test_each_report_carries_its_threads_cpu_and_wait(tmp_path):
+def test_each_report_carries_its_threads_cpu_and_wait_and_its_children_cpu(tmp_path):
     # The live path: the worker-side plugin's numbers reach the report the controller reads.
     (tmp_path / "conftest.py").write_text(
         f"import json, sys\nsys.path.insert(0, {str(TESTS_DIR)!r})\n"
@@ -185,8 +239,10 @@ def test_each_report_carries_its_threads_cpu_and_wait(tmp_path):
         "        out.write(json.dumps([report.when, report.user_properties]) + '\\n')\n"
     )
     (tmp_path / "test_busy.py").write_text(
-        "import time\n\ndef test_busy():\n    end = time.process_time() + 0.5\n    while time.process_time() < end:\n"
-        "        pass\n"
+        "import subprocess, sys, time\n\ndef test_busy():\n    end = time.process_time() + 0.5\n"
+        "    while time.process_time() < end:\n        pass\n"
+        "    busy = 'import time\\nend = time.process_time() + 0.5\\nwhile time.process_time() < end:\\n    pass'\n"
+        "    subprocess.run([sys.executable, '-c', busy], check=True)\n"
     )
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
@@ -194,6 +250,9 @@ def test_each_report_carries_its_threads_cpu_and_wait(tmp_path):
     reports = {when: dict(properties) for when, properties in map(json.loads, open(tmp_path / "reports.jsonl"))}
     assert sorted(reports) == ["call", "setup", "teardown"]
     cpu, wait = reports["call"][budget.CPU_WAIT_PROPERTY]
+    # The child interpreter's half second of busy loop, plus its start-up.
+    assert 0.45 <= reports["call"][budget.CHILDREN_CPU_PROPERTY] < 5
+    assert 0 <= reports["setup"][budget.CHILDREN_CPU_PROPERTY] < 0.45
     if budget.thread_times():  # Linux: the busy loop's half second of CPU, counted by the kernel
         assert 0.45 <= cpu < 5 and wait >= 0
     else:
