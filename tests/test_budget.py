@@ -153,6 +153,15 @@ def test_a_test_whose_threads_waited_for_a_cpu_stretches_its_limit(monkeypatch):
     assert budget.Budget(limit_s=30, scale_by_load=False).cpu_starvation("tests/test_x.py::test_starved") == 1.0
 
 
+def _only_over_budget_line(check):
+    lines = []
+    reporter = type("Reporter", (), {"section": lambda self, title: None})()
+    reporter.write_line = lambda line, **markup: lines.append(line)
+    check.pytest_terminal_summary(reporter)
+    (over,) = [line for line in lines if line.startswith("OVER BUDGET")]
+    return over
+
+
 def test_an_over_budget_line_says_how_long_the_threads_ran_and_waited(monkeypatch):
     # A test that took four times its CPU without waiting for one was held up by something else: the line says so.
     monkeypatch.setattr(budget, "load_per_core", lambda: 0.5)
@@ -160,11 +169,7 @@ def test_an_over_budget_line_says_how_long_the_threads_ran_and_waited(monkeypatc
     check = budget.Budget(limit_s=30)
     check.seconds["tests/test_x.py::test_held_up"] = 80.0
     check.cpu_and_wait["tests/test_x.py::test_held_up"] = (20.0, 1.5)
-    lines = []
-    reporter = type("Reporter", (), {"section": lambda self, title: None})()
-    reporter.write_line = lambda line, **markup: lines.append(line)
-    check.pytest_terminal_summary(reporter)
-    (over,) = [line for line in lines if line.startswith("OVER BUDGET")]
+    over = _only_over_budget_line(check)
     assert "took 80.0 s (limit 30 s; its threads ran 20.0 s and waited 1.5 s for a CPU)" in over
 
 
@@ -176,11 +181,7 @@ def test_an_over_budget_line_says_how_long_its_child_processes_ran(monkeypatch):
     check.seconds["tests/test_x.py::test_compiles"] = 80.0
     check.cpu_and_wait["tests/test_x.py::test_compiles"] = (40.0, 2.0)
     check.children_cpu["tests/test_x.py::test_compiles"] = 36.5
-    lines = []
-    reporter = type("Reporter", (), {"section": lambda self, title: None})()
-    reporter.write_line = lambda line, **markup: lines.append(line)
-    check.pytest_terminal_summary(reporter)
-    (over,) = [line for line in lines if line.startswith("OVER BUDGET")]
+    over = _only_over_budget_line(check)
     assert "its threads ran 40.0 s and waited 2.0 s for a CPU; its child processes ran 36.5 s)" in over
 
 
