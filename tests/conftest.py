@@ -1,11 +1,12 @@
 """Shared fixtures: a fixed seed and the float32 policy restored for every test; fast XLA compiles; the run's own
-compile caches."""
+folder for compile caches and temporary files; the tests that run alone."""
 
 import gc
 import os
 import shutil
 import tempfile
 
+import alone
 import xla_settings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -17,23 +18,30 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # (test_fixtures.py) reads JAX outputs recorded at these settings.
 os.environ["XLA_FLAGS"] = xla_settings.with_fast_compile(os.environ.get("XLA_FLAGS", ""))
 
-# One folder of compile caches for the whole run, empty at its start: JAX's persistent compilation cache and
-# TorchInductor's (compiled kernels and graphs). Made by the first process that loads this file (the xdist
-# controller, or a plain pytest), inherited by the rest, removed at the end by its maker. A user's caches are never
-# read or written:
-# - JAX: the two xdist workers and every interpreter the tests start (the reviving interpreter, the two-process
-#   runs, the CLI checks) compile many of the same small programs, and reading one back costs a third of compiling
-#   it.
+# One folder for the whole run, empty at its start: the compile caches, every temporary file, the locks of
+# tests/alone.py. Made by the first process that loads this file (the xdist controller, or a plain pytest), inherited
+# by the rest, removed at the end by its maker. A user's caches are never read or written:
+# - JAX's persistent compilation cache: the two xdist workers and every interpreter the tests start (the reviving
+#   interpreter, the two-process runs, the CLI checks) compile many of the same small programs, and reading one back
+#   costs a third of compiling it.
 # - TorchInductor keeps its kernels in /tmp/torchinductor_<user> by default, across runs: a machine that ran the
-#   suite before compiles the torch.compile test in 64-75 s, a fresh CI machine in 80-120 s. An empty cache each
-#   run makes every run pay what CI pays, so the budget measured here is the budget CI meets.
-_OWN_COMPILE_CACHES = "KERAS_VIT_TESTS_COMPILE_CACHES" not in os.environ
-if _OWN_COMPILE_CACHES:
-    os.environ["KERAS_VIT_TESTS_COMPILE_CACHES"] = tempfile.mkdtemp(prefix="keras-vit-tests-compile-caches-")
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(os.environ["KERAS_VIT_TESTS_COMPILE_CACHES"], "jax")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ["KERAS_VIT_TESTS_COMPILE_CACHES"], "inductor")
-    for cache in (os.environ["JAX_COMPILATION_CACHE_DIR"], os.environ["TORCHINDUCTOR_CACHE_DIR"]):
-        os.mkdir(cache)
+#   suite before compiles the torch.compile test in 64-75 s, a fresh CI machine in 80-120 s. Its precompiled C++
+#   header (150 MB, 9-11 s of g++ per set of compiler flags) it keeps under the temporary folder whatever
+#   TORCHINDUCTOR_CACHE_DIR says, hence TMPDIR too. Empty caches each run make every run pay what CI pays, so the
+#   budget measured here is the budget CI meets.
+# - TMPDIR: pytest's tmp_path folders and every test's temporary files go with the run (pass --basetemp to keep a
+#   failed test's files).
+_OWN_RUN_FOLDER = "KERAS_VIT_TESTS_RUN_FOLDER" not in os.environ
+if _OWN_RUN_FOLDER:
+    _run_folder = tempfile.mkdtemp(prefix="keras-vit-tests-")
+    os.environ["KERAS_VIT_TESTS_RUN_FOLDER"] = _run_folder
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(_run_folder, "jax")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_run_folder, "inductor")
+    os.environ["TMPDIR"] = os.path.join(_run_folder, "tmp")
+    for folder in ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR"):
+        os.mkdir(os.environ[folder])
+    # This process read TMPDIR already (mkdtemp above); the processes it starts read it afresh.
+    tempfile.tempdir = os.environ["TMPDIR"]
     # Every program, however quick to compile: most here compile in tens of milliseconds.
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
@@ -55,6 +63,12 @@ def _isolated_keras_state():
 
 
 def pytest_configure(config):
+    # The locks of `@pytest.mark.alone` tests: one folder per run, made by the process that hands out the tests (a
+    # pytest run that a test starts makes its own), read by its xdist workers.
+    if not hasattr(config, "workerinput"):
+        os.environ[alone.LOCKS_VARIABLE] = tempfile.mkdtemp(prefix="alone-locks-")
+    config.pluginmanager.register(alone.Alone(os.environ[alone.LOCKS_VARIABLE]), "keras_vit_alone")
+
     # The per-test time limit (tests/budget.py); under xdist the controller sees every report, and each worker
     # adds to its reports how long the test's threads waited for a CPU.
     from budget import ThreadClock, from_environment
@@ -69,15 +83,16 @@ def pytest_collection_modifyitems(items):
     # The named end-to-end tests (tests/budget.py SLOW_TESTS) run first, each with its parameters together (they
     # share module fixtures). pytest-xdist hands each worker runs of consecutive tests and queues the last ones
     # ahead, so a minute-long test late in the alphabet left the other worker idle at the end: ~35 s of a
-    # 393 s tensorflow run, simulated from a run's own durations (359 s with these first).
+    # 393 s tensorflow run, simulated from a run's own durations (359 s with these first). Except the tests that
+    # run alone (tests/alone.py), last: by then the other worker has little left to finish before it waits.
     from budget import SLOW_TESTS
 
-    items.sort(key=lambda item: item.nodeid.split("[")[0] not in SLOW_TESTS)
+    items.sort(key=lambda item: (alone.runs_alone(item), item.nodeid.split("[")[0] not in SLOW_TESTS))
 
 
 def pytest_unconfigure(config):
-    if _OWN_COMPILE_CACHES:
-        shutil.rmtree(os.environ["KERAS_VIT_TESTS_COMPILE_CACHES"], ignore_errors=True)
+    if _OWN_RUN_FOLDER:
+        shutil.rmtree(os.environ["KERAS_VIT_TESTS_RUN_FOLDER"], ignore_errors=True)
 
 
 def pytest_collection_finish(session):

@@ -41,11 +41,12 @@ FRAMEWORK_NOISE = re.compile(
 )
 
 # What the suite sets for itself and a user's shell does not (tests/conftest.py): TensorFlow's quieting, and the
-# run's own compile caches (JAX's reader may warn when it meets an entry another process is writing).
+# run's own compile caches (JAX's reader may warn when it meets an entry another process is writing). Its TMPDIR is
+# kept: where temporary files go changes nothing a command prints.
 SUITE_ONLY_VARIABLES = (
     "TF_CPP_MIN_LOG_LEVEL",
     "KERAS_VIT_VERBOSE",
-    "KERAS_VIT_TESTS_COMPILE_CACHES",
+    "KERAS_VIT_TESTS_RUN_FOLDER",
     "JAX_COMPILATION_CACHE_DIR",
     "TORCHINDUCTOR_CACHE_DIR",
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
