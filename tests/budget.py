@@ -72,9 +72,9 @@ SLOW_TESTS = {
     "tests/test_multihost.py::test_finetune_in_two_processes_writes_once_and_resumes_on_every_process": "two JAX "
     "processes killed mid-run, then keras-vit launch resumes both: five interpreters (63 s, jax only)",
     "tests/test_models.py::test_jit_compiled_fit_and_predict_on_a_one_block_model": "torch.compile of a train and a "
-    "predict step on CPU, graph breaks inside Keras included: on torch 80-89 s alone in a fast hour and 91.5 s in a "
-    "run at 1.27x the reference Python speed (run 22), cold with the run's own empty TorchInductor cache "
-    "(tests/conftest.py), as on a fresh machine; a few seconds elsewhere",
+    "predict step on CPU, graph breaks inside Keras included: on torch 88.1 s in a torch run at 1.14x the reference "
+    "Python speed, run alone (tests/alone.py) and cold with the run's own empty TorchInductor cache and precompiled "
+    "header (tests/conftest.py), as on a fresh machine; a few seconds elsewhere",
     "tests/test_benchmark_memory.py::test_tiny_run_writes_the_report_with_ratios": "the memory benchmark's worker "
     "processes, timm's rows on the torch run (33 s there)",
     "tests/test_quantization.py::test_classifier_quantizes_and_reloads": "int8, float8 and int4 of a classifier, "
