@@ -3,7 +3,8 @@
 `tests/fixtures/` holds a plain ViT, a hybrid, an int8-quantized ViT and the
 output of `keras-vit finetune`, saved before the package moved into room
 folders (the commit is in `fixtures.json`), and the outputs each gave on each
-backend. Saved configs name layers by their registered names
+backend and CPU class (the last bits depend on the CPU: `tests/cpu_class.py`).
+Saved configs name layers by their registered names
 (`keras_vit>ClassName`), never by module path, so moving modules must not
 change what a user's saved model does.
 """
@@ -11,16 +12,22 @@ change what a user's saved model does.
 import json
 import os
 import pathlib
+import platform
 
 import keras
 import numpy as np
 import pytest
 
 import keras_vit  # noqa: F401 (registers the layers)
+from tests.cpu_class import cpu_class
 from tests.xla_settings import FAST_COMPILE_FLAGS
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 NAMES = ("plain_vit", "hybrid_vit", "quantized_vit", "finetune")
+# On a CPU class with no recording: float32 kernels of another instruction set moved these outputs (|values| up to
+# ~0.4) by at most 6e-8 (an AVX2 recording read on AVX-512 BF16); a wrongly revived layer or weight moves them by
+# orders of magnitude more.
+OTHER_CPU_ATOL = 1e-6
 
 
 def fixture_inputs(name):
@@ -53,7 +60,34 @@ def test_jax_outputs_were_recorded_at_the_suites_xla_settings():
     assert set(FAST_COMPILE_FLAGS) <= set(os.environ["XLA_FLAGS"].split())
 
 
+def recorded_outputs(cpu):
+    return FIXTURES / f"outputs-{keras.backend.backend()}-{cpu}.npz"
+
+
+def test_outputs_are_recorded_for_every_listed_cpu_class():
+    classes = json.loads((FIXTURES / "fixtures.json").read_text())["outputs_recorded_on"]
+    assert classes and all(recorded_outputs(cpu).is_file() for cpu in classes)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_saved_model_loads_and_predicts_bit_identically(name, outputs):
-    expected = np.load(FIXTURES / f"outputs-{keras.backend.backend()}.npz")[name]
-    np.testing.assert_array_equal(outputs[name], expected)
+    classes = json.loads((FIXTURES / "fixtures.json").read_text())["outputs_recorded_on"]
+    if cpu_class() in classes:
+        np.testing.assert_array_equal(outputs[name], np.load(recorded_outputs(cpu_class()))[name])
+    else:  # no recording on this kind of CPU: the same outputs up to another instruction set's rounding
+        for cpu in classes:
+            expected = np.load(recorded_outputs(cpu))[name]
+            np.testing.assert_allclose(outputs[name], expected, rtol=0, atol=OTHER_CPU_ATOL, err_msg=cpu)
+
+
+def test_cpu_class_names_the_vendor_and_the_widest_float_instruction_set(tmp_path):
+    def classify(vendor, flags):
+        (tmp_path / "cpuinfo").write_text(f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: {flags}\n")
+        return cpu_class(tmp_path / "cpuinfo")
+
+    assert classify("AuthenticAMD", "sse2 fma avx2") == "AuthenticAMD-avx2"
+    assert classify("GenuineIntel", "fma avx2 avx512f avx512_bf16") == "GenuineIntel-avx512-bf16"
+    assert classify("GenuineIntel", "fma avx2 avx512f avx512_bf16 amx_tile amx_bf16") == "GenuineIntel-amx"
+    assert classify("AuthenticAMD", "fma avx2 avx512f") == "AuthenticAMD-avx512"
+    assert classify("GenuineIntel", "sse2") == "GenuineIntel-baseline"
+    assert cpu_class(tmp_path / "missing") == platform.machine()
