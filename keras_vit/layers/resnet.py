@@ -152,6 +152,9 @@ class StandardizedConv2D(keras.layers.Layer):
         return (kernel - mean) * ops.rsqrt(variance + self.epsilon)
 
     def call(self, inputs):
+        empty = vit_layers.empty_batch_output(inputs, self.compute_output_shape, inputs.dtype)
+        if empty is not None:
+            return empty
         kernel = ops.cast(self.standardized_kernel(), inputs.dtype)
         return ops.conv(inputs, kernel, strides=self.strides, padding="same", data_format="channels_last")
 
@@ -527,7 +530,7 @@ class HybridPatchEmbedding(keras.layers.Layer):
 
     def call(self, images):
         features = self.backbone(images)
-        return self.projection(vit_layers.pad_to_patches(features, self.patch_size))
+        return vit_layers.project_patches(self.projection, features, self.patch_size)
 
     def compute_output_shape(self, input_shape):
         features_shape = self.backbone.compute_output_shape(input_shape)

@@ -80,6 +80,50 @@ def pad_to_patches(images, patch_size):
     return ops.pad(images, [[0, 0], [0, padding[0]], [0, padding[1]], [0, 0]])
 
 
+def empty_batch_output(inputs, compute_output_shape, dtype):
+    """The output of a convolution for an empty batch, without running it: zeros, or `None` for any other batch.
+
+    TensorFlow's oneDNN convolution kernels (on by default on Intel CPUs with
+    AVX-512) hand an empty batch back unchanged, sides and channels included,
+    so the next op fails on a shape mismatch; the shape of an empty batch's
+    output is known without them. Only a batch known to be empty (an eager
+    call) takes this path: a traced graph is left as it is.
+
+    Args:
+        inputs: a channels-last tensor.
+        compute_output_shape: the convolution's `compute_output_shape`.
+        dtype: the dtype of the convolution's output.
+
+    Returns:
+        A tensor of zeros of the output's shape when `inputs` has a batch of
+        zero, else `None`.
+
+    Example:
+
+    >>> conv = keras.layers.Conv2D(8, 4, strides=4)
+    >>> keras.ops.shape(empty_batch_output(np.zeros((0, 16, 12, 3)), conv.compute_output_shape, "float32"))
+    (0, 4, 3, 8)
+    >>> empty_batch_output(np.zeros((1, 16, 12, 3)), conv.compute_output_shape, "float32") is None
+    True
+    """
+    shape = ops.shape(inputs)
+    # A plain int only: turning a traced size into one (a torch.compile SymInt) would specialize the graph on it.
+    if not (isinstance(shape[0], int) and shape[0] == 0):
+        return None
+    return ops.zeros(compute_output_shape(shape), dtype=dtype)
+
+
+def project_patches(projection, images, patch_size):
+    """Pads `images` to whole patches (`pad_to_patches`) and applies the patch `projection` to them.
+
+    Shared by the plain patch embedding and the hybrid's; an empty batch gives an empty patch grid on every
+    backend (`empty_batch_output`).
+    """
+    images = pad_to_patches(images, patch_size)
+    empty = empty_batch_output(images, projection.compute_output_shape, projection.compute_dtype)
+    return projection(images) if empty is None else empty
+
+
 @serialization.register
 class PatchEmbedding(keras.layers.Layer):
     """Splits images into patches and projects each patch linearly.
@@ -135,7 +179,7 @@ class PatchEmbedding(keras.layers.Layer):
         self.projection.build(input_shape)
 
     def call(self, images):
-        return self.projection(pad_to_patches(images, self.patch_size))
+        return project_patches(self.projection, images, self.patch_size)
 
     def compute_output_shape(self, input_shape):
         grid = patch_grid(input_shape[1:3], self.patch_size)
