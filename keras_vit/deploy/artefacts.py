@@ -336,7 +336,9 @@ def load_artefact(path, format):
         return lambda images: next(iter(signature(**{name: images}).values()))
     import openvino as ov
 
-    compiled = ov.Core().compile_model(path, "CPU")
+    # float32 as exported: on a CPU with native bfloat16 (AVX-512 BF16, AMX) OpenVINO otherwise computes in bfloat16,
+    # off by up to ~1e-2 on a ViT's outputs.
+    compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     return lambda images: compiled(images)[0]
 
 
