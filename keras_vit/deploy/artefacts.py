@@ -336,8 +336,8 @@ def load_artefact(path, format):
         return lambda images: next(iter(signature(**{name: images}).values()))
     import openvino as ov
 
-    # float32 as exported: on a CPU with native bfloat16 (AVX-512 BF16, AMX) OpenVINO otherwise computes in bfloat16,
-    # off by up to ~1e-2 on a ViT's outputs.
+    # float32 as exported: on a CPU with native bfloat16 (AVX-512 BF16, AMX) OpenVINO otherwise computes in bfloat16
+    # (a tiny ViT's outputs off by up to 4e-3 on an Intel Xeon with AVX-512 BF16).
     compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     return lambda images: compiled(images)[0]
 
