@@ -28,6 +28,7 @@ NAMES = ("plain_vit", "hybrid_vit", "quantized_vit", "finetune")
 # ~0.4) by at most 6e-8 (an AVX2 recording read on AVX-512 BF16); a wrongly revived layer or weight moves them by
 # orders of magnitude more.
 OTHER_CPU_ATOL = 1e-6
+SAVED = json.loads((FIXTURES / "fixtures.json").read_text())
 
 
 def fixture_inputs(name):
@@ -37,8 +38,7 @@ def fixture_inputs(name):
 
 
 def test_fixtures_were_saved_before_the_move():
-    saved = json.loads((FIXTURES / "fixtures.json").read_text())
-    assert saved["saved_by_commit"].startswith("6c2b48b")
+    assert SAVED["saved_by_commit"].startswith("6c2b48b")
 
 
 def predict(name):
@@ -55,8 +55,7 @@ def test_jax_outputs_were_recorded_at_the_suites_xla_settings():
     # On JAX every op is an XLA program, and XLA's settings move the last bits: the JAX outputs were recorded, by
     # the commit that saved the models, at the suite's settings (conftest.py). Changing those settings means
     # recording them again (tests/fixtures/make_fixtures.py says how).
-    saved = json.loads((FIXTURES / "fixtures.json").read_text())
-    assert saved["jax_xla_flags"] == list(FAST_COMPILE_FLAGS)
+    assert SAVED["jax_xla_flags"] == list(FAST_COMPILE_FLAGS)
     assert set(FAST_COMPILE_FLAGS) <= set(os.environ["XLA_FLAGS"].split())
 
 
@@ -64,20 +63,33 @@ def recorded_outputs(cpu):
     return FIXTURES / f"outputs-{keras.backend.backend()}-{cpu}.npz"
 
 
+def assert_as_recorded(actual, name, cpu):
+    """Bit for bit on a recorded CPU class; elsewhere within another instruction set's rounding of every recording."""
+    if cpu in SAVED["outputs_recorded_on"]:
+        np.testing.assert_array_equal(actual, np.load(recorded_outputs(cpu))[name])
+        return
+    for recorded_on in SAVED["outputs_recorded_on"]:
+        expected = np.load(recorded_outputs(recorded_on))[name]
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=OTHER_CPU_ATOL, err_msg=recorded_on)
+
+
 def test_outputs_are_recorded_for_every_listed_cpu_class():
-    classes = json.loads((FIXTURES / "fixtures.json").read_text())["outputs_recorded_on"]
+    classes = SAVED["outputs_recorded_on"]
     assert classes and all(recorded_outputs(cpu).is_file() for cpu in classes)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_saved_model_loads_and_predicts_bit_identically(name, outputs):
-    classes = json.loads((FIXTURES / "fixtures.json").read_text())["outputs_recorded_on"]
-    if cpu_class() in classes:
-        np.testing.assert_array_equal(outputs[name], np.load(recorded_outputs(cpu_class()))[name])
-    else:  # no recording on this kind of CPU: the same outputs up to another instruction set's rounding
-        for cpu in classes:
-            expected = np.load(recorded_outputs(cpu))[name]
-            np.testing.assert_allclose(outputs[name], expected, rtol=0, atol=OTHER_CPU_ATOL, err_msg=cpu)
+    assert_as_recorded(outputs[name], name, cpu_class())
+
+
+def test_an_unrecorded_cpu_class_allows_rounding_and_nothing_more(outputs):
+    # This machine's outputs read as if from an unrecorded CPU: every recording (other classes' included) within the
+    # tolerance; a change well below any wrongly revived weight's still fails.
+    for name in NAMES:
+        assert_as_recorded(outputs[name], name, "unrecorded-cpu")
+        with pytest.raises(AssertionError):
+            assert_as_recorded(outputs[name] + 10 * OTHER_CPU_ATOL, name, "unrecorded-cpu")
 
 
 def test_cpu_class_names_the_vendor_and_the_widest_float_instruction_set(tmp_path):
