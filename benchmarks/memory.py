@@ -23,9 +23,12 @@ from keras_vit_cli import quiet
 TRAIN_JIT = {"tensorflow": False, "jax": True, "torch": False}
 
 
-def plan(variant_name, variant, batch_size, backends=runner.BACKENDS, timm=True, image_size=224, **options):
+def plan(
+    variant_name, variant, batch_size, backends=runner.BACKENDS, timm=True, image_size=224, torch_only=False, **options
+):
     """The specs: keras_vit per backend without and with remat, then timm without and with checkpointing.
 
+    `torch_only`: keras_vit's torch rows run as in an install with torch alone (no jax or TensorFlow to import).
     `options`: `classes`, `repeats`, `threads`, `precision` (defaults 1000, 1, 2, "float32").
     """
     from keras_vit.utils import validation  # here, not at the top: `--help` imports no Keras
@@ -49,6 +52,10 @@ def plan(variant_name, variant, batch_size, backends=runner.BACKENDS, timm=True,
         for backend in backends
         for remat in (False, True)
     ]
+    if torch_only:
+        for spec in specs:
+            if spec["backend"] == "torch":
+                spec["absent_frameworks"] = ["jax", "tensorflow"]
     if timm:
         specs += [dict(common, kind="timm", backend="torch", jit_compile=False, remat=remat) for remat in (False, True)]
     return specs
@@ -148,6 +155,11 @@ def main(argv=None):
     parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
     parser.add_argument("--backends", default=",".join(runner.BACKENDS), help="comma-separated (default: %(default)s)")
     parser.add_argument("--no-timm", action="store_true", help="skip the timm rows")
+    parser.add_argument(
+        "--torch-only",
+        action="store_true",
+        help="run keras_vit's torch rows as an install with torch alone would (Keras imports jax wherever it can)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="timed steps after two untimed (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="cores per configuration (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per configuration (default: %(default)s)")
@@ -166,6 +178,7 @@ def main(argv=None):
             args.batch_size,
             backends=backends,
             timm=not args.no_timm,
+            torch_only=args.torch_only,
             image_size=validation.positive_int("--image-size", args.image_size),
             repeats=validation.positive_int("--repeats", args.repeats),
             threads=validation.positive_int("--threads", args.threads),

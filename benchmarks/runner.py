@@ -59,7 +59,8 @@ def label(spec):
     name = "keras_vit" if spec["kind"] == "keras_vit" else "keras-hub"
     mode = ", XLA" if spec["jit_compile"] and spec["backend"] != "jax" else ""
     remat = ", remat" if spec.get("remat") else ""
-    return f"{name}, {spec['backend']}{mode}, {spec['precision']}{remat}"
+    absent = "".join(f", no {name}" for name in spec.get("absent_frameworks", ()))
+    return f"{name}, {spec['backend']}{mode}, {spec['precision']}{remat}{absent}"
 
 
 def plan(

@@ -12,7 +12,9 @@ Spec keys: `kind` ("keras_vit", "keras_hub", "transformers", "timm" or "ceiling"
 (bool; for "transformers" it selects `torch.compile`), `variant` (a dict of
 `keras_vit.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
 `train_batch_size`, `repeats`, `threads`, and optionally `remat` (keras_vit's
-`remat=True`, timm's `set_grad_checkpointing()`).
+`remat=True`, timm's `set_grad_checkpointing()`), `absent_frameworks` (module
+names made unimportable before anything loads, as in an environment without
+them: Keras imports jax wherever it is installed, also on the torch backend).
 """
 
 import json
@@ -36,6 +38,30 @@ def limit_threads(threads):
         os.environ[name] = threads
     os.environ["TF_NUM_INTEROP_THREADS"] = "1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def uninstall_for_this_process(names):
+    """Makes the packages whose names start with one of `names` (jax: jax, jaxlib, jax_plugins and their
+    metadata) unfindable, as in an environment where they were never installed.
+
+    Each `site-packages` on `sys.path` is replaced by a folder of links to all of its other entries. A
+    `sys.modules[name] = None` would not do: Keras asks `"tensorflow" in sys.modules`, and
+    `importlib.util.find_spec` must answer None. Must run before anything imports them.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    prefixes = tuple(name.lower() for name in names)
+    for index, entry in enumerate(sys.path):
+        if os.path.basename(entry) != "site-packages" or not os.path.isdir(entry):
+            continue
+        links = tempfile.mkdtemp(prefix="keras-vit-benchmark-site-")
+        atexit.register(shutil.rmtree, links, ignore_errors=True)  # removes the links, never what they point to
+        for name in os.listdir(entry):
+            if not name.lower().startswith(prefixes):
+                os.symlink(os.path.join(entry, name), os.path.join(links, name))
+        sys.path[index] = links
 
 
 def peak_rss_mb():
@@ -181,10 +207,23 @@ def _run_keras(spec):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=spec["jit_compile"],
     )
+    train_step = model.train_on_batch  # returns the loss as a Python float
+    if spec["kind"] == "keras_vit":
+        # As `keras-vit finetune` trains: each step's gradients released after the update (torch; a no-op elsewhere).
+        from keras_vit import training
+
+        release = training.ReleaseGradients()
+        release.set_model(model)
+
+        def train_step(images, labels):
+            loss = model.train_on_batch(images, labels)
+            release.on_train_batch_end(0)
+            return loss
+
     result = _measure(
         spec,
         infer=model.predict_on_batch,  # returns NumPy: the computation has finished
-        train_step=model.train_on_batch,  # returns the loss as a Python float
+        train_step=train_step,
     )
     result["parameters"] = model.count_params()
     return result
@@ -368,11 +407,15 @@ def main(argv=None):
         return 2
     spec = json.loads(argv[0])
     limit_threads(spec["threads"])
+    if spec.get("absent_frameworks"):
+        uninstall_for_this_process(spec["absent_frameworks"])
     start = time.perf_counter()
     result = RUNNERS[spec["kind"]](spec)
     result["wall_s"] = time.perf_counter() - start
     # What the row's process carries: a framework imported beside the measured one counts in its resident memory.
-    result["frameworks_imported"] = sorted(name for name in ("jax", "tensorflow", "torch") if name in sys.modules)
+    result["frameworks_imported"] = sorted(
+        name for name in ("jax", "tensorflow", "torch") if sys.modules.get(name) is not None
+    )
     print(RESULT_PREFIX + json.dumps(result), flush=True)
     return 0
 

@@ -26,6 +26,9 @@ def test_plan_pairs_every_configuration_with_and_without_remat():
     assert all(spec["train_batch_size"] == 4 and spec["inference_batch_sizes"] == [] for spec in specs)
     with pytest.raises(ValueError, match="Unknown backend"):
         memory.plan("tiny", TINY, 4, backends=("numpy",))
+    specs = memory.plan("tiny", TINY, 4, backends=("jax", "torch"), torch_only=True)
+    torch_only = ["jax", "tensorflow"]
+    assert [spec.get("absent_frameworks") for spec in specs] == [None, None, torch_only, torch_only, None, None]
 
 
 def test_tiny_run_writes_the_report_with_ratios(tmp_path):
@@ -36,7 +39,10 @@ def test_tiny_run_writes_the_report_with_ratios(tmp_path):
     with_timm = backend == "torch"
     if with_timm and importlib.util.find_spec("timm") is None:
         pytest.skip("timm is not installed")
-    specs = memory.plan("tiny", TINY, 2, backends=(backend,), timm=with_timm, image_size=16, classes=10)
+    # On torch, keras_vit's rows run as in a torch-only install: jax, which Keras imports wherever it can, hidden.
+    specs = memory.plan(
+        "tiny", TINY, 2, backends=(backend,), timm=with_timm, image_size=16, classes=10, torch_only=with_timm
+    )
     output = tmp_path / "memory.json"
     report = memory.run(specs, timeout=600, output=str(output), log=lambda message: None)
     assert [record["status"] for record in report["records"]] == ["ok"] * (4 if with_timm else 2), report["table"]
@@ -49,6 +55,7 @@ def test_tiny_run_writes_the_report_with_ratios(tmp_path):
     for record in report["records"][:2]:
         imported = record["result"]["frameworks_imported"]
         assert backend in imported and ("tensorflow" in imported) == (backend == "tensorflow"), imported
+        assert imported == ["torch"] or not with_timm, imported
     if not with_timm:
         assert remat["memory_vs_timm_checkpointed"] is None  # no reference row, no ratio
         return
@@ -56,4 +63,5 @@ def test_tiny_run_writes_the_report_with_ratios(tmp_path):
     assert timm_checkpointed["memory_vs_timm_checkpointed"] == 1.0 and remat["memory_vs_timm_checkpointed"] > 0
     assert timm["result"]["parameters"] == timm_checkpointed["result"]["parameters"] > 0
     assert "timm, torch eager, float32, gradient checkpointing" in report["table"]
+    assert "keras_vit, torch, float32, remat, no jax, no tensorflow" in report["table"]
     assert all(record["result"]["frameworks_imported"] == ["torch"] for record in report["records"][2:])

@@ -155,6 +155,28 @@ def test_gradient_accumulation_equals_one_big_batch():
     assert changed
 
 
+def test_release_gradients_frees_them_and_changes_no_update():
+    images, labels = _data(8)
+    weights = _tiny_model().get_weights()
+
+    def train(callbacks):
+        model = _tiny_model()
+        model.set_weights(weights)
+        optimizer = training.finetune_optimizer(0.1, total_steps=4, warmup_steps=1)  # momentum and clipping
+        model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(images, labels, batch_size=4, epochs=2, shuffle=False, verbose=0, callbacks=callbacks)
+        return model
+
+    released, kept = train([training.ReleaseGradients()]), train([])
+    for a, b in zip(released.get_weights(), kept.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, start) for a, start in zip(released.get_weights(), weights))
+    if BACKEND == "torch":
+        # Keras's torch train step leaves them on the variables until after the next forward pass.
+        assert all(variable.value.grad is not None for variable in kept.trainable_variables)
+        assert all(variable.value.grad is None for variable in released.trainable_variables)
+
+
 @pytest.mark.skipif(BACKEND == "torch", reason="jit_compile=True means torch.compile on torch, not XLA")
 def test_jit_compile_with_steps_per_execution_trains_on_static_batches():
     images, labels = _data(16)

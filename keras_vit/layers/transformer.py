@@ -850,7 +850,7 @@ class TransformerBlock(keras.layers.Layer):
             return outputs, [ops.copy(generator.state.value) for generator in generators]
 
         # The flags are closed over, not passed: jax.checkpoint would trace them as arrays.
-        outputs, ends = keras.remat(forward)(tokens)
+        outputs, ends = keras_compat.remat(forward)(tokens)
         for generator, end in zip(generators, ends):
             generator.state.assign(end)
         return outputs

@@ -400,7 +400,7 @@ class Callbacks:
 
 
 def make_callbacks(config):
-    """Backup (resume after a kill), exact stop, checkpoint, CSV log, throughput."""
+    """Backup (resume after a kill), exact stop, checkpoint, released gradients, CSV log, throughput."""
     import keras
 
     from keras_vit import training
@@ -419,6 +419,7 @@ def make_callbacks(config):
         stop,
         throughput,
         training.AtomicModelCheckpoint(os.path.join(config.out, "checkpoint.keras")),
+        training.ReleaseGradients(),  # torch: the old gradients out of the next step's peak
     ]
     if primary:
         # Last: the callbacks before it read the model on every process
