@@ -126,12 +126,8 @@ def format_table(records):
     return "\n".join(lines)
 
 
-def run(specs, timeout=3600, output=None, log=None):
-    """Runs the specs one after another; returns (and writes to `output`) the report."""
-    from keras_vit.utils import files
-
-    if output:
-        files.check_output_path(output)
+def run_records(specs, timeout=3600, log=None):
+    """Runs the specs one after another, logging each; returns `{"machine", "command", "records"}`."""
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     machine = runner.machine_description()
     records = []
@@ -140,8 +136,18 @@ def run(specs, timeout=3600, output=None, log=None):
         record = runner.run_spec(spec, timeout)
         log(f"[{index}/{len(specs)}] {record['label']}: {record['status']} in {record['elapsed_s']:.0f} s")
         records.append(record)
-    report = {"machine": machine, "command": " ".join(sys.argv), "records": summarize(records)}
-    report["table"] = format_table(records)
+    return {"machine": machine, "command": " ".join(sys.argv), "records": records}
+
+
+def run(specs, timeout=3600, output=None, log=None):
+    """Runs the specs one after another; returns (and writes to `output`) the report."""
+    from keras_vit.utils import files
+
+    if output:
+        files.check_output_path(output)
+    report = run_records(specs, timeout, log)
+    summarize(report["records"])
+    report["table"] = format_table(report["records"])
     if output:
         files.write_json(output, report, indent=1, sort_keys=False)
     return report

@@ -12,7 +12,8 @@ Spec keys: `kind` ("keras_vit", "keras_hub", "transformers", "timm" or "ceiling"
 (bool; for "transformers" it selects `torch.compile`), `variant` (a dict of
 `keras_vit.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
 `train_batch_size`, `repeats`, `threads`, and optionally `remat` (keras_vit's
-`remat=True`, timm's `set_grad_checkpointing()`), `absent_frameworks` (module
+`remat=True`, timm's `set_grad_checkpointing()`), `first_step_only` (measure
+the first training step and nothing after it), `absent_frameworks` (module
 names made unimportable before anything loads, as in an environment without
 them: Keras imports jax wherever it is installed, also on the torch backend).
 """
@@ -133,6 +134,10 @@ def _measure(spec, infer, train_step):
     train_step(images, labels)
     result["first_train_step_s"] = time.perf_counter() - start
     result["peak_rss_first_train_step_mb"] = peak_rss_mb()
+    if spec.get("first_step_only"):
+        # One step of a batch of a thousand images takes minutes; its peak is the steps' after it (benchmarks.memory).
+        result["peak_rss_train_mb"] = result["peak_rss_mb"] = result["peak_rss_first_train_step_mb"]
+        return result
     steady = reset_peak_rss()
     train_step(images, labels)
     result["train"] = _throughput(batch, _timed(lambda: train_step(images, labels), spec["repeats"]))

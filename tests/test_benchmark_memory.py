@@ -1,5 +1,6 @@
 """`python -m benchmarks.memory`: the plan, and a tiny run (keras_vit with remat and timm with checkpointing,
-each in its own worker) that writes the report. No timing is asserted."""
+each in its own worker) that writes the report; `python -m benchmarks.largest_batch` on one tiny step. No timing is
+asserted."""
 
 import importlib.util
 import json
@@ -7,7 +8,7 @@ import json
 import keras
 import pytest
 
-from benchmarks import memory
+from benchmarks import largest_batch, memory
 
 TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64)
 
@@ -65,3 +66,41 @@ def test_tiny_run_writes_the_report_with_ratios(tmp_path):
     assert "timm, torch eager, float32, gradient checkpointing" in report["table"]
     assert "keras_vit, torch, float32, remat, no jax, no tensorflow" in report["table"]
     assert all(record["result"]["frameworks_imported"] == ["torch"] for record in report["records"][2:])
+
+
+def test_largest_batch_reads_the_limit_off_the_measured_steps():
+    def record(batch, peak_mib, status="ok"):
+        return dict(train_batch_size=batch, status=status, result=dict(peak_rss_train_mb=peak_mib))
+
+    mib_per_gb = largest_batch.MIB_PER_GB
+    # 100 MiB per image from 1000 MiB at batch 10: 2 GB (1907 MiB) is crossed at batch 19.
+    records = [record(10, 1000), record(15, 1500), record(20, 2000), record(40, 0, status="failed")]
+    assert largest_batch.largest_within(records, 2.0) == (15, 19)
+    assert largest_batch.largest_within(records[:1], 2.0) == (10, None)  # one point: no line
+    assert largest_batch.largest_within([record(10, 3 * mib_per_gb)], 2.0) == (None, None)
+    specs = largest_batch.plan("tiny", TINY, [4, 2, 4], backend="torch", remat=True, torch_only=True, image_size=16)
+    assert [(spec["train_batch_size"], spec["remat"], spec["first_step_only"]) for spec in specs] == [
+        (2, True, True),
+        (4, True, True),
+    ]
+    assert all(spec["absent_frameworks"] == ["jax", "tensorflow"] for spec in specs)
+    with pytest.raises(ValueError, match="at least one"):
+        largest_batch.plan("tiny", TINY, [])
+
+
+def test_largest_batch_command_measures_one_step_per_batch(tmp_path, capsys):
+    # One worker process per batch size, one training step each (~7 s of CPU for the tiny model). The command is
+    # the same on every backend (the worker is tested on each above): the torch run, whose workers start fastest.
+    backend = keras.backend.backend()
+    if backend != "torch":
+        pytest.skip("backend-independent: the torch run")
+    output = tmp_path / "largest.json"
+    argv = ["--variant", "Ti/16", "--image-size", "16", "--batch-sizes", "2", "--backend", backend]
+    assert largest_batch.main([*argv, "--limit-gb", "20", "--output", str(output)]) == 0
+    report = json.loads(output.read_text())
+    (record,) = report["records"]
+    assert record["status"] == "ok" and record["first_step_only"] and "train" not in record["result"]
+    assert report["largest"] == 2 and report["estimate"] is None
+    assert "Largest measured batch within 20 GB: 2" in capsys.readouterr().out
+    assert largest_batch.main([*argv, "--batch-sizes", "2,x", "--output", str(output)]) == 2
+    assert "--batch-sizes takes integers" in capsys.readouterr().err
