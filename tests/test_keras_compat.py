@@ -205,3 +205,21 @@ def test_flash_attention_argument_keeps_torch_compile_graphs_whole(monkeypatch):
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(attention(None)(query)), keras.ops.convert_to_numpy(attention(False)(query))
     )
+
+
+def test_torch_checkpoint_early_stop_exception(monkeypatch):
+    if keras.backend.backend() != "torch":
+        pytest.skip("torch's checkpointing: the torch run")
+    import torch.utils.checkpoint
+
+    assert hasattr(torch.utils.checkpoint, "_StopRecomputationError"), (
+        "torch.utils.checkpoint._StopRecomputationError is gone: keras_compat.remat now turns the early stop off "
+        "(correct, each block's last matmul recomputed); find the new name for the faster path"
+    )
+    # The fallback for a torch without the name: the same gradients, whole blocks recomputed.
+    monkeypatch.delattr(torch.utils.checkpoint, "_StopRecomputationError")
+    weights = torch.randn(4, 4, requires_grad=True)
+    inputs = torch.randn(3, 4)
+    keras_compat.remat(lambda x: torch.tanh(x @ weights) @ weights)(inputs).sum().backward()
+    expected = torch.autograd.grad((torch.tanh(inputs @ weights) @ weights).sum(), weights)[0]
+    torch.testing.assert_close(weights.grad, expected)

@@ -1,7 +1,7 @@
 """The one place keras_vit touches Keras internals.
 
-Keras has no public hook for two things keras_vit needs, so this module
-uses private names of Keras 3.15 and nothing else does:
+Keras has no public hook for some things keras_vit needs, so this module
+uses private names of Keras 3.15 (and one of torch's) and nothing else does:
 
 - the optimizer: `_use_weight_decay(variable)` (does `exclude_from_weight_decay`
   exclude it), `_get_variable_index(variable)` (its position in the built
@@ -21,6 +21,9 @@ uses private names of Keras 3.15 and nothing else does:
   on the JAX and PyTorch backends too. `serializer_imports_no_tensorflow()`
   makes it answer "available" only once TensorFlow is imported (no object can
   be a TensorFlow type before that).
+- on torch, `torch.utils.checkpoint._StopRecomputationError`, the exception
+  that ends an early-stopped recomputation (`remat` clears the frames it
+  leaves behind; without the name it turns the early stop off instead);
 - the global seed of `keras.utils.set_random_seed` (`GLOBAL_RANDOM_SEED`
   and the global `SeedGenerator` in `keras.src.backend.common.global_state`):
   `set_random_seed` sets them without importing TensorFlow, which Keras's
@@ -151,12 +154,22 @@ def remat(function):
 
     if keras.backend.backend() != "torch":
         return keras.remat(function)
-    from torch.utils.checkpoint import _StopRecomputationError
+    import torch.utils.checkpoint
+
+    stop_recomputation = getattr(torch.utils.checkpoint, "_StopRecomputationError", None)
+    if stop_recomputation is None:  # a torch that renamed it: no early stop, so nothing is raised
+        rematerialized = keras.remat(function)
+
+        def recompute_whole_block(*args, **kwargs):
+            with torch.utils.checkpoint.set_checkpoint_early_stop(False):  # read in the forward pass
+                return rematerialized(*args, **kwargs)
+
+        return recompute_whole_block
 
     def recompute(*args, **kwargs):
         try:
             return function(*args, **kwargs)
-        except _StopRecomputationError as stop:
+        except stop_recomputation as stop:
             _clear_traceback_frames(stop)
             raise
 
