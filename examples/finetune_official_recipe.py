@@ -93,7 +93,8 @@ def main(argv=None):
         epochs=math.ceil(batches / steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
         validation_data=eval_ds,
-        callbacks=[training.FaultTolerantBackup(f"{args.out}/backup")],
+        # ReleaseGradients: on the torch backend, the last step's gradients out of the next step's peak memory.
+        callbacks=[training.FaultTolerantBackup(f"{args.out}/backup"), training.ReleaseGradients()],
         shuffle=False,  # the pipeline shuffles (Keras would warn that it cannot)
     )
     result = model.evaluate(eval_ds, return_dict=True, verbose=0)
