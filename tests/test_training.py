@@ -177,6 +177,20 @@ def test_release_gradients_frees_them_and_changes_no_update():
         assert all(variable.value.grad is None for variable in released.trainable_variables)
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="only the torch backend keeps gradients between steps")
+def test_release_gradients_reaches_a_backbone_nested_in_the_users_model():
+    images, labels = _data(8)
+    inputs = keras.Input((8, 8, 3))
+    backbone = keras_vit.VisionTransformer(
+        patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(8, 8, 3), include_top=False
+    )
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.GlobalAveragePooling2D()(backbone(inputs))))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(images, labels, batch_size=4, verbose=0, callbacks=[training.ReleaseGradients()])
+    assert len(backbone.trainable_variables) > 0
+    assert all(variable.value.grad is None for variable in model.trainable_variables)
+
+
 @pytest.mark.skipif(BACKEND == "torch", reason="jit_compile=True means torch.compile on torch, not XLA")
 def test_jit_compile_with_steps_per_execution_trains_on_static_batches():
     images, labels = _data(16)
