@@ -16,10 +16,6 @@ def _names(text):
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def _sizes(text):
-    return tuple(int(size) for size in _names(text))
-
-
 def add_arguments(parser):
     parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
     parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
@@ -67,9 +63,7 @@ def run(args):
     patch = keras_vit.VARIANTS[args.variant]["patch_size"]
     if args.image_size % patch:
         raise ValueError(f"--image-size must be a multiple of the patch size {patch}. Received: {args.image_size}")
-    batch_sizes = _sizes(args.batch_sizes)
-    if not batch_sizes or min(batch_sizes) < 1:
-        raise ValueError(f"--batch-sizes must be positive integers. Received: {args.batch_sizes!r}")
+    batch_sizes = runner.batch_sizes("--batch-sizes", args.batch_sizes)
     peers = () if args.peers.strip() == "none" else _names(args.peers)
     specs = runner.plan(
         args.variant,

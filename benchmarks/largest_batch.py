@@ -98,11 +98,10 @@ def main(argv=None):
             raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
         if not args.limit_gb > 0:
             raise ValueError(f"--limit-gb must be positive. Received: {args.limit_gb}")
-        batch_sizes = [validation.positive_int("--batch-sizes", _int(word)) for word in args.batch_sizes.split(",")]
         specs = plan(
             args.variant,
             keras_vit.VARIANTS[args.variant],
-            batch_sizes,
+            runner.batch_sizes("--batch-sizes", args.batch_sizes),
             backend=args.backend,
             remat=args.remat,
             torch_only=args.torch_only,
@@ -123,13 +122,6 @@ def main(argv=None):
     if estimate is not None:
         print(f"Estimate: a straight line through the two largest batches reaches {args.limit_gb:g} GB near {estimate}")
     return 0 if all(record["status"] == "ok" for record in report["records"]) else 1
-
-
-def _int(word):
-    try:
-        return int(word)
-    except ValueError:
-        raise ValueError(f"--batch-sizes takes integers separated by commas. Received: {word!r}") from None
 
 
 if __name__ == "__main__":

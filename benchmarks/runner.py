@@ -46,6 +46,17 @@ def jit_modes(backend, jit):
     raise ValueError(f"`jit` must be one of {JIT_OPTIONS}. Received: jit={jit!r}")
 
 
+def batch_sizes(option, text):
+    """The positive integers of a comma-separated command-line value; a clear ValueError otherwise."""
+    try:
+        sizes = tuple(int(word) for word in text.split(",") if word.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"{option} must be positive integers separated by commas. Received: {text!r}")
+    return sizes
+
+
 def label(spec):
     """A short human-readable name of a configuration."""
     if spec["kind"] == "ceiling":

@@ -8,7 +8,7 @@ import json
 import keras
 import pytest
 
-from benchmarks import largest_batch, memory
+from benchmarks import largest_batch, memory, runner
 
 TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64)
 
@@ -86,6 +86,11 @@ def test_largest_batch_reads_the_limit_off_the_measured_steps():
     assert all(spec["absent_frameworks"] == ["jax", "tensorflow"] for spec in specs)
     with pytest.raises(ValueError, match="at least one"):
         largest_batch.plan("tiny", TINY, [])
+    # The comma-separated sizes of both benchmark commands.
+    assert runner.batch_sizes("--batch-sizes", "128, 148") == (128, 148)
+    for text in ("", "8,0", "8,x"):
+        with pytest.raises(ValueError, match="--batch-sizes must be positive integers separated by commas"):
+            runner.batch_sizes("--batch-sizes", text)
 
 
 def test_largest_batch_command_measures_one_step_per_batch(tmp_path, capsys):
@@ -103,4 +108,4 @@ def test_largest_batch_command_measures_one_step_per_batch(tmp_path, capsys):
     assert report["largest"] == 2 and report["estimate"] is None
     assert "Largest measured batch within 20 GB: 2" in capsys.readouterr().out
     assert largest_batch.main([*argv, "--batch-sizes", "2,x", "--output", str(output)]) == 2
-    assert "--batch-sizes takes integers" in capsys.readouterr().err
+    assert "--batch-sizes must be positive integers separated by commas" in capsys.readouterr().err
