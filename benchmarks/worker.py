@@ -300,24 +300,29 @@ def _torch_trainer(spec, model, forward):
     return infer, train_step
 
 
-def _run_timm(spec):
-    """timm's VisionTransformer of the same size, eager, optionally with gradient checkpointing per block."""
-    import torch
-
+def timm_vision_transformer(variant, image_size, classes, checkpointing=False):
+    """timm's `VisionTransformer` of a `keras_vit.VARIANTS` size, random weights, optionally checkpointed."""
     timm = _import_timm()
-    torch.set_num_threads(spec["threads"])
-    torch.manual_seed(0)
-    variant = spec["variant"]
     model = timm.models.vision_transformer.VisionTransformer(
-        img_size=spec["image_size"],
+        img_size=image_size,
         patch_size=variant["patch_size"],
         embed_dim=variant["hidden_dim"],
         depth=variant["num_layers"],
         num_heads=variant["num_heads"],
         mlp_ratio=variant["mlp_dim"] / variant["hidden_dim"],
-        num_classes=spec["classes"],
+        num_classes=classes,
     )
-    model.set_grad_checkpointing(spec.get("remat", False))
+    model.set_grad_checkpointing(checkpointing)
+    return model
+
+
+def _run_timm(spec):
+    """timm's VisionTransformer of the same size, eager, optionally with gradient checkpointing per block."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(0)
+    model = timm_vision_transformer(spec["variant"], spec["image_size"], spec["classes"], spec.get("remat", False))
     infer, train_step = _torch_trainer(spec, model, model)
     result = _measure(dict(spec, channels_first=True), infer, train_step)
     result["parameters"] = sum(p.numel() for p in model.parameters())

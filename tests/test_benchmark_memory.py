@@ -8,7 +8,7 @@ import json
 import keras
 import pytest
 
-from benchmarks import largest_batch, memory, runner
+from benchmarks import largest_batch, memory, runner, tensor_memory
 
 TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64)
 
@@ -109,3 +109,24 @@ def test_largest_batch_command_measures_one_step_per_batch(tmp_path, capsys):
     assert "Largest measured batch within 20 GB: 2" in capsys.readouterr().out
     assert largest_batch.main([*argv, "--batch-sizes", "2,x", "--output", str(output)]) == 2
     assert "--batch-sizes must be positive integers separated by commas" in capsys.readouterr().err
+
+
+def test_tensor_memory_profiles_one_step_of_each_configuration(monkeypatch):
+    # In this process: timm through the tests' importer, which takes its torchvision stand-in away again.
+    if keras.backend.backend() != "torch":
+        pytest.skip("torch's profiler: the torch run")
+    from benchmarks import worker
+    from tests.timm_reference import import_timm
+
+    monkeypatch.setattr(worker, "_import_timm", import_timm)
+    rows = tensor_memory.measure(TINY, batch_size=2, image_size=16, classes=10)
+    assert [row["label"] for row in rows] == [
+        "keras_vit, torch",
+        "keras_vit, torch, remat",
+        "timm, torch eager",
+        "timm, torch eager, gradient checkpointing",
+    ]
+    assert all(row["peak_live_mib"] > 0 and row["allocated_mib"] >= row["peak_live_mib"] for row in rows)
+    # Recomputation allocates the recomputed activations again, in both frameworks.
+    assert rows[1]["allocated_mib"] > rows[0]["allocated_mib"] and rows[3]["allocated_mib"] > rows[2]["allocated_mib"]
+    assert "| timm, torch eager, gradient checkpointing |" in tensor_memory.format_table(rows)
