@@ -617,8 +617,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """Query, key and value as `(batch, heads, tokens, head_dim)`, with one transpose."""
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
         qkv = ops.reshape(self.qkv(tokens), (batch, length, 3, self.num_heads, self.head_dim))
-        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
-        return qkv[0], qkv[1], qkv[2]
+        # One unstack, not three slices: its gradient is one stack, where each slice's is a zero-padded copy of
+        # the whole `qkv`; exported, it becomes one split (OpenVINO runs strided slices with a reference kernel).
+        return ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)
 
     def call(self, tokens, training=False, return_attention_scores=False):
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
@@ -635,8 +636,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
         if fused:
             qkv = ops.reshape(self.qkv(tokens), (batch, length, 3, self.num_heads, self.head_dim))
+            query, key, value = ops.unstack(qkv, num=3, axis=2)  # one unstack: see `_heads_first`
             attended = ops.dot_product_attention(
-                qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], flash_attention=keras_compat.flash_attention_argument()
+                query, key, value, flash_attention=keras_compat.flash_attention_argument()
             )
             weights = None
         else:
