@@ -3,9 +3,11 @@
 Each configuration (model x backend x precision x jit_compile) runs in its
 own subprocess pinned to the same number of cores, with a timeout: inference
 throughput, training-step throughput, time to the first step and the peak
-resident memory. The peers (keras-hub's `ViTBackbone` with a Dense head,
-Hugging Face `transformers`' `ViTForImageClassification` eager and
-`torch.compile`) and the machine's matrix-multiply ceiling are measured in
+resident memory; keras_vit's exported artefacts (OpenVINO, ONNX Runtime) for
+float32 inference. The peers (keras-hub's `ViTBackbone` with a Dense head,
+Hugging Face `transformers`' `ViTForImageClassification` and timm's
+`VisionTransformer`, eager and `torch.compile`) and the machine's
+matrix-multiply ceiling are measured in
 the same run, so the ratios stay meaningful on a busy machine even when the
 absolute numbers do not.
 
@@ -16,13 +18,15 @@ import benchmarks as benchmarking
 import keras_vit
 
 specs = benchmarking.plan("Ti/16", keras_vit.VARIANTS["Ti/16"], backends=("jax",),
-                          precisions=("float32",), peers=(), image_size=32, repeats=1)
+                          precisions=("float32",), peers=(), artefacts=(), image_size=32,
+                          repeats=1)
 report = benchmarking.run(specs, output="benchmark.json")
 print(report["table"])
 ```
 """
 
 from benchmarks.runner import (
+    ARTEFACT_FORMATS,
     BACKENDS,
     JIT_OPTIONS,
     PEERS,
@@ -45,6 +49,7 @@ def __getattr__(name):
 
 
 __all__ = [
+    "ARTEFACT_FORMATS",
     "BACKENDS",
     "JIT_OPTIONS",
     "PEERS",

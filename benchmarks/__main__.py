@@ -33,6 +33,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--peers", default=",".join(runner.PEERS), help="comma-separated, or 'none' (default: %(default)s)"
     )
+    parser.add_argument(
+        "--artefacts",
+        default=",".join(runner.ARTEFACT_FORMATS),
+        help="keras_vit's exported artefacts measured for float32 inference in their runtimes, comma-separated, "
+        "or 'none' (default: %(default)s)",
+    )
     parser.add_argument("--no-ceiling", action="store_true", help="skip the matrix-multiply ceiling")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls after warm-up (default: %(default)s)")
     parser.add_argument(
@@ -65,6 +71,7 @@ def run(args):
         raise ValueError(f"--image-size must be a multiple of the patch size {patch}. Received: {args.image_size}")
     batch_sizes = runner.batch_sizes("--batch-sizes", args.batch_sizes)
     peers = () if args.peers.strip() == "none" else _names(args.peers)
+    artefacts = () if args.artefacts.strip() == "none" else _names(args.artefacts)
     specs = runner.plan(
         args.variant,
         keras_vit.VARIANTS[args.variant],
@@ -72,6 +79,7 @@ def run(args):
         precisions=_names(args.precisions),
         jit="single" if args.quick else args.jit,
         peers=peers,
+        artefacts=artefacts,
         ceiling=not args.no_ceiling,
         image_size=args.image_size,
         classes=args.classes,

@@ -25,7 +25,15 @@ PRECISIONS = ("float32", "mixed_bfloat16")
 DEFAULT_JIT = {"tensorflow": (False, True), "jax": (True,), "torch": (False,)}
 # "single": the first default mode per backend and no torch.compile peer (--quick).
 JIT_OPTIONS = ("default", "on", "off", "both", "single")
-PEERS = ("keras_hub", "transformers")
+PEERS = ("keras_hub", "transformers", "timm")
+# keras_vit's own exported artefacts (`keras_vit.deploy.export`), float32, run for inference in their runtimes
+# (`keras_vit.deploy.load_artefact`): the path to CPU serving without a Keras runtime. Each is exported from every
+# measured backend that writes its format (OpenVINO: TensorFlow and torch; ONNX: TensorFlow).
+ARTEFACT_FORMATS = ("openvino", "onnx")
+_RUNTIMES = {"openvino": "OpenVINO", "onnx": "ONNX Runtime"}
+# The kinds of rows that are keras_vit (compared with the peers), and the torch peers with a torch.compile mode.
+KERAS_VIT_KINDS = ("keras_vit", "artefact")
+TORCH_PEERS = ("transformers", "timm")
 # keras-hub is measured on the TensorFlow and PyTorch backends, the ones its
 # numbers in the issue come from (and the ones a user switching would use).
 KERAS_HUB_BACKENDS = ("tensorflow", "torch")
@@ -65,8 +73,11 @@ def label(spec):
         mode = "torch.compile" if spec["jit_compile"] else "eager"
         return f"HF transformers, torch {mode}, {spec['precision']}"
     if spec["kind"] == "timm":
+        mode = "torch.compile" if spec["jit_compile"] else "eager"
         checkpointing = ", gradient checkpointing" if spec.get("remat") else ""
-        return f"timm, torch eager, {spec['precision']}{checkpointing}"
+        return f"timm, torch {mode}, {spec['precision']}{checkpointing}"
+    if spec["kind"] == "artefact":
+        return f"keras_vit artefact, {_RUNTIMES[spec['format']]} (exported from {spec['backend']}), {spec['precision']}"
     name = "keras_vit" if spec["kind"] == "keras_vit" else "keras-hub"
     mode = ", XLA" if spec["jit_compile"] and spec["backend"] != "jax" else ""
     remat = ", remat" if spec.get("remat") else ""
@@ -81,6 +92,7 @@ def plan(
     precisions=PRECISIONS,
     jit="default",
     peers=PEERS,
+    artefacts=ARTEFACT_FORMATS,
     ceiling=True,
     image_size=224,
     classes=1000,
@@ -89,7 +101,8 @@ def plan(
     repeats=3,
     threads=2,
 ):
-    """Returns the list of specs to run, ceiling first, then keras_vit, then peers."""
+    """Returns the list of specs to run: ceiling first, then keras_vit, its exported artefacts (inference only,
+    float32: measured when float32 is, exported from each of `backends` that writes the format), then the peers."""
     for backend in backends:
         if backend not in BACKENDS:
             raise ValueError(f"Unknown backend {backend!r}; choose from {BACKENDS}.")
@@ -99,6 +112,9 @@ def plan(
     for peer in peers:
         if peer not in PEERS:
             raise ValueError(f"Unknown peer {peer!r}; choose from {PEERS}.")
+    for format in artefacts:
+        if format not in ARTEFACT_FORMATS:
+            raise ValueError(f"Unknown artefact format {format!r}; choose from {ARTEFACT_FORMATS}.")
     common = dict(
         variant_name=variant_name,
         variant=dict(variant),
@@ -125,13 +141,28 @@ def plan(
                     specs.append(
                         dict(common, kind="keras_hub", backend=backend, precision=precision, jit_compile=False)
                     )
-    if "transformers" in peers:
-        compile_modes = (False,) if jit in ("off", "single") else (False, True)
-        for precision in precisions:
-            for jit_compile in compile_modes:
-                specs.append(
-                    dict(common, kind="transformers", backend="torch", precision=precision, jit_compile=jit_compile)
-                )
+    if "float32" in precisions:
+        from keras_vit.deploy.artefacts import UNSUPPORTED  # here: `python -m benchmarks --help` imports no Keras
+
+        for format in artefacts:
+            for backend in backends:
+                if (format, backend) not in UNSUPPORTED:
+                    specs.append(
+                        dict(
+                            common,
+                            kind="artefact",
+                            backend=backend,
+                            precision="float32",
+                            jit_compile=False,
+                            format=format,
+                        )
+                    )
+    compile_modes = (False,) if jit in ("off", "single") else (False, True)
+    for peer in TORCH_PEERS:
+        if peer in peers:
+            for precision in precisions:
+                for jit_compile in compile_modes:
+                    specs.append(dict(common, kind=peer, backend="torch", precision=precision, jit_compile=jit_compile))
     return specs
 
 
@@ -142,7 +173,7 @@ def run_spec(spec, timeout):
     worker's measurements) or `error` (the last lines of its output).
     """
     env = dict(os.environ)
-    if spec["kind"] in ("keras_vit", "keras_hub"):
+    if spec["kind"] in ("keras_vit", "keras_hub", "artefact"):
         env["KERAS_BACKEND"] = spec["backend"]
     # The worker must import this very keras_vit, installed or not.
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -177,11 +208,14 @@ def _inference(record, batch):
 
 
 def _train(record):
-    return record["result"]["train"]["images_per_s"] if record.get("status") == "ok" else None
+    """Training images/s; None where the row failed or does not train (an exported artefact)."""
+    if record.get("status") != "ok" or "train" not in record["result"]:
+        return None
+    return record["result"]["train"]["images_per_s"]
 
 
 def _memory(record):
-    return record["result"]["peak_rss_train_mb"] if record.get("status") == "ok" else None
+    return record["result"].get("peak_rss_train_mb") if record.get("status") == "ok" else None
 
 
 def ratio(value, reference):
@@ -223,7 +257,7 @@ def _peers_of(record, records):
     for other in records:
         if other["kind"] == "keras_hub" and other["backend"] == record["backend"]:
             peers.append(other)
-        elif other["kind"] == "transformers":
+        elif other["kind"] in TORCH_PEERS:
             peers.append(other)
     return [peer for peer in peers if peer["precision"] == record["precision"]]
 
@@ -233,11 +267,12 @@ def summarize(records):
     from keras_vit.models import flops  # here, not at the top: `python -m benchmarks --help` imports no Keras
 
     limits = ceilings(records)
-    large = None
+    large, batches = None, set()
     for record in records:
         if record["kind"] == "ceiling" or record.get("status") != "ok":
             continue
-        large = max(int(batch) for batch in record["result"]["inference"])
+        batches.update(int(batch) for batch in record["result"]["inference"])
+        large = max(batches)
         forward = flops.forward_flops(record["variant"], record["image_size"], record["classes"])
         training = flops.training_flops(record["variant"], record["image_size"], record["classes"])
         limit = limits.get(record["precision"])
@@ -246,7 +281,7 @@ def summarize(records):
             "train": percent_of_ceiling(_train(record), training, limit),
         }
     for record in records:
-        if record["kind"] != "keras_vit":
+        if record["kind"] not in KERAS_VIT_KINDS:
             continue
         record["ratios"] = {
             peer["label"]: {
@@ -256,7 +291,7 @@ def summarize(records):
             }
             for peer in _peers_of(record, records)
         }
-    summary = {"ceilings_gflops": limits, "targets": targets(records, large)}
+    summary = {"ceilings_gflops": limits, "targets": targets(records, large, sorted(batches))}
     if "float32_model_gemm" in limits:
         ceiling = next(record for record in records if record["kind"] == "ceiling")
         # A yardstick, not a bound: about 95 % of a ViT's FLOPs are products of
@@ -277,8 +312,12 @@ def _best(records, kind, precision, metric, backend=None):
     return max(candidates, key=lambda pair: pair[0]) if candidates else (None, None)
 
 
-def targets(records, batch):
-    """The issue's targets, each with the measured ratio and whether it holds."""
+def targets(records, batch, batches=None):
+    """The issue's targets, each with the measured ratio and whether it holds.
+
+    `batch`: the inference batch of the keras-hub and bfloat16 targets (the largest measured); `batches`: those of
+    the float32 targets against the compiled torch peers (default: `batch` alone).
+    """
     infer = lambda r: _inference(r, batch)  # noqa: E731
     low_memory = lambda r: -_memory(r) if _memory(r) is not None else None  # noqa: E731
     checks = []
@@ -288,10 +327,45 @@ def targets(records, batch):
         met = None if value is None else (value <= threshold if lower_is_better else value >= threshold)
         checks.append({"target": name, "ratio": value, "threshold": threshold, "met": met})
 
+    def best_of(kinds, precision, metric, jit_compile=None):
+        values = [
+            _best(records, kind, precision, metric)[0]
+            if jit_compile is None
+            else _best([r for r in records if r["jit_compile"] == jit_compile], kind, precision, metric)[0]
+            for kind in kinds
+        ]
+        values = [value for value in values if value is not None]
+        return max(values) if values else None
+
     for precision, threshold in (("float32", 1.3), ("mixed_bfloat16", 2.0)):
         mine, _ = _best(records, "keras_vit", precision, infer, backend="tensorflow")
         theirs, _ = _best(records, "keras_hub", precision, infer, backend="tensorflow")
         add(f"TensorFlow {precision} inference b{batch} vs keras-hub", mine, theirs, threshold)
+    # float32 on CPU: keras_vit's best path (any backend and compiler, or its exported artefact) against the best
+    # compiled torch peer at every inference batch; training against the eager torch peers, speed and memory.
+    for size in batches or (batch,):
+        at_size = lambda r, size=size: _inference(r, size)  # noqa: E731
+        add(
+            f"best keras_vit float32 inference b{size} vs best torch.compile peer",
+            best_of(KERAS_VIT_KINDS, "float32", at_size),
+            best_of(TORCH_PEERS, "float32", at_size, jit_compile=True),
+            1.0,
+        )
+    add(
+        "best keras_vit float32 training step vs best eager torch peer",
+        best_of(("keras_vit",), "float32", _train),
+        best_of(TORCH_PEERS, "float32", _train, jit_compile=False),
+        1.0,
+    )
+    lowest = best_of(("keras_vit",), "float32", low_memory)
+    theirs = best_of(("timm",), "float32", low_memory, jit_compile=False)
+    add(
+        "lowest keras_vit float32 training peak memory vs timm eager (<=)",
+        lowest and -lowest,
+        theirs and -theirs,
+        1.0,
+        True,
+    )
     compiled = [r for r in records if r["kind"] == "transformers" and r["jit_compile"]]
     eager = [r for r in records if r["kind"] == "transformers" and not r["jit_compile"]]
     mine, _ = _best(records, "keras_vit", "mixed_bfloat16", infer)
@@ -344,7 +418,7 @@ def format_table(records, summary):
                 + [_number(_inference(record, b), 2) for b in batches]
                 + [
                     _number(_train(record), 2),
-                    _number(result["first_train_step_s"]),
+                    _number(result.get("first_train_step_s")),
                     _number(_memory(record), 0),
                     f"{_number(share.get('inference'))} / {_number(share.get('train'))}",
                 ]
@@ -366,7 +440,7 @@ def format_table(records, summary):
     ratio_rows = [
         (record["label"], peer, values)
         for record in records
-        if record["kind"] == "keras_vit"
+        if record["kind"] in KERAS_VIT_KINDS
         for peer, values in record.get("ratios", {}).items()
     ]
     if ratio_rows:

@@ -7,9 +7,10 @@ of them, builds the model the spec names, measures it and prints one line
 process per configuration, so one framework's thread pools, caches, compiled
 code and memory high-water mark never leak into another's numbers.
 
-Spec keys: `kind` ("keras_vit", "keras_hub", "transformers", "timm" or "ceiling"),
-`backend`, `precision` ("float32" or "mixed_bfloat16"), `jit_compile`
-(bool; for "transformers" it selects `torch.compile`), `variant` (a dict of
+Spec keys: `kind` ("keras_vit", "keras_hub", "transformers", "timm", "artefact"
+or "ceiling"), `backend`, `precision` ("float32" or "mixed_bfloat16"), `jit_compile`
+(bool; for "transformers" and "timm" it selects `torch.compile`), `format`
+(an "artefact" row's export format, measured for inference only), `variant` (a dict of
 `keras_vit.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
 `train_batch_size`, `repeats`, `threads`, and optionally `remat` (keras_vit's
 `remat=True`, timm's `set_grad_checkpointing()`), `first_step_only` (measure
@@ -106,10 +107,13 @@ def _throughput(batch, times):
     return {"images_per_s": batch / _median(times), "seconds": times}
 
 
-def _images(batch, image_size, channels_first=False, seed=0):
+def _images(batch, image_size, channels_first=False, seed=0, pixels=False):
+    """Random images: the models' [-1, 1] inputs, or with `pixels` the uint8 [0, 255] an exported artefact takes."""
     import numpy as np
 
     shape = (batch, 3, image_size, image_size) if channels_first else (batch, image_size, image_size, 3)
+    if pixels:
+        return np.random.default_rng(seed).integers(0, 256, size=shape, dtype="uint8")
     return np.random.default_rng(seed).uniform(-1, 1, size=shape).astype("float32")
 
 
@@ -147,18 +151,25 @@ def _measure(spec, infer, train_step):
     result["peak_rss_steady_train_mb"] = result["peak_rss_train_mb"] if steady else None
     if steady:
         result["peak_rss_train_mb"] = max(result["peak_rss_train_mb"], result["peak_rss_first_train_step_mb"])
-    result["inference"] = {}
+    result["inference"] = _measure_inference(spec, infer)
+    result["peak_rss_mb"] = max(peak_rss_mb(), result["peak_rss_train_mb"])
+    return result
+
+
+def _measure_inference(spec, infer, pixels=False):
+    """`{batch: throughput}` of `infer` at each inference batch: the first call timed alone, one warm-up, then
+    `repeats` timed calls."""
+    measured = {}
     for batch in spec["inference_batch_sizes"]:
-        images = _images(batch, spec["image_size"], spec.get("channels_first"))
+        images = _images(batch, spec["image_size"], spec.get("channels_first"), pixels=pixels)
         start = time.perf_counter()
         infer(images)
         first = time.perf_counter() - start
         infer(images)
         entry = _throughput(batch, _timed(lambda images=images: infer(images), spec["repeats"]))
         entry["first_call_s"] = first
-        result["inference"][str(batch)] = entry
-    result["peak_rss_mb"] = max(peak_rss_mb(), result["peak_rss_train_mb"])
-    return result
+        measured[str(batch)] = entry
+    return measured
 
 
 def _keras_model(spec):
@@ -231,6 +242,37 @@ def _run_keras(spec):
         train_step=train_step,
     )
     result["parameters"] = model.count_params()
+    return result
+
+
+def _run_artefact(spec):
+    """keras_vit's exported artefact in its own runtime, inference only: export (timed) from the spec's Keras
+    backend, the Keras model released, then the artefact run as `keras_vit.deploy.load_artefact` runs it, fed the
+    uint8 pixels it takes (its [-1, 1] scaling is inside it)."""
+    import gc
+    import shutil
+    import tempfile
+
+    import keras
+
+    from keras_vit import deploy
+
+    keras.config.set_dtype_policy(spec["precision"])
+    model = _keras_model(dict(spec, kind="keras_vit"))
+    folder = tempfile.mkdtemp(prefix="keras-vit-benchmark-artefact-")
+    try:
+        start = time.perf_counter()
+        path = deploy.export(model, os.path.join(folder, "vit"), format=spec["format"])
+        result = {"export_s": time.perf_counter() - start, "parameters": model.count_params()}
+        del model
+        keras.backend.clear_session()
+        gc.collect()
+        result["rss_after_build_mb"] = peak_rss_mb()  # the export's high-water mark
+        infer = deploy.load_artefact(path, spec["format"])
+        result["inference"] = _measure_inference(spec, infer, pixels=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result["peak_rss_mb"] = peak_rss_mb()
     return result
 
 
@@ -317,13 +359,15 @@ def timm_vision_transformer(variant, image_size, classes, checkpointing=False):
 
 
 def _run_timm(spec):
-    """timm's VisionTransformer of the same size, eager, optionally with gradient checkpointing per block."""
+    """timm's VisionTransformer of the same size, eager or `torch.compile`d (`jit_compile`), optionally with
+    gradient checkpointing per block."""
     import torch
 
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(0)
     model = timm_vision_transformer(spec["variant"], spec["image_size"], spec["classes"], spec.get("remat", False))
-    infer, train_step = _torch_trainer(spec, model, model)
+    compiled = torch.compile(model) if spec["jit_compile"] else model
+    infer, train_step = _torch_trainer(spec, model, compiled)
     result = _measure(dict(spec, channels_first=True), infer, train_step)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result
@@ -406,6 +450,7 @@ RUNNERS = {
     "keras_hub": _run_keras,
     "transformers": _run_transformers,
     "timm": _run_timm,
+    "artefact": _run_artefact,
     "ceiling": _run_ceiling,
 }
 

@@ -47,9 +47,20 @@ def test_default_plan_covers_backends_jit_modes_and_peers():
     assert "keras_vit, jax, mixed_bfloat16" in labels and "keras_vit, torch, float32" in labels
     assert "keras-hub, torch, mixed_bfloat16" in labels and "keras-hub, jax, float32" not in labels
     assert "HF transformers, torch torch.compile, mixed_bfloat16" in labels
-    assert len(labels) == len(set(labels)) == 1 + 8 + 4 + 4
+    assert "timm, torch torch.compile, float32" in labels and "timm, torch eager, mixed_bfloat16" in labels
+    # The exported artefacts: float32 inference, exported from each backend that writes the format.
+    assert "keras_vit artefact, OpenVINO (exported from tensorflow), float32" in labels
+    assert "keras_vit artefact, OpenVINO (exported from torch), float32" in labels
+    assert "keras_vit artefact, ONNX Runtime (exported from tensorflow), float32" in labels
+    assert len(labels) == len(set(labels)) == 1 + 8 + 4 + 3 + 4 + 4
+    jax_only = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], backends=("jax",))
+    assert not any(spec["kind"] == "artefact" for spec in jax_only)  # JAX writes neither format
     quick = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], jit="single", ceiling=False)
     assert not any(spec["jit_compile"] for spec in quick if spec["backend"] != "jax")
+    bfloat16 = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], precisions=("mixed_bfloat16",))
+    assert not any(spec["kind"] == "artefact" for spec in bfloat16)
+    with pytest.raises(ValueError, match="Unknown artefact format 'tflite'"):
+        benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], artefacts=("tflite",))
     with pytest.raises(ValueError, match="Unknown backend 'mxnet'"):
         benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], backends=("mxnet",))
 
@@ -115,6 +126,72 @@ def test_summary_ratios_ceiling_share_and_targets():
     )
 
 
+def test_float32_targets_take_keras_vits_best_path_against_the_best_torch_peer():
+    def artefact(infer):
+        spec = dict(kind="artefact", backend="tensorflow", precision="float32", jit_compile=False, format="openvino")
+        spec.update(variant=TINY, image_size=16, classes=10, train_batch_size=2)
+        result = {"inference": {"4": {"images_per_s": infer}}, "peak_rss_mb": 300.0}
+        return dict(spec, label=runner.label(spec), status="ok", result=result)
+
+    records = [
+        _record("keras_vit", "torch", "float32", infer=9.0, train=5.0, memory=700.0),
+        _record("keras_vit", "jax", "float32", infer=8.0, train=4.0, memory=600.0),
+        artefact(12.0),
+        _record("transformers", "torch", "float32", infer=10.0, train=6.0, memory=400.0, jit_compile=True),
+        _record("timm", "torch", "float32", infer=11.0, train=5.5, memory=450.0, jit_compile=True),
+        _record("timm", "torch", "float32", infer=10.5, train=4.0, memory=500.0),
+        _record("transformers", "torch", "float32", infer=10.0, train=4.5, memory=300.0),
+    ]
+    summary = benchmarking.summarize(records)
+    targets = {check["target"]: check for check in summary["targets"]}
+    # The artefact (12) against the best compiled peer (timm, 11); eager peers do not count here.
+    assert targets["best keras_vit float32 inference b4 vs best torch.compile peer"]["ratio"] == pytest.approx(12 / 11)
+    assert targets["best keras_vit float32 inference b4 vs best torch.compile peer"]["met"] is True
+    # Training against the best eager peer (HF, 4.5): the compiled peers' 6.0 and 5.5 are not the yardstick.
+    assert targets["best keras_vit float32 training step vs best eager torch peer"]["ratio"] == pytest.approx(5 / 4.5)
+    # The lowest keras_vit training peak (600; the artefact does not train) against timm eager's (500).
+    memory = targets["lowest keras_vit float32 training peak memory vs timm eager (<=)"]
+    assert memory["ratio"] == pytest.approx(1.2) and memory["met"] is False
+    assert set(records[2]["ratios"]) == {record["label"] for record in records[3:]}
+    assert records[2]["ratios"][records[4]["label"]] == {
+        "inference": pytest.approx(12 / 11),
+        "train": None,
+        "memory": None,
+    }
+    table = benchmarking.format_table(records, summary)
+    assert "| keras_vit artefact, OpenVINO (exported from tensorflow), float32 | 12.00 | - | - | - |" in table
+
+
+@pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX writes no OpenVINO artefact")
+def test_tiny_artefact_runs_in_its_runtime_for_inference_only(tmp_path):
+    backend = keras.backend.backend()
+    specs = benchmarking.plan(
+        "tiny",
+        TINY,
+        backends=(backend,),
+        precisions=("float32",),
+        peers=(),
+        artefacts=("openvino",),
+        ceiling=False,
+        image_size=16,
+        classes=10,
+        inference_batch_sizes=(1, 3),
+        repeats=1,
+    )
+    specs = [spec for spec in specs if spec["kind"] == "artefact"]  # not the Keras model's own row
+    report = benchmarking.run(specs, timeout=600, log=lambda message: None)
+    (record,) = report["records"]
+    assert record["status"] == "ok", record.get("error")
+    result = record["result"]
+    assert set(result["inference"]) == {"1", "3"} and "train" not in result
+    assert all(entry["images_per_s"] > 0 for entry in result["inference"].values())
+    assert result["export_s"] > 0 and backend in result["frameworks_imported"]
+    assert (
+        result["parameters"] == keras_vit.VisionTransformer(**TINY, input_shape=(16, 16, 3), classes=10).count_params()
+    )
+    assert f"keras_vit artefact, OpenVINO (exported from {backend}), float32" in report["table"]
+
+
 def test_tiny_run_in_a_subprocess_writes_the_report(tmp_path):
     backend = keras.backend.backend()
     specs = benchmarking.plan(
@@ -124,6 +201,7 @@ def test_tiny_run_in_a_subprocess_writes_the_report(tmp_path):
         precisions=("float32",),
         jit="single",
         peers=(),
+        artefacts=(),
         ceiling=False,
         image_size=16,
         classes=10,
