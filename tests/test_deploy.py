@@ -8,6 +8,7 @@ Exports are the slow part (3-20 s each on 2 shared cores; tf2onnx and the
 TFLite converter are the slowest): the tests that only look at an artefact
 share one export per format (`exported`, module scope)."""
 
+import collections
 import json
 import os
 import signal
@@ -134,6 +135,24 @@ def test_artefact_has_one_input_and_one_output_in_its_own_runtime(format, export
     if not ok:
         pytest.skip(reason)
     assert _runtime_names(exported(format), format) == _expected_names(format)
+
+
+def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm(exported):
+    # Cost: the shared OpenVINO export and reading its IR. What keeps the OpenVINO artefact fast: one Split of the
+    # fused QKV (slices ran a reference kernel), and from torch OpenVINO's fused GELU and MVN (TensorFlow's GELU and
+    # LayerNorm arrive as elementwise arithmetic that OpenVINO does not fuse; docs/performance.md).
+    ok, reason = deploy.supported("openvino")
+    if not ok:
+        pytest.skip(reason)
+    import openvino as ov
+
+    types = collections.Counter(op.get_type_name() for op in ov.Core().read_model(exported("openvino")).get_ops())
+    num_layers = TINY["num_layers"]
+    # Slices and gathers left: the class token and a shape read, not three per block as before.
+    assert types["Split"] == num_layers and types["StridedSlice"] + types["Gather"] <= 2, types
+    if keras.backend.backend() == "torch":
+        # Two LayerNorms per block and the final one; one GELU per MLP.
+        assert types["MVN"] == 2 * num_layers + 1 and types["Gelu"] == num_layers, types
 
 
 def test_litert_class_names_sit_beside_the_artefact_under_its_own_name(exported):
