@@ -79,7 +79,12 @@ def label(spec):
     if spec["kind"] == "artefact":
         return f"keras_vit artefact, {_RUNTIMES[spec['format']]} (exported from {spec['backend']}), {spec['precision']}"
     name = "keras_vit" if spec["kind"] == "keras_vit" else "keras-hub"
-    mode = ", XLA" if spec["jit_compile"] and spec["backend"] != "jax" else ""
+    # jit_compile=True is XLA on TensorFlow and torch.compile on torch; on JAX, XLA is the default and op-by-op
+    # dispatch (`--jit both` or `off`) the exception named.
+    if spec["backend"] == "jax":
+        mode = "" if spec["jit_compile"] else ", no jit"
+    else:
+        mode = {"tensorflow": ", XLA", "torch": ", torch.compile"}[spec["backend"]] if spec["jit_compile"] else ""
     remat = ", remat" if spec.get("remat") else ""
     absent = "".join(f", no {name}" for name in spec.get("absent_frameworks", ()))
     return f"{name}, {spec['backend']}{mode}, {spec['precision']}{remat}{absent}"

@@ -55,6 +55,9 @@ def test_default_plan_covers_backends_jit_modes_and_peers():
     assert len(labels) == len(set(labels)) == 1 + 8 + 4 + 3 + 4 + 4
     jax_only = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], backends=("jax",))
     assert not any(spec["kind"] == "artefact" for spec in jax_only)  # JAX writes neither format
+    both = [runner.label(spec) for spec in benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], jit="both")]
+    assert "keras_vit, torch, torch.compile, float32" in both and "keras_vit, jax, no jit, float32" in both
+    assert len(both) == len(set(both))
     quick = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], jit="single", ceiling=False)
     assert not any(spec["jit_compile"] for spec in quick if spec["backend"] != "jax")
     bfloat16 = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], precisions=("mixed_bfloat16",))
