@@ -464,6 +464,12 @@ def main(argv=None):
     limit_threads(spec["threads"])
     if spec.get("absent_frameworks"):
         uninstall_for_this_process(spec["absent_frameworks"])
+    if spec["kind"] == "keras_vit":
+        # As `keras-vit finetune` trains: XLA's CPU compiler scheduled for memory (JAX; a no-op elsewhere).
+        from keras_vit_cli import keras_free
+
+        (xla_memory,) = keras_free.load("keras_vit.training.xla_memory")
+        xla_memory.schedule_xla_cpu_for_memory()
     start = time.perf_counter()
     result = RUNNERS[spec["kind"]](spec)
     result["wall_s"] = time.perf_counter() - start

@@ -49,6 +49,8 @@ def main(argv=None):
     import keras_vit
     from keras_vit import data, distribute, training
 
+    # Before JAX computes: on a CPU, XLA keeps fewer buffers alive (no-op on GPU/TPU and other backends).
+    training.schedule_xla_cpu_for_memory(when_possible=True)
     keras.utils.set_random_seed(0)
 
     # TPUStrategy / MirroredStrategy / default, bfloat16 where supported, XLA.

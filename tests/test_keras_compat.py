@@ -223,3 +223,16 @@ def test_torch_checkpoint_early_stop_exception(monkeypatch):
     keras_compat.remat(lambda x: torch.tanh(x @ weights) @ weights)(inputs).sum().backward()
     expected = torch.autograd.grad((torch.tanh(inputs @ weights) @ weights).sum(), weights)[0]
     torch.testing.assert_close(weights.grad, expected)
+
+
+def test_jax_backends_initialized():
+    if keras.backend.backend() != "jax":
+        pytest.skip("JAX's backends: the jax run")
+    from jax._src import xla_bridge
+
+    assert hasattr(xla_bridge, "backends_are_initialized"), (
+        "jax._src.xla_bridge.backends_are_initialized is gone: keras_compat.jax_backends_initialized answers False, "
+        "and keras_vit.training.xla_memory no longer refuses a call made after JAX has read XLA_FLAGS"
+    )
+    keras.ops.convert_to_numpy(keras.ops.ones(2))  # JAX computes: its backends exist now
+    assert keras_compat.jax_backends_initialized()

@@ -6,7 +6,9 @@
 - `data`: image folders, TFDS and arrays as tf.data pipelines (also
   `keras_vit.data`);
 - `distribute`, `multihost`: strategies, precision and several processes;
-- `finetune`: the `keras-vit finetune` job.
+- `finetune`: the `keras-vit finetune` job;
+- `xla_memory`: XLA's CPU compiler scheduled for memory
+  (`schedule_xla_cpu_for_memory`, before building a model).
 
 Importing this package imports the recipes only (Keras, no TensorFlow); the
 other modules are imported when used.
@@ -29,6 +31,7 @@ from keras_vit.training.recipes import (
     pretrain_optimizer,
     warmup_decay,
 )
+from keras_vit.training.xla_memory import schedule_xla_cpu_for_memory
 
 __all__ = [
     "DECAYS",
@@ -45,5 +48,6 @@ __all__ = [
     "decays_weight",
     "finetune_optimizer",
     "pretrain_optimizer",
+    "schedule_xla_cpu_for_memory",
     "warmup_decay",
 ]

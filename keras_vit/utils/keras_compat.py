@@ -1,7 +1,8 @@
 """The one place keras_vit touches Keras internals.
 
 Keras has no public hook for some things keras_vit needs, so this module
-uses private names of Keras 3.15 (and one of torch's) and nothing else does:
+uses private names of Keras 3.15 (and one each of torch's and JAX's) and nothing
+else does:
 
 - the optimizer: `_use_weight_decay(variable)` (does `exclude_from_weight_decay`
   exclude it), `_get_variable_index(variable)` (its position in the built
@@ -24,6 +25,10 @@ uses private names of Keras 3.15 (and one of torch's) and nothing else does:
 - on torch, `torch.utils.checkpoint._StopRecomputationError`, the exception
   that ends an early-stopped recomputation (`remat` clears the frames it
   leaves behind; without the name it turns the early stop off instead);
+- JAX's `jax._src.xla_bridge.backends_are_initialized()`: whether JAX has
+  created its backends, when XLA reads `XLA_FLAGS` (JAX has no public way to
+  ask without creating them); `jax_backends_initialized` answers False when
+  the name is gone, and its test says so;
 - the global seed of `keras.utils.set_random_seed` (`GLOBAL_RANDOM_SEED`
   and the global `SeedGenerator` in `keras.src.backend.common.global_state`):
   `set_random_seed` sets them without importing TensorFlow, which Keras's
@@ -185,6 +190,14 @@ def _clear_traceback_frames(error):
         seen.add(id(error))
         traceback.clear_frames(error.__traceback__)  # skips frames still running (this one)
         error = error.__cause__ or error.__context__
+
+
+def jax_backends_initialized():
+    """Whether JAX has created its backends in this process (and so read `XLA_FLAGS`); False if unknowable."""
+    from jax._src import xla_bridge
+
+    initialized = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(initialized and initialized())
 
 
 def set_random_seed(seed):

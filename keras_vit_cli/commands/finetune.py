@@ -25,6 +25,10 @@ def run(args):
         (data,) = keras_free.load("keras_vit.training.data")
         data.check_tfds_source(args.data[len("tfds:") :], getattr(args, "data_dir", None))
 
+    # Before anything computes: XLA's CPU compiler keeps fewer buffers alive (JAX; keras_vit.training.xla_memory).
+    (xla_memory,) = keras_free.load("keras_vit.training.xla_memory")
+    xla_memory.schedule_xla_cpu_for_memory(when_possible=True)  # called in a session that has computed: as before
+
     from keras_vit.training import multihost
     from keras_vit.training.finetune import finetune
 
