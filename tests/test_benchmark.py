@@ -165,22 +165,27 @@ def test_float32_targets_take_keras_vits_best_path_against_the_best_torch_peer()
     assert "| keras_vit artefact, OpenVINO (exported from tensorflow), float32 | 12.00 | - | - | - |" in table
 
 
-@pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX writes no OpenVINO artefact")
-def test_tiny_artefact_runs_in_its_runtime_for_inference_only(tmp_path):
-    backend = keras.backend.backend()
-    specs = benchmarking.plan(
+def _tiny_plan(**options):
+    """The plan of one tiny float32 keras_vit row on this backend (jit: its first default mode), no peers."""
+    return benchmarking.plan(
         "tiny",
         TINY,
-        backends=(backend,),
+        backends=(keras.backend.backend(),),
         precisions=("float32",),
+        jit="single",
         peers=(),
-        artefacts=("openvino",),
         ceiling=False,
         image_size=16,
         classes=10,
-        inference_batch_sizes=(1, 3),
         repeats=1,
+        **options,
     )
+
+
+@pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX writes no OpenVINO artefact")
+def test_tiny_artefact_runs_in_its_runtime_for_inference_only(tmp_path):
+    backend = keras.backend.backend()
+    specs = _tiny_plan(artefacts=("openvino",), inference_batch_sizes=(1, 3))
     specs = [spec for spec in specs if spec["kind"] == "artefact"]  # not the Keras model's own row
     report = benchmarking.run(specs, timeout=600, log=lambda message: None)
     (record,) = report["records"]
@@ -197,21 +202,7 @@ def test_tiny_artefact_runs_in_its_runtime_for_inference_only(tmp_path):
 
 def test_tiny_run_in_a_subprocess_writes_the_report(tmp_path):
     backend = keras.backend.backend()
-    specs = benchmarking.plan(
-        "tiny",
-        TINY,
-        backends=(backend,),
-        precisions=("float32",),
-        jit="single",
-        peers=(),
-        artefacts=(),
-        ceiling=False,
-        image_size=16,
-        classes=10,
-        inference_batch_sizes=(1, 2),
-        train_batch_size=2,
-        repeats=1,
-    )
+    specs = _tiny_plan(artefacts=(), inference_batch_sizes=(1, 2), train_batch_size=2)
     output = tmp_path / "benchmark.json"
     report = benchmarking.run(specs, timeout=600, output=str(output), log=lambda message: None)
     (record,) = report["records"]
