@@ -236,3 +236,48 @@ def test_jax_backends_initialized():
     )
     keras.ops.convert_to_numpy(keras.ops.ones(2))  # JAX computes: its backends exist now
     assert keras_compat.jax_backends_initialized()
+
+
+def _count_layer_calls(monkeypatch):
+    calls = []
+    original = keras.layers.Layer.__call__
+
+    def counted(layer, *args, **kwargs):
+        calls.append(type(layer).__name__)
+        return original(layer, *args, **kwargs)
+
+    monkeypatch.setattr(keras.layers.Layer, "__call__", counted)
+    return calls
+
+
+def test_a_blocks_sublayers_skip_layer_call_and_compute_the_same(monkeypatch):
+    # Keras's `Layer.__call__` is most of a small ViT's eager time (about 150 us of Python a call); a block's
+    # sublayers go through `call_sublayer`, and only the block itself through `__call__`.
+    from keras_vit.layers import TransformerBlock
+
+    inputs = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    block = TransformerBlock(num_heads=2, mlp_dim=16)
+    expected = keras.ops.convert_to_numpy(block(inputs))
+    calls = _count_layer_calls(monkeypatch)
+    got = keras.ops.convert_to_numpy(block(inputs))
+    assert calls == ["TransformerBlock"]
+    np.testing.assert_array_equal(got, expected)
+    # Each sublayer run on its own through `__call__` gives the same result as inside the block.
+    dense = block.mlp.fc1
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(keras_compat.call_sublayer(dense, inputs)),
+        keras.ops.convert_to_numpy(dense(inputs)),
+    )
+
+
+def test_call_sublayer_leaves_symbolic_inputs_and_remat_scopes_to_layer_call(monkeypatch):
+    symbolic = keras.KerasTensor((2, 5, 8))
+    dense = keras.layers.Dense(4)
+    assert keras_compat.call_sublayer(dense, symbolic).shape == (2, 5, 4)  # `call` would fail on a KerasTensor
+    with keras.RematScope(mode="full"):
+        scoped = keras.layers.Dense(4)
+    inputs = np.ones((2, 8), "float32")
+    scoped.build(inputs.shape)
+    calls = _count_layer_calls(monkeypatch)
+    keras_compat.call_sublayer(scoped, inputs)
+    assert calls == ["Dense"], "a layer under Keras's RematScope must be rematerialized by its __call__"

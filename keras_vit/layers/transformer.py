@@ -616,7 +616,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _heads_first(self, tokens):
         """Query, key and value as `(batch, heads, tokens, head_dim)`, with one transpose."""
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
-        qkv = ops.reshape(self.qkv(tokens), (batch, length, 3, self.num_heads, self.head_dim))
+        qkv = ops.reshape(
+            keras_compat.call_sublayer(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim)
+        )
         # One unstack, not three slices: its gradient is one stack, where each slice's is a zero-padded copy of
         # the whole `qkv`; exported, it becomes one split (OpenVINO runs strided slices with a reference kernel).
         return ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)
@@ -635,7 +637,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             and keras_compat.fused_attention_compiles(self.compute_dtype)
         )
         if fused:
-            qkv = ops.reshape(self.qkv(tokens), (batch, length, 3, self.num_heads, self.head_dim))
+            qkv = ops.reshape(
+                keras_compat.call_sublayer(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim)
+            )
             query, key, value = ops.unstack(qkv, num=3, axis=2)  # one unstack: see `_heads_first`
             attended = ops.dot_product_attention(
                 query, key, value, flash_attention=keras_compat.flash_attention_argument()
@@ -647,10 +651,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             logits = ops.einsum("bhqd,bhkd->bhqk", query * ops.cast(scale, query.dtype), key)
             # Softmax in float32 keeps float16 from overflowing on long sequences.
             weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), query.dtype)
-            attended = ops.einsum("bhqk,bhkd->bhqd", self.attention_dropout(weights, training=training), value)
+            dropped = keras_compat.call_sublayer(self.attention_dropout, weights, training=training)
+            attended = ops.einsum("bhqk,bhkd->bhqd", dropped, value)
             attended = ops.transpose(attended, (0, 2, 1, 3))
         # Explicit sizes, never -1: a reshape cannot infer -1 for an empty batch on JAX and torch.
-        outputs = self.output_projection(ops.reshape(attended, (batch, length, self.num_heads * self.head_dim)))
+        outputs = keras_compat.call_sublayer(
+            self.output_projection, ops.reshape(attended, (batch, length, self.num_heads * self.head_dim))
+        )
         return (outputs, weights) if return_attention_scores else outputs
 
     def compute_output_shape(self, input_shape):
@@ -727,9 +734,12 @@ class MLPBlock(keras.layers.Layer):
         self.dropout.build(None)
 
     def call(self, tokens, training=False):
-        hidden = ops.gelu(self.fc1(tokens), approximate=self.gelu_approximate)
-        hidden = self.dropout(hidden, training=training)
-        return self.dropout(self.fc2(hidden), training=training)
+        # Sublayers run through keras_compat.call_sublayer: Keras's per-call overhead is most of a small
+        # model's eager time.
+        run = keras_compat.call_sublayer
+        hidden = ops.gelu(run(self.fc1, tokens), approximate=self.gelu_approximate)
+        hidden = run(self.dropout, hidden, training=training)
+        return run(self.dropout, run(self.fc2, hidden), training=training)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -863,14 +873,19 @@ class TransformerBlock(keras.layers.Layer):
         return [generator for generator in found if isinstance(generator, keras.random.SeedGenerator)]
 
     def _forward(self, tokens, training, return_attention_scores):
-        attended = self.attention(
-            self.norm1(tokens), training=training, return_attention_scores=return_attention_scores
+        run = keras_compat.call_sublayer  # Keras's per-call overhead skipped (see MLPBlock.call)
+        attended = run(
+            self.attention,
+            run(self.norm1, tokens),
+            training=training,
+            return_attention_scores=return_attention_scores,
         )
         if return_attention_scores:
             attended, weights = attended
-        attended = self.attention_output_dropout(attended, training=training)
-        tokens = tokens + self.drop_path(attended, training=training)
-        tokens = tokens + self.drop_path(self.mlp(self.norm2(tokens), training=training), training=training)
+        attended = run(self.attention_output_dropout, attended, training=training)
+        tokens = tokens + run(self.drop_path, attended, training=training)
+        mlp = run(self.mlp, run(self.norm2, tokens), training=training)
+        tokens = tokens + run(self.drop_path, mlp, training=training)
         return (tokens, weights) if return_attention_scores else tokens
 
     def compute_output_shape(self, input_shape):
