@@ -17,8 +17,7 @@ def _names(text):
 
 
 def add_arguments(parser):
-    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
-    parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
+    runner.add_model_arguments(parser)
     parser.add_argument("--backends", default=",".join(runner.BACKENDS), help="comma-separated (default: %(default)s)")
     parser.add_argument(
         "--precisions", default=",".join(runner.PRECISIONS), help="comma-separated (default: %(default)s)"
@@ -57,16 +56,14 @@ def add_arguments(parser):
 
 def run(args):
     # Imported here: `--help` answers at once (keras_vit imports Keras and its backend).
-    import keras_vit
     from keras_vit.utils import files, validation
 
-    if args.variant not in keras_vit.VARIANTS:
-        raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
+    variant = runner.variant(args.variant)
     for option in ("image_size", "repeats", "rounds", "train_batch_size", "classes", "threads"):
         validation.positive_int(f"--{option.replace('_', '-')}", getattr(args, option))
     validation.finite_float("--timeout", args.timeout, minimum=0, include_minimum=False)
     files.check_output_path(args.output)  # a missing folder fails now, not after the whole run
-    patch = keras_vit.VARIANTS[args.variant]["patch_size"]
+    patch = variant["patch_size"]
     if args.image_size % patch:
         raise ValueError(f"--image-size must be a multiple of the patch size {patch}. Received: {args.image_size}")
     batch_sizes = runner.batch_sizes("--batch-sizes", args.batch_sizes)
@@ -74,7 +71,7 @@ def run(args):
     artefacts = () if args.artefacts.strip() == "none" else _names(args.artefacts)
     specs = runner.plan(
         args.variant,
-        keras_vit.VARIANTS[args.variant],
+        variant,
         backends=_names(args.backends),
         precisions=_names(args.precisions),
         jit="single" if args.quick else args.jit,

@@ -79,28 +79,25 @@ def format_table(records):
 def main(argv=None):
     quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.largest_batch", description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
+    runner.add_model_arguments(parser)
     parser.add_argument("--batch-sizes", required=True, help="comma-separated training batches to measure")
     parser.add_argument("--backend", default="torch", choices=runner.BACKENDS, help="(default: %(default)s)")
     parser.add_argument("--remat", action="store_true", help="train with remat=True")
     parser.add_argument("--torch-only", action="store_true", help="torch rows as an install with torch alone")
     parser.add_argument("--limit-gb", type=float, default=20.0, help="the memory limit (default: %(default)s GB)")
-    parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="cores per configuration (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per batch size (default: %(default)s)")
     parser.add_argument("--output", default="largest_batch.json", help="the JSON report (default: %(default)s)")
     args = parser.parse_args(argv)
-    import keras_vit  # after the arguments: `--help` imports no Keras
     from keras_vit.utils import files, validation
 
     try:
-        if args.variant not in keras_vit.VARIANTS:
-            raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
+        variant = runner.variant(args.variant)
         if not args.limit_gb > 0:
             raise ValueError(f"--limit-gb must be positive. Received: {args.limit_gb}")
         specs = plan(
             args.variant,
-            keras_vit.VARIANTS[args.variant],
+            variant,
             runner.batch_sizes("--batch-sizes", args.batch_sizes),
             backend=args.backend,
             remat=args.remat,

@@ -156,9 +156,8 @@ def run(specs, timeout=3600, output=None, log=None):
 def main(argv=None):
     quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
+    runner.add_model_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=32, help="training batch (default: %(default)s)")
-    parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
     parser.add_argument("--backends", default=",".join(runner.BACKENDS), help="comma-separated (default: %(default)s)")
     parser.add_argument("--no-timm", action="store_true", help="skip the timm rows")
     parser.add_argument(
@@ -171,16 +170,14 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per configuration (default: %(default)s)")
     parser.add_argument("--output", default="memory.json", help="the JSON report (default: %(default)s)")
     args = parser.parse_args(argv)
-    import keras_vit  # after the arguments: `--help` imports no Keras
     from keras_vit.utils import validation
 
     try:
-        if args.variant not in keras_vit.VARIANTS:
-            raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
+        variant = runner.variant(args.variant)
         backends = tuple(name.strip() for name in args.backends.split(",") if name.strip())
         specs = plan(
             args.variant,
-            keras_vit.VARIANTS[args.variant],
+            variant,
             args.batch_size,
             backends=backends,
             timm=not args.no_timm,

@@ -54,6 +54,21 @@ def jit_modes(backend, jit):
     raise ValueError(f"`jit` must be one of {JIT_OPTIONS}. Received: jit={jit!r}")
 
 
+def add_model_arguments(parser):
+    """`--variant` and `--image-size`, as every benchmark command takes them."""
+    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
+    parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
+
+
+def variant(name):
+    """The `keras_vit.VARIANTS` entry of a `--variant` value; a one-line ValueError naming the choices otherwise."""
+    import keras_vit  # here: `--help` imports no Keras
+
+    if name not in keras_vit.VARIANTS:
+        raise ValueError(f"Unknown --variant {name!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
+    return keras_vit.VARIANTS[name]
+
+
 def batch_sizes(option, text):
     """The positive integers of a comma-separated command-line value; a clear ValueError otherwise."""
     try:

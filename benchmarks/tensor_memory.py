@@ -18,6 +18,7 @@ import contextlib
 import os
 import sys
 
+from benchmarks import runner
 from keras_vit_cli import quiet
 
 MIB = 2**20
@@ -105,9 +106,8 @@ def format_table(rows):
 def main(argv=None):
     quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tensor_memory", description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
+    runner.add_model_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=8, help="training batch (default: %(default)s)")
-    parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
     args = parser.parse_args(argv)
     if "keras" in sys.modules and os.environ.get("KERAS_BACKEND") != "torch":
@@ -116,12 +116,10 @@ def main(argv=None):
     os.environ["KERAS_BACKEND"] = "torch"  # before Keras loads
     import torch
 
-    import keras_vit
     from keras_vit.utils import keras_compat, validation
 
     try:
-        if args.variant not in keras_vit.VARIANTS:
-            raise ValueError(f"Unknown --variant {args.variant!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
+        variant = runner.variant(args.variant)
         batch_size = validation.positive_int("--batch-size", args.batch_size)
         image_size = validation.positive_int("--image-size", args.image_size)
         torch.set_num_threads(validation.positive_int("--threads", args.threads))
@@ -129,7 +127,7 @@ def main(argv=None):
         print(f"python -m benchmarks.tensor_memory: {error}", file=sys.stderr)
         return 2
     keras_compat.set_random_seed(0)
-    rows = measure(keras_vit.VARIANTS[args.variant], batch_size, image_size)
+    rows = measure(variant, batch_size, image_size)
     print(f"ViT-{args.variant} at {image_size} px, training batch {batch_size}, one step after a warm-up")
     print(format_table(rows))
     return 0
