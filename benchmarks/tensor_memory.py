@@ -3,7 +3,10 @@
 Resident memory (`python -m benchmarks.memory`) counts all the process holds: the framework runtimes, and the blocks
 the C allocator keeps after they are freed. This counts tensors only, from torch.profiler's allocation records
 (`profile_memory=True`) of one training step after a warm-up step: the peak of live tensor bytes above the step's
-start, summed in time order, and all the bytes the step allocates (the churn that fragments the heap). PyTorch only:
+start, summed in time order, and all the bytes the step allocates (the churn that fragments the heap). Without
+recomputation, also the activations autograd keeps for the backward pass (each distinct storage once, the weights
+aside), and the layouts that keep the most: where two models of the same size differ there, one keeps a tensor the
+other does not. PyTorch only:
 keras_vit on Keras's torch backend as `keras-vit finetune` trains (gradients released after the update) and timm's
 `VisionTransformer` of the same size, without and with remat / gradient checkpointing, SGD, float32, one process.
 Both start the profiled step with no gradients held.
@@ -42,6 +45,39 @@ def live_tensor_profile(step):
     return {"peak_live_mib": peak / MIB, "allocated_mib": allocated / MIB}
 
 
+def saved_for_backward(step, weights):
+    """`{"saved_mib", "saved_storages"}`: what autograd keeps for the backward pass during one call of `step`.
+
+    Each distinct storage counts once (a view saved by several ops shares its base's bytes); the storages of
+    `weights` do not count: they are the model, not its activations. Recomputed blocks save their tensors inside
+    `torch.utils.checkpoint`'s own hooks, out of this one's sight: measure steps without recomputation.
+    `saved_storages` maps `"shape dtype"` of each storage's first saved view to `[storages, MiB]`, largest first.
+    """
+    import torch
+
+    weight_storages = {weight.untyped_storage().data_ptr() for weight in weights}
+    saved = {}  # storage address -> (bytes, "shape dtype" of the first view saved)
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        address = storage.data_ptr()
+        if address not in weight_storages and address not in saved:
+            saved[address] = (storage.nbytes(), f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}")
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        step()
+    kinds = {}
+    for nbytes, kind in saved.values():
+        count, total = kinds.get(kind, (0, 0))
+        kinds[kind] = (count + 1, total + nbytes)
+    largest = sorted(kinds.items(), key=lambda item: -item[1][1])
+    return {
+        "saved_mib": sum(nbytes for nbytes, _ in saved.values()) / MIB,
+        "saved_storages": {kind: [count, total / MIB] for kind, (count, total) in largest},
+    }
+
+
 def _keras_vit_step(variant, batch_size, image_size, classes, remat):
     import keras
 
@@ -60,7 +96,7 @@ def _keras_vit_step(variant, batch_size, image_size, classes, remat):
         model.train_on_batch(images, labels)
         release.on_train_batch_end(0)
 
-    return step
+    return step, [weight.value for weight in model.weights]
 
 
 def _timm_step(variant, batch_size, image_size, classes, checkpointing):
@@ -78,28 +114,42 @@ def _timm_step(variant, batch_size, image_size, classes, checkpointing):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)  # at the end, as ReleaseGradients: the next step starts without them
 
-    return step
+    return step, list(model.parameters()) + list(model.buffers())
 
 
 def measure(variant, batch_size, image_size=224, classes=1000):
     """The four rows: keras_vit and timm, each without and with recomputation."""
+    configurations = [
+        ("keras_vit, torch" + (", remat" if remat else ""), _keras_vit_step, remat) for remat in (False, True)
+    ] + [
+        ("timm, torch eager" + (", gradient checkpointing" if recompute else ""), _timm_step, recompute)
+        for recompute in (False, True)
+    ]
     rows = []
-    for remat in (False, True):
-        step = _keras_vit_step(variant, batch_size, image_size, classes, remat)
-        rows.append(dict(label="keras_vit, torch" + (", remat" if remat else ""), **live_tensor_profile(step)))
-    for checkpointing in (False, True):
-        step = _timm_step(variant, batch_size, image_size, classes, checkpointing)
-        label = "timm, torch eager" + (", gradient checkpointing" if checkpointing else "")
-        rows.append(dict(label=label, **live_tensor_profile(step)))
+    for label, build, recompute in configurations:
+        step, weights = build(variant, batch_size, image_size, classes, recompute)
+        row = dict(label=label, **live_tensor_profile(step))
+        row.update(saved_mib=None, saved_storages=None)
+        if not recompute:
+            row.update(saved_for_backward(step, weights))
+        rows.append(row)
     return rows
 
 
 def format_table(rows):
+    """The table, then, per configuration without recomputation, the saved storages by the shape first saved."""
     lines = [
-        "| configuration | peak of live tensors above the step's start (MiB) | bytes allocated in the step (MiB) |",
-        "|---|---|---|",
+        "| configuration | peak of live tensors above the step's start (MiB) | bytes allocated in the step (MiB) "
+        "| saved for the backward pass (MiB) |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| {row['label']} | {row['peak_live_mib']:.0f} | {row['allocated_mib']:.0f} |" for row in rows]
+    for row in rows:
+        saved = "-" if row["saved_mib"] is None else f"{row['saved_mib']:.0f}"
+        lines.append(f"| {row['label']} | {row['peak_live_mib']:.0f} | {row['allocated_mib']:.0f} | {saved} |")
+    for row in rows:
+        if row["saved_storages"]:
+            kinds = ", ".join(f"{count} x {kind} ({mib:.1f} MiB)" for kind, (count, mib) in row["saved_storages"].items())
+            lines.append(f"\n{row['label']}, saved storages by the shape first saved: {kinds}")
     return "\n".join(lines)
 
 

@@ -129,4 +129,28 @@ def test_tensor_memory_profiles_one_step_of_each_configuration(monkeypatch):
     assert all(row["peak_live_mib"] > 0 and row["allocated_mib"] >= row["peak_live_mib"] for row in rows)
     # Recomputation allocates the recomputed activations again, in both frameworks.
     assert rows[1]["allocated_mib"] > rows[0]["allocated_mib"] and rows[3]["allocated_mib"] > rows[2]["allocated_mib"]
-    assert "| timm, torch eager, gradient checkpointing |" in tensor_memory.format_table(rows)
+    # Autograd's saved activations, where no checkpointing hides them: every row without recomputation.
+    assert [row["saved_mib"] is not None and row["saved_mib"] > 0 for row in rows] == [True, False, True, False]
+    table = tensor_memory.format_table(rows)
+    assert "| timm, torch eager, gradient checkpointing |" in table and "keras_vit, torch, saved storages" in table
+
+
+def test_saved_for_backward_counts_each_activation_storage_once_and_no_weight():
+    if keras.backend.backend() != "torch":
+        pytest.skip("torch's autograd hooks: the torch run")
+    import torch
+
+    weight = torch.nn.Parameter(torch.ones(4, 3))
+    inputs = torch.ones(5, 4, requires_grad=True)
+
+    def step():
+        # `inputs` saved twice (by the product, through a view, and by the square), `weight` once, `hidden` once.
+        hidden = inputs.view(20).view(5, 4) @ weight
+        (hidden.square().sum() + inputs.square().sum()).backward()
+
+    result = tensor_memory.saved_for_backward(step, [weight])
+    assert result["saved_mib"] * tensor_memory.MIB == inputs.nbytes + 5 * 3 * 4
+    assert result["saved_storages"] == {
+        "(5, 4) float32": [1, inputs.nbytes / tensor_memory.MIB],
+        "(5, 3) float32": [1, 60 / tensor_memory.MIB],
+    }
