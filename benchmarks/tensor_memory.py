@@ -148,7 +148,8 @@ def format_table(rows):
         lines.append(f"| {row['label']} | {row['peak_live_mib']:.0f} | {row['allocated_mib']:.0f} | {saved} |")
     for row in rows:
         if row["saved_storages"]:
-            kinds = ", ".join(f"{count} x {kind} ({mib:.1f} MiB)" for kind, (count, mib) in row["saved_storages"].items())
+            storages = row["saved_storages"].items()
+            kinds = ", ".join(f"{count} x {kind} ({mib:.1f} MiB)" for kind, (count, mib) in storages)
             lines.append(f"\n{row['label']}, saved storages by the shape first saved: {kinds}")
     return "\n".join(lines)
 
