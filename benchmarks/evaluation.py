@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from benchmarks import runner
+from benchmarks import runner, worker
 from keras_vit_cli import quiet
 
 SMALL = dict(patch_size=4, hidden_dim=64, num_layers=4, num_heads=4, mlp_dim=128)  # the digits model of finetune
@@ -82,8 +82,6 @@ def _generated_source(num_images, image_size, num_classes=10):
 
 def measure_extraction(model_name, num_images, batch_size):
     """Runs in the worker process: extracts features, returns peak RSS and images/s."""
-    import resource
-
     import keras_vit
     from keras_vit import evaluation
 
@@ -99,7 +97,7 @@ def measure_extraction(model_name, num_images, batch_size):
         "model": model_name,
         "images": num_images,
         "feature_mib": features.features.nbytes / 2**20,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": worker.peak_rss_mb(),  # the worker's own mark, not its parent's
         "images_per_second": num_images / seconds,
     }
 

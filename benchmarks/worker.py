@@ -19,6 +19,7 @@ names made unimportable before anything loads, as in an environment without
 them: Keras imports jax wherever it is installed, also on the torch backend).
 """
 
+import importlib
 import json
 import os
 import sys
@@ -67,7 +68,19 @@ def uninstall_for_this_process(names):
 
 
 def peak_rss_mb():
-    """The process's resident-memory high-water mark in MiB (Linux reports KiB)."""
+    """This process's resident-memory high-water mark in MiB.
+
+    On Linux, `VmHWM` in /proc/self/status: the process's own mark, which `reset_peak_rss` restarts. Not
+    `getrusage`'s `ru_maxrss`: Linux carries that over from the parent that forked the process, so a worker
+    started by a 750 MiB parent reported at least 750 MiB before it imported anything. Elsewhere `ru_maxrss`.
+    """
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -123,15 +136,16 @@ def _labels(batch, classes, seed=0):
     return np.random.default_rng(seed).integers(0, classes, size=(batch,)).astype("int32")
 
 
-def _measure(spec, infer, train_step):
+def _measure(spec, infer, train_step, rss_after_imports_mb=None):
     """The common protocol: training first, so its peak memory is not inference's.
 
     `infer(images)` and `train_step(images, labels)` must block until the
     result is computed. The first call of each is timed separately (tracing,
     compilation, allocation: "time to first step"), then `repeats` timed
-    calls follow one untimed warm-up.
+    calls follow one untimed warm-up. `rss_after_imports_mb`: the runner's
+    high-water mark once its framework and model library were imported.
     """
-    result = {"rss_after_build_mb": peak_rss_mb()}
+    result = {"rss_after_imports_mb": rss_after_imports_mb, "rss_after_build_mb": peak_rss_mb()}
     batch = spec["train_batch_size"]
     images, labels = _images(batch, spec["image_size"], spec.get("channels_first")), _labels(batch, spec["classes"])
     start = time.perf_counter()
@@ -211,6 +225,9 @@ def _run_keras(spec):
         import torch
 
         torch.set_num_threads(spec["threads"])
+    # What a script pays before it builds anything: the framework and the model library.
+    importlib.import_module("keras_vit" if spec["kind"] == "keras_vit" else "keras_hub")
+    rss_after_imports = peak_rss_mb()
     keras.config.set_dtype_policy(spec["precision"])
     # Not keras.utils.set_random_seed: it imports TensorFlow whenever it is installed, which on the jax and torch
     # rows added ~460 MiB of resident memory and seconds of start-up that the library never needs.
@@ -240,6 +257,7 @@ def _run_keras(spec):
         spec,
         infer=model.predict_on_batch,  # returns NumPy: the computation has finished
         train_step=train_step,
+        rss_after_imports_mb=rss_after_imports,
     )
     result["parameters"] = model.count_params()
     return result
@@ -280,6 +298,8 @@ def _run_transformers(spec):
     import torch
     import transformers
 
+    model_class = transformers.ViTForImageClassification  # transformers imports a model on first access
+    rss_after_imports = peak_rss_mb()
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(0)
     variant = spec["variant"]
@@ -294,10 +314,10 @@ def _run_transformers(spec):
         layer_norm_eps=1e-6,
         attn_implementation="sdpa",
     )
-    model = transformers.ViTForImageClassification(config)
+    model = model_class(config)
     compiled = torch.compile(model) if spec["jit_compile"] else model
     infer, train_step = _torch_trainer(spec, model, lambda images: compiled(pixel_values=images).logits)
-    result = _measure(dict(spec, channels_first=True), infer, train_step)
+    result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result
 
@@ -363,12 +383,14 @@ def _run_timm(spec):
     gradient checkpointing per block."""
     import torch
 
+    _import_timm()
+    rss_after_imports = peak_rss_mb()
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(0)
     model = timm_vision_transformer(spec["variant"], spec["image_size"], spec["classes"], spec.get("remat", False))
     compiled = torch.compile(model) if spec["jit_compile"] else model
     infer, train_step = _torch_trainer(spec, model, compiled)
-    result = _measure(dict(spec, channels_first=True), infer, train_step)
+    result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result
 

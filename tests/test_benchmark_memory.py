@@ -51,6 +51,10 @@ def test_tiny_run_writes_the_report_with_ratios(tmp_path):
     assert plain["step_time_vs_no_remat"] == 1.0 and remat["step_time_vs_no_remat"] > 0
     assert f"keras_vit, {backend}" in report["table"]
     assert json.loads(output.read_text())["table"] == report["table"]
+    # The imports' resident memory, taken before the build: below the build's, which holds the model too.
+    for record in report["records"]:
+        result = record["result"]
+        assert 0 < result["rss_after_imports_mb"] <= result["rss_after_build_mb"] <= result["peak_rss_train_mb"]
     # No row's process holds TensorFlow unless it is the backend (~460 MiB of resident memory). Keras 3.15 itself
     # imports jax wherever it is installed (its Orbax checkpoint callback): every Keras user's process has it.
     for record in report["records"][:2]:
@@ -154,3 +158,17 @@ def test_saved_for_backward_counts_each_activation_storage_once_and_no_weight():
         "(5, 4) float32": [1, inputs.nbytes / tensor_memory.MIB],
         "(5, 3) float32": [1, 60 / tensor_memory.MIB],
     }
+
+
+def test_a_worker_reports_its_own_peak_not_its_parents():
+    # Linux's ru_maxrss starts a child at its parent's mark; this test process holds Keras and a backend.
+    import subprocess
+    import sys
+
+    from benchmarks import worker
+
+    parent = worker.peak_rss_mb()
+    assert parent > 200, parent  # large enough for the difference to show
+    code = "from benchmarks import worker; print(worker.peak_rss_mb())"
+    child = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert 0 < child < 100 < parent
