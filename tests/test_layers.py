@@ -255,3 +255,44 @@ def test_float16_attention_compiles_and_matches_eager():
     compiled = model.predict(tokens, verbose=0)
     assert compiled.dtype == np.float16
     np.testing.assert_allclose(compiled.astype("float32"), to_numpy(model(tokens)).astype("float32"), atol=2e-2)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, HIDDEN), (0, 5, HIDDEN), (3, HIDDEN), (2, 2, 3, HIDDEN)])
+def test_dense_over_tokens_is_the_dense_bit_for_bit(shape):
+    from keras_vit.layers.transformer import dense_over_tokens
+
+    dense = keras.layers.Dense(7)
+    dense.build((None, HIDDEN))
+    randomize_weights(dense)
+    tokens = np.random.default_rng(0).normal(size=shape).astype("float32")
+    flattened = to_numpy(dense_over_tokens(dense, tokens))
+    assert flattened.shape == shape[:-1] + (7,)
+    np.testing.assert_array_equal(flattened, to_numpy(dense(tokens)))
+
+
+def test_block_gradients_copy_no_activation_gradient_into_a_transposed_layout():
+    # XLA's CPU compiler fused the chain of LayerNorm-backward and residual sums of every later block into each
+    # transposed copy of a Dense's output gradient (a 3-D product's kernel gradient): a step grew with depth.
+    if keras.backend.backend() != "jax":
+        pytest.skip("XLA's CPU program through JAX: the jax run")
+    import re
+
+    import jax
+
+    batch, tokens = 4, 17
+    inputs = keras.Input((tokens, HIDDEN))
+    block = dict(num_heads=2, mlp_dim=4 * HIDDEN)
+    outputs = layers.TransformerBlock(**block)(layers.TransformerBlock(**block)(inputs))
+    model = keras.Model(inputs, outputs)
+
+    def loss(trainable, non_trainable, x):
+        y, _ = model.stateless_call(trainable, non_trainable, x, training=True)
+        return (y**2).mean()
+
+    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables])
+    x = np.random.default_rng(0).normal(size=(batch, tokens, HIDDEN)).astype("float32")
+    program = jax.jit(jax.grad(loss)).lower(*state, x).compile().as_text()
+    assert " dot(" in program or "fusion(" in program  # a compiled program, read as text
+    # An array of (features, batch * tokens): a token-major activation or gradient laid out transposed.
+    transposed = re.findall(rf"= f32\[\d+,{batch * tokens}\]\{{1,0\}} (?:fusion|copy|transpose)\(", program)
+    assert transposed == []

@@ -124,6 +124,40 @@ def project_patches(projection, images, patch_size):
     return projection(images) if empty is None else empty
 
 
+def dense_over_tokens(dense, tokens):
+    """`dense` applied to `tokens` of shape `(..., features)` as one 2-D matrix product: the same result and shape.
+
+    XLA's CPU compiler (jaxlib 0.10) differentiates a Dense on a 3-D input by
+    copying the gradient of its output into a transposed layout for the
+    kernel's gradient, and fuses into each such copy the whole chain of
+    elementwise ops that made that gradient: LayerNorm's backward and the
+    residual sums of every later block. The copies grow with depth (39 % of a
+    ViT-B/16 step's time on a 2-core CPU; `python -m benchmarks.xla_cpu_depth`).
+    On a 2-D input the kernel's gradient takes no copy. On torch and
+    TensorFlow the reshapes are views and the product is the same kernel.
+
+    Args:
+        dense: a built `keras.layers.Dense` (or one quantized by Keras).
+        tokens: tensor of shape `(..., features)`.
+
+    Returns:
+        `dense(tokens)`, of shape `(..., units)`.
+
+    Example:
+
+    >>> dense = keras.layers.Dense(4)
+    >>> dense.build((None, 8))
+    >>> keras.ops.shape(dense_over_tokens(dense, np.ones((2, 5, 8))))
+    (2, 5, 4)
+    """
+    shape = ops.shape(tokens)
+    rows = 1
+    for size in shape[:-1]:
+        rows = rows * size  # explicit sizes, never -1: a reshape cannot infer -1 for an empty batch
+    outputs = keras_compat.call_sublayer(dense, ops.reshape(tokens, (rows, shape[-1])))
+    return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
+
+
 @serialization.register
 class PatchEmbedding(keras.layers.Layer):
     """Splits images into patches and projects each patch linearly.
@@ -616,9 +650,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _heads_first(self, tokens):
         """Query, key and value as `(batch, heads, tokens, head_dim)`, with one transpose."""
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
-        qkv = ops.reshape(
-            keras_compat.call_sublayer(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim)
-        )
+        qkv = ops.reshape(dense_over_tokens(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim))
         # One unstack, not three slices: its gradient is one stack, where each slice's is a zero-padded copy of
         # the whole `qkv`; exported, it becomes one split (OpenVINO runs strided slices with a reference kernel).
         return ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)
@@ -637,9 +669,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             and keras_compat.fused_attention_compiles(self.compute_dtype)
         )
         if fused:
-            qkv = ops.reshape(
-                keras_compat.call_sublayer(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim)
-            )
+            qkv = ops.reshape(dense_over_tokens(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim))
             query, key, value = ops.unstack(qkv, num=3, axis=2)  # one unstack: see `_heads_first`
             attended = ops.dot_product_attention(
                 query, key, value, flash_attention=keras_compat.flash_attention_argument()
@@ -655,7 +685,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             attended = ops.einsum("bhqk,bhkd->bhqd", dropped, value)
             attended = ops.transpose(attended, (0, 2, 1, 3))
         # Explicit sizes, never -1: a reshape cannot infer -1 for an empty batch on JAX and torch.
-        outputs = keras_compat.call_sublayer(
+        outputs = dense_over_tokens(
             self.output_projection, ops.reshape(attended, (batch, length, self.num_heads * self.head_dim))
         )
         return (outputs, weights) if return_attention_scores else outputs
@@ -737,9 +767,9 @@ class MLPBlock(keras.layers.Layer):
         # Sublayers run through keras_compat.call_sublayer: Keras's per-call overhead is most of a small
         # model's eager time.
         run = keras_compat.call_sublayer
-        hidden = ops.gelu(run(self.fc1, tokens), approximate=self.gelu_approximate)
+        hidden = ops.gelu(dense_over_tokens(self.fc1, tokens), approximate=self.gelu_approximate)
         hidden = run(self.dropout, hidden, training=training)
-        return run(self.dropout, run(self.fc2, hidden), training=training)
+        return run(self.dropout, dense_over_tokens(self.fc2, hidden), training=training)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
