@@ -133,8 +133,8 @@ def dense_over_tokens(dense, tokens):
     elementwise ops that made that gradient: LayerNorm's backward and the
     residual sums of every later block. The copies grow with depth (39 % of a
     ViT-B/16 step's time on a 2-core CPU; `python -m benchmarks.xla_cpu_depth`).
-    On a 2-D input the kernel's gradient takes no copy. On torch and
-    TensorFlow the reshapes are views and the product is the same kernel.
+    On a 2-D input the kernel's gradient takes no copy. The outputs are
+    those of `dense(tokens)` bit for bit, on every backend.
 
     Args:
         dense: a built `keras.layers.Dense` (or one quantized by Keras).
