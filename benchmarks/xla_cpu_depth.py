@@ -1,14 +1,18 @@
 """`python -m benchmarks.xla_cpu_depth`: how a JAX training step's time per block grows with depth on XLA's CPU.
 
-A step's cost should be linear in the number of transformer blocks. On jaxlib 0.10's CPU compiler it is not: for
-each weight gradient XLA copies a cotangent into a transposed layout, and it fuses into that copy the whole chain of
-LayerNorm-backward and residual additions that produced the cotangent, from every later block. The fused loops grow
-with depth, so the step's time per block does too. Two measurements at each depth, both float32, one process:
+A step's cost should be linear in the number of transformer blocks. On jaxlib 0.10's CPU compiler it is not when
+the products are 3-D: for each weight gradient XLA copies a cotangent into a transposed layout, and it fuses into
+that copy the whole chain of LayerNorm-backward and residual additions that produced the cotangent, from every later
+block. The fused loops grow with depth, so the step's time per block does too. keras_vit's blocks run their Dense
+layers on 2-D tokens (`keras_vit.layers.transformer.dense_over_tokens`), which avoids it. Two measurements at each
+depth, both float32, one process:
 
-- a plain-JAX residual network (`x + (LayerNorm(x) @ W)`, two per block, hidden 768, 8 x 197 tokens): the
-  gradient's and the forward pass's milliseconds per block;
+- a plain-JAX residual network with 3-D products (`x + (LayerNorm(x) @ W)`, two per block, hidden 768, 8 x 197
+  tokens): the gradient's and the forward pass's milliseconds per block, the compiler's behaviour with no keras_vit
+  code involved;
 - keras_vit's own training step (`VisionTransformer` with B/16's width, `jit_compile=True`, SGD, batch 8): seconds
-  per step, and the share of XLA's execution time spent in copy fusions (from `jax.profiler`).
+  per step, and the shares of XLA's execution time spent in copy fusions and in matrix products (XLA's own `dot`
+  and the library fusions: YNNPACK, XNNPACK, oneDNN), from `jax.profiler`.
 
 Example:
 
@@ -91,7 +95,8 @@ def xla_time_by_kind(run):
 
 
 def keras_vit_step(depth, hidden=HIDDEN, image_size=IMAGE_SIZE, repeats=2):
-    """`{"step_s", "copy_fusion_share"}` of keras_vit's jitted training step with `depth` blocks of `hidden`."""
+    """`{"step_s", "copy_fusion_share", "product_share"}` of keras_vit's jitted training step with `depth` blocks of
+    `hidden`."""
     import keras
     import numpy as np
 
@@ -114,20 +119,29 @@ def keras_vit_step(depth, hidden=HIDDEN, image_size=IMAGE_SIZE, repeats=2):
         model.train_on_batch(images, labels)
     step_s = (time.perf_counter() - start) / repeats
     by_kind = xla_time_by_kind(lambda: model.train_on_batch(images, labels))
+    total = max(sum(by_kind.values()), 1e-12)
     copies = sum(seconds for kind, seconds in by_kind.items() if "copy" in kind.split("_"))
-    return {"step_s": step_s, "copy_fusion_share": copies / max(sum(by_kind.values()), 1e-12)}
+    products = sum(seconds for kind, seconds in by_kind.items() if _is_product(kind))
+    return {"step_s": step_s, "copy_fusion_share": copies / total, "product_share": products / total}
+
+
+def _is_product(kind):
+    """XLA's own dot, or a fusion handed to a matrix library (YNNPACK, XNNPACK, oneDNN)."""
+    return kind == "dot" or kind.split("_")[0] in ("ynn", "xnn", "onednn")
 
 
 def format_table(rows):
     lines = [
         "| blocks | plain JAX: gradient ms per block | plain JAX: forward ms per block "
-        "| keras_vit step (s) | keras_vit s per block | share of XLA time in copy fusions |",
-        "|---|---|---|---|---|---|",
+        "| keras_vit step (s) | keras_vit s per block | share of XLA time in copy fusions "
+        "| share in matrix products |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['depth']} | {row['gradient_ms_per_block']:.1f} | {row['forward_ms_per_block']:.1f} "
-            f"| {row['step_s']:.2f} | {row['step_s'] / row['depth']:.3f} | {100 * row['copy_fusion_share']:.0f} % |"
+            f"| {row['step_s']:.2f} | {row['step_s'] / row['depth']:.3f} | {100 * row['copy_fusion_share']:.0f} % "
+            f"| {100 * row['product_share']:.0f} % |"
         )
     return "\n".join(lines)
 

@@ -20,7 +20,8 @@ def test_both_measurements_at_two_depths_fill_the_table():
     ]
     for row in rows:
         assert row["gradient_ms_per_block"] > 0 and row["forward_ms_per_block"] > 0 and row["step_s"] > 0
-        assert 0 <= row["copy_fusion_share"] <= 1
+        assert 0 <= row["copy_fusion_share"] <= 1 and 0 < row["product_share"] <= 1  # the Dense layers are products
+        assert row["copy_fusion_share"] + row["product_share"] <= 1 + 1e-9
     table = xla_cpu_depth.format_table(rows).splitlines()
     assert len(table) == 4 and table[2].startswith("| 1 |") and table[3].startswith("| 2 |")
 
