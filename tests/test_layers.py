@@ -268,6 +268,8 @@ def test_dense_over_tokens_is_the_dense_bit_for_bit(shape):
     flattened = to_numpy(dense_over_tokens(dense, tokens))
     assert flattened.shape == shape[:-1] + (7,)
     np.testing.assert_array_equal(flattened, to_numpy(dense(tokens)))
+    symbolic = dense_over_tokens(dense, keras.Input(shape[1:]))  # a functional model's input: the batch unknown
+    assert tuple(symbolic.shape) == (None, *shape[1:-1], 7)
 
 
 def test_block_gradients_copy_no_activation_gradient_into_a_transposed_layout():

@@ -150,6 +150,8 @@ def dense_over_tokens(dense, tokens):
     >>> keras.ops.shape(dense_over_tokens(dense, np.ones((2, 5, 8))))
     (2, 5, 4)
     """
+    if isinstance(tokens, keras.KerasTensor):  # symbolic, its batch maybe unknown: only the output spec matters
+        return dense(tokens)
     shape = ops.shape(tokens)
     rows = 1
     for size in shape[:-1]:
