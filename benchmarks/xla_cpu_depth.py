@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import runner
 from keras_vit_cli import quiet
 
 # B/16's width at 224 px, batch 8.
@@ -155,12 +156,9 @@ def main(argv=None):
         print("python -m benchmarks.xla_cpu_depth: Keras is loaded with another backend than jax", file=sys.stderr)
         return 2
     try:
-        depths = [int(depth) for depth in args.depths.split(",")]
-        if not depths or min(depths) < 1:
-            raise ValueError
-    except ValueError:
-        message = "--depths must be positive integers separated by commas"
-        print(f"python -m benchmarks.xla_cpu_depth: {message}", file=sys.stderr)
+        depths = runner.batch_sizes("--depths", args.depths)  # any comma-separated positive integers
+    except ValueError as error:
+        print(f"python -m benchmarks.xla_cpu_depth: {error}", file=sys.stderr)
         return 2
     os.environ["KERAS_BACKEND"] = "jax"  # before Keras loads
     import jax
