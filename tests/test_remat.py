@@ -174,3 +174,27 @@ def test_a_remat_training_step_leaves_nothing_for_the_cyclic_collector():
         gc.garbage.clear()
         gc.enable()
     assert not {name: count for name, count in left.items() if "Tensor" in name or "Error" in name}, left
+
+
+@pytest.fixture
+def mixed_bfloat16():
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    yield
+    keras.config.set_dtype_policy(previous)
+
+
+def test_remat_under_mixed_precision_recomputes_in_bfloat16(mixed_bfloat16):
+    """The backward pass recomputes each block as the forward pass ran it, float32 weights read as bfloat16: before,
+    torch refused the float32 recomputation and TensorFlow took gradients through other values."""
+    plain, remat = _pair()
+    inputs = random_inputs((3, 8, 12, 3))
+    states = [to_numpy(v) for v in plain.variables]
+    gradients = []
+    for model in (plain, remat):
+        _assign(model, states)
+        gradients.append(trainable_gradients(model, inputs))
+    for got, want in zip(gradients[1], gradients[0], strict=True):
+        assert got.dtype == want.dtype == np.float32  # the variables stay float32
+        # The same bfloat16 arithmetic, fused differently by XLA: equal to bfloat16's resolution.
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-2 * max(1.0, float(np.abs(want).max())))

@@ -171,7 +171,17 @@ def flash_attention_argument():
 
 
 def remat(function):
-    """`keras.remat(function)`, without leaking the recomputed activations on the torch backend.
+    """`keras.remat(function)`, recomputed in the caller's mixed-precision scope, without leaking the recomputed
+    activations on the torch backend.
+
+    Mixed precision: a layer's `__call__` opens Keras's autocast scope, in
+    which its float32 variables are read as its compute dtype (bfloat16 under
+    `mixed_bfloat16`), and closes it when the call returns. The backward pass
+    recomputes `function` after that (torch and TensorFlow), outside the scope:
+    it would read float32 weights and compute in float32, other values than the
+    forward pass's (torch refuses them: "Recomputed values ... have different
+    metadata"). So the scope open when `remat` is called is reopened around
+    every run of `function`.
 
     Keras's torch `remat` is `torch.utils.checkpoint` (non-reentrant), which
     stops the recomputation as soon as the backward pass has every tensor it
@@ -188,6 +198,7 @@ def remat(function):
     """
     import keras
 
+    function = _in_autocast_scope(function, _autocast_dtype())
     if keras.backend.backend() != "torch":
         return keras.remat(function)
     import torch.utils.checkpoint
@@ -210,6 +221,25 @@ def remat(function):
             raise
 
     return keras.remat(recompute)
+
+
+def _autocast_dtype():
+    """The dtype Keras's autocast scope reads float variables as, here and now (None: no scope is open)."""
+    from keras.src.backend import get_autocast_scope
+
+    scope = get_autocast_scope()
+    return None if scope is None else scope.dtype
+
+
+def _in_autocast_scope(function, dtype):
+    """`function`, run inside Keras's autocast scope for `dtype` (a scope of None reads variables as they are)."""
+    from keras.src.backend import AutocastScope
+
+    def scoped(*args, **kwargs):
+        with AutocastScope(dtype):
+            return function(*args, **kwargs)
+
+    return scoped
 
 
 def _clear_traceback_frames(error):
