@@ -207,6 +207,19 @@ def test_flash_attention_argument_keeps_torch_compile_graphs_whole(monkeypatch):
     )
 
 
+def test_flash_attention_argument_trains_odd_token_counts_with_xla_attention_on_jax(monkeypatch):
+    argument = keras_compat.flash_attention_argument
+    if keras.backend.backend() == "jax":
+        # cuDNN refuses to differentiate its fused attention over 197 tokens; inference and even counts stay Keras's.
+        assert argument(training=True, tokens=197) is False
+        assert argument(training=False, tokens=197) is None and argument(training=True, tokens=196) is None
+        assert argument(training=True, tokens=None) is None  # a symbolic length: nothing to decide on
+    else:
+        assert argument(training=True, tokens=197) is argument(training=False, tokens=197)
+    monkeypatch.setattr(keras.config, "is_flash_attention_enabled", lambda: True)
+    assert argument(training=True, tokens=197) is True  # the user's global choice wins
+
+
 def test_torch_checkpoint_early_stop_exception(monkeypatch):
     if keras.backend.backend() != "torch":
         pytest.skip("torch's checkpointing: the torch run")

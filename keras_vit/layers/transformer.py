@@ -674,7 +674,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             qkv = ops.reshape(dense_over_tokens(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim))
             query, key, value = ops.unstack(qkv, num=3, axis=2)  # one unstack: see `_heads_first`
             attended = ops.dot_product_attention(
-                query, key, value, flash_attention=keras_compat.flash_attention_argument()
+                query, key, value, flash_attention=keras_compat.flash_attention_argument(training, length)
             )
             weights = None
         else:

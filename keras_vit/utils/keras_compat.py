@@ -151,23 +151,40 @@ def fused_attention_compiles(dtype):
     return jax.default_backend() != "cpu"
 
 
-def flash_attention_argument():
-    """The `flash_attention` argument for `keras.ops.dot_product_attention`.
+def flash_attention_argument(training=False, tokens=None):
+    """The `flash_attention` argument for `keras.ops.dot_product_attention` over `tokens` tokens.
 
-    Left to Keras (`None`), the torch backend asks torch whether the flash
-    kernel applies by building a `torch.backends.cuda.SDPAParams` on every
-    call, an object torch.compile cannot trace: each attention call breaks
-    the compiled graph (a one-block ViT trained with `jit_compile=True`
-    becomes 22 graphs instead of 17 and takes ~15 % longer to compile on a
-    CPU). `False` on torch calls `scaled_dot_product_attention` without
-    forcing a kernel, so torch picks its own, flash included on a GPU when
-    the inputs allow. A global choice, `keras.config.enable_flash_attention()`
-    or `disable_flash_attention()`, is passed on unchanged.
+    A global choice, `keras.config.enable_flash_attention()` or
+    `disable_flash_attention()`, is passed on unchanged. Otherwise:
+
+    - torch: `False`. Left to Keras (`None`), the torch backend asks torch
+      whether the flash kernel applies by building a
+      `torch.backends.cuda.SDPAParams` on every call, an object torch.compile
+      cannot trace: each attention call breaks the compiled graph (a one-block
+      ViT trained with `jit_compile=True` becomes 22 graphs instead of 17 and
+      takes ~15 % longer to compile on a CPU). `False` calls
+      `scaled_dot_product_attention` without forcing a kernel, so torch picks
+      its own, flash included on a GPU when the inputs allow.
+    - JAX, training calls over an odd number of tokens (197 at 224 px): `False`,
+      XLA's attention. Keras's check asks cuDNN about inference only, and
+      cuDNN's fused attention refuses to differentiate over an odd sequence
+      (jax 0.11.2 on an H200: "Unsupported sequence length Q 197, KV 197"):
+      Keras then logs that traceback and falls back to XLA's attention on every
+      trace, and under `remat=True` (where `jax.checkpoint` differentiates
+      after Keras's fallback has run) the training step fails.
+    - Otherwise `None`: Keras chooses (cuDNN on a recent GPU).
     """
     import keras
 
     chosen = keras.config.is_flash_attention_enabled()
-    return False if chosen is None and keras.backend.backend() == "torch" else chosen
+    if chosen is not None:
+        return chosen
+    backend = keras.backend.backend()
+    if backend == "torch":
+        return False
+    if backend == "jax" and training and isinstance(tokens, int) and tokens % 2:
+        return False
+    return None
 
 
 def remat(function):
