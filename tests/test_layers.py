@@ -298,3 +298,27 @@ def test_block_gradients_copy_no_activation_gradient_into_a_transposed_layout():
     # An array of (features, batch * tokens): a token-major activation or gradient laid out transposed.
     transposed = re.findall(rf"= f32\[\d+,{batch * tokens}\]\{{1,0\}} (?:fusion|copy|transpose)\(", program)
     assert transposed == []
+
+
+def test_pixel_scaling_config_round_trip():
+    layer = layers.PixelScaling(1 / 127.5, offset=-1.0, name="rescaling")
+    config = layer.get_config()
+    assert layers.PixelScaling.from_config(config).get_config() == config
+    assert keras.saving.serialize_keras_object(layer)["registered_name"] == "keras_vit>PixelScaling"
+
+
+@pytest.mark.parametrize(
+    "scale, offset", [(1 / 127.5, -1.0), ([0.5, 0.25, 2.0], [1.0, 0.0, -1.0])], ids=["scalars", "per_channel"]
+)
+def test_pixel_scaling_computes_what_rescaling_computes(scale, offset):
+    """Bit for bit Keras's Rescaling (which it is), so a model that swaps one for the other gives the same outputs."""
+    pixels = np.random.default_rng(0).uniform(0, 255, size=(2, 5, 4, 3)).astype("float32")
+    mine = layers.PixelScaling(scale, offset=offset)
+    assert isinstance(mine, keras.layers.Rescaling)
+    np.testing.assert_array_equal(
+        to_numpy(mine(pixels)), to_numpy(keras.layers.Rescaling(scale, offset=offset)(pixels))
+    )
+    integers = pixels.astype("uint8")  # cast to the compute dtype first, as Rescaling does
+    np.testing.assert_array_equal(
+        to_numpy(mine(integers)), to_numpy(keras.layers.Rescaling(scale, offset=offset)(integers))
+    )

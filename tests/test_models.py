@@ -92,6 +92,22 @@ def test_jit_compiled_fit_and_predict_on_a_one_block_model():
     assert_jit_fit_and_predict(model, random_inputs((2, 16, 16, 3)))
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile's graphs")
+def test_torch_compile_traces_the_whole_model_as_one_graph():
+    """A keras_vit model compiles (`jit_compile=True` on torch) into one graph. Keras's own `Rescaling` at its front
+    broke it into pieces at every call (an import inside), which recompiled until torch's limit and then ran
+    eagerly: on a GPU, "compiled" inference was no faster than eager."""
+    import torch
+
+    model = keras_vit.VisionTransformer(**dict(TINY, num_layers=1), input_shape=(16, 16, 3), classes=3)
+    inputs = keras.ops.convert_to_tensor(random_inputs((2, 16, 16, 3)))
+    try:
+        explanation = torch._dynamo.explain(model)(inputs)
+    finally:
+        torch._dynamo.reset()
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
+
+
 def test_pre_logits_gap_classifier_contract(tmp_path):
     run_model_test(
         lambda: _tiny(pooling="gap", representation_size=16, classifier_activation=None, gelu_approximate=True),

@@ -3,6 +3,7 @@
 - `transformer`: patch embedding, class token, position embedding, the
   pre-LayerNorm transformer block and its parts, pooling and the feature map;
 - `resnet`: the ResNet v2 stem and hybrid patch embedding of the paper's hybrids;
+- `scaling`: the pixel scaling in front of the model (Keras's `Rescaling`, traceable by `torch.compile`);
 - `resampling`: the interpolation matrices that resample a position embedding
   to another patch grid.
 
@@ -11,6 +12,7 @@ after `import keras_vit`.
 """
 
 from keras_vit.layers.resnet import BottleneckUnit, HybridPatchEmbedding, ResNetBackbone, StandardizedConv2D
+from keras_vit.layers.scaling import PixelScaling
 from keras_vit.layers.transformer import (
     LAYER_NORM_EPSILON,
     ClassToken,
@@ -41,6 +43,7 @@ __all__ = [
     "PatchEmbedding",
     "PatchFeatureMap",
     "PatchTokens",
+    "PixelScaling",
     "PositionEmbedding",
     "ResNetBackbone",
     "StandardizedConv2D",

@@ -64,7 +64,8 @@ def build_model(
         include_top: bool, whether to add the classification head.
             Defaults to `True`.
         include_preprocessing: bool, whether the model scales raw pixels in
-            [0, 255] to [-1, 1] itself (a `Rescaling` layer). With `False` it
+            [0, 255] to [-1, 1] itself (a `PixelScaling` layer, which is a
+            `keras.layers.Rescaling`). With `False` it
             takes pixels already scaled by
             `keras_vit.preprocessing.scale_pixels`. Defaults to `True`.
         input_tensor: optional Keras tensor to use as the image input.
@@ -170,7 +171,7 @@ def build(arch, input_tensor=None, name="vision_transformer"):
     x = inputs
     if arch.include_preprocessing:
         # [0, 255] -> [-1, 1], the scaling every published ViT checkpoint was trained with.
-        x = keras.layers.Rescaling(preprocessing.SCALE, offset=preprocessing.OFFSET, name="rescaling")(x)
+        x = vit_layers.PixelScaling(preprocessing.SCALE, offset=preprocessing.OFFSET, name="rescaling")(x)
     if data_format == "channels_first":
         x = keras.layers.Permute((2, 3, 1), name="channels_last")(x)
     patch_grid = _embedding(arch)(x)
