@@ -63,6 +63,15 @@ def user_environment(**extra):
 FLOAT32_LAYER_NAMES = ("head", "predictions", "class_names")  # class_names: keras_vit.metadata.ClassNames
 
 
+def import_tensorflow_if_installed():
+    """Imports TensorFlow where it is installed, as a tf.data input pipeline does on every backend: some Keras code
+    behaves differently once it is imported."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is not None:
+        import tensorflow  # noqa: F401
+
+
 def random_inputs(shape, seed=0):
     return np.random.default_rng(seed).uniform(-1, 1, size=shape).astype("float32")
 

@@ -11,6 +11,7 @@ import keras_vit
 from tests.helpers import (
     BACKEND,
     assert_jit_fit_and_predict,
+    import_tensorflow_if_installed,
     random_inputs,
     randomize_weights,
     run_model_test,
@@ -98,6 +99,8 @@ def test_torch_compile_traces_the_whole_model_as_one_graph():
     broke it into pieces at every call (an import inside), which recompiled until torch's limit and then ran
     eagerly: on a GPU, "compiled" inference was no faster than eager."""
     import torch
+
+    import_tensorflow_if_installed()  # as a torch user's tf.data input pipeline does
 
     model = keras_vit.VisionTransformer(**dict(TINY, num_layers=1), input_shape=(16, 16, 3), classes=3)
     inputs = keras.ops.convert_to_tensor(random_inputs((2, 16, 16, 3)))

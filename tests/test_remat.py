@@ -11,7 +11,15 @@ import pytest
 
 import keras_vit
 from keras_vit import layers
-from tests.helpers import BACKEND, random_inputs, randomize_weights, run_layer_test, to_numpy, trainable_gradients
+from tests.helpers import (
+    BACKEND,
+    import_tensorflow_if_installed,
+    random_inputs,
+    randomize_weights,
+    run_layer_test,
+    to_numpy,
+    trainable_gradients,
+)
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(8, 12, 3), classes=3)
 # With dropout and stochastic depth the recomputation must draw the masks of the forward pass.
@@ -198,3 +206,26 @@ def test_remat_under_mixed_precision_recomputes_in_bfloat16(mixed_bfloat16):
         assert got.dtype == want.dtype == np.float32  # the variables stay float32
         # The same bfloat16 arithmetic, fused differently by XLA: equal to bfloat16's resolution.
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-2 * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile's graphs")
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_torch_compile_traces_a_remat_training_call_as_one_graph(policy):
+    """Each block's `torch.utils.checkpoint` is traced into the graph: the rematerialized function writes no global
+    state in the forward pass (re-opening Keras's autocast scope there stopped the tracing, and the blocks ran
+    eagerly)."""
+    import torch
+
+    import_tensorflow_if_installed()  # as a torch user's tf.data input pipeline does
+
+    keras.config.set_dtype_policy(policy)
+    try:
+        model = keras_vit.VisionTransformer(**TINY, remat=True)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    inputs = keras.ops.convert_to_tensor(random_inputs((2, 8, 12, 3)))
+    try:
+        explanation = torch._dynamo.explain(lambda images: model(images, training=True))(inputs)
+    finally:
+        torch._dynamo.reset()
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons

@@ -12,7 +12,8 @@ class PixelScaling(keras.layers.Rescaling):
     one: `isinstance(layer, keras.layers.Rescaling)` holds), for use inside
     a model. Keras's own layer reaches its ops through a backend chosen at
     call time (so that it can also run inside `tf.data` on any backend), an
-    import that `torch.compile` cannot trace: on the torch backend a model
+    import that `torch.compile` cannot trace (nor its question to TensorFlow,
+    where imported, whether it runs inside `tf.data`): on the torch backend a model
     that starts with it breaks into pieces at every call, the pieces
     recompile until torch's limit, and the model runs eagerly (a ViT-B/16
     "compiled" through `jit_compile=True` inferred no faster than eager on a
@@ -30,6 +31,14 @@ class PixelScaling(keras.layers.Rescaling):
     >>> np.asarray(layer(np.array([[0.0, 127.5, 255.0]])))
     array([[-1.,  0.,  1.]], dtype=float32)
     """
+
+    def __call__(self, inputs, **kwargs):
+        if keras.backend.backend() == "tensorflow":
+            return super().__call__(inputs, **kwargs)
+        # Keras's data-layer call asks TensorFlow, wherever it is imported (tf.data input pipelines), whether it
+        # runs inside tf.data, on every call: a call torch.compile cannot trace either. Inside a JAX or torch model
+        # it never does; the plain layer call follows.
+        return keras.layers.Layer.__call__(self, inputs, **kwargs)
 
     def call(self, inputs):
         dtype = self.compute_dtype

@@ -249,10 +249,17 @@ def _autocast_dtype():
 
 
 def _in_autocast_scope(function, dtype):
-    """`function`, run inside Keras's autocast scope for `dtype` (a scope of None reads variables as they are)."""
+    """`function`, run inside Keras's autocast scope for `dtype` (a scope of None reads variables as they are).
+
+    The scope is opened only where another one is open (the recomputation in the backward pass): in the forward
+    pass it is open already, and opening it again would write Keras's global state inside the rematerialized
+    function, a side effect that stops torch.compile from tracing `torch.utils.checkpoint`.
+    """
     from keras.src.backend import AutocastScope
 
     def scoped(*args, **kwargs):
+        if _autocast_dtype() == dtype:
+            return function(*args, **kwargs)
         with AutocastScope(dtype):
             return function(*args, **kwargs)
 
