@@ -186,7 +186,8 @@ def _measure_inference(spec, infer, pixels=False):
     return measured
 
 
-def _keras_model(spec):
+def keras_model(spec):
+    """keras_vit's `VisionTransformer`, or keras-hub's `ViTBackbone` with a Dense head, as `spec` names."""
     import keras
 
     if spec["kind"] == "keras_vit":
@@ -215,6 +216,33 @@ def _keras_model(spec):
     return keras.Model(backbone.input, logits)
 
 
+def keras_trainer(spec):
+    """The compiled Keras model of `spec` and its `train_step(images, labels)`, which returns the loss as a Python
+    float (the step has finished): SGD, as every row of the benchmarks trains."""
+    import keras
+
+    model = keras_model(spec)
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=spec["jit_compile"],
+    )
+    if spec["kind"] != "keras_vit":
+        return model, model.train_on_batch
+    # As `keras-vit finetune` trains: each step's gradients released after the update (torch; a no-op elsewhere).
+    from keras_vit import training
+
+    release = training.ReleaseGradients()
+    release.set_model(model)
+
+    def train_step(images, labels):
+        loss = model.train_on_batch(images, labels)
+        release.on_train_batch_end(0)
+        return loss
+
+    return model, train_step
+
+
 def _run_keras(spec):
     import keras
 
@@ -234,25 +262,7 @@ def _run_keras(spec):
     from keras_vit.utils import keras_compat
 
     keras_compat.set_random_seed(0)
-    model = _keras_model(spec)
-    model.compile(
-        optimizer=keras.optimizers.SGD(learning_rate=1e-3),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=spec["jit_compile"],
-    )
-    train_step = model.train_on_batch  # returns the loss as a Python float
-    if spec["kind"] == "keras_vit":
-        # As `keras-vit finetune` trains: each step's gradients released after the update (torch; a no-op elsewhere).
-        from keras_vit import training
-
-        release = training.ReleaseGradients()
-        release.set_model(model)
-
-        def train_step(images, labels):
-            loss = model.train_on_batch(images, labels)
-            release.on_train_batch_end(0)
-            return loss
-
+    model, train_step = keras_trainer(spec)
     result = _measure(
         spec,
         infer=model.predict_on_batch,  # returns NumPy: the computation has finished
@@ -276,7 +286,7 @@ def _run_artefact(spec):
     from keras_vit import deploy
 
     keras.config.set_dtype_policy(spec["precision"])
-    model = _keras_model(dict(spec, kind="keras_vit"))
+    model = keras_model(dict(spec, kind="keras_vit"))
     folder = tempfile.mkdtemp(prefix="keras-vit-benchmark-artefact-")
     try:
         start = time.perf_counter()
@@ -316,7 +326,7 @@ def _run_transformers(spec):
     )
     model = model_class(config)
     compiled = torch.compile(model) if spec["jit_compile"] else model
-    infer, train_step = _torch_trainer(spec, model, lambda images: compiled(pixel_values=images).logits)
+    infer, train_step = torch_trainer(spec, model, lambda images: compiled(pixel_values=images).logits)
     result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result
@@ -335,26 +345,29 @@ def _import_timm():
     return timm
 
 
-def _torch_trainer(spec, model, forward):
-    """`infer` and `train_step` of a torch classifier (`forward(images) -> logits`), SGD as the Keras runs."""
+def torch_trainer(spec, model, forward, device="cpu"):
+    """`infer` and `train_step` of a torch classifier (`forward(images) -> logits`) on `device`, SGD as the Keras
+    runs. They take NumPy arrays or tensors (moved to `device` unless there already) and return once the result is
+    computed: the logits as NumPy, the loss as a Python float."""
     import torch
 
     # Mixed bfloat16 as Keras means it: float32 weights, bfloat16 compute (autocast).
     autocast = spec["precision"] == "mixed_bfloat16"
+    device_type = torch.device(device).type
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     loss_function = torch.nn.CrossEntropyLoss()
 
     def infer(images):
         model.eval()
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            return forward(torch.from_numpy(images)).float().numpy()
+        with torch.inference_mode(), torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast):
+            return forward(torch.as_tensor(images, device=device)).float().cpu().numpy()
 
     def train_step(images, labels):
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            logits = forward(torch.from_numpy(images))
-        loss = loss_function(logits.float(), torch.from_numpy(labels).long())
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast):
+            logits = forward(torch.as_tensor(images, device=device))
+        loss = loss_function(logits.float(), torch.as_tensor(labels, device=device).long())
         loss.backward()
         optimizer.step()
         return loss.item()
@@ -389,7 +402,7 @@ def _run_timm(spec):
     torch.manual_seed(0)
     model = timm_vision_transformer(spec["variant"], spec["image_size"], spec["classes"], spec.get("remat", False))
     compiled = torch.compile(model) if spec["jit_compile"] else model
-    infer, train_step = _torch_trainer(spec, model, compiled)
+    infer, train_step = torch_trainer(spec, model, compiled)
     result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result

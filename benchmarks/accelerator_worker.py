@@ -1,0 +1,278 @@
+"""One configuration of `python -m benchmarks.accelerator`, in its own process, taking turns on the device.
+
+`python -m benchmarks.accelerator_worker '<json spec>'` builds the model the
+spec names on the process's accelerator (the CPU where there is none), puts one
+batch of random images and labels on the device, runs the training step and
+the inference twice each (the first call compiles: XLA, `torch.compile`), and
+prints one protocol line `KERAS_VIT_ACCELERATOR {"event": "ready", ...}`. Then
+it answers the coordinator's commands on stdin, one per line:
+
+- `train N`: N training steps back to back, timed together;
+- `infer N`: N inference calls on the inference batch, timed together;
+- `quit`.
+
+Each answer is one protocol line, `{"event": "done", "seconds": ...,
+"peak_bytes": ...}`; a failure is `{"event": "error", "error": ...}`. Every
+step and call returns only once its result is on the host (the loss, the
+logits), so a window's time is the device's time for that work. Nothing
+else goes to stdout (the frameworks' own output goes to stderr).
+
+Spec keys: `kind` ("keras_vit", "keras_hub", "timm", or "ceiling": bfloat16
+matrix products of `matmul_size`, the device's measured rate), `backend`
+("jax" or "torch"), `jit_compile`, `remat`, `precision`, `variant` (a dict
+of `keras_vit.VARIANTS`), `image_size`, `classes`, `train_batch_size`,
+`inference_batch_size`.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+PROTOCOL_PREFIX = "KERAS_VIT_ACCELERATOR "
+
+
+class Session:
+    """What the coordinator drives: `train_step()` and `infer()` on the device-resident batch, and the device
+    memory high-water mark (`peak_bytes()`, None where the device reports none) that `reset_peak()` restarts
+    (False where it cannot: JAX's mark counts from the start of the process)."""
+
+    def __init__(self, train_step, infer, peak_bytes, reset_peak, device, flash_attention=None):
+        self.train_step = train_step
+        self.infer = infer
+        self.peak_bytes = peak_bytes
+        self.reset_peak = reset_peak
+        self.device = device
+        self.flash_attention = flash_attention
+
+
+def _batches(spec):
+    from benchmarks import worker
+
+    channels_first = spec["kind"] == "timm"
+    train = worker._images(spec["train_batch_size"], spec["image_size"], channels_first)
+    labels = worker._labels(spec["train_batch_size"], spec["classes"])
+    inference = worker._images(spec["inference_batch_size"], spec["image_size"], channels_first, seed=1)
+    return train, labels, inference
+
+
+def _attention_shape(spec, heads_first):
+    variant = spec["variant"]
+    tokens = (spec["image_size"] // variant["patch_size"]) ** 2 + 1
+    heads, head_dim = variant["num_heads"], variant["hidden_dim"] // variant["num_heads"]
+    return (1, heads, tokens, head_dim) if heads_first else (1, tokens, heads, head_dim)
+
+
+def _torch_memory():
+    import torch
+
+    if not torch.cuda.is_available():
+        return (lambda: None), (lambda: False), "cpu", "CPU"
+
+    def reset():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        return True
+
+    return torch.cuda.max_memory_allocated, reset, "cuda", torch.cuda.get_device_name()
+
+
+def _torch_flash_attention(spec):
+    """Where torch's flash kernel takes this model's bfloat16 attention inputs (heads first, as Keras and timm pass
+    them to `scaled_dot_product_attention`): "yes" (training and inference), "no", or None where torch cannot
+    say."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no"
+    query = torch.zeros(_attention_shape(spec, heads_first=True), dtype=torch.bfloat16, device="cuda")
+    try:
+        params = torch.backends.cuda.SDPAParams(query, query, query, None, 0.0, False, False)
+        return "yes" if torch.backends.cuda.can_use_flash_attention(params, False) else "no"
+    except Exception:  # an older torch: another SDPAParams signature
+        return None
+
+
+def _jax_flash_attention(spec):
+    """Where Keras's JAX backend takes cuDNN's fused attention for this model's bfloat16 inputs: Keras's own check
+    (inference), and for training calls cuDNN's refusal of an odd number of tokens (keras_vit then passes
+    `flash_attention=False`; keras-hub's call fails inside Keras, which logs it and runs XLA's attention):
+    "yes", "inference only" or "no"."""
+    import jax
+    import jax.numpy as jnp
+
+    if jax.default_backend() == "cpu":
+        return "no"
+    from keras.src.backend.jax.nn import _can_use_flash_attention
+
+    shape = _attention_shape(spec, heads_first=False)
+    query = jnp.zeros(shape, dtype=jnp.bfloat16)
+    if not _can_use_flash_attention(query, query, query, None):
+        return "no"
+    return "inference only" if shape[1] % 2 else "yes"
+
+
+def _jax_memory():
+    import jax
+
+    device = jax.local_devices()[0]
+
+    def peak():
+        stats = device.memory_stats()
+        return stats.get("peak_bytes_in_use") if stats else None
+
+    return peak, (lambda: False), device.platform, getattr(device, "device_kind", device.platform)
+
+
+def _keras_session(spec):
+    import keras
+
+    from benchmarks import worker
+    from keras_vit.utils import keras_compat
+
+    keras.config.set_dtype_policy(spec["precision"])
+    keras_compat.set_random_seed(0)
+    model, train_step = worker.keras_trainer(spec)
+    train, labels, inference = (keras.ops.convert_to_tensor(array) for array in _batches(spec))
+    if spec["backend"] == "jax":
+        peak, reset, _, device = _jax_memory()
+        flash = _jax_flash_attention(spec)
+    else:
+        peak, reset, _, device = _torch_memory()
+        flash = _torch_flash_attention(spec)
+    return Session(
+        train_step=lambda: train_step(train, labels),
+        infer=lambda: model.predict_on_batch(inference),
+        peak_bytes=peak,
+        reset_peak=reset,
+        device=device,
+        flash_attention=flash,
+    )
+
+
+def _timm_session(spec):
+    import torch
+
+    from benchmarks import worker
+
+    peak, reset, device_type, device = _torch_memory()
+    torch.manual_seed(0)
+    model = worker.timm_vision_transformer(spec["variant"], spec["image_size"], spec["classes"], spec["remat"])
+    model = model.to(device_type)
+    compiled = torch.compile(model) if spec["jit_compile"] else model
+    infer, train_step = worker.torch_trainer(spec, model, compiled, device=device_type)
+    train, labels, inference = (torch.as_tensor(array, device=device_type) for array in _batches(spec))
+    return Session(
+        train_step=lambda: train_step(train, labels),
+        infer=lambda: infer(inference),
+        peak_bytes=peak,
+        reset_peak=reset,
+        device=device,
+        flash_attention=_torch_flash_attention(spec),
+    )
+
+
+def _ceiling_session(spec):
+    """bfloat16 square matrix products (float32 on a CPU, which is what it has fast), one per "step": the device's
+    measured matrix-multiply rate, the ceiling of the rows' "% of peak"."""
+    import torch
+
+    _, _, device_type, device = _torch_memory()
+    size = spec["matmul_size"]
+    dtype = torch.bfloat16 if device_type == "cuda" else torch.float32
+    generator = torch.Generator(device=device_type).manual_seed(0)
+    left, right = (torch.randn(size, size, dtype=dtype, device=device_type, generator=generator) for _ in range(2))
+
+    def product():
+        result = left @ right
+        if device_type == "cuda":
+            torch.cuda.synchronize()
+        return result
+
+    return Session(train_step=product, infer=None, peak_bytes=lambda: None, reset_peak=lambda: False, device=device)
+
+
+SESSIONS = {
+    "keras_vit": _keras_session,
+    "keras_hub": _keras_session,
+    "timm": _timm_session,
+    "ceiling": _ceiling_session,
+}
+
+
+def _say(event, **fields):
+    sys.__stdout__.write(PROTOCOL_PREFIX + json.dumps(dict(fields, event=event)) + "\n")
+    sys.__stdout__.flush()
+
+
+def _timed(function, count):
+    start = time.perf_counter()
+    for _ in range(count):
+        function()
+    return time.perf_counter() - start
+
+
+def warm_up(session):
+    """Two training steps and two inference calls; the first of each timed alone (tracing, compilation,
+    autotuning). The training peak is the second step's where the mark can be restarted (torch), else the
+    process's so far (JAX: the first step's compilation included)."""
+    ready = {"device": session.device, "flash_attention": session.flash_attention}
+    ready["first_train_step_s"] = _timed(session.train_step, 1)
+    session.reset_peak()
+    session.train_step()
+    ready["train_peak_bytes"] = session.peak_bytes()
+    if session.infer is not None:
+        ready["first_inference_s"] = _timed(session.infer, 1)
+        session.infer()
+    return ready
+
+
+def serve(session, commands):
+    """Answers `train N`, `infer N` and `quit` lines from `commands` until `quit` or their end."""
+    for line in commands:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            return
+        function = {"train": session.train_step, "infer": session.infer}.get(words[0])
+        if function is None or len(words) != 2 or not words[1].isdigit():
+            _say("error", error=f"unknown command {line.strip()!r}; expected 'train N', 'infer N' or 'quit'")
+            continue
+        try:
+            restarted = session.reset_peak()
+            seconds = _timed(function, int(words[1]))
+        except Exception:  # out of device memory, say: the coordinator reports it and goes on without this row
+            _say("error", error=traceback.format_exc(limit=-8))
+            return
+        _say("done", seconds=seconds, peak_bytes=session.peak_bytes(), peak_restarted=restarted)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m benchmarks.accelerator_worker '<json spec>'", file=sys.stderr)
+        return 2
+    spec = json.loads(argv[0])
+    if spec.get("absent_frameworks"):
+        from benchmarks import worker
+
+        worker.uninstall_for_this_process(spec["absent_frameworks"])
+    # Python-level output of the frameworks goes to stderr; stdout carries the protocol (and the coordinator
+    # skips any line without its prefix that a library writes there directly).
+    sys.stdout = sys.stderr
+    try:
+        session = SESSIONS[spec["kind"]](spec)
+        ready = warm_up(session)
+    except Exception:
+        _say("error", error=traceback.format_exc(limit=-8))
+        return 1
+    _say("ready", **ready)
+    serve(session, sys.stdin)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.exit(main())
