@@ -141,8 +141,13 @@ def _wait_for(events, names, deadline, on_answer=None):
     return answers
 
 
-def measure(specs, rounds, steps, calls, ready_timeout, window_timeout, log_folder, log=print, after_round=None):
+def measure(
+    specs, rounds, steps, calls, ready_timeout, window_timeout, log_folder, log=print, after_round=None, profile_calls=0
+):
     """Runs every spec in its own process and interleaves their timed windows; returns {name: record}.
+
+    With `profile_calls`, each torch row then runs that many training steps and inference calls under
+    torch.profiler (after the timed rounds, so the profiler's overhead is in no timing).
 
     `after_round(records)` is called after each round (a report written then survives a run cut short)."""
     events = queue.Queue()
@@ -182,6 +187,15 @@ def measure(specs, rounds, steps, calls, ready_timeout, window_timeout, log_fold
             log(f"round {round_index + 1} of {rounds} done")
             if after_round is not None:
                 after_round(records)
+        for name in active:
+            if not profile_calls or records[name]["status"] != "ok" or specs[name].get("backend") != "torch":
+                continue
+            if specs[name]["kind"] == "ceiling":
+                continue
+            for command in ("train", "infer"):
+                workers[name].send(f"profile {command} {profile_calls}")
+                answer = _wait_for(events, [name], time.monotonic() + window_timeout).get(name) or {}
+                records[name].setdefault("profile", {})[command] = answer.get("profile") or answer.get("error")
     finally:
         for name, worker in workers.items():
             if records[name]["status"] == "not ready":
@@ -256,6 +270,21 @@ def format_table(summary, train_batch_size, inference_batch_size):
     return "\n".join(lines)
 
 
+def format_profiles(records):
+    """Device milliseconds per call by kind of kernel, for the rows that were profiled."""
+    lines = []
+    for name, record in records.items():
+        for command, measured in record.get("profile", {}).items():
+            if not isinstance(measured, dict):
+                continue
+            kinds = ", ".join(f"{kind} {ms:.1f}" for kind, ms in measured["kinds_ms"].items())
+            lines.append(f"| {name} | {command} | {measured['wall_ms']:.1f} | {measured['device_ms']:.1f} | {kinds} |")
+    if not lines:
+        return ""
+    header = "| configuration | call | wall ms per call | device ms per call | device ms by kernel kind |"
+    return "\n".join([header, "|---" * 5 + "|", *lines])
+
+
 def add_arguments(parser):
     runner.add_model_arguments(parser)
     parser.add_argument(
@@ -277,6 +306,9 @@ def add_arguments(parser):
         "--ready-timeout", type=float, default=600, help="seconds for all to compile (default: %(default)s)"
     )
     parser.add_argument("--window-timeout", type=float, default=120, help="seconds per window (default: %(default)s)")
+    parser.add_argument(
+        "--profile", type=int, default=0, help="torch rows: calls profiled after the rounds (default: none)"
+    )
     parser.add_argument("--output", default="accelerator.json", help="the JSON report (default: %(default)s)")
 
 
@@ -306,6 +338,7 @@ def main(argv=None):
         summary = summarize(records, args.steps, args.calls, counts)
         table = format_table(summary, args.train_batch_size, args.inference_batch_size)
         report = {"arguments": vars(args), "records": records, "summary": summary, "table": table}
+        report["profiles"] = format_profiles(records)
         with open(args.output, "w") as handle:
             json.dump(report, handle, indent=1, default=str)
         return summary, table
@@ -320,6 +353,7 @@ def main(argv=None):
         log_folder,
         log=lambda text: print(text, file=sys.stderr, flush=True),
         after_round=write_report,
+        profile_calls=args.profile,
     )
     summary, table = write_report(records)
     print(
@@ -327,6 +361,9 @@ def main(argv=None):
         f"(matrix products: {summary['matmul_tflops'] or 0:.3g} TFLOP/s)"
     )
     print(table)
+    profiles = format_profiles(records)
+    if profiles:
+        print("\n" + profiles)
     for name, record in records.items():
         if record["status"] != "ok":
             print(f"\n{name} {record['status']}:\n{record.get('error', '')}", file=sys.stderr)

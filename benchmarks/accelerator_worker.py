@@ -9,6 +9,8 @@ it answers the coordinator's commands on stdin, one per line:
 
 - `train N`: N training steps back to back, timed together;
 - `infer N`: N inference calls on the inference batch, timed together;
+- `profile train N`, `profile infer N` (torch rows): the same under
+  torch.profiler, answered with the device time by kind of kernel;
 - `quit`.
 
 Each answer is one protocol line, `{"event": "done", "seconds": ...,
@@ -228,19 +230,76 @@ def warm_up(session):
     return ready
 
 
+# Kernel names by what they do (lowercase substrings; the first match wins): cuBLAS / CUTLASS matrix products,
+# fused attention, the optimizer's multi-tensor updates, copies, and Triton kernels that torch.compile generated.
+KERNEL_KINDS = (
+    ("matrix products", ("gemm", "nvjet", "cutlass", "xmma", "cublas")),
+    ("attention", ("flash", "fmha", "attention")),
+    ("optimizer", ("foreach", "multi_tensor")),
+    ("copies", ("copy", "memcpy", "memset")),
+    ("compiled fusions", ("triton",)),
+)
+
+
+def kernel_kind(name):
+    lowered = name.lower()
+    return next((kind for kind, parts in KERNEL_KINDS if any(part in lowered for part in parts)), "other")
+
+
+def profile(function, count, top=15):
+    """torch.profiler over `count` calls: wall and device milliseconds per call, device time by kernel kind and the
+    `top` kernels (a CPU stands in for the device where there is none, its operators for kernels)."""
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    start = time.perf_counter()
+    with torch.profiler.profile(activities=activities) as profiler:
+        for _ in range(count):
+            function()
+    wall_ms = (time.perf_counter() - start) * 1e3 / count
+    kernels = []
+    for event in profiler.key_averages():
+        if cuda and event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        milliseconds = (event.self_device_time_total if cuda else event.self_cpu_time_total) / 1e3 / count
+        if milliseconds > 0:
+            kernels.append((milliseconds, event.key, event.count / count))
+    kernels.sort(reverse=True)
+    kinds = {}
+    for milliseconds, name, _ in kernels:
+        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + milliseconds
+    return {
+        "wall_ms": wall_ms,
+        "device_ms": sum(milliseconds for milliseconds, _, _ in kernels),
+        "kinds_ms": dict(sorted(kinds.items(), key=lambda item: -item[1])),
+        "top": [{"ms": ms, "calls": calls, "kernel": name[:160]} for ms, name, calls in kernels[:top]],
+    }
+
+
 def serve(session, commands):
-    """Answers `train N`, `infer N` and `quit` lines from `commands` until `quit` or their end."""
+    """Answers `train N`, `infer N`, `profile train N`, `profile infer N` and `quit` lines from `commands` until
+    `quit` or their end."""
     for line in commands:
         words = line.split()
         if not words:
             continue
         if words[0] == "quit":
             return
-        function = {"train": session.train_step, "infer": session.infer}.get(words[0])
+        profiled = words[0] == "profile"
+        words = words[1:] if profiled else words
+        function = {"train": session.train_step, "infer": session.infer}.get(words[0] if words else None)
         if function is None or len(words) != 2 or not words[1].isdigit():
-            _say("error", error=f"unknown command {line.strip()!r}; expected 'train N', 'infer N' or 'quit'")
+            _say(
+                "error",
+                error=f"unknown command {line.strip()!r}; expected '[profile] train N', '[profile] infer N' or 'quit'",
+            )
             continue
         try:
+            if profiled:
+                _say("done", profile=profile(function, int(words[1])))
+                continue
             restarted = session.reset_peak()
             seconds = _timed(function, int(words[1]))
         except Exception:  # out of device memory, say: the coordinator reports it and goes on without this row
