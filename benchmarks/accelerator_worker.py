@@ -230,14 +230,15 @@ def warm_up(session):
     return ready
 
 
-# Kernel names by what they do (lowercase substrings; the first match wins): cuBLAS / CUTLASS matrix products,
-# fused attention, the optimizer's multi-tensor updates, copies, and Triton kernels that torch.compile generated.
+# Kernel names by what they do (lowercase substrings; the first match wins): Triton kernels that torch.compile
+# generated first (their names list the ops they fused: "triton_poi_fused__to_copy_add_..." is no copy kernel), then
+# cuBLAS / CUTLASS matrix products, fused attention, the optimizer's multi-tensor updates and copies.
 KERNEL_KINDS = (
+    ("compiled fusions", ("triton",)),
     ("matrix products", ("gemm", "nvjet", "cutlass", "xmma", "cublas")),
     ("attention", ("flash", "fmha", "attention")),
     ("optimizer", ("foreach", "multi_tensor")),
     ("copies", ("copy", "memcpy", "memset")),
-    ("compiled fusions", ("triton",)),
 )
 
 

@@ -75,6 +75,12 @@ def test_the_profile_sorts_kernels_by_kind():
     assert accelerator_worker.kernel_kind("sm90_xmma_gemm_bf16bf16_bf16f32") == "matrix products"
     assert accelerator_worker.kernel_kind("pytorch_flash::flash_fwd_kernel") == "attention"
     assert accelerator_worker.kernel_kind("triton_per_fused_native_layer_norm_0") == "compiled fusions"
+    # A fusion is named after the ops it fused: not a copy, not attention.
+    assert accelerator_worker.kernel_kind("triton_poi_fused__to_copy_add_gelu_view_11") == "compiled fusions"
+    assert accelerator_worker.kernel_kind("triton_poi_fused__scaled_dot_product_cudnn_attention_clone_6") == (
+        "compiled fusions"
+    )
+    assert accelerator_worker.kernel_kind("void at::native::direct_copy_kernel_cuda") == "copies"
     assert accelerator_worker.kernel_kind("void at::native::elementwise_kernel<128, 4>") == "other"
     import torch
 
