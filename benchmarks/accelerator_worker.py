@@ -310,14 +310,12 @@ def serve(session, commands):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m benchmarks.accelerator_worker '<json spec>'", file=sys.stderr)
-        return 2
-    spec = json.loads(argv[0])
-    if spec.get("absent_frameworks"):
-        from benchmarks import worker
+    from benchmarks import worker
 
+    spec = worker.read_spec(sys.argv[1:] if argv is None else argv, "python -m benchmarks.accelerator_worker")
+    if spec is None:
+        return 2
+    if spec.get("absent_frameworks"):
         worker.uninstall_for_this_process(spec["absent_frameworks"])
     # Python-level output of the frameworks goes to stderr; stdout carries the protocol (and the coordinator
     # skips any line without its prefix that a library writes there directly).

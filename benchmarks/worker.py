@@ -490,12 +490,19 @@ RUNNERS = {
 }
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+def read_spec(argv, command):
+    """The JSON spec that is a worker's one argument (`argv` after the program name); None, with the usage line
+    printed to stderr, otherwise."""
     if len(argv) != 1:
-        print("usage: python benchmarks/worker.py '<json spec>'", file=sys.stderr)
+        print(f"usage: {command} '<json spec>'", file=sys.stderr)
+        return None
+    return json.loads(argv[0])
+
+
+def main(argv=None):
+    spec = read_spec(sys.argv[1:] if argv is None else argv, "python benchmarks/worker.py")
+    if spec is None:
         return 2
-    spec = json.loads(argv[0])
     limit_threads(spec["threads"])
     if spec.get("absent_frameworks"):
         uninstall_for_this_process(spec["absent_frameworks"])

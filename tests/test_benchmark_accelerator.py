@@ -173,3 +173,8 @@ def test_unknown_configurations_and_variants_are_refused_in_one_line(capsys):
         with pytest.raises(SystemExit) as raised:
             accelerator.main(argv)
         assert raised.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_worker_takes_exactly_one_spec(capsys):
+    assert accelerator_worker.main([]) == 2
+    assert "usage: python -m benchmarks.accelerator_worker '<json spec>'" in capsys.readouterr().err
