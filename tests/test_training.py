@@ -55,11 +55,12 @@ def test_warmup_decay_serializes_and_validates():
         training.warmup_decay(0.1, total_steps=10, warmup_steps=1, decay="step")
 
 
-def test_cosine_warmup_is_keras_cosine_decay_and_old_configs_revive_as_it():
+def test_cosine_warmup_has_the_values_of_keras_cosine_decay_and_old_configs_revive():
     schedule = training.warmup_decay(0.1, total_steps=20, warmup_steps=2, end=0.001)
-    assert isinstance(schedule, keras.optimizers.schedules.CosineDecay)
-    revived = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
-    assert revived.get_config() == schedule.get_config()
+    reference = keras.optimizers.schedules.CosineDecay(0.0, 18, alpha=0.01, warmup_target=0.1, warmup_steps=2)
+    steps = (0, 1, 2, 3, 11, 19, 20, 30)
+    values = [float(keras.ops.convert_to_numpy(schedule(step))) for step in steps]
+    assert values == pytest.approx([float(keras.ops.convert_to_numpy(reference(step))) for step in steps], rel=1e-5)
     # What keras_vit 0.1 saved in a compiled model's optimizer.
     old = {
         "module": None,
@@ -68,23 +69,22 @@ def test_cosine_warmup_is_keras_cosine_decay_and_old_configs_revive_as_it():
         "registered_name": "keras_vit>WarmupDecay",
     }
     from_old = keras.optimizers.schedules.deserialize(old)
-    assert isinstance(from_old, keras.optimizers.schedules.CosineDecay)
-    steps = (0, 1, 2, 11, 20, 30)
-    values = [float(keras.ops.convert_to_numpy(from_old(step))) for step in steps]
-    assert values == pytest.approx([float(keras.ops.convert_to_numpy(schedule(step))) for step in steps])
+    assert isinstance(from_old, training.WarmupDecay) and from_old.get_config() == schedule.get_config()
+    revived = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert [float(keras.ops.convert_to_numpy(revived(step))) for step in steps] == values
 
 
 def test_finetune_optimizer_is_the_official_recipe():
     optimizer = training.finetune_optimizer(learning_rate=0.01, total_steps=100, warmup_steps=10, accumulation_steps=8)
-    assert isinstance(optimizer, keras.optimizers.SGD)
+    assert isinstance(optimizer, training.SyncFreeSGD) and isinstance(optimizer, keras.optimizers.SGD)
     assert optimizer.momentum == 0.9 and optimizer.global_clipnorm == 1.0
     assert not optimizer.weight_decay
     assert optimizer.gradient_accumulation_steps == 8
     # Keras schedules count batches, so the schedule is 8x longer in batches.
     schedule = optimizer._learning_rate
-    assert isinstance(schedule, keras.optimizers.schedules.CosineDecay)
-    assert (schedule.decay_steps + schedule.warmup_steps, schedule.warmup_steps) == (800, 80)
-    assert (schedule.warmup_target, schedule.alpha * schedule.warmup_target) == pytest.approx((0.01, 1e-5))
+    assert isinstance(schedule, training.WarmupDecay) and schedule.decay == "cosine"
+    assert (schedule.total_steps, schedule.warmup_steps) == (800, 80)
+    assert (schedule.peak, schedule.end) == pytest.approx((0.01, 1e-5))
     assert training.finetune_optimizer(accumulation_steps=1).gradient_accumulation_steps is None
     with pytest.raises(ValueError, match="accumulation_steps"):
         training.finetune_optimizer(accumulation_steps=0)
@@ -133,6 +133,90 @@ def test_sparse_label_smoothing_equals_categorical():
     assert isinstance(training.classification_loss(0.1, one_hot=True), keras.losses.CategoricalCrossentropy)
     with pytest.raises(ValueError, match="label_smoothing"):
         training.classification_loss(1.0)
+
+
+@pytest.mark.parametrize("momentum, nesterov, scheduled", [(0.0, False, True), (0.9, False, True), (0.9, True, False)])
+def test_sync_free_sgd_updates_as_keras_sgd(momentum, nesterov, scheduled):
+    images, labels = _data(8)
+    weights = _tiny_model().get_weights()
+
+    def train(optimizer_class):
+        model = _tiny_model()
+        model.set_weights(weights)
+        # A schedule gives a new rate (a tensor) each step; a constant rate is a variable.
+        rate = training.warmup_decay(0.1, total_steps=6, warmup_steps=2, decay="cosine") if scheduled else 0.05
+        optimizer = optimizer_class(rate, momentum=momentum, nesterov=nesterov, global_clipnorm=1.0)
+        model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(images, labels, batch_size=2, epochs=1, shuffle=False, verbose=0)
+        return model, optimizer
+
+    (ours, optimizer), (keras_trained, keras_optimizer) = train(training.SyncFreeSGD), train(keras.optimizers.SGD)
+    for a, b in zip(ours.get_weights(), keras_trained.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert any(not np.allclose(a, start) for a, start in zip(ours.get_weights(), weights))
+    if momentum:
+        for a, b in zip(optimizer.momentums, keras_optimizer.momentums, strict=True):
+            np.testing.assert_allclose(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), atol=1e-7)
+    config = optimizer.get_config()
+    assert dict(config, name="sgd") == keras_optimizer.get_config()
+    revived = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert type(revived) is training.SyncFreeSGD and revived.get_config() == config
+
+
+def _host_reads_in_a_training_step(optimizer):
+    """How many times one `train_on_batch` of the tiny model reads a tensor's value back to the host (torch)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CountHostReads(TorchDispatchMode):
+        reads = 0
+
+        def __torch_dispatch__(self, function, types, args=(), kwargs=None):
+            if function is torch_ops.aten._local_scalar_dense.default:  # `.item()`, `float(tensor)`, `if tensor:`
+                self.reads += 1
+            return function(*args, **(kwargs or {}))
+
+    import torch
+
+    torch_ops = torch.ops
+    images, labels = _data(4)
+    model = _tiny_model()
+    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.train_on_batch(images, labels)  # builds the optimizer
+    with CountHostReads() as counter:
+        model.train_on_batch(images, labels)
+    return counter.reads
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="on jax and tensorflow the whole step is one compiled function")
+def test_a_fine_tune_step_on_torch_never_waits_for_the_device():
+    assert _host_reads_in_a_training_step(training.finetune_optimizer(total_steps=10, warmup_steps=2)) == 0
+    # The counter does see Keras's own SGD read its rate back (twice per update with momentum). When this fails,
+    # Keras no longer reads it, and `SyncFreeSGD` can be retired.
+    keras_sgd = keras.optimizers.SGD(training.warmup_decay(0.1, 10, 2, decay="cosine"), momentum=0.9)
+    assert _host_reads_in_a_training_step(keras_sgd) >= 1
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+def test_torch_compile_traces_the_fine_tune_update_without_a_break():
+    import torch
+
+    from tests.helpers import import_tensorflow_if_installed
+
+    import_tensorflow_if_installed()
+    images, labels = (keras.ops.convert_to_tensor(array) for array in _data(4))
+    model = _tiny_model()
+    model.compile(
+        training.finetune_optimizer(total_steps=10, warmup_steps=2),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.train_on_batch(images, labels)
+    try:
+        explanation = torch._dynamo.explain(model.train_function)([(images, labels, None)])
+    finally:
+        torch._dynamo.reset()
+    # Keras's torch train step calls `loss.backward()`, which dynamo does not trace: one break, two graphs.
+    reasons = [str(reason.reason) for reason in explanation.break_reasons]
+    assert explanation.graph_break_count == 1 and "backward" in reasons[0], reasons
 
 
 def test_gradient_accumulation_equals_one_big_batch():

@@ -17,6 +17,7 @@
 Everything here is backend-agnostic Keras.
 """
 
+import math
 import os
 import time
 
@@ -52,10 +53,6 @@ def _check_schedule(peak, total_steps, warmup_steps, end):
 def warmup_decay(peak, total_steps, warmup_steps, end=0.0, decay="cosine"):
     """Linear warmup from 0 to `peak`, then cosine or linear decay to `end`.
 
-    Cosine decay is Keras's own `keras.optimizers.schedules.CosineDecay`
-    (with `warmup_target=peak`, `alpha=end / peak`); Keras has no linear
-    decay after a warmup, so `"linear"` is `WarmupDecay`.
-
     Args:
         peak: float, the learning rate after warmup.
         total_steps: int, the length of the schedule in optimizer iterations.
@@ -64,40 +61,34 @@ def warmup_decay(peak, total_steps, warmup_steps, end=0.0, decay="cosine"):
         decay: `"cosine"` (fine-tuning) or `"linear"` (pre-training).
 
     Returns:
-        A `keras.optimizers.schedules.LearningRateSchedule`.
+        A `WarmupDecay`.
 
     Example:
 
     >>> schedule = warmup_decay(0.03, total_steps=100, warmup_steps=10, end=1e-5)
-    >>> type(schedule).__name__, round(float(schedule(10)), 4), round(float(schedule(100)), 6)
-    ('CosineDecay', 0.03, 1e-05)
+    >>> round(float(schedule(10)), 4), round(float(schedule(55)), 4), round(float(schedule(100)), 6)
+    (0.03, 0.015, 1e-05)
     """
-    if decay not in DECAYS:
-        raise ValueError(f"`decay` must be one of {DECAYS}. Received: decay={decay!r}")
-    _check_schedule(peak, total_steps, warmup_steps, end)
-    if decay == "linear":
-        return WarmupDecay(peak, total_steps, warmup_steps, end=end)
-    return keras.optimizers.schedules.CosineDecay(
-        0.0,
-        decay_steps=total_steps - warmup_steps,
-        alpha=float(end) / float(peak) if peak else 0.0,
-        warmup_target=float(peak),
-        warmup_steps=warmup_steps,
-    )
+    return WarmupDecay(peak, total_steps, warmup_steps, end=end, decay=decay)
 
 
 @serialization.register
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup from 0 to `peak`, then linear decay to `end` (use `warmup_decay`).
+    """Linear warmup from 0 to `peak`, then cosine or linear decay to `end`.
+
+    The cosine schedule has the values of Keras's `CosineDecay` with
+    `warmup_target=peak` and `alpha=end / peak`, but picks between warmup and
+    decay with `ops.where`: Keras's `ops.cond` is a Python `if` on a tensor
+    on the torch backend, which reads the step back to the host at every
+    update (the device idles while it waits).
 
     Args:
         peak: float, the learning rate after warmup.
         total_steps: int, the length of the schedule in optimizer iterations.
         warmup_steps: int, the warmup length (< `total_steps`).
         end: float, the learning rate at `total_steps` and after.
-        decay: `"linear"`. (Models saved by keras_vit 0.1 may hold a
-            `decay="cosine"` config; `from_config` revives it as Keras's
-            `CosineDecay` through `warmup_decay`.)
+        decay: `"cosine"` or `"linear"` (the default, for configs saved
+            before cosine decay was built here).
 
     Example:
 
@@ -107,11 +98,8 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, peak, total_steps, warmup_steps, end=0.0, decay="linear"):
-        if decay != "linear":
-            raise ValueError(
-                f"`WarmupDecay` decays linearly; build a cosine schedule with `warmup_decay(..., decay='cosine')`. "
-                f"Received: decay={decay!r}"
-            )
+        if decay not in DECAYS:
+            raise ValueError(f"`decay` must be one of {DECAYS}. Received: decay={decay!r}")
         _check_schedule(peak, total_steps, warmup_steps, end)
         self.peak = float(peak)
         self.total_steps = total_steps
@@ -123,7 +111,11 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         step = ops.cast(step, "float32")
         warmup = self.peak * step / max(self.warmup_steps, 1)
         progress = ops.clip((step - self.warmup_steps) / (self.total_steps - self.warmup_steps), 0.0, 1.0)
-        decayed = self.end + (self.peak - self.end) * (1.0 - progress)
+        if self.decay == "cosine":
+            remaining = 0.5 * (1.0 + ops.cos(math.pi * progress))
+        else:
+            remaining = 1.0 - progress
+        decayed = self.end + (self.peak - self.end) * remaining
         return ops.where(step < self.warmup_steps, warmup, decayed)
 
     def get_config(self):
@@ -135,10 +127,6 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
             "decay": self.decay,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        return warmup_decay(**config)
-
 
 def _accumulation(accumulation_steps):
     if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or accumulation_steps < 1:
@@ -147,6 +135,29 @@ def _accumulation(accumulation_steps):
         )
     # Keras wants None (not 1) for "no accumulation".
     return accumulation_steps if accumulation_steps > 1 else None
+
+
+@serialization.register
+class SyncFreeSGD(keras_compat.SyncFreeSGDUpdate, keras.optimizers.SGD):
+    """`keras.optimizers.SGD` whose update never reads the learning rate back to the host.
+
+    The same arguments, the same updates and the same config as
+    `keras.optimizers.SGD`. On the torch backend Keras's SGD turns the
+    learning rate into a Python number at every update (twice with
+    momentum): each time the host waits for the device to finish the
+    backward pass, and under `torch.compile` each is a graph break. This one
+    keeps the rate on the device, so the host queues the next step while
+    the device computes this one. On jax and tensorflow it is Keras's SGD.
+    `finetune_optimizer` returns one.
+
+    Example:
+
+    >>> optimizer = SyncFreeSGD(learning_rate=0.1, momentum=0.9)
+    >>> variable = keras.Variable([1.0, 2.0])
+    >>> optimizer.apply_gradients([(ops.convert_to_tensor([1.0, -1.0]), variable)])
+    >>> [round(float(value), 4) for value in variable]
+    [0.9, 2.1]
+    """
 
 
 def _optimizer(base, layerwise, layer_decay, model, **kwargs):
@@ -190,8 +201,8 @@ def finetune_optimizer(
         model: the model to fine-tune; required with `layer_decay`.
 
     Returns:
-        A `keras.optimizers.SGD` (`keras_vit.layer_decay.LayerwiseSGD` with
-        `layer_decay`). With accumulation the schedule counts
+        A `SyncFreeSGD` (`keras_vit.layer_decay.LayerwiseSGD` with
+        `layer_decay`), a `keras.optimizers.SGD`. With accumulation the schedule counts
         batches (Keras schedules see every batch), so its lengths are scaled
         by `accumulation_steps` here: `total_steps` stays in updates.
     """
@@ -201,7 +212,7 @@ def finetune_optimizer(
         learning_rate, total_steps * factor, warmup_steps * factor, end=end_learning_rate, decay="cosine"
     )
     return _optimizer(
-        keras.optimizers.SGD,
+        SyncFreeSGD,
         layer_decay_lib.LayerwiseSGD,
         layer_decay,
         model,

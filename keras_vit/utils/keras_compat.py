@@ -9,6 +9,10 @@ else does:
   optimizer), and the `_apply_weight_decay(variables)` step that Keras runs
   before `update_step` with the global learning rate (layer-wise rates
   need it per variable, so `PerVariableWeightDecay` turns it off);
+- the SGD update: `SGD.momentums` (one buffer per variable, in build order)
+  and `_backend_update_step(grads, variables, learning_rate)`, the step that
+  updates all variables at once (`SyncFreeSGDUpdate` replaces Keras's torch
+  version, which reads the learning rate back to the host);
 - `keras.callbacks.BackupAndRestore`: `_save_model()` writes the backup
   into `_weights_path` and `_training_metadata_path` from `_current_epoch`
   and `_last_batch_seen` (`AtomicBackupWrites` hands them to an atomic
@@ -77,6 +81,48 @@ class PerVariableWeightDecay:
 
     def _apply_weight_decay(self, variables):
         return
+
+
+class SyncFreeSGDUpdate:
+    """`keras.optimizers.SGD` mixin: on torch, the update never reads the learning rate back to the host.
+
+    Keras's torch SGD passes the learning rate, a device tensor (a variable,
+    or a schedule's value at this step), as the `alpha` of
+    `torch._foreach_add_`, which takes a Python number: every update reads it
+    back, once without momentum and twice with it. On a GPU each read waits for
+    the backward pass to finish before the update is even queued, so the
+    device idles while Python catches up; under `torch.compile` each read is
+    a graph break, and a schedule's new rate every step recompiles the update
+    until torch gives up and runs it eagerly. Here the rate stays a tensor:
+    `addcmul` multiplies the gradients by it in place, on the device (torch's
+    own SGD, given a tensor rate, also multiplies by it). The arithmetic is
+    Keras's (`m = momentum * m - lr * g`, then `w += m`, or with Nesterov
+    `w += momentum * m - lr * g`); the other backends keep Keras's update.
+    """
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        import keras
+
+        if keras.backend.backend() != "torch":
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        import torch
+
+        with torch.no_grad():
+            variables = [variable.value for variable in trainable_variables]
+            # One 0-d tensor per gradient (a constant rate is a Keras variable: its tensor), which addcmul's
+            # tensor-list form broadcasts without a copy.
+            rates = [keras.ops.convert_to_tensor(learning_rate)] * len(grads)
+            if self.momentum == 0:
+                torch._foreach_addcmul_(variables, grads, rates, value=-1)
+                return
+            buffers = [self.momentums[variable_index(self, variable)].value for variable in trainable_variables]
+            torch._foreach_mul_(buffers, self.momentum)
+            torch._foreach_addcmul_(buffers, grads, rates, value=-1)
+            if self.nesterov:
+                torch._foreach_addcmul_(variables, grads, rates, value=-1)
+                torch._foreach_add_(variables, buffers, alpha=self.momentum)
+            else:
+                torch._foreach_add_(variables, buffers)
 
 
 class AtomicBackupWrites:
