@@ -29,18 +29,22 @@ import time
 from benchmarks import runner
 from benchmarks.accelerator_worker import PROTOCOL_PREFIX
 
-# name: (kind, backend, jit_compile, remat). Attention is left to each framework's own choice, which is the
-# fused (flash) kernel for bfloat16 on a recent GPU: each row records whether that check passed.
+# name: (kind, backend, jit_compile, remat, optimizer). Attention is left to each framework's own choice, which is
+# the fused (flash) kernel for bfloat16 on a recent GPU: each row records whether that check passed. Every row
+# trains with SGD: keras_vit with `keras_vit.training.SyncFreeSGD` (as `keras-vit finetune` does), keras-hub with
+# Keras's, which on torch reads the learning rate back to the host in every step (the "keras-sgd" row shows its
+# cost), timm with torch's.
 CONFIGURATIONS = {
-    "keras_vit jax": ("keras_vit", "jax", True, False),
-    "keras_vit jax remat": ("keras_vit", "jax", True, True),
-    "keras_vit torch compiled": ("keras_vit", "torch", True, False),
-    "keras_vit torch compiled remat": ("keras_vit", "torch", True, True),
-    "keras_vit torch eager": ("keras_vit", "torch", False, False),
-    "keras_vit torch eager remat": ("keras_vit", "torch", False, True),
-    "timm compiled": ("timm", "torch", True, False),
-    "timm compiled checkpointed": ("timm", "torch", True, True),
-    "keras_hub jax": ("keras_hub", "jax", True, False),
+    "keras_vit jax": ("keras_vit", "jax", True, False, "sync-free"),
+    "keras_vit jax remat": ("keras_vit", "jax", True, True, "sync-free"),
+    "keras_vit torch compiled": ("keras_vit", "torch", True, False, "sync-free"),
+    "keras_vit torch compiled remat": ("keras_vit", "torch", True, True, "sync-free"),
+    "keras_vit torch compiled keras-sgd": ("keras_vit", "torch", True, False, "keras"),
+    "keras_vit torch eager": ("keras_vit", "torch", False, False, "sync-free"),
+    "keras_vit torch eager remat": ("keras_vit", "torch", False, True, "sync-free"),
+    "timm compiled": ("timm", "torch", True, False, "torch"),
+    "timm compiled checkpointed": ("timm", "torch", True, True, "torch"),
+    "keras_hub jax": ("keras_hub", "jax", True, False, "keras"),
 }
 REFERENCE = "timm compiled"
 CEILING = "matrix products"
@@ -49,12 +53,13 @@ CEILING = "matrix products"
 def _specs(names, args, variant):
     specs = {}
     for name in names:
-        kind, backend, jit_compile, remat = CONFIGURATIONS[name]
+        kind, backend, jit_compile, remat, optimizer = CONFIGURATIONS[name]
         specs[name] = {
             "kind": kind,
             "backend": backend,
             "jit_compile": jit_compile,
             "remat": remat,
+            "optimizer": optimizer,
             "precision": args.precision,
             "variant": variant,
             "image_size": args.image_size,

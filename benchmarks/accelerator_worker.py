@@ -7,17 +7,21 @@ the inference twice each (the first call compiles: XLA, `torch.compile`), and
 prints one protocol line `KERAS_VIT_ACCELERATOR {"event": "ready", ...}`. Then
 it answers the coordinator's commands on stdin, one per line:
 
-- `train N`: N training steps back to back, timed together;
+- `train N`: N training steps back to back, timed together (keras rows:
+  one `model.fit` of N steps; torch rows: the same loop by hand);
 - `infer N`: N inference calls on the inference batch, timed together;
 - `profile train N`, `profile infer N` (torch rows): the same under
   torch.profiler, answered with the device time by kind of kernel;
 - `quit`.
 
 Each answer is one protocol line, `{"event": "done", "seconds": ...,
-"peak_bytes": ...}`; a failure is `{"event": "error", "error": ...}`. Every
-step and call returns only once its result is on the host (the loss, the
-logits), so a window's time is the device's time for that work. Nothing
-else goes to stdout (the frameworks' own output goes to stderr).
+"peak_bytes": ...}`; a failure is `{"event": "error", "error": ...}`. A
+window returns only once its results are on the host: the last step's loss
+(read once, as a training loop that logs now and then does: the host may
+queue a step while the device computes the one before), and each inference
+call's logits. So a window's time is the device's time for that work, plus
+whatever host time the device waited for. Nothing else goes to stdout (the
+frameworks' own output goes to stderr).
 
 Spec keys: `kind` ("keras_vit", "keras_hub", "timm", or "ceiling": bfloat16
 matrix products of `matmul_size`, the device's measured rate), `backend`
@@ -36,12 +40,12 @@ PROTOCOL_PREFIX = "KERAS_VIT_ACCELERATOR "
 
 
 class Session:
-    """What the coordinator drives: `train_step()` and `infer()` on the device-resident batch, and the device
-    memory high-water mark (`peak_bytes()`, None where the device reports none) that `reset_peak()` restarts
+    """What the coordinator drives: `train(count)` and `infer(count)` on the device-resident batches, and the
+    device memory high-water mark (`peak_bytes()`, None where the device reports none) that `reset_peak()` restarts
     (False where it cannot: JAX's mark counts from the start of the process)."""
 
-    def __init__(self, train_step, infer, peak_bytes, reset_peak, device, flash_attention=None):
-        self.train_step = train_step
+    def __init__(self, train, infer, peak_bytes, reset_peak, device, flash_attention=None):
+        self.train = train
         self.infer = infer
         self.peak_bytes = peak_bytes
         self.reset_peak = reset_peak
@@ -135,7 +139,7 @@ def _keras_session(spec):
 
     keras.config.set_dtype_policy(spec["precision"])
     keras_compat.set_random_seed(0)
-    model, train_step = worker.keras_trainer(spec)
+    model, _, train_steps = worker.keras_trainer(spec)
     train, labels, inference = (keras.ops.convert_to_tensor(array) for array in _batches(spec))
     if spec["backend"] == "jax":
         peak, reset, _, device = _jax_memory()
@@ -144,8 +148,8 @@ def _keras_session(spec):
         peak, reset, _, device = _torch_memory()
         flash = _torch_flash_attention(spec)
     return Session(
-        train_step=lambda: train_step(train, labels),
-        infer=lambda: model.predict_on_batch(inference),
+        train=lambda count: train_steps(train, labels, count),
+        infer=lambda count: _repeat(lambda: model.predict_on_batch(inference), count),
         peak_bytes=peak,
         reset_peak=reset,
         device=device,
@@ -163,11 +167,11 @@ def _timm_session(spec):
     model = worker.timm_vision_transformer(spec["variant"], spec["image_size"], spec["classes"], spec["remat"])
     model = model.to(device_type)
     compiled = torch.compile(model) if spec["jit_compile"] else model
-    infer, train_step = worker.torch_trainer(spec, model, compiled, device=device_type)
+    infer, _, train_steps = worker.torch_trainer(spec, model, compiled, device=device_type)
     train, labels, inference = (torch.as_tensor(array, device=device_type) for array in _batches(spec))
     return Session(
-        train_step=lambda: train_step(train, labels),
-        infer=lambda: infer(inference),
+        train=lambda count: train_steps(train, labels, count),
+        infer=lambda count: _repeat(lambda: infer(inference), count),
         peak_bytes=peak,
         reset_peak=reset,
         device=device,
@@ -186,13 +190,14 @@ def _ceiling_session(spec):
     generator = torch.Generator(device=device_type).manual_seed(0)
     left, right = (torch.randn(size, size, dtype=dtype, device=device_type, generator=generator) for _ in range(2))
 
-    def product():
-        result = left @ right
+    def products(count):
+        for _ in range(count):
+            result = left @ right
         if device_type == "cuda":
             torch.cuda.synchronize()
         return result
 
-    return Session(train_step=product, infer=None, peak_bytes=lambda: None, reset_peak=lambda: False, device=device)
+    return Session(train=products, infer=None, peak_bytes=lambda: None, reset_peak=lambda: False, device=device)
 
 
 SESSIONS = {
@@ -208,10 +213,14 @@ def _say(event, **fields):
     sys.__stdout__.flush()
 
 
-def _timed(function, count):
-    start = time.perf_counter()
+def _repeat(function, count):
     for _ in range(count):
         function()
+
+
+def _timed(run, count):
+    start = time.perf_counter()
+    run(count)
     return time.perf_counter() - start
 
 
@@ -220,13 +229,13 @@ def warm_up(session):
     autotuning). The training peak is the second step's where the mark can be restarted (torch), else the
     process's so far (JAX: the first step's compilation included)."""
     ready = {"device": session.device, "flash_attention": session.flash_attention}
-    ready["first_train_step_s"] = _timed(session.train_step, 1)
+    ready["first_train_step_s"] = _timed(session.train, 1)
     session.reset_peak()
-    session.train_step()
+    session.train(1)
     ready["train_peak_bytes"] = session.peak_bytes()
     if session.infer is not None:
         ready["first_inference_s"] = _timed(session.infer, 1)
-        session.infer()
+        session.infer(1)
     return ready
 
 
@@ -247,9 +256,10 @@ def kernel_kind(name):
     return next((kind for kind, parts in KERNEL_KINDS if any(part in lowered for part in parts)), "other")
 
 
-def profile(function, count, top=15):
-    """torch.profiler over `count` calls: wall and device milliseconds per call, device time by kernel kind and the
-    `top` kernels (a CPU stands in for the device where there is none, its operators for kernels)."""
+def profile(run, count, top=15):
+    """torch.profiler over `run(count)` (`count` steps or calls): wall and device milliseconds per step or call,
+    device time by kernel kind and the `top` kernels (a CPU stands in for the device where there is none, its
+    operators for kernels)."""
     import torch
     from torch.profiler import ProfilerActivity
 
@@ -257,8 +267,7 @@ def profile(function, count, top=15):
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     start = time.perf_counter()
     with torch.profiler.profile(activities=activities) as profiler:
-        for _ in range(count):
-            function()
+        run(count)
     wall_ms = (time.perf_counter() - start) * 1e3 / count
     kernels = []
     for event in profiler.key_averages():
@@ -290,8 +299,8 @@ def serve(session, commands):
             return
         profiled = words[0] == "profile"
         words = words[1:] if profiled else words
-        function = {"train": session.train_step, "infer": session.infer}.get(words[0] if words else None)
-        if function is None or len(words) != 2 or not words[1].isdigit():
+        run = {"train": session.train, "infer": session.infer}.get(words[0] if words else None)
+        if run is None or len(words) != 2 or not words[1].isdigit():
             _say(
                 "error",
                 error=f"unknown command {line.strip()!r}; expected '[profile] train N', '[profile] infer N' or 'quit'",
@@ -299,10 +308,10 @@ def serve(session, commands):
             continue
         try:
             if profiled:
-                _say("done", profile=profile(function, int(words[1])))
+                _say("done", profile=profile(run, int(words[1])))
                 continue
             restarted = session.reset_peak()
-            seconds = _timed(function, int(words[1]))
+            seconds = _timed(run, int(words[1]))
         except Exception:  # out of device memory, say: the coordinator reports it and goes on without this row
             _say("error", error=traceback.format_exc(limit=-8))
             return

@@ -217,30 +217,48 @@ def keras_model(spec):
 
 
 def keras_trainer(spec):
-    """The compiled Keras model of `spec` and its `train_step(images, labels)`, which returns the loss as a Python
-    float (the step has finished): SGD, as every row of the benchmarks trains."""
+    """The compiled Keras model of `spec`, its `train_step(images, labels)`, which returns the loss as a Python
+    float (the step has finished), and `train_steps(images, labels, count)`: `count` steps of `model.fit`, the
+    loop users train with, returning the last loss once it is on the host. Every row of the benchmarks trains
+    with SGD: Keras's own, or (`spec["optimizer"] == "sync-free"`) `keras_vit.training.SyncFreeSGD`, which
+    `keras-vit finetune` uses."""
     import keras
 
+    if spec.get("optimizer", "keras") == "sync-free":
+        from keras_vit import training
+
+        optimizer = training.SyncFreeSGD(learning_rate=1e-3)
+    else:
+        optimizer = keras.optimizers.SGD(learning_rate=1e-3)
     model = keras_model(spec)
     model.compile(
-        optimizer=keras.optimizers.SGD(learning_rate=1e-3),
+        optimizer=optimizer,
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=spec["jit_compile"],
     )
-    if spec["kind"] != "keras_vit":
-        return model, model.train_on_batch
-    # As `keras-vit finetune` trains: each step's gradients released after the update (torch; a no-op elsewhere).
-    from keras_vit import training
+    callbacks = []
+    if spec["kind"] == "keras_vit":
+        # As `keras-vit finetune` trains: each step's gradients released after the update (torch; a no-op elsewhere).
+        from keras_vit import training
 
-    release = training.ReleaseGradients()
-    release.set_model(model)
+        callbacks.append(training.ReleaseGradients())
+        callbacks[0].set_model(model)
 
     def train_step(images, labels):
         loss = model.train_on_batch(images, labels)
-        release.on_train_batch_end(0)
+        for callback in callbacks:
+            callback.on_train_batch_end(0)
         return loss
 
-    return model, train_step
+    def train_steps(images, labels, count):
+        def batches():  # the same device-resident batch, every step
+            while True:
+                yield images, labels
+
+        history = model.fit(batches(), steps_per_epoch=count, shuffle=False, verbose=0, callbacks=callbacks)
+        return history.history["loss"][-1]
+
+    return model, train_step, train_steps
 
 
 def _run_keras(spec):
@@ -262,7 +280,7 @@ def _run_keras(spec):
     from keras_vit.utils import keras_compat
 
     keras_compat.set_random_seed(0)
-    model, train_step = keras_trainer(spec)
+    model, train_step, _ = keras_trainer(spec)
     result = _measure(
         spec,
         infer=model.predict_on_batch,  # returns NumPy: the computation has finished
@@ -326,7 +344,7 @@ def _run_transformers(spec):
     )
     model = model_class(config)
     compiled = torch.compile(model) if spec["jit_compile"] else model
-    infer, train_step = torch_trainer(spec, model, lambda images: compiled(pixel_values=images).logits)
+    infer, train_step, _ = torch_trainer(spec, model, lambda images: compiled(pixel_values=images).logits)
     result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result
@@ -346,9 +364,10 @@ def _import_timm():
 
 
 def torch_trainer(spec, model, forward, device="cpu"):
-    """`infer` and `train_step` of a torch classifier (`forward(images) -> logits`) on `device`, SGD as the Keras
-    runs. They take NumPy arrays or tensors (moved to `device` unless there already) and return once the result is
-    computed: the logits as NumPy, the loss as a Python float."""
+    """`infer`, `train_step` and `train_steps` of a torch classifier (`forward(images) -> logits`) on `device`, SGD
+    as the Keras runs. They take NumPy arrays or tensors (moved to `device` unless there already) and return once
+    the result is computed: the logits as NumPy, the loss as a Python float (`train_steps(images, labels, count)`:
+    the last step's, read once, as a training loop that logs now and then does)."""
     import torch
 
     # Mixed bfloat16 as Keras means it: float32 weights, bfloat16 compute (autocast).
@@ -362,17 +381,20 @@ def torch_trainer(spec, model, forward, device="cpu"):
         with torch.inference_mode(), torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast):
             return forward(torch.as_tensor(images, device=device)).float().cpu().numpy()
 
-    def train_step(images, labels):
+    def train_steps(images, labels, count):
         model.train()
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast):
-            logits = forward(torch.as_tensor(images, device=device))
-        loss = loss_function(logits.float(), torch.as_tensor(labels, device=device).long())
-        loss.backward()
-        optimizer.step()
+        images = torch.as_tensor(images, device=device)
+        labels = torch.as_tensor(labels, device=device).long()
+        for _ in range(count):
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast):
+                logits = forward(images)
+            loss = loss_function(logits.float(), labels)
+            loss.backward()
+            optimizer.step()
         return loss.item()
 
-    return infer, train_step
+    return infer, (lambda images, labels: train_steps(images, labels, 1)), train_steps
 
 
 def timm_vision_transformer(variant, image_size, classes, checkpointing=False):
@@ -402,7 +424,7 @@ def _run_timm(spec):
     torch.manual_seed(0)
     model = timm_vision_transformer(spec["variant"], spec["image_size"], spec["classes"], spec.get("remat", False))
     compiled = torch.compile(model) if spec["jit_compile"] else model
-    infer, train_step = torch_trainer(spec, model, compiled)
+    infer, train_step, _ = torch_trainer(spec, model, compiled)
     result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result

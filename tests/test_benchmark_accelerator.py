@@ -16,12 +16,13 @@ pytestmark = pytest.mark.skipif(
 TINY = {"patch_size": 8, "hidden_dim": 16, "num_layers": 1, "num_heads": 2, "mlp_dim": 32}
 
 
-def _spec(kind="keras_vit", backend="torch", jit_compile=False, remat=False):
+def _spec(kind="keras_vit", backend="torch", jit_compile=False, remat=False, optimizer="sync-free"):
     return {
         "kind": kind,
         "backend": backend,
         "jit_compile": jit_compile,
         "remat": remat,
+        "optimizer": optimizer,
         "precision": "float32",
         "variant": TINY,
         "image_size": 16,
@@ -36,8 +37,8 @@ class _Session(accelerator_worker.Session):
     def __init__(self):
         self.calls = []
         super().__init__(
-            train_step=lambda: self.calls.append("train"),
-            infer=lambda: self.calls.append("infer"),
+            train=lambda count: self.calls.append(("train", count)),
+            infer=lambda count: self.calls.append(("infer", count)),
             peak_bytes=lambda: 1024,
             reset_peak=lambda: True,
             device="test device",
@@ -53,19 +54,19 @@ def test_the_worker_answers_each_command_with_one_protocol_line(capfd):
     session = _Session()
     ready = accelerator_worker.warm_up(session)
     assert ready["device"] == "test device" and ready["train_peak_bytes"] == 1024
-    assert session.calls == ["train", "train", "infer", "infer"]  # the first of each timed alone, then one more
+    assert session.calls == [("train", 1)] * 2 + [("infer", 1)] * 2  # the first of each timed alone, then one more
     session.calls.clear()
     accelerator_worker.serve(session, ["train 3\n", "infer 2\n", "\n", "train many\n", "quit\n", "train 1\n"])
     answers = _protocol_lines(capfd.readouterr().out)
     assert [answer["event"] for answer in answers] == ["done", "done", "error"]
     assert answers[0]["peak_bytes"] == 1024 and answers[0]["peak_restarted"] is True
     assert "train many" in answers[2]["error"]
-    assert session.calls == ["train"] * 3 + ["infer"] * 2  # nothing after quit
+    assert session.calls == [("train", 3), ("infer", 2)]  # one window each; nothing after quit
 
 
 def test_a_failing_window_is_reported_and_ends_the_worker(capfd):
     session = _Session()
-    session.train_step = lambda: 1 / 0
+    session.train = lambda count: 1 / 0
     accelerator_worker.serve(session, ["train 1\n", "infer 1\n"])
     answers = _protocol_lines(capfd.readouterr().out)
     assert len(answers) == 1 and answers[0]["event"] == "error" and "ZeroDivisionError" in answers[0]["error"]
@@ -85,7 +86,7 @@ def test_the_profile_sorts_kernels_by_kind():
     import torch
 
     left = torch.ones(64, 64)
-    measured = accelerator_worker.profile(lambda: left @ left, count=2)
+    measured = accelerator_worker.profile(lambda count: [left @ left for _ in range(count)], count=2)
     assert measured["wall_ms"] > 0 and measured["device_ms"] > 0 and measured["top"]
     assert sum(measured["kinds_ms"].values()) == pytest.approx(measured["device_ms"])
 
@@ -93,7 +94,8 @@ def test_the_profile_sorts_kernels_by_kind():
 def test_a_tiny_interleaved_run_of_real_workers(tmp_path):
     specs = {
         "keras_vit torch eager": _spec(),
-        "keras_vit torch eager remat": _spec(remat=True),
+        "keras_vit torch eager remat": _spec(remat=True, optimizer="keras"),
+        "timm eager": _spec(kind="timm"),
         "broken": _spec(kind="no such kind"),
         accelerator.CEILING: {"kind": "ceiling", "backend": "torch", "matmul_size": 64},
     }
@@ -112,7 +114,7 @@ def test_a_tiny_interleaved_run_of_real_workers(tmp_path):
         profile_calls=1,
     )
     assert rounds_seen == [1, 2]  # the report can be written after every round
-    for name in ("keras_vit torch eager", "keras_vit torch eager remat"):
+    for name in ("keras_vit torch eager", "keras_vit torch eager remat", "timm eager"):
         record = records[name]
         assert record["status"] == "ok" and len(record["train_s"]) == len(record["inference_s"]) == 2
         assert record["flash_attention"] == "no"  # no GPU
