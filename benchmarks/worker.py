@@ -238,17 +238,17 @@ def keras_trainer(spec):
     )
     callbacks = []
     if spec["kind"] == "keras_vit":
-        # As `keras-vit finetune` trains: each step's gradients released after the update (torch; a no-op elsewhere).
+        # As `keras-vit finetune` trains: each step's gradients released before the next forward pass (torch; a no-op
+        # elsewhere).
         from keras_vit import training
 
         callbacks.append(training.ReleaseGradients())
         callbacks[0].set_model(model)
 
     def train_step(images, labels):
-        loss = model.train_on_batch(images, labels)
         for callback in callbacks:
-            callback.on_train_batch_end(0)
-        return loss
+            callback.on_train_batch_begin(0)
+        return model.train_on_batch(images, labels)
 
     def train_steps(images, labels, count):
         def batches():  # the same device-resident batch, every step

@@ -261,6 +261,12 @@ def test_release_gradients_frees_them_and_changes_no_update():
         assert all(variable.value.grad is None for variable in released.trainable_variables)
 
 
+def test_release_gradients_leaves_keras_free_to_read_the_logs_on_another_thread():
+    # Keras reads every step's logs back to the host on the training thread (a device sync per step) as soon as one
+    # callback defines `on_train_batch_end`.
+    assert training.ReleaseGradients.on_train_batch_end is keras.callbacks.Callback.on_train_batch_end
+
+
 @pytest.mark.skipif(BACKEND != "torch", reason="only the torch backend keeps gradients between steps")
 def test_release_gradients_reaches_a_backbone_nested_in_the_users_model():
     images, labels = _data(8)

@@ -495,6 +495,13 @@ class ReleaseGradients(keras.callbacks.Callback):
     call takes them out of the peak and changes no result. TensorFlow and JAX
     keep no gradients between steps; there the callback does nothing.
 
+    They are released when the next batch begins (and when training ends),
+    not when this one ends: Keras reads a step's logs back to the host for
+    its batch-end callbacks, a device synchronization in every step, unless
+    no callback defines `on_train_batch_end` (it then reads them on another
+    thread, and the host queues the next step while the device computes
+    this one). A batch-begin callback leaves that to the others.
+
     `keras-vit finetune` adds it. With `steps_per_execution > 1` only the
     last step of each call is released.
 
@@ -505,7 +512,13 @@ class ReleaseGradients(keras.callbacks.Callback):
     >>> history = model.fit(np.ones((8, 4)), np.zeros((8, 2)), verbose=0, callbacks=[ReleaseGradients()])
     """
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_begin(self, batch, logs=None):
+        self._release()
+
+    def on_train_end(self, logs=None):
+        self._release()
+
+    def _release(self):
         if keras.backend.backend() == "torch":
             # What Keras's own train step does before its backward pass (torch's `set_to_none=True`).
             self.model.zero_grad(set_to_none=True)
