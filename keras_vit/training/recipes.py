@@ -154,8 +154,8 @@ class SyncFreeSGD(keras_compat.SyncFreeSGDUpdate, keras.optimizers.SGD):
 
     >>> optimizer = SyncFreeSGD(learning_rate=0.1, momentum=0.9)
     >>> variable = keras.Variable([1.0, 2.0])
-    >>> optimizer.apply_gradients([(ops.convert_to_tensor([1.0, -1.0]), variable)])
-    >>> [round(float(value), 4) for value in variable]
+    >>> _ = optimizer.apply_gradients([(ops.convert_to_tensor([1.0, -1.0]), variable)])
+    >>> [round(value, 4) for value in ops.convert_to_numpy(variable).tolist()]
     [0.9, 2.1]
     """
 
