@@ -165,19 +165,17 @@ def test_sync_free_sgd_updates_as_keras_sgd(momentum, nesterov, scheduled):
 
 def _host_reads_in_a_training_step(optimizer):
     """How many times one `train_on_batch` of the tiny model reads a tensor's value back to the host (torch)."""
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class CountHostReads(TorchDispatchMode):
         reads = 0
 
         def __torch_dispatch__(self, function, types, args=(), kwargs=None):
-            if function is torch_ops.aten._local_scalar_dense.default:  # `.item()`, `float(tensor)`, `if tensor:`
+            if function is torch.ops.aten._local_scalar_dense.default:  # `.item()`, `float(tensor)`, `if tensor:`
                 self.reads += 1
             return function(*args, **(kwargs or {}))
 
-    import torch
-
-    torch_ops = torch.ops
     images, labels = _data(4)
     model = _tiny_model()
     model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
