@@ -70,6 +70,27 @@ def test_optimizer_apply_weight_decay_is_the_global_decay_step():
     )
 
 
+def test_sgd_update_step_and_momentum_buffers():
+    class Recorded(keras.optimizers.SGD):
+        def _backend_update_step(self, grads, trainable_variables, learning_rate):
+            calls.append(len(grads))
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+
+    calls = []
+    optimizer = Recorded(learning_rate=0.1, momentum=0.9)
+    kernel, bias = keras.Variable(np.ones((2, 2), "float32")), keras.Variable(np.ones((2,), "float32"))
+    optimizer.apply_gradients([(keras.ops.ones((2, 2)), kernel), (keras.ops.ones((2,)), bias)])
+    assert calls == [2], (
+        "Keras no longer updates all variables through BaseOptimizer._backend_update_step(grads, variables, "
+        "learning_rate) (or renamed it): keras_compat.SyncFreeSGDUpdate must override the new step."
+    )
+    assert [tuple(buffer.shape) for buffer in optimizer.momentums] == [(2, 2), (2,)], (
+        "SGD.momentums is no longer one buffer per variable in build order: keras_compat.SyncFreeSGDUpdate reads it."
+    )
+    # m = -lr * g after one step from zero: the buffer it reads is the one Keras updates.
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(optimizer.momentums[1]), [-0.1, -0.1], rtol=1e-6)
+
+
 def test_backup_and_restore_save_model(tmp_path):
     calls = []
 
