@@ -241,6 +241,63 @@ def test_flash_attention_argument_trains_odd_token_counts_with_xla_attention_on_
     assert argument(training=True, tokens=197) is True  # the user's global choice wins
 
 
+def _saved_activation_bytes(function, *inputs):
+    """Bytes of the distinct storages autograd keeps for the backward pass of `function(*inputs)` (torch)."""
+    import torch
+
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        function(*inputs)
+    return sum(storages.values())
+
+
+def test_dot_product_attention_is_keras_op_without_its_copies():
+    batch, tokens, heads, head_dim = 2, 7, 3, 4
+    qkv = keras.random.normal((batch, tokens, 3, heads, head_dim), seed=1)
+    query, key, value = keras.ops.unstack(qkv, num=3, axis=2)
+    expected = keras.ops.dot_product_attention(query, key, value, flash_attention=False)
+    attended = keras_compat.dot_product_attention(query, key, value, flash_attention=False)
+    assert tuple(attended.shape) == (batch, tokens, heads, head_dim)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(attended), keras.ops.convert_to_numpy(expected), rtol=1e-6, atol=1e-6
+    )
+    if keras.backend.backend() != "torch":
+        return
+    import torch
+
+    # What a block keeps: the token-major qkv (one storage), the attention output and its log-sum-exp, and the
+    # projection's input, a view of that output. Keras's op keeps copies of the query, key and value and of the
+    # output besides.
+    qkv = torch.randn(batch, tokens, 3, heads, head_dim, requires_grad=True)
+    projection = torch.randn(heads * head_dim, heads * head_dim, requires_grad=True)
+
+    def block(attention):
+        def run(qkv):
+            query, key, value = qkv.unbind(2)
+            attended = attention(query, key, value, flash_attention=False)
+            return attended.reshape(batch, tokens, heads * head_dim) @ projection
+
+        return run
+
+    unit = batch * tokens * heads * head_dim * 4  # one (batch, tokens, hidden) float32 tensor
+    kept = _saved_activation_bytes(block(keras_compat.dot_product_attention), qkv)
+    kept_by_keras = _saved_activation_bytes(block(keras.ops.dot_product_attention), qkv)
+    assert kept <= 4 * unit + projection.nbytes + batch * heads * tokens * 4
+    assert kept_by_keras >= kept + unit, (
+        "Keras's torch dot_product_attention no longer copies its inputs and output: "
+        "keras_compat.dot_product_attention can call keras.ops.dot_product_attention on every backend"
+    )
+    # A forced flash kernel is Keras's to check and refuse (it does on a CPU): passed on as it is.
+    with pytest.raises(RuntimeError, match="[Ff]lash attention"):
+        keras_compat.dot_product_attention(query, key, value, flash_attention=True)
+
+
 def test_torch_checkpoint_early_stop_exception(monkeypatch):
     if keras.backend.backend() != "torch":
         pytest.skip("torch's checkpointing: the torch run")

@@ -597,7 +597,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     than three projections; the converters split and join the published
     separate kernels exactly). Attention runs through
     `keras.ops.dot_product_attention`, the fused (flash on GPU) path, unless
-    the weights are asked for or attention dropout is active in training.
+    the weights are asked for or attention dropout is active in training (on
+    torch through `keras_compat.dot_product_attention`, the same kernel
+    without Keras's copies of its inputs and output).
 
     Args:
         num_heads: int, the number of attention heads; must divide the hidden
@@ -673,7 +675,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if fused:
             qkv = ops.reshape(dense_over_tokens(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim))
             query, key, value = ops.unstack(qkv, num=3, axis=2)  # one unstack: see `_heads_first`
-            attended = ops.dot_product_attention(
+            attended = keras_compat.dot_product_attention(
                 query, key, value, flash_attention=keras_compat.flash_attention_argument(training, length)
             )
             weights = None

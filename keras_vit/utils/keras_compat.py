@@ -1,8 +1,9 @@
-"""The one place keras_vit touches Keras internals.
+"""The one place keras_vit touches Keras internals or goes around a Keras op.
 
 Keras has no public hook for some things keras_vit needs, so this module
-uses private names of Keras 3.15 (and one each of torch's and JAX's) and nothing
-else does:
+uses private names of Keras 3.15 (and one each of torch's and JAX's), or
+calls the backend itself where Keras's op costs memory, and nothing else
+does:
 
 - the optimizer: `_use_weight_decay(variable)` (does `exclude_from_weight_decay`
   exclude it), `_get_variable_index(variable)` (its position in the built
@@ -35,6 +36,10 @@ else does:
   the name is gone, and its test says so;
 - `Layer._remat_mode` (set under Keras's `RematScope`): `call_sublayer`
   leaves such a sublayer to `Layer.__call__`, which rematerializes it;
+- on torch, `torch.nn.functional.scaled_dot_product_attention` called
+  directly (`dot_product_attention`): Keras's torch `dot_product_attention`
+  copies the query, key and value into contiguous heads-first tensors, and
+  its output then needs one more copy (no Keras op avoids it);
 - the global seed of `keras.utils.set_random_seed` (`GLOBAL_RANDOM_SEED`
   and the global `SeedGenerator` in `keras.src.backend.common.global_state`):
   `set_random_seed` sets them without importing TensorFlow, which Keras's
@@ -231,6 +236,34 @@ def flash_attention_argument(training=False, tokens=None):
     if backend == "jax" and training and isinstance(tokens, int) and tokens % 2:
         return False
     return None
+
+
+def dot_product_attention(query, key, value, flash_attention=None):
+    """`keras.ops.dot_product_attention(query, key, value, flash_attention=...)` without Keras's copies on torch.
+
+    Inputs of shape `(batch, tokens, heads, head_dim)`, as Keras takes them;
+    the output has that shape too. Keras's torch backend calls
+    `scaled_dot_product_attention` on contiguous heads-first copies of the
+    query, key and value unless it forces the flash kernel (which it refuses
+    on a CPU). torch's kernels write the output in the query's layout, so the
+    output comes back heads-first as well, and the `(batch, tokens, hidden)`
+    reshape after it is one more copy, which the output projection keeps for
+    the backward pass beside the kernel's own output: 4.6 MiB per block of a
+    ViT-B/16 at batch 8, 55 MiB in all. Here torch's kernel gets the strided
+    heads-first views of the token-major inputs (the layout timm passes it),
+    writes a token-major output, and the reshape is a view. torch picks the
+    kernel either way (flash included on a GPU where the inputs allow), and
+    the values are those of Keras's op. A `flash_attention=True` (forced) and
+    the other backends go to `keras.ops.dot_product_attention` as they are.
+    """
+    import keras
+
+    if keras.backend.backend() != "torch" or flash_attention is True or isinstance(query, keras.KerasTensor):
+        return keras.ops.dot_product_attention(query, key, value, flash_attention=flash_attention)
+    import torch
+
+    heads_first = [tensor.transpose(1, 2) for tensor in (query, key, value)]
+    return torch.nn.functional.scaled_dot_product_attention(*heads_first).transpose(1, 2)
 
 
 def remat(function):
