@@ -17,7 +17,7 @@ Example:
 import argparse
 import sys
 
-from benchmarks import runner
+from benchmarks import runner, worker
 from keras_vit_cli import quiet
 
 # The training jit_compile a user gets by default: TensorFlow's graph executor, XLA on JAX, eager torch.
@@ -29,7 +29,8 @@ def plan(
 ):
     """The specs: keras_vit per backend without and with remat, then timm without and with checkpointing.
 
-    `torch_only`: keras_vit's torch rows run as in an install with torch alone (no jax or TensorFlow to import).
+    `torch_only`: keras_vit's torch rows run as in an install of keras-vision-transformer[torch], without the
+    packages Keras imports wherever they are installed (`worker.TORCH_INSTALL_LACKS`).
     `options`: `classes`, `repeats`, `threads`, `precision` (defaults 1000, 1, 2, "float32").
     """
     from keras_vit.utils import validation  # here, not at the top: `--help` imports no Keras
@@ -56,7 +57,7 @@ def plan(
     if torch_only:
         for spec in specs:
             if spec["backend"] == "torch":
-                spec["absent_frameworks"] = ["jax", "tensorflow"]
+                spec["absent_frameworks"] = list(worker.TORCH_INSTALL_LACKS)
     if timm:
         specs += [dict(common, kind="timm", backend="torch", jit_compile=False, remat=remat) for remat in (False, True)]
     return specs
@@ -166,7 +167,8 @@ def main(argv=None):
     parser.add_argument(
         "--torch-only",
         action="store_true",
-        help="run keras_vit's torch rows as an install with torch alone would (Keras imports jax wherever it can)",
+        help="run keras_vit's torch rows as in an install of keras-vision-transformer[torch] (Keras imports jax, "
+        "TensorFlow, scikit-learn, SciPy and matplotlib wherever they are installed)",
     )
     parser.add_argument("--repeats", type=int, default=1, help="timed steps after two untimed (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="cores per configuration (default: %(default)s)")

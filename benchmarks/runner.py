@@ -101,7 +101,11 @@ def label(spec):
     else:
         mode = {"tensorflow": ", XLA", "torch": ", torch.compile"}[spec["backend"]] if spec["jit_compile"] else ""
     remat = ", remat" if spec.get("remat") else ""
-    absent = "".join(f", no {name}" for name in spec.get("absent_frameworks", ()))
+    absent = tuple(spec.get("absent_frameworks", ()))
+    if absent == worker.TORCH_INSTALL_LACKS:
+        absent = ", torch-only install"
+    else:
+        absent = "".join(f", no {name}" for name in absent)
     return f"{name}, {spec['backend']}{mode}, {spec['precision']}{remat}{absent}"
 
 

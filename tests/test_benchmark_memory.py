@@ -2,13 +2,14 @@
 each in its own worker) that writes the report; `python -m benchmarks.largest_batch` on one tiny step. No timing is
 asserted."""
 
+import importlib.metadata
 import importlib.util
 import json
 
 import keras
 import pytest
 
-from benchmarks import largest_batch, memory, runner, tensor_memory
+from benchmarks import largest_batch, memory, runner, tensor_memory, worker
 
 TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64)
 
@@ -28,8 +29,40 @@ def test_plan_pairs_every_configuration_with_and_without_remat():
     with pytest.raises(ValueError, match="Unknown backend"):
         memory.plan("tiny", TINY, 4, backends=("numpy",))
     specs = memory.plan("tiny", TINY, 4, backends=("jax", "torch"), torch_only=True)
-    torch_only = ["jax", "tensorflow"]
+    torch_only = list(worker.TORCH_INSTALL_LACKS)
     assert [spec.get("absent_frameworks") for spec in specs] == [None, None, torch_only, torch_only, None, None]
+    assert "torch-only install" in runner.label(specs[2]) and "jax" not in runner.label(specs[2])
+
+
+def _installed_with(distribution, extras):
+    """The canonical names of every distribution that installing `distribution[extras]` installs, itself included."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    installed, pending = set(), [(distribution, tuple(extras))]
+    while pending:
+        name, wanted = pending.pop()
+        if canonicalize_name(name) in installed:
+            continue
+        installed.add(canonicalize_name(name))
+        for text in importlib.metadata.requires(name) or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or any(requirement.marker.evaluate({"extra": e}) for e in wanted or ("",)):
+                pending.append((requirement.name, tuple(requirement.extras)))
+    return installed
+
+
+def test_a_torch_only_row_hides_only_what_an_install_with_torch_lacks():
+    from packaging.utils import canonicalize_name
+
+    installed = _installed_with("keras-vision-transformer", ["torch"])
+    assert {"keras", "numpy", "torch"} <= installed, installed
+    distributions = importlib.metadata.packages_distributions()
+    for module in worker.TORCH_INSTALL_LACKS:
+        for distribution in distributions.get(module, [module]):
+            assert canonicalize_name(distribution) not in installed, (module, distribution)
+    # The extras do install some: the closure is not empty by accident.
+    assert "scikit-learn" in _installed_with("keras-vision-transformer", ["evaluate"])
 
 
 def test_tiny_run_writes_the_report_with_ratios(tmp_path):
@@ -68,7 +101,7 @@ def test_tiny_run_writes_the_report_with_ratios(tmp_path):
     assert timm_checkpointed["memory_vs_timm_checkpointed"] == 1.0 and remat["memory_vs_timm_checkpointed"] > 0
     assert timm["result"]["parameters"] == timm_checkpointed["result"]["parameters"] > 0
     assert "timm, torch eager, float32, gradient checkpointing" in report["table"]
-    assert "keras_vit, torch, float32, remat, no jax, no tensorflow" in report["table"]
+    assert "keras_vit, torch, float32, remat, torch-only install" in report["table"]
     assert all(record["result"]["frameworks_imported"] == ["torch"] for record in report["records"][2:])
 
 
@@ -87,7 +120,7 @@ def test_largest_batch_reads_the_limit_off_the_measured_steps():
         (2, True, True),
         (4, True, True),
     ]
-    assert all(spec["absent_frameworks"] == ["jax", "tensorflow"] for spec in specs)
+    assert all(spec["absent_frameworks"] == list(worker.TORCH_INSTALL_LACKS) for spec in specs)
     with pytest.raises(ValueError, match="at least one"):
         largest_batch.plan("tiny", TINY, [])
     # The comma-separated sizes of both benchmark commands.
@@ -135,8 +168,19 @@ def test_tensor_memory_profiles_one_step_of_each_configuration(monkeypatch):
     assert rows[1]["allocated_mib"] > rows[0]["allocated_mib"] and rows[3]["allocated_mib"] > rows[2]["allocated_mib"]
     # Autograd's saved activations, where no checkpointing hides them: every row without recomputation.
     assert [row["saved_mib"] is not None and row["saved_mib"] > 0 for row in rows] == [True, False, True, False]
+    # keras_vit keeps timm's activations, storage for storage, and besides them only a copy of the patch kernel
+    # (Keras's channels-last convolution on torch) and scalars: no copies around the attention.
+    kept, kept_by_timm = dict(rows[0]["saved_storages"]), rows[2]["saved_storages"]
+    assert kept.pop("(32, 3, 8, 8) float32") == [1, 32 * 3 * 8 * 8 * 4 / tensor_memory.MIB]
+    assert {shape: found for shape, found in kept.items() if not shape.startswith("()")} == {
+        shape: found for shape, found in kept_by_timm.items() if not shape.startswith("()")
+    }
     table = tensor_memory.format_table(rows)
     assert "| timm, torch eager, gradient checkpointing |" in table and "keras_vit, torch, saved storages" in table
+    # Each profiled keras_vit step starts as in `fit` with ReleaseGradients: no gradients held from the one before.
+    step, weights = tensor_memory._keras_vit_step(TINY, 2, 16, 10, remat=False)
+    step()
+    assert all(weight.grad is None for weight in weights)
 
 
 def test_saved_for_backward_counts_each_activation_storage_once_and_no_weight():
