@@ -94,6 +94,32 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def malloc_state_mb():
+    """glibc's C heap in MiB, `{"heap", "heap_free", "mmapped"}` (`mallinfo2`, all arenas), or None where the C
+    library is not glibc 2.33 or later.
+
+    Where the tensors live shows here: glibc maps a block above its mmap threshold on its own (`mmapped`) and
+    returns it to the system when it is freed; a smaller one comes from the heap, whose freed blocks glibc keeps
+    (`heap_free`) and counts in the resident memory. The threshold adapts: it rises to the size of each mapped
+    block freed (up to 32 MiB), so what a process freed before it allocates decides where the next blocks go.
+    """
+    import ctypes
+
+    fields = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in fields]
+
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):  # not Linux with glibc 2.33+
+        return None
+    mallinfo2.restype = MallInfo2
+    state = mallinfo2()
+    mib = 2**20
+    return {"heap": state.arena / mib, "heap_free": state.fordblks / mib, "mmapped": state.hblkhd / mib}
+
+
 def reset_peak_rss():
     """Restarts the high-water mark at the current resident memory (Linux `clear_refs`); False where refused.
 
@@ -153,7 +179,11 @@ def _measure(spec, infer, train_step, rss_after_imports_mb=None):
     calls follow one untimed warm-up. `rss_after_imports_mb`: the runner's
     high-water mark once its framework and model library were imported.
     """
-    result = {"rss_after_imports_mb": rss_after_imports_mb, "rss_after_build_mb": peak_rss_mb()}
+    result = {
+        "rss_after_imports_mb": rss_after_imports_mb,
+        "rss_after_build_mb": peak_rss_mb(),
+        "malloc_after_build_mb": malloc_state_mb(),
+    }
     batch = spec["train_batch_size"]
     images, labels = _images(batch, spec["image_size"], spec.get("channels_first")), _labels(batch, spec["classes"])
     start = time.perf_counter()
@@ -169,6 +199,7 @@ def _measure(spec, infer, train_step, rss_after_imports_mb=None):
     result["train"] = _throughput(batch, _timed(lambda: train_step(images, labels), spec["repeats"]))
     result["train"]["batch_size"] = batch
     result["peak_rss_train_mb"] = peak_rss_mb()
+    result["malloc_after_training_mb"] = malloc_state_mb()
     # The high-water mark of the steps after the first (None where it could not be reset).
     result["peak_rss_steady_train_mb"] = result["peak_rss_train_mb"] if steady else None
     if steady:

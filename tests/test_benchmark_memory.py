@@ -88,6 +88,8 @@ def test_tiny_run_writes_the_report_with_ratios(tmp_path):
     for record in report["records"]:
         result = record["result"]
         assert 0 < result["rss_after_imports_mb"] <= result["rss_after_build_mb"] <= result["peak_rss_train_mb"]
+        for state in (result["malloc_after_build_mb"], result["malloc_after_training_mb"]):
+            assert state is None or 0 <= state["heap_free"] <= state["heap"], state
     # No row's process holds TensorFlow unless it is the backend (~460 MiB of resident memory). Keras 3.15 itself
     # imports jax wherever it is installed (its Orbax checkpoint callback): every Keras user's process has it.
     for record in report["records"][:2]:
@@ -202,6 +204,19 @@ def test_saved_for_backward_counts_each_activation_storage_once_and_no_weight():
         "(5, 4) float32": [1, inputs.nbytes / tensor_memory.MIB],
         "(5, 3) float32": [1, 60 / tensor_memory.MIB],
     }
+
+
+def test_malloc_state_shows_a_large_block_mapped_on_its_own():
+    import numpy as np
+
+    before = worker.malloc_state_mb()
+    if before is None:
+        pytest.skip("not glibc 2.33+")
+    block = np.ones(2**23)  # 64 MiB: above glibc's largest adaptive mmap threshold (32 MiB)
+    after = worker.malloc_state_mb()
+    assert after["mmapped"] - before["mmapped"] >= block.nbytes / 2**20
+    del block
+    assert worker.malloc_state_mb()["mmapped"] <= after["mmapped"] - 63  # returned to the system when freed
 
 
 def test_a_worker_reports_its_own_peak_not_its_parents():
