@@ -356,6 +356,81 @@ def test_model_checkpoint_requires_keras_suffix_and_writes_a_loadable_model(tmp_
     )
 
 
+def test_throughput_meter_sums_each_epoch_from_its_calls_ends_in_any_order(monkeypatch):
+    import random
+    import threading
+
+    from keras_vit.training import recipes
+
+    def at(seconds, callback, *args):  # runs the callback on its own thread at `seconds`
+        monkeypatch.setattr(recipes.time, "perf_counter", lambda: seconds)
+        thread = threading.Thread(target=callback, args=args)
+        thread.start()
+        thread.join()
+
+    meter = training.ThroughputMeter()
+    # Calls of 2 batches. Epoch 0 starts at 0, its calls at 0 (it compiles until 3), 3, 4, 5, and they end at 3, 4,
+    # 5, 6; epoch 1 starts at 10 (after evaluation), its calls end at 11, 12, 13, 14. Keras's thread pool runs batch
+    # ends late and in any order: the last call's end may come before an earlier one's.
+    epochs = {0: (0.0, {1: 3.0, 3: 4.0, 5: 5.0, 7: 6.0}), 1: (10.0, {1: 11.0, 3: 12.0, 5: 13.0, 7: 14.0})}
+    for epoch, (start, ends) in epochs.items():
+        at(start, meter.on_epoch_begin, epoch)
+        assert epoch or meter.batches_per_second is None
+        for last, end in ends.items():
+            at(end - 1 if last > 1 else start, meter.on_train_batch_begin, last - 1)
+        order = list(ends.items())
+        random.Random(epoch).shuffle(order)
+        for last, end in order:
+            at(end, meter.on_train_batch_end, last)
+        if epoch == 0:
+            assert (meter.batches, meter.seconds) == (6, 3.0)  # from the second call's start at 3: 3 calls, 3 s
+    assert (meter.batches, meter.seconds) == (6 + 8, 3.0 + 4.0)  # epoch 1 from its start at 10 to 14
+    assert meter.batches_per_second == pytest.approx(2.0)
+
+
+def test_finetune_callbacks_leave_batch_ends_to_keras_thread_pool(tmp_path):
+    # Keras reads a step's logs on the training thread (a device synchronization per step on a GPU) as soon as one
+    # callback has a batch end that is not `async_safe`; then every batch end runs there.
+    def blocking(callback):
+        batch_end = type(callback).on_train_batch_end
+        plain = batch_end is keras.callbacks.Callback.on_train_batch_end
+        return not (plain and type(callback).on_batch_end is keras.callbacks.Callback.on_batch_end) and not getattr(
+            callback, "async_safe", False
+        )
+
+    from keras_vit.training import finetune
+
+    config = finetune.make_config(out=str(tmp_path / "run"), steps=6)
+    assert not [callback for callback in finetune.make_callbacks(config).all if blocking(callback)]
+    assert training.FaultTolerantBackup(str(tmp_path / "b")).async_safe
+    assert not training.FaultTolerantBackup(str(tmp_path / "b"), save_freq=4).async_safe  # saves from a batch end
+    assert training.StopAtIteration.on_train_batch_end is keras.callbacks.Callback.on_train_batch_end
+
+    class Threads(keras.callbacks.Callback):
+        async_safe = True
+
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.seen.add(threading.current_thread() is threading.main_thread())
+
+    import threading
+
+    images, labels = _data(16)
+    model = _tiny_model()
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    threads, meter = Threads(), training.ThroughputMeter()
+    stop = training.StopAtIteration(6)
+    callbacks = [training.FaultTolerantBackup(str(tmp_path / "backup")), stop, meter, training.ReleaseGradients()]
+    model.fit(images, labels, batch_size=2, epochs=2, callbacks=[*callbacks, threads], verbose=0)
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 6
+    assert meter.batches == 5 and meter.seconds > 0  # the 6 batches of one call each, the compiling one aside
+    # TensorFlow's backend is not thread-safe: Keras runs every callback on the training thread there.
+    assert threads.seen == ({True} if BACKEND == "tensorflow" else {False})
+
+
 def test_stop_at_iteration_ends_a_resumed_run_on_the_planned_count():
     images, labels = _data(16)
     model = _tiny_model()

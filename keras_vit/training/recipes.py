@@ -19,6 +19,7 @@ Everything here is backend-agnostic Keras.
 
 import math
 import os
+import threading
 import time
 
 import keras
@@ -365,6 +366,13 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
     def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint, double_checkpoint=False)
 
+    @property
+    def async_safe(self):
+        # Saving once per epoch, the batch end does nothing, so Keras may run it on its thread pool, where it reads
+        # the step's logs without stopping the training thread (see `ThroughputMeter`). Saving every N batches
+        # must run on the training thread: the weights would go on changing under the save.
+        return self.save_freq == "epoch"
+
     # In a multi-process run (`keras_vit.multihost`) process 0 alone writes
     # and deletes the backup; every process restores from it, so the folder
     # must be one that all processes see.
@@ -407,7 +415,12 @@ class StopAtIteration(keras.callbacks.Callback):
     The count is read once, when training begins, and the batches are
     counted from there: reading the optimizer every batch would force the
     JAX backend to write its whole training state back to the variables
-    (`Callback.model` does that) after every step.
+    (`Callback.model` does that) after every step. They are counted when
+    each train call begins (a call runs `steps_per_execution` batches,
+    those Keras reports when it ends), so that the callback has no batch
+    end: Keras reads every step's logs back on the training thread, a device
+    synchronization per step on a GPU, as soon as one callback defines
+    `on_train_batch_end` without being `async_safe`.
 
     Args:
         iterations: int, the optimizer updates of the whole run (Keras's
@@ -422,10 +435,13 @@ class StopAtIteration(keras.callbacks.Callback):
         self.start_iteration = 0
         self._batches_left = 0
         self._last_batch = -1
+        self._batches_per_call = 1
 
     def on_train_begin(self, logs=None):
-        optimizer = self.model.optimizer
+        model = self.model
+        optimizer = model.optimizer
         self.start_iteration = int(ops.convert_to_numpy(optimizer.iterations))
+        self._batches_per_call = getattr(model, "steps_per_execution", None) or 1
         # A backup taken inside an accumulation cycle leaves a few batches in
         # the accumulators; counting whole updates from the restored count
         # lets them run without an extra update.
@@ -434,10 +450,12 @@ class StopAtIteration(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._last_batch = -1
 
-    def on_train_batch_end(self, batch, logs=None):
-        # With `steps_per_execution`, `batch` is the last index of the call.
-        self._batches_left -= batch - self._last_batch
-        self._last_batch = batch
+    def on_train_batch_begin(self, batch, logs=None):
+        # The call's last index, which Keras passes to `on_train_batch_end` (the full count, also for an epoch's
+        # last call when its data runs out first); Keras ends `fit` after the call that sets `stop_training`.
+        last = batch + self._batches_per_call - 1
+        self._batches_left -= last - self._last_batch
+        self._last_batch = last
         if self._batches_left <= 0:
             self.model.stop_training = True
 
@@ -445,10 +463,18 @@ class StopAtIteration(keras.callbacks.Callback):
 class ThroughputMeter(keras.callbacks.Callback):
     """Measures training batches per second without compilation or evaluation.
 
-    The time from the start of an epoch (or the end of the previous train
-    call) to the end of each train call is summed, except for the first call
-    of the run, which traces and compiles the train function. Time between
-    epochs (evaluation, checkpoints, backups) is never counted.
+    Each epoch counts from its start to the end of its last train call,
+    except the run's first call, which traces and compiles the train
+    function: the first epoch counts from the start of the second call, and
+    the first call's batches do not count. Time between epochs (evaluation,
+    checkpoints, backups) is never counted.
+
+    `async_safe`: Keras reads every step's logs back on the training thread
+    (a device synchronization per step on a GPU) as soon as one callback
+    needs its batch end there. This one lets Keras's thread pool run it,
+    where the logs are read while the next steps run, so batch ends come
+    late and in any order: a call's end is the latest time any batch end
+    was seen, under a lock, and the starts are taken on the training thread.
 
     Attributes:
         batches: int, the batches measured.
@@ -456,31 +482,61 @@ class ThroughputMeter(keras.callbacks.Callback):
         batches_per_second: float, or `None` before two calls have run.
     """
 
+    async_safe = True
+
     def __init__(self):
         super().__init__()
-        self.batches = 0
-        self.seconds = 0.0
-        self._mark = None
-        self._last_batch = -1
-        self._compiled = False
+        self._lock = threading.Lock()
+        # Per epoch: [its start, [(first batch index, start) of each call], last batch index ended, latest end].
+        self._epochs = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        # Keras has run the previous epoch's batch ends by now (it waits for them before `on_epoch_end`).
+        with self._lock:
+            self._epochs.append([time.perf_counter(), [], -1, None])
+
+    def on_train_batch_begin(self, batch, logs=None):
+        now = time.perf_counter()
+        with self._lock:
+            self._epochs[-1][1].append((batch, now))
+
+    def on_train_batch_end(self, batch, logs=None):
+        # With `steps_per_execution`, `batch` is the last index of the call.
+        now = time.perf_counter()
+        with self._lock:
+            epoch = self._epochs[-1]
+            epoch[2], epoch[3] = max(epoch[2], batch), max(epoch[3] or now, now)
+
+    def _measured(self):
+        """`(batches, seconds)` over the epochs so far."""
+        with self._lock:
+            epochs = [(start, list(calls), last, end) for start, calls, last, end in self._epochs]
+        batches, seconds, compiled = 0, 0.0, False
+        for start, calls, last, end in epochs:
+            if end is None:
+                continue
+            first = 0
+            if not compiled:  # the run's first call compiles: count from the second one's start
+                compiled = True
+                if len(calls) < 2:
+                    continue
+                first, start = calls[1]
+            batches += last + 1 - first
+            seconds += end - start
+        return batches, seconds
+
+    @property
+    def batches(self):
+        return self._measured()[0]
+
+    @property
+    def seconds(self):
+        return self._measured()[1]
 
     @property
     def batches_per_second(self):
-        return self.batches / self.seconds if self.seconds > 0 else None
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._mark = time.perf_counter()
-        self._last_batch = -1
-
-    def on_train_batch_end(self, batch, logs=None):
-        now = time.perf_counter()
-        # With `steps_per_execution`, `batch` is the last index of the call.
-        count, self._last_batch = batch - self._last_batch, batch
-        if self._compiled:
-            self.batches += count
-            self.seconds += now - self._mark
-        self._compiled = True
-        self._mark = now
+        batches, seconds = self._measured()
+        return batches / seconds if batches and seconds > 0 else None
 
 
 class ReleaseGradients(keras.callbacks.Callback):
