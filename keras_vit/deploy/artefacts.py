@@ -61,7 +61,7 @@ UNSUPPORTED = {
     "and tensorstore; keras_vit does not pin it",
     ("saved_model", "torch"): "Keras exports a SavedModel from the TensorFlow and JAX backends only",
     ("onnx", "torch"): "Keras 3.15's torch ONNX export fails on the attention's shape arithmetic "
-    "(torch.onnx SymbolicValueError on a Gather in keras.ops.dot_product_attention)",
+    "(torch.onnx SymbolicValueError on a Gather in keras.ops.layer_normalization)",
     ("openvino", "jax"): "OpenVINO cannot convert the XlaCallModule op that JAX's TensorFlow bridge emits",
     ("litert", "jax"): "Keras exports LiteRT from the TensorFlow backend (and torch with litert-torch) only",
     ("litert", "torch"): "Keras exports LiteRT from torch through the separate `litert-torch` package, "
