@@ -60,7 +60,7 @@ UNSUPPORTED = {
     ("onnx", "jax"): "Keras 3.15 exports ONNX from JAX through the `jax2onnx` package, which pulls in flax, orbax "
     "and tensorstore; keras_vit does not pin it",
     ("saved_model", "torch"): "Keras exports a SavedModel from the TensorFlow and JAX backends only",
-    ("onnx", "torch"): "Keras 3.15's torch ONNX export fails on the attention's shape arithmetic "
+    ("onnx", "torch"): "Keras 3.15's torch ONNX export fails on its layer normalization's shape arithmetic "
     "(torch.onnx SymbolicValueError on a Gather in keras.ops.layer_normalization)",
     ("openvino", "jax"): "OpenVINO cannot convert the XlaCallModule op that JAX's TensorFlow bridge emits",
     ("litert", "jax"): "Keras exports LiteRT from the TensorFlow backend (and torch with litert-torch) only",
