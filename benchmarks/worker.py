@@ -45,9 +45,9 @@ def limit_threads(threads):
 
 # What Keras 3.15 imports whenever it is installed, also on the torch backend, and an install of
 # keras-vision-transformer[torch] lacks: jax (Keras's Orbax checkpoint callback), TensorFlow, scikit-learn (Keras's
-# scikit-learn wrappers) with SciPy, and matplotlib (keras.visualization). After `import keras_vit` on torch, on a
-# 2-core Xeon: 532 MiB resident with them (TensorFlow aside), 425 without jax, 335 without any. A torch-only row
-# hides them all (tests/test_benchmark_memory.py checks that none is a dependency of that install).
+# scikit-learn wrappers) with SciPy, and matplotlib (keras.visualization): ~200 MiB of resident memory before a
+# model is built. A torch-only row hides them all (tests/test_benchmark_memory.py checks that none is a dependency
+# of that install).
 TORCH_INSTALL_LACKS = ("jax", "tensorflow", "sklearn", "scipy", "matplotlib")
 
 

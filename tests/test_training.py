@@ -386,6 +386,13 @@ def test_throughput_meter_sums_each_epoch_from_its_calls_ends_in_any_order(monke
             assert (meter.batches, meter.seconds) == (6, 3.0)  # from the second call's start at 3: 3 calls, 3 s
     assert (meter.batches, meter.seconds) == (6 + 8, 3.0 + 4.0)  # epoch 1 from its start at 10 to 14
     assert meter.batches_per_second == pytest.approx(2.0)
+    # An epoch of one call: the compiling call is all of it, and the next epoch counts from its own start.
+    meter = training.ThroughputMeter()
+    for epoch, start, end in ((0, 0.0, 3.0), (1, 10.0, 11.0)):
+        at(start, meter.on_epoch_begin, epoch)
+        at(start, meter.on_train_batch_begin, 0)
+        at(end, meter.on_train_batch_end, 1)
+    assert (meter.batches, meter.seconds) == (2, 1.0)
 
 
 def test_finetune_callbacks_leave_batch_ends_to_keras_thread_pool(tmp_path):

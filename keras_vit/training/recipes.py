@@ -487,40 +487,48 @@ class ThroughputMeter(keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
         self._lock = threading.Lock()
-        # Per epoch: [its start, [(first batch index, start) of each call], last batch index ended, latest end].
-        self._epochs = []
+        self._epochs = []  # per epoch: [its start, the last batch index ended, the latest end]
+        self._calls = 0  # the run's calls begun, counted up to 2
+        self._first_epoch = None  # the epoch of the run's first call
+        self._second_call = None  # (its first batch index, its start), when in the first call's epoch
 
     def on_epoch_begin(self, epoch, logs=None):
         # Keras has run the previous epoch's batch ends by now (it waits for them before `on_epoch_end`).
         with self._lock:
-            self._epochs.append([time.perf_counter(), [], -1, None])
+            self._epochs.append([time.perf_counter(), -1, None])
 
     def on_train_batch_begin(self, batch, logs=None):
+        if self._calls >= 2:  # only the run's first two calls are needed: nothing per step after them
+            return
         now = time.perf_counter()
         with self._lock:
-            self._epochs[-1][1].append((batch, now))
+            self._calls += 1
+            if self._calls == 1:
+                self._first_epoch = len(self._epochs) - 1
+            elif self._first_epoch == len(self._epochs) - 1:
+                self._second_call = (batch, now)
 
     def on_train_batch_end(self, batch, logs=None):
         # With `steps_per_execution`, `batch` is the last index of the call.
         now = time.perf_counter()
         with self._lock:
             epoch = self._epochs[-1]
-            epoch[2], epoch[3] = max(epoch[2], batch), max(epoch[3] or now, now)
+            epoch[1], epoch[2] = max(epoch[1], batch), max(epoch[2] or now, now)
 
     def _measured(self):
         """`(batches, seconds)` over the epochs so far."""
         with self._lock:
-            epochs = [(start, list(calls), last, end) for start, calls, last, end in self._epochs]
-        batches, seconds, compiled = 0, 0.0, False
-        for start, calls, last, end in epochs:
+            epochs = [list(epoch) for epoch in self._epochs]
+            first_epoch, second_call = self._first_epoch, self._second_call
+        batches, seconds = 0, 0.0
+        for index, (start, last, end) in enumerate(epochs):
             if end is None:
                 continue
             first = 0
-            if not compiled:  # the run's first call compiles: count from the second one's start
-                compiled = True
-                if len(calls) < 2:
+            if index == first_epoch:  # the run's first call compiles: count from the second one's start
+                if second_call is None:
                     continue
-                first, start = calls[1]
+                first, start = second_call
             batches += last + 1 - first
             seconds += end - start
         return batches, seconds
