@@ -298,6 +298,110 @@ def test_dot_product_attention_is_keras_op_without_its_copies():
         keras_compat.dot_product_attention(query, key, value, flash_attention=True)
 
 
+def _torch_ops(function):
+    """The names of the aten ops `function()` runs (torch's profiler), and its result."""
+    import torch.profiler
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        result = function()
+    return [event.key for event in profile.key_averages()], result
+
+
+def _built_dense(units=5, features=6, **kwargs):
+    layer = keras.layers.Dense(units, **kwargs)
+    layer.build((None, features))
+    if layer.use_bias:
+        layer.bias.assign(np.linspace(-1, 1, units).astype(layer.variable_dtype))
+    return layer
+
+
+def test_dense_is_keras_dense_with_the_bias_fused_on_torch():
+    layer = _built_dense()
+    matrix = np.random.default_rng(0).normal(size=(4, 6)).astype("float32")
+    got = keras_compat.dense(layer, matrix)
+    expected = layer(matrix)
+    assert tuple(got.shape) == (4, 5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(expected), rtol=1e-6, atol=1e-6
+    )
+    if keras.backend.backend() != "torch":
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(expected))
+        return
+    import torch
+
+    matrix = torch.tensor(matrix, requires_grad=True)
+    fused_ops, fused = _torch_ops(lambda: keras_compat.dense(layer, matrix))
+    keras_ops, unfused = _torch_ops(lambda: layer.call(matrix))
+    assert "aten::addmm" in fused_ops and "aten::add" not in fused_ops and "aten::mm" not in fused_ops
+    assert "aten::add" in keras_ops, (
+        "Keras's torch Dense now adds its bias inside the product: keras_compat.dense can call the layer as it is"
+    )
+    # The same gradients, for the input and both weights.
+    weights = [layer.kernel.value, layer.bias.value]
+    for got_grad, want_grad in zip(
+        torch.autograd.grad(fused.square().sum(), [matrix, *weights]),
+        torch.autograd.grad(unfused.square().sum(), [matrix, *weights]),
+    ):
+        np.testing.assert_allclose(got_grad.numpy(), want_grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "case", ["activation", "no bias", "lora", "int8", "float64 input", "subclass", "remat scope", "symbolic"]
+)
+def test_dense_leaves_every_other_dense_to_the_layer(case):
+    class Subclass(keras.layers.Dense):
+        pass
+
+    if case == "remat scope":
+        with keras.RematScope(mode="full"):
+            layer = _built_dense()
+    elif case == "subclass":
+        layer = Subclass(5)
+        layer.build((None, 6))
+    else:
+        layer = _built_dense(**{"activation": dict(activation="relu"), "no bias": dict(use_bias=False)}.get(case, {}))
+    if case == "lora":
+        layer.enable_lora(2)
+        layer.lora_kernel_b.assign(np.ones((2, 5), "float32"))  # B starts at zero: a LoRA that changes the output
+    if case == "int8":
+        layer.quantize("int8")
+    matrix = np.random.default_rng(0).normal(size=(4, 6)).astype("float64" if case == "float64 input" else "float32")
+    if case == "symbolic":
+        assert keras_compat.dense(layer, keras.KerasTensor((None, 6))).shape == (None, 5)
+        return
+    expected = keras.ops.convert_to_numpy(keras_compat.call_sublayer(layer, keras.ops.convert_to_tensor(matrix)))
+    if keras.backend.backend() != "torch":
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(keras_compat.dense(layer, matrix)), expected)
+        return
+    import torch
+
+    ops, got = _torch_ops(lambda: keras_compat.dense(layer, torch.tensor(matrix)))
+    assert "aten::addmm" not in ops, f"{case}: the layer's own call must run"
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(got), expected)
+
+
+def test_dense_under_mixed_precision_fuses_in_the_compute_dtype(monkeypatch):
+    # Inside a block, Keras's autocast scope reads the float32 weights as bfloat16: the fused product sees one dtype.
+    from keras_vit.layers import MLPBlock
+
+    block = MLPBlock(mlp_dim=16, dtype="mixed_bfloat16")
+    tokens = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    block.build(tokens.shape)
+    fused = block(tokens)
+    assert keras.backend.standardize_dtype(fused.dtype) == "bfloat16"
+    if keras.backend.backend() == "torch":
+        ops, _ = _torch_ops(lambda: block(tokens))
+        assert "aten::addmm" in ops and "aten::mm" not in ops
+    monkeypatch.setattr(keras_compat, "dense", keras_compat.call_sublayer)
+    unfused = block(tokens)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(keras.ops.cast(fused, "float32")),
+        keras.ops.convert_to_numpy(keras.ops.cast(unfused, "float32")),
+        rtol=2e-2,
+        atol=2e-2,
+    )
+
+
 def test_torch_checkpoint_early_stop_exception(monkeypatch):
     if keras.backend.backend() != "torch":
         pytest.skip("torch's checkpointing: the torch run")

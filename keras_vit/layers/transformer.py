@@ -134,7 +134,9 @@ def dense_over_tokens(dense, tokens):
     residual sums of every later block. The copies grow with depth (39 % of a
     ViT-B/16 step's time on a 2-core CPU; `python -m benchmarks.xla_cpu_depth`).
     On a 2-D input the kernel's gradient takes no copy. The outputs are
-    those of `dense(tokens)` bit for bit, on every backend.
+    those of `dense(tokens)` bit for bit on TensorFlow and JAX; on torch the
+    bias is fused into the product (`keras_compat.dense`), equal up to float
+    rounding.
 
     Args:
         dense: a built `keras.layers.Dense` (or one quantized by Keras).
@@ -156,7 +158,7 @@ def dense_over_tokens(dense, tokens):
     rows = 1
     for size in shape[:-1]:
         rows = rows * size  # explicit sizes, never -1: a reshape cannot infer -1 for an empty batch
-    outputs = keras_compat.call_sublayer(dense, ops.reshape(tokens, (rows, shape[-1])))
+    outputs = keras_compat.dense(dense, ops.reshape(tokens, (rows, shape[-1])))
     return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
 
 
