@@ -315,12 +315,13 @@ def _built_dense(units=5, features=6, **kwargs):
     return layer
 
 
-def test_dense_is_keras_dense_with_the_bias_fused_on_torch():
+@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 6), (0, 3, 6)], ids=["matrix", "tokens", "empty batch"])
+def test_dense_is_keras_dense_with_the_bias_fused_on_torch(shape):
     layer = _built_dense()
-    matrix = np.random.default_rng(0).normal(size=(4, 6)).astype("float32")
-    got = keras_compat.dense(layer, matrix)
+    matrix = np.random.default_rng(0).normal(size=shape).astype("float32")
+    got = keras_compat.dense(layer, keras.ops.convert_to_tensor(matrix))
     expected = layer(matrix)
-    assert tuple(got.shape) == (4, 5)
+    assert tuple(got.shape) == shape[:-1] + (5,)
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(expected), rtol=1e-6, atol=1e-6
     )
@@ -333,6 +334,7 @@ def test_dense_is_keras_dense_with_the_bias_fused_on_torch():
     fused_ops, fused = _torch_ops(lambda: keras_compat.dense(layer, matrix))
     keras_ops, unfused = _torch_ops(lambda: layer.call(matrix))
     assert "aten::addmm" in fused_ops and "aten::add" not in fused_ops and "aten::mm" not in fused_ops
+    assert "aten::clone" not in fused_ops, "contiguous inputs fold into rows as a view"
     assert "aten::add" in keras_ops, (
         "Keras's torch Dense now adds its bias inside the product: keras_compat.dense can call the layer as it is"
     )

@@ -134,9 +134,9 @@ def dense_over_tokens(dense, tokens):
     residual sums of every later block. The copies grow with depth (39 % of a
     ViT-B/16 step's time on a 2-core CPU; `python -m benchmarks.xla_cpu_depth`).
     On a 2-D input the kernel's gradient takes no copy. The outputs are
-    those of `dense(tokens)` bit for bit on TensorFlow and JAX; on torch the
-    bias is fused into the product (`keras_compat.dense`), equal up to float
-    rounding.
+    those of `dense(tokens)` bit for bit on TensorFlow and JAX. On torch,
+    `keras_compat.dense` folds the axes itself and fuses the bias into the
+    product: equal up to float rounding.
 
     Args:
         dense: a built `keras.layers.Dense` (or one quantized by Keras).
@@ -154,6 +154,8 @@ def dense_over_tokens(dense, tokens):
     """
     if isinstance(tokens, keras.KerasTensor):  # symbolic, its batch maybe unknown: only the output spec matters
         return dense(tokens)
+    if keras.backend.backend() == "torch":  # torch folds the leading axes itself, with no Keras reshape around it
+        return keras_compat.dense(dense, tokens)
     shape = ops.shape(tokens)
     rows = 1
     for size in shape[:-1]:
