@@ -264,7 +264,7 @@ def test_dense_over_tokens_is_the_dense(shape):
     dense = keras.layers.Dense(7)
     dense.build((None, HIDDEN))
     randomize_weights(dense)
-    tokens = np.random.default_rng(0).normal(size=shape).astype("float32")
+    tokens = keras.ops.convert_to_tensor(np.random.default_rng(0).normal(size=shape).astype("float32"))
     flattened = to_numpy(dense_over_tokens(dense, tokens))
     assert flattened.shape == shape[:-1] + (7,)
     if keras.backend.backend() == "torch":  # the bias fused into the product (keras_compat.dense): float rounding

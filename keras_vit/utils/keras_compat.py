@@ -287,15 +287,18 @@ def dense(layer, inputs):
     Only a plain float `Dense` on torch takes that path: the kernel and bias as
     the layer reads them (cast by Keras's autocast scope under mixed
     precision) and the inputs all of one dtype, no activation, no LoRA, no
-    quantization, not under Keras's `RematScope`. Anything else, and symbolic
-    inputs, goes to `call_sublayer(layer, inputs)`.
+    quantization, not under Keras's `RematScope`, inputs a torch tensor.
+    Anything else, symbolic inputs included, goes to `call_sublayer(layer,
+    inputs)`.
     """
     import keras
 
-    if keras.backend.backend() != "torch" or not _plain_dense(layer) or isinstance(inputs, keras.KerasTensor):
+    if keras.backend.backend() != "torch" or not _plain_dense(layer):
         return call_sublayer(layer, inputs)
     import torch
 
+    if not isinstance(inputs, torch.Tensor):  # symbolic, or arrays that the layer converts
+        return call_sublayer(layer, inputs)
     # `.value`: the variable as the layer reads it, cast under Keras's autocast scope (no `keras.ops` dispatch).
     kernel, bias = layer.kernel.value, layer.bias.value
     if not kernel.dtype == bias.dtype == inputs.dtype:
