@@ -160,7 +160,7 @@ def dense_over_tokens(dense, tokens):
     rows = 1
     for size in shape[:-1]:
         rows = rows * size  # explicit sizes, never -1: a reshape cannot infer -1 for an empty batch
-    outputs = keras_compat.dense(dense, ops.reshape(tokens, (rows, shape[-1])))
+    outputs = keras_compat.call_sublayer(dense, ops.reshape(tokens, (rows, shape[-1])))
     return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
 
 

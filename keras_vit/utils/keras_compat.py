@@ -66,6 +66,8 @@ Example:
 1
 """
 
+import math
+
 TESTED_KERAS = ">=3.15.1,<3.16"
 
 
@@ -304,10 +306,8 @@ def dense(layer, inputs):
     if not kernel.dtype == bias.dtype == inputs.dtype:
         return call_sublayer(layer, inputs)
     leading = tuple(inputs.shape[:-1])
-    rows = 1
-    for size in leading:
-        rows *= size  # explicit, never -1: an empty batch has nothing to infer it from
-    product = torch.addmm(bias, inputs.reshape(rows, inputs.shape[-1]), kernel)
+    # Explicit rows, never -1: torch cannot infer -1 for an empty batch.
+    product = torch.addmm(bias, inputs.reshape(math.prod(leading), inputs.shape[-1]), kernel)
     return product.reshape(*leading, kernel.shape[-1])
 
 
