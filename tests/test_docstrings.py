@@ -21,6 +21,7 @@ import keras_vit_cli
 # Their examples exercise the backend-specific ops.
 EVERY_BACKEND = (
     "keras_vit.layers.transformer",
+    "keras_vit.layers.initializers",
     "keras_vit.models.vit",
     "keras_vit.layers.resampling",
     "keras_vit.models.applications",

@@ -347,6 +347,35 @@ def test_dense_is_keras_dense_with_the_bias_fused_on_torch(shape):
         np.testing.assert_allclose(got_grad.numpy(), want_grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [None, "float32", "bfloat16", "float64"])
+def test_uniform_is_keras_uniform_drawn_in_place_on_torch(dtype):
+    def values(tensor):
+        return keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32"))
+
+    for shape in [(), (7,), (4, 9)]:
+        np.testing.assert_array_equal(
+            values(keras_compat.uniform(shape, -2.0, 3.0, dtype=dtype, seed=1)),
+            values(keras.random.uniform(shape, -2.0, 3.0, dtype=dtype, seed=1)),
+            err_msg=f"Keras's {keras.backend.backend()} uniform draws other numbers now: keras_compat.uniform must too",
+        )
+    if keras.backend.backend() != "torch":
+        return
+    import torch.profiler
+
+    def ops_on_the_result(function):  # the seed's own scalar arithmetic aside
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profile:
+            function()
+        events = profile.key_averages(group_by_input_shape=True)
+        return {event.key for event in events if [64, 32] in event.input_shapes}
+
+    mine = ops_on_the_result(lambda: keras_compat.uniform((64, 32), -1.0, 1.0, dtype=dtype, seed=2))
+    keras_own = ops_on_the_result(lambda: keras.random.uniform((64, 32), -1.0, 1.0, dtype=dtype, seed=2))
+    assert {"aten::mul_", "aten::add_"} <= mine and not {"aten::mul", "aten::add"} & mine, mine
+    assert {"aten::mul", "aten::add"} <= keras_own, (
+        f"Keras's torch random.uniform now scales in place ({keras_own}): keras_compat.uniform can call it as it is"
+    )
+
+
 @pytest.mark.parametrize(
     "case", ["activation", "no bias", "lora", "int8", "float64 input", "subclass", "remat scope", "symbolic"]
 )

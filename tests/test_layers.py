@@ -325,3 +325,38 @@ def test_pixel_scaling_computes_what_rescaling_computes(scale, offset):
     np.testing.assert_array_equal(
         to_numpy(mine(integers)), to_numpy(keras.layers.Rescaling(scale, offset=offset)(integers))
     )
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (6, 18), (16, 16, 3, 8)], ids=["scalar", "vector", "kernel", "conv"])
+def test_glorot_uniform_draws_keras_values(shape):
+    """The same numbers as Keras's GlorotUniform for the same seed (a seeded model's weights do not change)."""
+    from keras_vit.layers.initializers import GlorotUniform
+
+    for seed in (3, 17):
+        np.testing.assert_array_equal(
+            to_numpy(GlorotUniform(seed=seed)(shape)), to_numpy(keras.initializers.GlorotUniform(seed=seed)(shape))
+        )
+    mine, keras_own = keras.random.SeedGenerator(4), keras.random.SeedGenerator(4)
+    for _ in range(2):  # a generator's state advances the same way in both
+        np.testing.assert_array_equal(
+            to_numpy(GlorotUniform(seed=mine)(shape)), to_numpy(keras.initializers.GlorotUniform(seed=keras_own)(shape))
+        )
+
+
+def test_glorot_uniform_serializes_and_initializes_the_transformer_kernels():
+    from keras_vit.layers.initializers import GlorotUniform
+
+    initializer = GlorotUniform(seed=5)
+    serialized = keras.saving.serialize_keras_object(initializer)
+    assert serialized["registered_name"] == "keras_vit>GlorotUniform"
+    revived = keras.saving.deserialize_keras_object(serialized)
+    assert isinstance(revived, GlorotUniform) and revived.get_config() == initializer.get_config()
+    assert isinstance(revived, keras.initializers.GlorotUniform)
+
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=8)
+    block.build((None, 3, 4))
+    dense_layers = [block.attention.qkv, block.attention.output_projection, block.mlp.fc1, block.mlp.fc2]
+    assert all(isinstance(dense.kernel_initializer, GlorotUniform) for dense in dense_layers)
+    # A sublayer's own config revives it (Keras's Dense round trip, the initializer included).
+    config = block.mlp.fc1.get_config()
+    assert keras.layers.Dense.from_config(config).get_config() == config

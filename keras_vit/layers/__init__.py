@@ -5,9 +5,11 @@
 - `resnet`: the ResNet v2 stem and hybrid patch embedding of the paper's hybrids;
 - `scaling`: the pixel scaling in front of the model (Keras's `Rescaling`, traceable by `torch.compile`);
 - `resampling`: the interpolation matrices that resample a position embedding
-  to another patch grid.
+  to another patch grid;
+- `initializers`: the transformer kernels' Glorot-uniform initializer
+  (Keras's values, drawn without temporaries on torch).
 
-Every layer is registered as `keras_vit>ClassName`, so a saved model revives
+Every layer (and the initializer) is registered as `keras_vit>ClassName`, so a saved model revives
 after `import keras_vit`.
 """
 

@@ -19,7 +19,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers import resampling
+from keras_vit.layers import initializers, resampling
 from keras_vit.utils import keras_compat, serialization, validation
 from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit variants` table
 
@@ -644,13 +644,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         self.head_dim = hidden_dim // self.num_heads
         # xavier_uniform is the kernel initialiser of flax's attention, which the
-        # official implementation uses.
+        # official implementation uses (Keras's values, drawn without temporaries on torch).
         self.qkv = keras.layers.Dense(
-            3 * hidden_dim, kernel_initializer="glorot_uniform", dtype=self.dtype_policy, name="qkv"
+            3 * hidden_dim, kernel_initializer=initializers.GlorotUniform(), dtype=self.dtype_policy, name="qkv"
         )
         self.qkv.build(input_shape)
         self.output_projection = keras.layers.Dense(
-            hidden_dim, kernel_initializer="glorot_uniform", dtype=self.dtype_policy, name="output"
+            hidden_dim, kernel_initializer=initializers.GlorotUniform(), dtype=self.dtype_policy, name="output"
         )
         self.output_projection.build(input_shape)
         self.attention_dropout.build(None)
@@ -759,14 +759,23 @@ class MLPBlock(keras.layers.Layer):
 
     def build(self, input_shape):
         hidden_dim = input_shape[-1]
-        # Official initialisation: xavier_uniform kernels, biases normal(1e-6).
+        # Official initialisation: xavier_uniform kernels (Keras's values, drawn without temporaries on torch),
+        # biases normal(1e-6).
         bias_initializer = keras.initializers.RandomNormal(stddev=1e-6)
         self.fc1 = keras.layers.Dense(
-            self.mlp_dim, bias_initializer=bias_initializer, dtype=self.dtype_policy, name="fc1"
+            self.mlp_dim,
+            kernel_initializer=initializers.GlorotUniform(),
+            bias_initializer=bias_initializer,
+            dtype=self.dtype_policy,
+            name="fc1",
         )
         self.fc1.build(input_shape)
         self.fc2 = keras.layers.Dense(
-            hidden_dim, bias_initializer=bias_initializer, dtype=self.dtype_policy, name="fc2"
+            hidden_dim,
+            kernel_initializer=initializers.GlorotUniform(),
+            bias_initializer=bias_initializer,
+            dtype=self.dtype_policy,
+            name="fc2",
         )
         self.fc2.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
         self.dropout.build(None)

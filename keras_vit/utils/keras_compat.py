@@ -43,6 +43,11 @@ does:
 - on torch, `torch.addmm` called directly (`dense`): Keras's `Dense` adds
   its bias after the product, a second output-sized tensor per call (no
   Keras op fuses them);
+- on torch, `keras.src.backend.torch.random.torch_seed_generator(seed)`, the
+  generator Keras's torch `random.uniform` draws from: `uniform` draws the
+  same numbers into one tensor, where Keras's returns `(maxval - minval) *
+  rand + minval` (two more tensors of the result's size, no Keras op draws
+  in place);
 - the global seed of `keras.utils.set_random_seed` (`GLOBAL_RANDOM_SEED`
   and the global `SeedGenerator` in `keras.src.backend.common.global_state`):
   `set_random_seed` sets them without importing TensorFlow, which Keras's
@@ -322,6 +327,36 @@ def _plain_dense(layer):
         and layer.quantization_mode is None
         and not getattr(layer, "_remat_mode", None)
     )
+
+
+def uniform(shape, minval, maxval, dtype=None, seed=None):
+    """`keras.random.uniform(shape, minval, maxval, dtype, seed)`, the same numbers, drawn in place on torch.
+
+    Keras's torch version draws `rand` and returns `(maxval - minval) * rand +
+    minval`, two more tensors of the result's size freed at once: the holes
+    they leave between a model's weights in glibc's heap stay resident (see
+    `keras_vit.layers.initializers.GlorotUniform`). Here the same generator
+    fills one tensor and the same two operations scale it in place. Other
+    backends, scalars and the symbolic "meta" device run Keras's own.
+    """
+    import keras
+
+    if keras.backend.backend() != "torch" or len(shape) == 0:
+        return keras.random.uniform(shape, minval=minval, maxval=maxval, dtype=dtype, seed=seed)
+    import torch
+    from keras.src.backend.torch import core
+    from keras.src.backend.torch import random as torch_random
+
+    device = core.get_device()
+    if device == "meta":
+        return keras.random.uniform(shape, minval=minval, maxval=maxval, dtype=dtype, seed=seed)
+    values = torch.rand(
+        size=tuple(shape),
+        generator=torch_random.torch_seed_generator(seed),
+        dtype=core.to_torch_dtype(dtype or keras.config.floatx()),
+        device=device,
+    )
+    return values.mul_(maxval - minval).add_(minval)
 
 
 def remat(function):
