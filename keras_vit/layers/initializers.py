@@ -23,11 +23,11 @@ class GlorotUniform(keras.initializers.GlorotUniform):
 
     Keras's torch `random.uniform` returns `(maxval - minval) * rand + minval`:
     two more tensors of the kernel's size, freed at once. Among the weights of
-    a model they leave holes in glibc's heap that no weight fills again: a
-    ViT-B/16 held 160 MiB more resident memory after its build than its
-    weights, and trained at batch 8 with a peak ~110 MiB above timm's
-    (`python -m benchmarks.memory`). `keras_compat.uniform` draws the same
-    numbers into one tensor. Every other backend runs Keras's own call.
+    a model they leave holes in glibc's heap that stay resident: a ViT-B/16
+    kept 143 MiB of freed heap after its build, and its training peak at
+    batch 8 was 1.05-1.06x timm's (`python -m benchmarks.memory`; 1.00-1.04x
+    with this initializer). `keras_compat.uniform` draws the same numbers into
+    one tensor. Every other backend runs Keras's own call.
 
     Args:
         seed: int, `keras.random.SeedGenerator`, or None, as Keras's.
