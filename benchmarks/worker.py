@@ -45,10 +45,27 @@ def limit_threads(threads):
 
 # What Keras 3.15 imports whenever it is installed, also on the torch backend, and an install of
 # keras-vision-transformer[torch] lacks: jax (Keras's Orbax checkpoint callback), TensorFlow, scikit-learn (Keras's
-# scikit-learn wrappers) with SciPy, and matplotlib (keras.visualization): ~200 MiB of resident memory before a
-# model is built. A torch-only row hides them all (tests/test_benchmark_memory.py checks that none is a dependency
-# of that install).
-TORCH_INSTALL_LACKS = ("jax", "tensorflow", "sklearn", "scipy", "matplotlib")
+# scikit-learn wrappers) with SciPy, and matplotlib (keras.visualization), ~200 MiB of resident memory before a
+# model is built (each row records which of them its process imported);
+FRAMEWORKS_KERAS_IMPORTS = ("jax", "tensorflow", "sklearn", "scipy", "matplotlib")
+# and ~12 MiB more of IPython with traitlets (Keras's file editor), requests with urllib3 and its imports (Keras's
+# remote-monitor callback), Pillow (Keras's image utilities), psutil, huggingface_hub and tqdm (Keras's saving). A
+# torch-only row hides them all; tests/test_benchmark_memory.py checks that none is a dependency of that install, and
+# that with them hidden Keras and keras_vit import nothing else from outside it.
+TORCH_INSTALL_LACKS = FRAMEWORKS_KERAS_IMPORTS + (
+    "IPython",
+    "traitlets",
+    "requests",
+    "urllib3",
+    "charset_normalizer",
+    "idna",
+    "certifi",
+    "backports",
+    "PIL",
+    "psutil",
+    "huggingface_hub",
+    "tqdm",
+)
 
 
 def uninstall_for_this_process(names):
@@ -576,10 +593,10 @@ def main(argv=None):
     start = time.perf_counter()
     result = RUNNERS[spec["kind"]](spec)
     result["wall_s"] = time.perf_counter() - start
-    # What the row's process carries: a framework, or a library Keras imports wherever it is installed, imported
-    # beside the measured one counts in its resident memory.
+    # What the row's process carries: a framework, or a large library Keras imports wherever it is installed,
+    # imported beside the measured one counts in its resident memory.
     result["frameworks_imported"] = sorted(
-        name for name in ("torch", *TORCH_INSTALL_LACKS) if sys.modules.get(name) is not None
+        name for name in ("torch", *FRAMEWORKS_KERAS_IMPORTS) if sys.modules.get(name) is not None
     )
     print(RESULT_PREFIX + json.dumps(result), flush=True)
     return 0

@@ -5,11 +5,15 @@ asserted."""
 import importlib.metadata
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 
 import keras
 import pytest
 
 from benchmarks import largest_batch, memory, runner, tensor_memory, worker
+from tests.helpers import REPO_ROOT
 
 TINY = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64)
 
@@ -63,6 +67,50 @@ def test_a_torch_only_row_hides_only_what_an_install_with_torch_lacks():
             assert canonicalize_name(distribution) not in installed, (module, distribution)
     # The extras do install some: the closure is not empty by accident.
     assert "scikit-learn" in _installed_with("keras-vision-transformer", ["evaluate"])
+
+
+_IMPORTS_IN_A_TORCH_ONLY_ROW = """
+import json, sys
+from benchmarks import worker
+worker.uninstall_for_this_process(worker.TORCH_INSTALL_LACKS)
+import torch
+before = set(sys.modules)
+import keras, keras_vit
+print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - before})))
+"""
+
+
+def test_a_torch_only_row_imports_nothing_an_install_with_torch_lacks():
+    """With `TORCH_INSTALL_LACKS` hidden, Keras and keras_vit on torch import no package that an install of
+    keras-vision-transformer[torch] lacks, whatever else this environment holds (what `import torch` itself imports
+    is the same in timm's rows)."""
+    if keras.backend.backend() != "torch":
+        pytest.skip("one process on the torch run is enough: the row is the same whatever the tests' backend")
+    from packaging.utils import canonicalize_name
+
+    completed = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_IN_A_TORCH_ONLY_ROW],
+        env=dict(os.environ, KERAS_BACKEND="torch"),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    imported = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert "keras" in imported and "jax" not in imported, imported
+    installed = _installed_with("keras-vision-transformer", ["torch"])
+    distributions = importlib.metadata.packages_distributions()
+    outside = {
+        module: distribution
+        for module in imported
+        for distribution in distributions.get(module, [])
+        if canonicalize_name(distribution) not in installed
+    }
+    assert not outside, (
+        f"Keras or keras_vit now imports {outside}, which keras-vision-transformer[torch] does not install: "
+        "add the module to benchmarks.worker.TORCH_INSTALL_LACKS"
+    )
 
 
 def test_tiny_run_writes_the_report_with_ratios(tmp_path):
