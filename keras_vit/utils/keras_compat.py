@@ -341,22 +341,21 @@ def uniform(shape, minval, maxval, dtype=None, seed=None):
     """
     import keras
 
-    if keras.backend.backend() != "torch" or len(shape) == 0:
-        return keras.random.uniform(shape, minval=minval, maxval=maxval, dtype=dtype, seed=seed)
-    import torch
-    from keras.src.backend.torch import core
-    from keras.src.backend.torch import random as torch_random
+    if keras.backend.backend() == "torch" and len(shape) > 0:
+        import torch
+        from keras.src.backend.torch import core
+        from keras.src.backend.torch import random as torch_random
 
-    device = core.get_device()
-    if device == "meta":
-        return keras.random.uniform(shape, minval=minval, maxval=maxval, dtype=dtype, seed=seed)
-    values = torch.rand(
-        size=tuple(shape),
-        generator=torch_random.torch_seed_generator(seed),
-        dtype=core.to_torch_dtype(dtype or keras.config.floatx()),
-        device=device,
-    )
-    return values.mul_(maxval - minval).add_(minval)
+        device = core.get_device()
+        if device != "meta":
+            values = torch.rand(
+                size=tuple(shape),
+                generator=torch_random.torch_seed_generator(seed),
+                dtype=core.to_torch_dtype(dtype or keras.config.floatx()),
+                device=device,
+            )
+            return values.mul_(maxval - minval).add_(minval)
+    return keras.random.uniform(shape, minval=minval, maxval=maxval, dtype=dtype, seed=seed)
 
 
 def remat(function):
