@@ -70,18 +70,24 @@ def _url(server, path):
 
 
 def _leftovers(directory):
-    # The lock file may stay (filelock keeps it); nothing else may.
-    return sorted(name for name in os.listdir(directory) if not name.endswith(".lock")) if directory.exists() else []
+    # The files under the cache, as paths relative to it. Lock files may stay (filelock keeps them), and so may
+    # an entry's empty folder; nothing else may.
+    return sorted(
+        os.path.relpath(os.path.join(folder, name), directory)
+        for folder, _, names in os.walk(directory)
+        for name in names
+        if not name.endswith(".lock")
+    )
 
 
 def test_download_then_cache_hit(server, cache):
     digest = hashlib.sha256(PAYLOAD).hexdigest()
     first = download.download_url(_url(server, "/ok/vit.npz"), sha256=digest)
     second = download.download_url(_url(server, "/ok/vit.npz"), sha256=digest)
-    assert first == second == str(cache / "vit.npz")
+    assert first == second == download.url_cache_path(_url(server, "/ok/vit.npz"))
     assert open(first, "rb").read() == PAYLOAD
     assert server.hits["/ok/vit.npz"] == 1
-    assert _leftovers(cache) == ["vit.npz"]
+    assert _leftovers(cache) == [os.path.relpath(first, cache)]
 
 
 def test_hash_mismatch_leaves_nothing(server, cache):
@@ -92,9 +98,12 @@ def test_hash_mismatch_leaves_nothing(server, cache):
 
 def test_corrupted_cache_entry_is_downloaded_again(server, cache):
     digest = hashlib.sha256(PAYLOAD).hexdigest()
-    cache.mkdir()
-    (cache / "vit.npz").write_bytes(b"stale")
+    stale = download.url_cache_path(_url(server, "/ok/vit.npz"))
+    os.makedirs(os.path.dirname(stale))
+    with open(stale, "wb") as handle:
+        handle.write(b"stale")
     path = download.download_url(_url(server, "/ok/vit.npz"), sha256=digest)
+    assert path == stale
     assert open(path, "rb").read() == PAYLOAD
     assert server.hits["/ok/vit.npz"] == 1
 
@@ -117,7 +126,8 @@ def test_offline_names_file_cache_and_preseeding(server, cache, monkeypatch):
     with pytest.raises(pretrained.OfflineError) as info:
         download.download_url(_url(server, "/ok/vit.npz"))
     message = str(info.value)
-    assert "vit.npz" in message and str(cache / "vit.npz") in message and "keras-vit download" in message
+    where = download.url_cache_path(_url(server, "/ok/vit.npz"))
+    assert f"not cached at {where} " in message and "keras-vit download" in message and "\n" not in message
     assert server.hits == {}
     assert _leftovers(cache) == []
 
@@ -149,6 +159,71 @@ def test_parallel_workers_download_once(server, cache):
         thread.join()
     assert not errors and len(set(results)) == 1
     assert server.hits["/ok/shared.npz"] == 1
+
+
+# ----------------------------------------------------------------- one cache entry per URL
+
+
+def test_urls_that_share_a_file_name_get_their_own_cache_entries(server, cache):
+    # Every Hugging Face mirror serves a `model.safetensors`: the name alone must not pick the cached file.
+    a, b = _url(server, "/ok/vit-a/model.safetensors"), _url(server, "/ok/vit-b/model.safetensors")
+    first, second = download.download_url(a), download.download_url(b)
+    assert first != second
+    assert os.path.basename(first) == os.path.basename(second) == "model.safetensors"  # the name stays readable
+    assert server.hits == {"/ok/vit-a/model.safetensors": 1, "/ok/vit-b/model.safetensors": 1}
+    assert _leftovers(cache) == sorted(os.path.relpath(path, cache) for path in (first, second))
+
+
+def test_a_file_cached_for_one_url_is_not_used_for_another(server, cache, monkeypatch):
+    a, b = _url(server, "/ok/vit-a/model.safetensors"), _url(server, "/ok/vit-b/model.safetensors")
+    cached = download.download_url(a)
+    monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
+    assert download.download_url(a) == cached
+    with pytest.raises(pretrained.OfflineError) as info:
+        download.download_url(b)
+    # One paragraph that names b's own entry, where the user pre-seeds it, and not a's.
+    message, own = str(info.value), download.url_cache_path(b)
+    assert f"not cached at {own} " in message and cached not in message and "\n" not in message
+    os.makedirs(os.path.dirname(own), exist_ok=True)  # the failed lookup may have made the folder (its lock)
+    with open(own, "wb") as handle:
+        handle.write(PAYLOAD[:16])
+    assert download.download_url(b) == own
+    assert server.hits == {"/ok/vit-a/model.safetensors": 1}
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "https://b.example/o2/vit-b/model.safetensors",  # another host and folder
+        "https://a.example/o1/vit-b/model.safetensors",  # another folder
+        "https://a.example/o1/vit-a/model.safetensors?revision=2",  # another query
+        "http://a.example/o1/vit-a/model.safetensors",  # another scheme
+    ],
+)
+def test_a_preseeded_file_serves_only_its_own_url(other, cache, monkeypatch):
+    # The audit's case, offline: a file pre-seeded for one URL must not be loaded for another of the same name.
+    monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
+    url = "https://a.example/o1/vit-a/model.safetensors"
+    seeded = download.url_cache_path(url)
+    os.makedirs(os.path.dirname(seeded))
+    with open(seeded, "wb") as handle:
+        handle.write(PAYLOAD)
+    assert download.download_url(url) == seeded
+    with pytest.raises(pretrained.OfflineError) as info:
+        download.download_url(other)
+    assert f"not cached at {download.url_cache_path(other)} " in str(info.value)
+    assert download.url_cache_path(other) != seeded and seeded not in str(info.value)
+
+
+def test_a_url_maps_to_one_cache_path_across_calls(server, cache, monkeypatch):
+    # The key is a sha256 of the URL (not Python's salted `hash`), so every process finds the same entry.
+    url = _url(server, "/ok/vit.npz")
+    expected = os.path.join(str(cache), hashlib.sha256(url.encode()).hexdigest()[:16], "vit.npz")
+    assert download.url_cache_path(url) == download.url_cache_path(url) == expected
+    assert download.download_url(url) == download.download_url(url, sha256=hashlib.sha256(PAYLOAD).hexdigest())
+    monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
+    assert download.download_url(url) == expected
+    assert server.hits == {"/ok/vit.npz": 1}
 
 
 # ----------------------------------------------------------------- Hugging Face Hub, offline

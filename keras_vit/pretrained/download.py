@@ -9,7 +9,10 @@ Two kinds of source:
   under their sha256).
 - **Plain https URLs** (`download_url`, `weights="https://..."`: a mirror of
   a checkpoint, say): into `KERAS_VIT_CACHE` (default `~/.cache/keras_vit`),
-  under a file lock so parallel workers do not clash, staged by
+  one folder per URL (`url_cache_path`: the file keeps its name, the folder
+  is named after the sha256 of the whole URL, so mirrors that all serve a
+  `model.safetensors` never share an entry), under a file lock so parallel
+  workers do not clash, staged by
   `keras_vit.files` and checked (announced length, sha256 when known) before
   it is renamed into place. A failure or a kill leaves nothing that is ever
   taken for a cached file. The official bucket (`gs://vit_models`) is not a
@@ -50,6 +53,9 @@ URL_SCHEMES = ("https", "http")
 _CHUNK = 1 << 20
 _TRUE = ("1", "true", "yes", "on")
 _CACHE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,199}")
+# 16 hex digits (64 bits) of the URL's sha256 name its cache folder: short enough to read in a path, and an
+# accidental collision between two URLs is out of reach (under one in a billion among 100,000 URLs).
+_URL_KEY_DIGITS = 16
 
 
 def require(module):
@@ -144,12 +150,36 @@ def check_cache_name(filename):
     return filename
 
 
-def _url_filename(url):
+def url_cache_path(url, directory=None):
+    """The path `download_url(url)` caches `url` at: `<directory>/<key>/<file name>`.
+
+    The file name is the URL's last path component (`download` when that is
+    not a plain file name), so the extension that tells a checkpoint's format
+    is kept. The name alone does not identify the file (every Hugging Face
+    mirror serves a `model.safetensors`), so the folder `key` is the first
+    16 hex digits of the sha256 of the whole URL, query included: two URLs
+    never share an entry, and the same URL always finds its own. To pre-seed
+    an offline machine by hand, copy the file to this path.
+
+    Args:
+        url: an https (or http) URL.
+        directory: the cache folder. Defaults to `cache_dir()`.
+
+    Returns:
+        The path, whether or not the file is there yet.
+
+    Raises:
+        ValueError: `url` is not an http(s) URL with a host.
+
+    >>> url_cache_path("https://example.org/vit.npz", directory="cache")
+    'cache/22acdc53bec523b9/vit.npz'
+    """
+    check_url(url)
     name = os.path.basename(urllib.parse.urlparse(url).path)
     if not _CACHE_NAME.fullmatch(name):
-        # Unusual names are replaced by a stable digest of the URL.
-        name = hashlib.sha256(url.encode()).hexdigest()[:32]
-    return name
+        name = "download"  # The folder already tells the URLs apart; the name only has to be a safe one.
+    key = hashlib.sha256(url.encode()).hexdigest()[:_URL_KEY_DIGITS]
+    return os.path.join(os.fspath(directory) if directory is not None else cache_dir(), key, name)
 
 
 def download_url(url, sha256=None, directory=None, filename=None, timeout=DEFAULT_TIMEOUT, offline=None):
@@ -160,8 +190,10 @@ def download_url(url, sha256=None, directory=None, filename=None, timeout=DEFAUL
         sha256: optional expected hex digest; checked on download and on
             every cache hit.
         directory: the cache folder. Defaults to `cache_dir()`.
-        filename: the cached file's name, a plain name inside the cache.
-            Defaults to the URL's basename.
+        filename: a plain file name: the file is then cached as
+            `directory/filename` exactly, and the caller keeps that name
+            unique to the URL (pass `sha256` when it might not be). Defaults
+            to `url_cache_path(url, directory)`, one folder per URL.
         timeout: seconds to wait for the connection and for each read.
         offline: forbid network access. Defaults to `is_offline()`.
 
@@ -178,30 +210,32 @@ def download_url(url, sha256=None, directory=None, filename=None, timeout=DEFAUL
     """
     FileLock = require("filelock").FileLock
     check_url(url)
-    filename = _url_filename(url) if filename is None else check_cache_name(filename)
+    if filename is not None:
+        check_cache_name(filename)
     if sha256 is not None and not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha256)):
         raise ValueError(f"`sha256` must be 64 hexadecimal digits or None. Received: sha256={sha256!r}")
     timeout = validation.finite_float("timeout", timeout, minimum=0, include_minimum=False)
     directory = os.fspath(directory) if directory is not None else cache_dir()
     offline = is_offline() if offline is None else offline
-    final = os.path.join(directory, filename)
+    final = url_cache_path(url, directory) if filename is None else os.path.join(directory, filename)
+    folder, name = os.path.split(final)
     hint = _preseed_hint(f"`keras-vit download MODEL --weights {url}`")
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(folder, exist_ok=True)
     # A hidden lock name: it is never taken for a cached checkpoint.
-    with FileLock(os.path.join(directory, f".{filename}.lock")):
+    with FileLock(os.path.join(folder, f".{name}.lock")):
         if os.path.isfile(final):
             if sha256 is None or sha256_of(final) == sha256.lower():
                 return final
             logger.warning("Cached %s does not have the expected sha256 %s; downloading it again.", final, sha256)
         if offline or not reachable(url, min(timeout, PROBE_TIMEOUT)):
             why = "offline mode is on (KERAS_VIT_OFFLINE / HF_HUB_OFFLINE)" if offline else "its host is unreachable"
-            raise OfflineError(f"{url} is not cached ({final}) and {why}. {hint}")
+            raise OfflineError(f"{url} is not cached at {final} and {why}. {hint}")
         with files.atomic_file(final) as staged:
-            _transfer(url, staged, sha256, timeout, hint)
+            _transfer(url, staged, final, sha256, timeout, hint)
     return final
 
 
-def _transfer(url, temp, sha256, timeout, hint):
+def _transfer(url, temp, final, sha256, timeout, hint):
     request = urllib.request.Request(url, headers={"User-Agent": "keras-vit"})
     digest = hashlib.sha256()
     received = 0
@@ -223,7 +257,7 @@ def _transfer(url, temp, sha256, timeout, hint):
     except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
         reason = getattr(error, "reason", error)
         raise OfflineError(
-            f"Could not reach {url} ({reason}; timeout {timeout:g}s) and it is not cached. {hint}"
+            f"Could not reach {url} ({reason}; timeout {timeout:g}s) and it is not cached at {final}. {hint}"
         ) from error
     if announced is not None and received != int(announced):
         raise TruncatedDownloadError(
