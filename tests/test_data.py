@@ -5,6 +5,7 @@ TensorFlow backend run of the suite.
 """
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -69,9 +70,68 @@ def test_folder_counts_and_skips_corrupt_files_lazily(folder):
     assert info.num_examples == 11
     assert len(images) == 20  # the corrupt PNG is skipped in each epoch
     assert list(info.skipped) == [os.path.join(folder, "train", "cat", "corrupt.png")]
-    messages = [str(w.message) for w in caught if "unreadable" in str(w.message)]
-    assert len(messages) == 1 and "corrupt.png" in messages[0]
+    unreadable = [w for w in caught if "unreadable" in str(w.message)]
+    assert len(unreadable) == 1 and "corrupt.png" in str(unreadable[0].message)
+    # Raised on a tf.data thread: attributed to the pipeline's module, not to TensorFlow's autograph wrapper.
+    assert unreadable[0].filename.endswith(os.path.join("keras_vit", "training", "data.py"))
     assert all(image.ndim == 3 and image.shape[-1] == 3 and image.dtype == np.uint8 for image in images)
+
+
+def _write_unreadable(folder, count):
+    """`count` text files named *.jpg in `folder`: indexed as images, none decodes."""
+    os.makedirs(folder, exist_ok=True)
+    for index in range(count):
+        with open(os.path.join(folder, f"{index}.jpg"), "w") as file:
+            file.write("not an image")
+
+
+def test_folder_where_no_image_decodes_is_one_error_not_an_empty_dataset(tmp_path):
+    import tensorflow as tf
+
+    from keras_vit.training import data
+
+    root = str(tmp_path / "bad")
+    _write_unreadable(os.path.join(root, "a"), 3)
+    _write_unreadable(os.path.join(root, "b"), 3)
+    example = r"\(e\.g\. .*bad/[ab]/[0-2]\.jpg: Unknown image file format"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset, info = data.load(root, shuffle_files=True, seed=0)
+        expected = f"^No readable images under {re.escape(root)}: all 6 image files failed to decode {example}"
+        with pytest.raises(ValueError, match=expected):
+            data.check_readable(dataset, info)
+        # A pipeline that gets to the end of the folder fails with the same message, rather than ending empty.
+        with pytest.raises(tf.errors.InvalidArgumentError, match="No readable images under"):
+            list(data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=2))
+        part, part_info = data.load(root, validation_split=0.5, subset="validation", seed=0)
+        with pytest.raises(ValueError, match=r"under .*bad \(validation subset\): all 3 image files"):
+            data.check_readable(part, part_info)
+    assert len(info.skipped) == 6 and info.skipped.reason(info.skipped[0]).startswith("Unknown image file format")
+    # One error, not a warning per file.
+    assert [str(w.message) for w in caught if "unreadable" in str(w.message)] == []
+
+
+def test_check_readable_passes_a_partly_unreadable_folder_and_warns_once(tmp_path):
+    from PIL import Image
+
+    from keras_vit.training import data
+
+    root = str(tmp_path / "partly")
+    _write_unreadable(os.path.join(root, "a"), 1)  # a/0.jpg: the first file read
+    os.makedirs(os.path.join(root, "b"))
+    for name in ("a", "b"):
+        Image.fromarray(np.full((6, 6, 3), 9, np.uint8)).save(os.path.join(root, name, "1.png"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset, info = data.load(root)
+        data.check_readable(dataset, info)
+        assert len(list(dataset)) == 2 and len(list(dataset)) == 2
+        arrays, array_info = data.from_arrays(np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]))
+        data.check_readable(arrays, array_info)  # nothing to decode
+    # Held back until the first image decoded, then shown once.
+    messages = [str(w.message) for w in caught if "unreadable" in str(w.message)]
+    assert len(messages) == 1 and os.path.join("a", "0.jpg") in messages[0], messages
+    assert list(info.skipped) == [os.path.join(root, "a", "0.jpg")]
 
 
 def test_flat_layout_with_validation_split_partitions_the_files(tmp_path):

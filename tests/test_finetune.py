@@ -3,10 +3,12 @@ kill-and-resume (SIGKILL a training process, restart the same command)."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -265,6 +267,66 @@ def test_cli_reports_bad_arguments(capsys, tmp_path):
     assert "divisor of `batch_size`" in capsys.readouterr().err
     assert cli.main(["finetune", "--steps", "0", "--out", str(tmp_path)]) == 2
     assert "Received: steps=0" in capsys.readouterr().err
+
+
+def _write_images(folder, count, readable=True):
+    """`count` 12x12 PNGs in `folder`, or text files named *.jpg that no decoder reads."""
+    from PIL import Image
+
+    os.makedirs(folder, exist_ok=True)
+    for index in range(count):
+        if readable:
+            Image.fromarray(np.full((12, 12, 3), index * 20, np.uint8)).save(os.path.join(folder, f"{index}.png"))
+        else:
+            with open(os.path.join(folder, f"{index}.jpg"), "w") as file:
+                file.write("not an image")
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="data checks before any model: one backend is enough")
+def test_a_folder_with_one_class_is_refused_before_any_model(tmp_path):
+    flat = str(tmp_path / "flat")
+    _write_images(os.path.join(flat, "cat"), 5)
+    split = str(tmp_path / "split")  # train/ has one class, val/ two
+    _write_images(os.path.join(split, "train", "cat"), 3)
+    for name in ("cat", "dog"):
+        _write_images(os.path.join(split, "val", name), 2)
+    for root, folder in ((flat, flat), (split, os.path.join(split, "train"))):
+        config = finetune.make_config(data=root, steps=2, out=str(tmp_path / "run"))
+        expected = f"{folder} has 1 class ('cat'); a classifier needs at least 2: put each class's images in its own"
+        with pytest.raises(ValueError, match=re.escape(expected)):
+            finetune.load_sources(config)
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="data checks before any model: one backend is enough")
+def test_make_datasets_refuses_a_split_where_no_image_decodes(tmp_path):
+    root = str(tmp_path / "images")
+    for name in ("a", "b"):
+        _write_images(os.path.join(root, "train", name), 2)
+        _write_images(os.path.join(root, "val", name), 2, readable=False)
+    config = finetune.make_config(data=root, steps=2, batch_size=2, image_size=8, out=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match=re.escape(f"No readable images under {os.path.join(root, 'val')}: all 4")):
+        finetune.make_datasets(config)
+
+
+@pytest.mark.parametrize("case", ["unreadable", "one class"])
+def test_cli_refuses_unusable_image_folders_in_one_line_and_writes_nothing(tmp_path, capsys, case):
+    # Before the fix, on JAX: a warning per file, then a StopIteration traceback out of `fit`; on torch "ran out
+    # of data"; a one-class folder trained a 1-logit model. Every backend: the failure came from `fit`.
+    root = str(tmp_path / "images")
+    for name in ("a", "b") if case == "unreadable" else ("a",):
+        _write_images(os.path.join(root, name), 3, readable=case != "unreadable")
+    out = str(tmp_path / "run")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = cli.main(["finetune", "--data", root, "--steps", "2", "--batch-size", "2", "--out", out])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 2, line
+    if case == "unreadable":
+        assert line.startswith(f"keras-vit finetune: No readable images under {root} (training subset): all 5 image")
+    else:
+        assert line.startswith(f"keras-vit finetune: {root} has 1 class ('a'); a classifier needs at least 2")
+    assert [str(w.message) for w in caught] == []  # no warning per unreadable file, no Keras warning
+    assert not os.path.exists(out)
 
 
 # `keras-vit finetune` with the tiny model, in a process that stops after the first backup of its second epoch and

@@ -143,3 +143,38 @@ def test_keras_vit_verbose_brings_the_framework_logs_back(tmp_path, verbose):
         assert shown == ["native noise", "python noise", "future noise"] and result.stdout.strip() == "None"
     else:
         assert shown == [] and result.stdout.strip() == "3"
+
+
+PIPELINE_DRIVER = """
+import logging
+import numpy as np
+import tensorflow as tf
+from keras_vit.training import data
+
+records = []
+handler = logging.Handler()
+handler.emit = lambda record: records.append(record.getMessage())
+logging.getLogger("tensorflow").addHandler(handler)
+source, _ = data.from_arrays(np.zeros((4, 8, 8, 3), "uint8"), np.array([0, 1, 0, 1]), num_classes=2)
+for pipeline in (data.eval_pipeline(source, image_size=8, batch_size=2),
+                 data.train_pipeline(source, image_size=8, batch_size=2, num_classes=2)):
+    for _ in pipeline:
+        pass
+print([message.splitlines()[0] for message in records if "AutoGraph" in message])
+"""
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the pipelines are TensorFlow's on every backend: one is enough")
+def test_the_pipelines_trace_without_autograph_warnings():
+    # A library user's own script has no quiet layer: a function tf.data traces must not make AutoGraph warn
+    # ("could not transform <function _gcd_import>": an import run inside a traced function did).
+    result = subprocess.run(
+        [sys.executable, "-c", PIPELINE_DRIVER],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+        env=user_environment(KERAS_BACKEND=BACKEND),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"

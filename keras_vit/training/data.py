@@ -27,7 +27,10 @@ an image folder, in either layout:
 Indexing a folder lists file names only (no file is opened), so it takes
 seconds for ImageNet's 1.28 M files. A file that cannot be decoded is skipped
 when the pipeline meets it; `SourceInfo.skipped` lists the files skipped so
-far and a warning names each one.
+far and a warning names each one. A folder where no file decodes at all is an
+error, not an empty dataset: `check_readable` says so at once, in one line
+(it reads until the first image that decodes), and a pipeline that gets to
+the end of such a folder fails with the same message.
 
 Arrays go through `from_arrays`. Datasets are finite: `train_pipeline` repeats
 only with `repeat=True`.
@@ -43,6 +46,7 @@ train = keras_vit.data.train_pipeline(
 
 import dataclasses
 import os
+import sys
 import threading
 import warnings
 
@@ -64,20 +68,80 @@ class SkippedFiles:
 
     The pipeline appends a file the first time it fails to decode it (and
     warns, naming it); a file is listed once however many epochs meet it.
-    Behaves as a read-only sequence of paths.
+    Behaves as a read-only sequence of paths; `reason(path)` is why it failed.
+
+    Until the first image of the source decodes, the warnings are held back:
+    a folder where every file fails gives one error (`unreadable_message`)
+    rather than a warning per file; the first image that decodes shows the
+    held warnings.
     """
 
-    def __init__(self):
+    def __init__(self, where=None, total=None):
+        # `where`: the folder (and part of it) in messages; `total`: the files of the source, so that the
+        # failure of the last one of them with none decoded is known to be "nothing readable".
         self._paths = []
+        self._reasons = {}
+        self._where = where
+        self._total = total
+        self._decoded = total is None  # no total: nothing to hold the warnings back for
         self._lock = threading.Lock()
 
-    def add(self, path):
-        """Records `path`; returns True the first time it is seen."""
+    def add(self, path, reason=None):
+        """Records `path` (and why it failed); returns True the first time it is seen."""
         with self._lock:
-            if path in self._paths:
-                return False
-            self._paths.append(path)
-            return True
+            return self._add(path, reason)
+
+    def _add(self, path, reason):
+        if path in self._reasons:
+            return False
+        self._paths.append(path)
+        self._reasons[path] = reason
+        return True
+
+    def reason(self, path):
+        """Why `path` could not be decoded (the decoder's message), or None."""
+        return self._reasons.get(path)
+
+    @property
+    def nothing_readable(self):
+        """True once every file of the source has failed and none has decoded."""
+        with self._lock:
+            return self._nothing_readable()
+
+    def _nothing_readable(self):
+        return not self._decoded and self._total is not None and len(self._paths) >= self._total
+
+    def unreadable_message(self):
+        """The one-line error of a source where no file decodes."""
+        first = self._paths[0] if self._paths else None
+        count = len(self._paths)
+        files = "the image file" if count == 1 else f"all {count} image files"
+        return (
+            f"No readable images under {self._where}: {files} failed to decode "
+            f"(e.g. {first}: {self._reasons.get(first)})"
+        )
+
+    def _warning(self, index):
+        path = self._paths[index]
+        return f"Skipped unreadable image {path} ({self._reasons[path]}); {index + 1} skipped so far."
+
+    def _failed(self, path, reason):
+        """Records a failure: `(warnings to show now, the error message if nothing is readable, else None)`."""
+        with self._lock:
+            new = self._add(path, reason)
+            if self._nothing_readable():
+                return [], self.unreadable_message()
+            return ([self._warning(len(self._paths) - 1)] if new and self._decoded else []), None
+
+    def _succeeded(self):
+        """Records a decoded image: the warnings held back until now."""
+        if self._decoded:  # the common case, without the lock
+            return []
+        with self._lock:
+            if self._decoded:
+                return []
+            self._decoded = True
+            return [self._warning(index) for index in range(len(self._paths))]
 
     def __len__(self):
         return len(self._paths)
@@ -116,7 +180,12 @@ class SourceInfo:
 
 
 def _tf():
-    # tf.data on any backend: TensorFlow comes with the `data` extra.
+    # tf.data on any backend: TensorFlow comes with the `data` extra. Functions that tf.data traces call this too,
+    # and AutoGraph converts what they call: once TensorFlow is imported, no import machinery runs here (AutoGraph
+    # warned that it could not convert importlib's `_gcd_import`).
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        return tf
     return extras.require("tensorflow", "keras_vit's tf.data pipelines", extra="data")
 
 
@@ -453,6 +522,7 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard
         paths, labels = [paths[i] for i in keep], labels[keep]
     if not paths:
         raise ValueError(f"No {'/'.join(IMAGE_EXTENSIONS)} images under {folder}/<class>/.")
+    parts = [] if partition is None else [f"{partition[1]} subset"]
     if shard is not None:
         num_shards, index = shard
         if len(paths) < num_shards:
@@ -462,7 +532,8 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard
             )
         # Every num_shards-th file, from the index-sorted list: the hosts' parts are disjoint and cover it.
         paths, labels = paths[index::num_shards], labels[index::num_shards]
-    skipped = SkippedFiles()
+        parts.append(f"shard {index} of {num_shards}")
+    skipped = SkippedFiles(folder + (f" ({', '.join(parts)})" if parts else ""), total=len(paths))
     tf = _tf()
     dataset = tf.data.Dataset.from_tensor_slices((paths, labels))
     if shuffle_files:
@@ -489,12 +560,16 @@ def _op_error_text(error):
 
 
 def _decoder(skipped):
-    """A map function `(path, label) -> (image, label, ok)` that never fails.
+    """A map function `(path, label) -> (image, label, ok)` that fails only when no file decodes.
 
     TensorFlow's decode ops stop the whole pipeline at the first bad file,
     and tf.data has no per-element try/except: the decode runs in
     `tf.py_function` (the op itself runs outside the Python lock), so a bad
     file becomes `ok=False`, is recorded in `skipped`, and is filtered out.
+    Once every file of the source has failed with none decoded, it raises
+    `ValueError(skipped.unreadable_message())` instead (an error of the
+    pipeline, `tf.errors.InvalidArgumentError`): an empty epoch would end
+    `fit` with an obscure `StopIteration` or "ran out of data".
     """
     tf = _tf()
 
@@ -502,15 +577,15 @@ def _decoder(skipped):
         try:
             # channels=3 turns grayscale and palette images into RGB and drops alpha.
             image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
-            return image, True
         except tf.errors.OpError as error:
             name = path.numpy().decode("utf-8", "replace")
-            if skipped.add(name):
-                warnings.warn(
-                    f"Skipped unreadable image {name} ({_op_error_text(error)}); {len(skipped)} skipped so far.",
-                    stacklevel=2,
-                )
+            held, failure = skipped._failed(name, _op_error_text(error))
+            _warn_skipped(held)
+            if failure is not None:
+                raise ValueError(failure) from None
             return tf.zeros((0, 0, 3), tf.uint8), False
+        _warn_skipped(skipped._succeeded())
+        return image, True
 
     def map_fn(path, label):
         image, ok = tf.py_function(decode, [path], (tf.uint8, tf.bool))
@@ -519,6 +594,47 @@ def _decoder(skipped):
         return image, label, ok
 
     return map_fn
+
+
+def _warn_skipped(messages):
+    # Attributed to this module: the caller is TensorFlow's py_function machinery on a tf.data thread, no frame
+    # of the user's code (stacklevel=2 named tensorflow/python/autograph/impl/api.py).
+    for message in messages:
+        warnings.warn(message, UserWarning, stacklevel=1)
+
+
+def check_readable(dataset, info):
+    """Fails at once, in one line, if a folder source has no image that decodes.
+
+    Reads `dataset` up to its first image: on a healthy folder that decodes
+    one file (a few more where some are unreadable), whatever the folder's
+    size. Only a folder where nothing decodes is read to its end, every file
+    failing (no image is decoded, each file is only found unreadable); the
+    warnings about skipped files are held back until then, so such a folder
+    gives this one error and no warning per file. Arrays and TFDS sources
+    pass unread. `keras-vit finetune` calls it before it builds the model.
+
+    Args:
+        dataset: a source from `load` (or a pipeline made of it).
+        info: the `SourceInfo` that came with it.
+
+    Raises:
+        ValueError: no file of the source decodes; the message names the
+            folder (and subset or shard), the number of files and the
+            first one with its reason.
+    """
+    skipped = info.skipped
+    if not isinstance(skipped, SkippedFiles):
+        return
+    tf = _tf()
+    try:
+        for _ in dataset.take(1):
+            return
+    except tf.errors.OpError:
+        if not skipped.nothing_readable:
+            raise
+    if skipped.nothing_readable:
+        raise ValueError(skipped.unreadable_message())
 
 
 def from_arrays(images, labels, num_classes=None, class_names=None):

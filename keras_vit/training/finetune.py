@@ -276,11 +276,23 @@ def load_sources(config, shard=None):
     if data.folder_layout(config.data, config.train_split) == "flat":
         split = dict(validation_split=config.validation_split, seed=config.seed)
         train = data.load(config.data, None, subset="training", shuffle_files=True, **split)
+        _check_classes(train[1], config.data)
         names = train[1].class_names
         return train, data.load(config.data, None, subset="validation", class_names=names, **split)
     train = data.load(config.data, config.train_split, **shuffle)
+    _check_classes(train[1], os.path.join(config.data, config.train_split))
     eval_split = config.eval_split or data.default_eval_split(config.data)
     return train, data.load(config.data, eval_split, class_names=train[1].class_names)
+
+
+def _check_classes(info, folder):
+    """Refuses a training folder with fewer than 2 class folders (Keras would train a 1-logit "classifier")."""
+    if info.num_classes < 2:
+        names = ", ".join(repr(name) for name in info.class_names)
+        raise ValueError(
+            f"{folder} has {info.num_classes} class ({names}); a classifier needs at least 2: put each class's "
+            f"images in its own folder, {os.path.join(folder, '<class>', '*.jpg')}."
+        )
 
 
 def make_datasets(config):
@@ -292,6 +304,11 @@ def make_datasets(config):
     held-out pipeline, padded to global batches (weight 0 on the padding),
     and feeds its slice of each, so the evaluation is that of one process.
 
+    An image folder with fewer than 2 classes, or whose training or held-out
+    files all fail to decode, is a `ValueError` here, before any model is
+    built (`data.check_readable`: one decoded image per source on a healthy
+    folder).
+
     Returns:
         `Datasets`. With MixUp or CutMix the held-out labels are one-hot too,
         so the compiled loss and accuracy measure both the same way.
@@ -302,6 +319,8 @@ def make_datasets(config):
     shard = multihost.data_shard()
     # Files and TFDS splits are sharded before decoding; the in-memory digits in the pipeline.
     (train_source, train_info), (eval_source, eval_info) = load_sources(config, None if config.digits else shard)
+    data.check_readable(train_source, train_info)
+    data.check_readable(eval_source, eval_info)
     train = data.train_pipeline(
         train_source,
         image_size=config.image_size,
@@ -545,11 +564,11 @@ def finetune(**options):
         seed=config.seed,
         heartbeat_timeout=config.heartbeat_timeout,
     )
-    os.makedirs(config.out, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
     setup = distribute.configure(config.strategy, config.precision)
     distribute.replicas_for(config.fit_batch_size, setup.num_replicas)
     datasets = make_datasets(config)
+    os.makedirs(config.out, exist_ok=True)  # after the data's checks: a refused run leaves no empty --out
     model = compile_model(config, setup, datasets.train_info.num_classes, datasets.class_names)
     callbacks = make_callbacks(config)
     fit_seconds = train(config, model, datasets, callbacks)
