@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import signal
 import struct
 import subprocess
@@ -215,6 +216,12 @@ CASES = [
         _load(lambda tmp, w: _npz_with(tmp, w, {"x.npy": _npy_bytes(np.zeros((1000,), "float32"))[:200]})),
         weights_errors.MalformedCheckpointError,
         match="'x.npy' size",
+    ),
+    Case(
+        "keras-save-given-as-weights",
+        _load(lambda tmp, w: shutil.copy(os.path.join(os.path.dirname(__file__), "fixtures", "plain_vit.keras"), tmp)),
+        weights_errors.CheckpointFormatError,
+        match=r"Keras \.keras save.*load_model.*keras-vit convert",
     ),
     Case(
         "npz-object-array",

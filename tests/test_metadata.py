@@ -94,3 +94,16 @@ def test_commands_accept_a_saved_nested_vit(tmp_path, capsys):
 
     assert cli.main(["predict", image, "--model", str(tmp_path / "missing.keras")]) == 1
     assert "No saved model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["random-bytes", "truncated"])
+def test_a_damaged_keras_file_is_called_damaged_not_missing(tmp_path, damage):
+    path = tmp_path / "model.keras"
+    if damage == "random-bytes":
+        path.write_bytes(np.random.default_rng(0).bytes(4096))
+    else:
+        _nested_classifier().save(str(path))
+        path.write_bytes(path.read_bytes()[:2048])
+    with pytest.raises(ValueError, match="not a readable .keras file.*truncated, damaged") as caught:
+        metadata.load_classifier(str(path))
+    assert "not found" not in str(caught.value).lower()

@@ -180,3 +180,27 @@ def test_docstring_examples_run():
     result = doctest.testmod(keras_vit.preprocessing, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 5
     assert result.failed == 0
+
+
+# --- load_image -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [b"", b"plain text, not pixels\n"], ids=["empty", "text"])
+def test_load_image_refuses_a_file_that_is_not_an_image_naming_it(tmp_path, content):
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as caught:
+        keras_vit.models.preprocessing.load_image(str(path), (8, 8))
+    message = str(caught.value)
+    assert repr(str(path)) in message and "BytesIO" not in message
+    assert "JPEG, PNG" in message  # what to give instead
+
+
+def test_load_image_reads_a_real_image(tmp_path):
+    from PIL import Image
+
+    path = tmp_path / "red.png"
+    Image.new("RGB", (20, 10), (255, 0, 0)).save(path)
+    pixels = keras_vit.models.preprocessing.load_image(str(path), (4, 6))
+    assert pixels.shape == (4, 6, 3) and pixels.dtype == np.uint8
+    assert (pixels == [255, 0, 0]).all()

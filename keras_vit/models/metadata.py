@@ -25,6 +25,7 @@ True
 """
 
 import os
+import zipfile
 
 import keras
 import numpy as np
@@ -138,12 +139,18 @@ def load_classifier(path):
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: not a `.keras` file, or no keras_vit ViT inside.
+        ValueError: not a `.keras` file (by name or content), or no keras_vit ViT inside.
     """
     if not str(path).endswith(".keras"):
         raise ValueError(f"A saved model must be a .keras file. Received: {path!r}")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No saved model at {path!r}.")
+    if not zipfile.is_zipfile(path):
+        # Keras reports any file it cannot open as a zip as "File not found", which misleads here.
+        raise ValueError(
+            f"{path!r} is not a readable .keras file: a .keras save is a zip archive, and this one is truncated, "
+            "damaged or not a Keras save. Save or copy the model again."
+        )
     model = keras.saving.load_model(path, safe_mode=True)
     find_vit(model)
     return model

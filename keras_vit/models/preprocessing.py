@@ -23,6 +23,7 @@ import functools
 import importlib.resources
 import json
 import os
+import re
 
 import keras
 import numpy as np
@@ -185,9 +186,26 @@ def load_image(path, size):
 
     Returns:
         uint8 array `(height, width, 3)`.
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        ValueError: the file is not an image PIL can decode (empty,
+            truncated, another format); the message names the file.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No image file at {path!r}.")
     extras.check("PIL", needed_for="reading an image file")  # Keras's load_img raises a bare ImportError
-    image = keras.utils.load_img(path, color_mode="rgb", target_size=tuple(size), interpolation="bilinear")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"{path!r} is empty, not an image. Give a JPEG, PNG, BMP, GIF or WebP file.")
+    try:
+        image = keras.utils.load_img(path, color_mode="rgb", target_size=tuple(size), interpolation="bilinear")
+    except PermissionError:
+        raise
+    except (OSError, SyntaxError, ValueError) as error:
+        # PIL reads from an in-memory copy, so its own message names "<_io.BytesIO object at 0x...>", not the file.
+        detail = re.sub(r"\s*<_io\.BytesIO object at 0x[0-9a-fA-F]+>", "", str(error)).strip()
+        raise ValueError(
+            f"{path!r} could not be decoded as an image ({detail or type(error).__name__}). "
+            "Give a JPEG, PNG, BMP, GIF or WebP file."
+        ) from None
     return np.asarray(keras.utils.img_to_array(image, dtype="float32")).round().astype("uint8")

@@ -71,6 +71,12 @@ def detect_container(path):
             ) from error
         if any(name.endswith("data.pkl") for name in names):
             raise CheckpointFormatError(f"{path} is a PyTorch zip checkpoint. {_PICKLE_HINT}")
+        if "model.weights.h5" in names and "config.json" in names:
+            raise CheckpointFormatError(
+                f"{path} is a Keras .keras save (a whole model), not a checkpoint. Load it with "
+                f"`keras.saving.load_model({path!r})`, or convert its weights for `weights=` with "
+                f"`keras-vit convert {path} weights.npz` (then `weights='weights.npz'`)."
+            )
         return "npz"
     # Safetensors before the pickle test: a header length can start with 0x80.
     if len(head) >= 9:
