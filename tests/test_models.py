@@ -249,6 +249,7 @@ def test_constructors_have_the_keras_applications_signature():
         (dict(input_shape=(32, 32, 0)), r"channels >= 1.*input_shape=\(32, 32, 0\)"),
         (dict(input_shape=(32, 32)), r"3-tuple.*input_shape=\(32, 32\)"),
         (dict(include_preprocessing=1), r"include_preprocessing=1"),
+        (dict(include_top="yes"), r"`include_top` must be True or False.*include_top='yes'"),
         (dict(return_sequence=True), r"return_sequence=True.*include_top=False"),
         (dict(pooling="min"), r"`pooling` must be one of \('token', 'gap', 'max'\).*pooling='min'"),
         (dict(classes=0), r"classes=0"),
@@ -263,3 +264,18 @@ def test_bad_arguments_are_value_errors(kwargs, message):
 def test_unsupported_weights_value_is_a_value_error():
     with pytest.raises(ValueError, match=r"`weights` must be None, a checkpoint tag.*Received: weights=42"):
         keras_vit.ViTTi16(weights=42)
+
+
+def test_an_input_smaller_than_one_patch_is_one_padded_patch():
+    # No minimum size: the image is zero-padded to whole patches, as at any size that the patch does not divide.
+    small = _tiny(input_shape=(5, 3, 3))
+    assert tuple(small.get_layer("position_embedding").embedding.shape) == (1, 2, TINY["hidden_dim"])
+    padded = _tiny(input_shape=(8, 8, 3))
+    padded.set_weights(small.get_weights())
+    images = np.random.default_rng(0).uniform(0, 255, (2, 5, 3, 3)).astype("float32")
+    # Zero after the model's scaling to [-1, 1] is pixel 127.5: pad with it to compare with an 8x8 image.
+    whole = np.full((2, 8, 8, 3), 127.5, "float32")
+    whole[:, :5, :3] = images
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(small(images)), keras.ops.convert_to_numpy(padded(whole)), atol=1e-5
+    )

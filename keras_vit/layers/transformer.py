@@ -216,7 +216,11 @@ class PatchEmbedding(keras.layers.Layer):
                 "PatchEmbedding expects images of shape (batch, height, width, channels). "
                 f"Received: input_shape={input_shape}"
             )
-        self.projection.build(input_shape)
+        # The projection sees the images padded to whole patches (`call`): an image smaller than one patch is one
+        # padded patch, not a size the convolution refuses.
+        grid = patch_grid(input_shape[1:3], self.patch_size)
+        padded = tuple(None if cells is None else cells * side for cells, side in zip(grid, self.patch_size))
+        self.projection.build((input_shape[0], *padded, input_shape[3]))
 
     def call(self, images):
         return project_patches(self.projection, images, self.patch_size)

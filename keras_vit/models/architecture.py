@@ -340,6 +340,7 @@ class Architecture:
         validation.rate("drop_path_rate", drop_path_rate)
         validation.rate("patch_dropout_rate", patch_dropout_rate)
         for arg_name, value in (
+            ("include_top", include_top),
             ("include_preprocessing", include_preprocessing),
             ("return_sequence", return_sequence),
             ("remat", remat),
