@@ -130,6 +130,17 @@ def test_user_errors_are_one_line(capsys, argv, code, message):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@ONE_BACKEND
+@pytest.mark.parametrize("command", ["finetune", "inspect"])
+def test_an_output_folder_that_is_a_file_is_one_line_before_any_work(capsys, tmp_path, command):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("kept")
+    assert cli.main([command, "--out", str(taken)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"keras-vit {command}: The output folder {taken} is a file; choose another folder.\n"
+    assert taken.read_text() == "kept" and os.listdir(tmp_path) == ["notes.txt"]
+
+
 def test_demo_runs_a_small_model(capsys):
     code = cli.main(["demo", "--model", "Ti/16", "--image-size", "32", "--batch-size", "3", "--classes", "7"])
     out = capsys.readouterr().out

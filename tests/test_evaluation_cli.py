@@ -42,6 +42,19 @@ def test_evaluate_prints_one_table_and_writes_its_files(saved_model, tmp_path, c
     for name in ("fewshot.png", "confusion_matrix.png"):
         with open(os.path.join(out, name), "rb") as file:
             assert file.read(8) == b"\x89PNG\r\n\x1a\n"
+    # The same folder, results without a head: the earlier confusion matrix is not left to pass for this set's.
+    metrics.pop("heldout")
+    evaluation.write_results(metrics, out)
+    assert sorted(os.listdir(out)) == ["fewshot.png", "metrics.json"]
+
+
+def test_an_output_folder_that_is_a_file_is_refused_before_any_work(saved_model, tmp_path, capsys):
+    taken = tmp_path / "results.txt"
+    taken.write_text("someone's notes")
+    assert cli.main(["evaluate", saved_model, "--out", str(taken), "--verbose", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"keras-vit evaluate: The output folder {taken} is a file; choose another folder.\n"
+    assert taken.read_text() == "someone's notes"
 
 
 @pytest.mark.parametrize(

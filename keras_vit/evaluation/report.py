@@ -153,6 +153,9 @@ def write_results(metrics, out):
         plot_shots(metrics, staged[SHOTS_PLOT])
         if metrics.get("heldout"):
             heldout.plot_confusion(metrics["heldout"], staged[CONFUSION_PLOT])
+    stale = os.path.join(out, CONFUSION_PLOT)
+    if CONFUSION_PLOT not in names and os.path.isfile(stale):
+        os.remove(stale)  # an earlier evaluation's head, not this one's: it would pass for part of this set
     return {name: os.path.join(out, name) for name in names}
 
 

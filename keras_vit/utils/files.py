@@ -60,6 +60,7 @@ __all__ = [
     "atomic_directory",
     "atomic_file",
     "atomic_files",
+    "check_output_folder",
     "check_output_path",
     "clean_stale",
     "directory_mode",
@@ -404,6 +405,40 @@ def check_output_path(path):
         raise IsADirectoryError(f"The output {path} is a folder; give a file name.")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise PermissionError(f"The output folder {directory} is not writable; choose another path.")
+    return path
+
+
+def check_output_folder(path):
+    """Checks, before any long work, that results can be written into the folder `path` (made later if missing).
+
+    Args:
+        path: the output folder.
+
+    Returns:
+        `path` as a string.
+
+    Raises:
+        NotADirectoryError: `path`, or the nearest existing folder above
+            it, is a file.
+        PermissionError: that folder is not writable.
+
+    >>> import tempfile
+    >>> report = tempfile.mkdtemp() + "/report.txt"
+    >>> _ = write_text(report, "results")
+    >>> check_output_folder(report)
+    Traceback (most recent call last):
+    ...
+    NotADirectoryError: The output folder ... is a file; choose another folder.
+    """
+    path = os.fspath(path)
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)  # the folders still to be made are made under it
+    if not os.path.isdir(existing):
+        where = path if existing == os.path.abspath(path) else existing
+        raise NotADirectoryError(f"The output folder {where} is a file; choose another folder.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(f"The output folder {existing} is not writable; choose another folder.")
     return path
 
 

@@ -96,10 +96,11 @@ def _model(args):
 def run(args):
     from keras_vit import evaluation
     from keras_vit.training import data
-    from keras_vit.utils import extras, validation
+    from keras_vit.utils import extras, files, validation
 
     # Before a model is built or data read: the data's packages ([data]) and the figures' matplotlib ([inspect]).
     data.check_dependencies(args.data)
+    files.check_output_folder(args.out)
     extras.check("matplotlib", needed_for="keras-vit evaluate's figures", extra="inspect")
     shots = _shots(args.shots)
     for name in ("batch_size", "seeds", "k"):

@@ -32,10 +32,11 @@ def add_arguments(parser):
 
 def run(args):
     from keras_vit.inspection import report
-    from keras_vit.utils import extras, validation
+    from keras_vit.utils import extras, files, validation
 
     # Before the model is built: matplotlib (and the pillow it brings) draw and read the figures.
     extras.check("matplotlib", "PIL", needed_for="keras-vit inspect", extra="inspect")
+    files.check_output_folder(args.out)
     # Checked before the model is built (seconds for B/16) and before any note is printed.
     validation.rate("discard_ratio", args.discard_ratio)
     validation.positive_int("num_components", args.num_components)
