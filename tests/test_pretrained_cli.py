@@ -88,3 +88,17 @@ def test_predict_prints_top_classes(hf_dir, tmp_path, capsys):
     assert lines[0] == str(image) and len(lines) == 4
     scores = [float(line.split()[0]) for line in lines[1:]]
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+
+
+def test_predict_refuses_a_head_the_checkpoint_did_not_provide(hf_dir, tmp_path, capsys):
+    from PIL import Image
+
+    image = tmp_path / "cat.png"
+    Image.fromarray(np.zeros((40, 50, 3), dtype=np.uint8)).save(image)
+    # A 5-class checkpoint, the default 1000 classes: the head would be new, zero, and every score 0.001.
+    argv = ["predict", str(image), "--model", "ViTTi16", "--weights", hf_dir, "--image-size", "32"]
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "no trained 1000-class head" in captured.err and "--classes" in captured.err
+    assert "Traceback" not in captured.err

@@ -40,6 +40,7 @@ def run(args):
         image_size = validation.positive_int("image_size", args.image_size)
         constructor = constructor_for(args.model)
         model = constructor(weights=args.weights, input_shape=(image_size, image_size, 3), classes=args.classes)
+        _check_trained_head(model, args)
         size = (image_size, image_size)
     batch = np.stack([load_image(path, size) for path in args.images]).astype("float32")
     outputs = keras.ops.convert_to_numpy(model(preprocess_input(batch), training=False))
@@ -56,3 +57,18 @@ def run(args):
         for name, probability in rows[row]:
             print(f"  {probability:.4f}  {name}")
     return 0
+
+
+def _check_trained_head(model, args):
+    """Refuses a model whose head the checkpoint did not provide (the loader zero-initialises a new one for other
+    `classes`, or where the checkpoint has none): every image would get the same uniform scores."""
+    import numpy as np
+
+    head = next((layer for layer in model.layers if layer.name == "head"), None)
+    if head is None or any(np.any(weight) for weight in head.get_weights()):
+        return
+    raise ValueError(
+        f"--weights {args.weights} gives {args.model} no trained {args.classes}-class head (the checkpoint has a "
+        "head for another number of classes, or none): its predictions would be meaningless. Pass --classes with "
+        "the checkpoint's number of classes, or fine-tune it first (keras-vit finetune)."
+    )
