@@ -153,3 +153,20 @@ def test_demo_runs_a_small_model(capsys):
     params = int(re.search(r"parameters:\s+([\d,]+)", out).group(1).replace(",", ""))
     assert params == 5_524_416 - 192 * 192 + 192 * 7 + 7
     assert re.search(r"forward pass:\s+[\d.]+ s first call", out)
+
+
+@ONE_BACKEND
+@pytest.mark.parametrize("tty, argv, verbose", [(False, [], 2), (True, [], None), (False, ["--verbose", "1"], 1)])
+def test_finetune_logs_one_line_per_epoch_when_piped(monkeypatch, tty, argv, verbose):
+    from keras_vit.training import finetune
+
+    received = {}
+
+    def fake_finetune(**options):
+        received.update(options)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(finetune, "finetune", fake_finetune)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
+    assert cli.main(["finetune", "--steps", "1", *argv]) == 2
+    assert received.get("verbose") == verbose  # None: not passed, the library's default (a progress bar)

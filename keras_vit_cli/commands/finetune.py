@@ -3,8 +3,10 @@
 Writes model.keras, metrics.json (held-out accuracy, steps, images/s) and
 training_curves.png to --out, with history.csv (the per-epoch log) and
 checkpoint.keras (the last finished epoch); a killed run resumes from
-out/backup when restarted with the same command. Options left out take the defaults of
-`keras_vit.finetune.finetune`, which also checks every value.
+out/backup when restarted with the same command. With stdout piped or
+redirected and no --verbose, progress is one line per epoch (--verbose 2).
+Options left out take the defaults of `keras_vit.finetune.finetune`, which
+also checks every value.
 """
 
 from keras_vit_cli import options
@@ -17,6 +19,7 @@ def add_arguments(parser):
 
 def run(args):
     import os
+    import sys
 
     from keras_vit_cli import keras_free
 
@@ -38,6 +41,9 @@ def run(args):
     from keras_vit.training.finetune import finetune
 
     options = {key: value for key, value in vars(args).items() if key not in ("command", "run")}
+    if "verbose" not in options and not sys.stdout.isatty():
+        # Piped or redirected (a log file, CI): one line per epoch, not a progress bar's redraws and colour codes.
+        options["verbose"] = 2
     metrics = finetune(**options)
     if not multihost.is_primary():
         return 0  # a multi-process run prints its results once, from process 0
