@@ -45,6 +45,7 @@ Example:
 import argparse
 import importlib
 import inspect
+import os
 import sys
 
 from keras_vit_cli import quiet
@@ -89,11 +90,24 @@ def build_parser():
     return parser
 
 
+# The backends Keras 3 can import; the commands are tested on the first three.
+KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
+
+
+def _check_backend_setting():
+    """A `KERAS_BACKEND` that Keras does not know fails here, naming the choices (Keras's own import error says
+    "Unable to import backend : mxnet" and nothing more)."""
+    backend = os.environ.get("KERAS_BACKEND")
+    if backend is not None and backend not in KERAS_BACKENDS:
+        raise ValueError(f"KERAS_BACKEND={backend!r} is not a Keras backend: set it to tensorflow, jax or torch.")
+
+
 def main(argv=None):
     """Runs `keras-vit` with `argv` (default: `sys.argv[1:]`) and returns the exit code."""
     quiet.install()  # before any command imports Keras
     args = build_parser().parse_args(argv)
     try:
+        _check_backend_setting()
         return args.run(args)
     except (ValueError, OSError) as error:
         print(f"keras-vit {args.command}: {error}", file=sys.stderr)

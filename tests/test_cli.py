@@ -170,3 +170,22 @@ def test_finetune_logs_one_line_per_epoch_when_piped(monkeypatch, tty, argv, ver
     monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
     assert cli.main(["finetune", "--steps", "1", *argv]) == 2
     assert received.get("verbose") == verbose  # None: not passed, the library's default (a progress bar)
+
+
+@ONE_BACKEND
+def test_an_unknown_keras_backend_is_one_line_naming_the_choices(monkeypatch, capsys):
+    monkeypatch.setenv("KERAS_BACKEND", "mxnet")
+    assert cli.main(["demo"]) == 2
+    err = capsys.readouterr().err
+    assert err == "keras-vit demo: KERAS_BACKEND='mxnet' is not a Keras backend: set it to tensorflow, jax or torch.\n"
+
+
+@pytest.mark.skipif(keras.backend.backend() == "jax", reason="the launcher refuses the other backends")
+def test_launch_refuses_a_backend_other_than_jax_before_starting_processes(monkeypatch, capsys):
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "Popen", lambda *args, **kwargs: pytest.fail("a process was started"))
+    assert cli.main(["launch", "--processes", "2", "finetune", "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("keras-vit launch: Several processes train one model on the JAX backend only")
+    assert len(err.splitlines()) == 1

@@ -71,4 +71,12 @@ def run(args):
         args.arguments = args.arguments[1:]
     if not args.arguments:
         raise ValueError("`keras-vit launch` needs the command to run, e.g. `keras-vit launch --processes 2 finetune`.")
+    import keras
+
+    if keras.backend.backend() != "jax":
+        # Checked once here: each process would fail with the same error, all of them printing it.
+        raise ValueError(
+            "Several processes train one model on the JAX backend only: set KERAS_BACKEND=jax. "
+            f"Received: backend={keras.backend.backend()!r}"
+        )
     return launch_local(args.arguments, args.processes, port=args.port)
