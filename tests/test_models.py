@@ -250,6 +250,8 @@ def test_constructors_have_the_keras_applications_signature():
         (dict(input_shape=(32, 32)), r"3-tuple.*input_shape=\(32, 32\)"),
         (dict(include_preprocessing=1), r"include_preprocessing=1"),
         (dict(include_top="yes"), r"`include_top` must be True or False.*include_top='yes'"),
+        (dict(dropout_rate=1.5), r"`dropout_rate` must be a float in \[0, 1\).*dropout_rate=1.5"),
+        (dict(attention_dropout_rate=-0.1), r"`attention_dropout_rate` must be.*attention_dropout_rate=-0.1"),
         (dict(return_sequence=True), r"return_sequence=True.*include_top=False"),
         (dict(pooling="min"), r"`pooling` must be one of \('token', 'gap', 'max'\).*pooling='min'"),
         (dict(classes=0), r"classes=0"),

@@ -337,8 +337,13 @@ class Architecture:
         for arg_name, value in (("num_layers", num_layers), ("classes", classes)):
             validation.positive_int(arg_name, value)
         representation_size = _optional_int("representation_size", representation_size)
-        validation.rate("drop_path_rate", drop_path_rate)
-        validation.rate("patch_dropout_rate", patch_dropout_rate)
+        for arg_name, value in (
+            ("dropout_rate", dropout_rate),
+            ("attention_dropout_rate", attention_dropout_rate),
+            ("drop_path_rate", drop_path_rate),
+            ("patch_dropout_rate", patch_dropout_rate),
+        ):
+            validation.rate(arg_name, value)
         for arg_name, value in (
             ("include_top", include_top),
             ("include_preprocessing", include_preprocessing),
