@@ -55,5 +55,11 @@ def run(args):
         + f"{metrics['total_seconds']:.0f} s in all"
     )
     out = os.path.dirname(metrics["model_path"])
-    print(f"wrote {metrics['model_path']}, {metrics['curves_path']} and {os.path.join(out, 'metrics.json')}")
+    results = [metrics["model_path"], os.path.join(out, "metrics.json"), metrics["curves_path"]]
+    logs = [
+        name
+        for name in ("confusion_matrix.png", "history.csv", "checkpoint.keras")
+        if os.path.isfile(os.path.join(out, name))
+    ]
+    print(f"wrote {', '.join(results)}" + (f"; beside them {', '.join(logs)}" if logs else ""))
     return 0
