@@ -352,13 +352,7 @@ class Architecture:
         ):
             validation.boolean(arg_name, value)
         pooling = variants.resolve_pooling(pooling, include_top)
-        _check_outputs(include_top, pooling, representation_size, return_sequence)
-        if patch_dropout_rate and pooling is None and not return_sequence:
-            raise ValueError(
-                "`patch_dropout_rate` drops patch tokens in training, so the feature map (include_top=False, "
-                "pooling=None) could not be laid out: pass a pooling, return_sequence=True or patch_dropout_rate=0. "
-                f"Received: patch_dropout_rate={patch_dropout_rate}"
-            )
+        _check_outputs(include_top, pooling, representation_size, return_sequence, patch_dropout_rate)
         data_format = keras.config.image_data_format()
         input_shape = variants.resolve_input_shape(input_shape, input_tensor, include_top, data_format)
         height, width, channels = variants.channels_last(input_shape, data_format)
@@ -511,7 +505,13 @@ class Architecture:
         return cls(**{**fields, **options})
 
 
-def _check_outputs(include_top, pooling, representation_size, return_sequence):
+def _check_outputs(include_top, pooling, representation_size, return_sequence, patch_dropout_rate=0.0):
+    if patch_dropout_rate and pooling is None and not return_sequence:
+        raise ValueError(
+            "`patch_dropout_rate` drops patch tokens in training, so the feature map (include_top=False, "
+            "pooling=None) could not be laid out: pass a pooling, return_sequence=True or patch_dropout_rate=0. "
+            f"Received: patch_dropout_rate={patch_dropout_rate}"
+        )
     if not include_top and representation_size is not None and pooling is None:
         raise ValueError(
             "`representation_size` (pre_logits) applies to pooled features: pass "
