@@ -89,6 +89,13 @@ def _text(name, value):
     return value
 
 
+def _output_folder(name, value):
+    """`out`: a folder that results can be written into (a file there, or no write access, fails before any work)."""
+    from keras_vit.utils import files
+
+    return files.check_output_folder(_text(name, value))
+
+
 def _distribution(name, value):
     """`strategy` or `precision`: one of `keras_vit.distribute.STRATEGIES` / `PRECISIONS`."""
     from keras_vit.training import distribute
@@ -141,7 +148,7 @@ SETTINGS = (
     Setting("precision", str, "auto", "auto (mixed_bfloat16 where supported, else float32), float32, "
             "mixed_bfloat16 or mixed_float16", _distribution),
     Setting("backup_every", int, 0, "batches between resumable backups (0: every epoch)", _NON_NEGATIVE),
-    Setting("out", str, "outputs/finetune", "output folder", _text),
+    Setting("out", str, "outputs/finetune", "output folder", _output_folder),
     Setting("seed", int, 0, "seed of the data order, augmentation and initialisation", _NON_NEGATIVE),
     Setting("verbose", int, 1, "0 silent, 1 progress bar, 2 one line per epoch", choices=(0, 1, 2)),
     Setting("coordinator", str, None, "multi-process run (JAX): host:port of process 0, or 'auto' where JAX "
@@ -167,6 +174,7 @@ def parse(options):
     Raises:
         TypeError: for a name that is not a setting.
         ValueError: from a setting's check, naming it and the accepted values.
+        OSError: an `out` that is a file, or in a folder without write access.
     """
     unknown = sorted(set(options) - set(BY_NAME))
     if unknown:

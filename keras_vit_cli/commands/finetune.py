@@ -28,11 +28,6 @@ def run(args):
         (data,) = keras_free.load("keras_vit.training.data")
         data.check_tfds_source(args.data[len("tfds:") :], getattr(args, "data_dir", None))
 
-    if getattr(args, "out", None):
-        # Before Keras is imported: an --out that is a file fails in one line, not after the data is indexed.
-        (files,) = keras_free.load("keras_vit.utils.files")
-        files.check_output_folder(args.out)
-
     # Before anything computes: XLA's CPU compiler keeps fewer buffers alive (JAX; keras_vit.training.xla_memory).
     (xla_memory,) = keras_free.load("keras_vit.training.xla_memory")
     xla_memory.schedule_xla_cpu_for_memory(when_possible=True)  # called in a session that has computed: as before
