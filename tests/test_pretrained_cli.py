@@ -47,6 +47,16 @@ def test_convert_reports_bad_input(tmp_path, capsys):
     assert not (tmp_path / "out.safetensors").exists()
 
 
+def test_convert_replaces_an_existing_output_only_when_asked(hf_dir, tmp_path, capsys):
+    destination = tmp_path / "vit.npz"
+    destination.write_bytes(b"the user's own file")
+    assert cli.main(["convert", hf_dir, str(destination), "--num-heads", "2"]) == 1
+    assert "--overwrite" in capsys.readouterr().err
+    assert destination.read_bytes() == b"the user's own file"
+    assert cli.main(["convert", hf_dir, str(destination), "--num-heads", "2", "--overwrite"]) == 0
+    assert pretrained.load_checkpoint(destination).format == "official"
+
+
 def test_download_preseeds_and_verifies(hf_dir, monkeypatch, tmp_path, capsys):
     from safetensors.numpy import load_file
 

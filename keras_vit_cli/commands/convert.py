@@ -3,7 +3,11 @@
 The source layout is detected from the tensor names; a .keras model file is
 exported too. Every tensor is mapped with strict accounting, and the output
 is written atomically (`keras_vit.pretrained.export.convert_checkpoint`).
+An existing output is replaced only with --overwrite, as `export` never
+replaces one: a mistyped destination must not cost a file.
 """
+
+import os
 
 
 def add_arguments(parser):
@@ -23,11 +27,14 @@ def add_arguments(parser):
         default=None,
         help="image size the position embedding is for (default: from the file, else square)",
     )
+    parser.add_argument("--overwrite", action="store_true", help="replace DST if it exists (default: refuse)")
 
 
 def run(args):
     from keras_vit.pretrained.export import convert_checkpoint
 
+    if os.path.lexists(args.dst) and not args.overwrite:
+        raise FileExistsError(f"{args.dst} exists: choose a new path, or pass --overwrite to replace it.")
     written, format = convert_checkpoint(args.src, args.dst, args.to, args.num_heads, args.image_size)
     print(f"wrote {written} ({format} layout)")
     return 0
