@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import pytest
 
+import keras_vit
 from keras_vit.models import Architecture, architecture, build, build_model
 from keras_vit.pretrained import export, loader
 from keras_vit.pretrained.errors import CheckpointMismatchError
@@ -157,6 +158,15 @@ def test_timm_checkpoint_fuses_its_heads_so_they_are_asked_for(tmp_path, caplog)
     with caplog.at_level(logging.INFO, logger="keras_vit.pretrained"):
         record = checkpoint.architecture()
     assert record.num_heads == 3 and "variant table" in caplog.text
+
+
+def test_a_mismatch_message_does_not_give_a_timm_file_the_models_heads(tmp_path):
+    state = helpers.hf_to_timm_state(helpers.hf_state(_hf_model()))
+    path = helpers.write_safetensors(tmp_path / "vit.safetensors", state)
+    with pytest.raises(CheckpointMismatchError) as info:
+        keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=5, weights=str(path))
+    found = str(info.value).split(" does not fit ")[0]
+    assert "hidden 24" in found and "heads not stored" in found and "2 heads" not in found
 
 
 def test_checkpoint_record_builds_the_model_the_weights_fit(tmp_path):

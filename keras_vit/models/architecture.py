@@ -287,7 +287,7 @@ class Architecture:
         parts = [
             f"hidden {self.hidden_dim}",
             f"{self.num_layers} blocks",
-            f"{self.num_heads} heads",
+            f"{self.num_heads} heads" if self.num_heads else "heads not stored",
             f"patch {self.patch_size[0]}x{self.patch_size[1]}",
             f"grid {self.grid_size[0]}x{self.grid_size[1]}",
         ]

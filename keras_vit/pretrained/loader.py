@@ -126,12 +126,16 @@ class Checkpoint:
                 f"{self.path} ({self.layout}) is not a ViT keras_vit builds: {error}"
             ) from error
 
-    def describe(self, num_heads=None):
+    def describe(self):
         """A summary of the architecture for messages ("unrecognised shapes" when it has none)."""
+        declared = self.declared_heads()
         try:
-            return self.architecture(self.declared_heads() or num_heads).describe()
+            # Fused attention tensors fit any head count that divides the width: 1 reads the shapes, and the
+            # summary says the heads are not stored rather than echoing the model's count as the file's.
+            record = self.architecture(declared or 1)
         except (CheckpointMismatchError, MalformedCheckpointError):
             return "unrecognised shapes"
+        return record.describe() if declared else record.replace(num_heads=None).describe()
 
 
 def load_checkpoint(path, format=None):
@@ -346,7 +350,7 @@ def assemble(model, checkpoint, plan, source_grid, target_grid, method="official
         values[path] = value
     unexpected = sorted(remaining)
     if missing or unexpected or mismatched:
-        found = checkpoint.describe(Architecture.from_model(model).num_heads)
+        found = checkpoint.describe()
         raise mismatch_error(
             f"{checkpoint.path} ({checkpoint.layout}; {found}) does not fit {_describe_model(model, variant)}. "
             "Is it the checkpoint of another variant? No weights were loaded.",
