@@ -265,6 +265,19 @@ def test_eval_pipeline_is_complete_and_deterministic(folder):
     assert images.min() >= 0.0 and images.max() <= 255.0
 
 
+def test_eval_pipeline_counts_a_folder_only_when_asked(folder):
+    import tensorflow as tf
+
+    from keras_vit.training import data
+
+    dataset, _ = data.load(folder, "test")
+    # Counted (one decoding pass) so that Keras's fit sees the end; a loop that reads to the end skips the pass.
+    assert int(data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3).cardinality()) == 3
+    streamed = data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3, known_length=False)
+    assert int(streamed.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    assert sum(len(images) for images, _ in streamed) == 7
+
+
 def test_eval_static_shapes_pad_with_zero_weights(folder):
     from keras_vit.training import data
 

@@ -72,6 +72,26 @@ def test_bad_input_is_one_line(saved_model, tmp_path, capsys, extra, message):
     assert not os.path.exists(tmp_path / "metrics.json")
 
 
+def test_a_split_where_no_image_decodes_is_one_line_before_any_extraction(saved_model, tmp_path, capsys, monkeypatch):
+    from PIL import Image
+
+    for name in ("a", "b"):
+        os.makedirs(tmp_path / "images" / "train" / name)
+        os.makedirs(tmp_path / "images" / "test" / name)
+        Image.fromarray(np.zeros((16, 16, 3), "uint8")).save(tmp_path / "images" / "train" / name / "0.png")
+        (tmp_path / "images" / "test" / name / "0.jpg").write_text("not an image")
+
+    def extracted(*args, **kwargs):
+        raise AssertionError("a split was extracted before the unreadable one was found")
+
+    monkeypatch.setattr(evaluation.extraction, "_stream", extracted)
+    argv = ["evaluate", saved_model, "--data", str(tmp_path / "images"), "--out", str(tmp_path / "out")]
+    assert cli.main([*argv, "--verbose", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No readable images under" in err and "test" in err
+    assert not os.path.exists(tmp_path / "out" / "metrics.json")
+
+
 def test_a_model_without_a_vit_is_one_line(tmp_path, capsys):
     path = str(tmp_path / "plain.keras")
     keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Flatten(), keras.layers.Dense(10)]).save(path)

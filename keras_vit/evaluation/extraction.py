@@ -79,6 +79,15 @@ def _source(source):
     )
 
 
+def check_source(source):
+    """Checks a `(dataset, SourceInfo)` pair, and that a folder has an image that decodes (`data.check_readable`).
+
+    Raises:
+        ValueError: not such a pair, or an image folder where no file decodes.
+    """
+    data.check_readable(*_source(source))
+
+
 def _cache_key(rep, info):
     """A digest of everything the cached features depend on: weights, representation, image size, source."""
     digest = hashlib.sha256()
@@ -117,7 +126,8 @@ def _write_cache(path, key, arrays):
 
 def _stream(rep, dataset, num_examples, batch_size, verbose):
     """Runs the pipeline through `rep`; returns `(features, labels, outputs or None)`."""
-    pipeline = data.eval_pipeline(dataset, image_size=rep.image_size, batch_size=batch_size)
+    # The loop reads to the end itself: no counting pass over the split (it would decode every image twice).
+    pipeline = data.eval_pipeline(dataset, image_size=rep.image_size, batch_size=batch_size, known_length=False)
     progress = keras.utils.Progbar(num_examples, unit_name="image", verbose=verbose)
     chunks, labels, outputs, seen = [], [], [], 0
     for images, batch_labels in pipeline.as_numpy_iterator():
@@ -156,8 +166,9 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
         A `Features`.
 
     Raises:
-        ValueError: no keras_vit ViT in `model`, an empty split, or features
-            that hold NaN or infinity.
+        ValueError: no keras_vit ViT in `model`, an empty split, an image
+            folder where no file decodes, or features that hold NaN or
+            infinity.
     """
     dataset, info = _source(source)
     validation.positive_int("batch_size", batch_size)
@@ -171,6 +182,7 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
     if cached is not None:
         values, labels, outputs = cached["features"], cached["labels"], cached.get("outputs")
     else:
+        data.check_readable(dataset, info)
         values, labels, outputs = _stream(rep, dataset, info.num_examples, batch_size, verbose)
     check_features(values)
     if cache is not None and cached is None:

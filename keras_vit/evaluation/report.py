@@ -92,6 +92,9 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
     caches = {
         name: (os.path.join(cache_dir, f"{name}.npz") if cache_dir is not None else None) for name in ("train", "test")
     }
+    # A split where no image decodes fails now, before the other one is extracted.
+    for source in (train, test):
+        extraction.check_source(source)
     common = dict(image_size=image_size, batch_size=batch_size, verbose=verbose)
     train_features = extraction.extract_features(model, train, cache=caches["train"], **common)
     # Too few images for the shots asked fails now, before the test split is read.

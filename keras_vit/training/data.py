@@ -892,6 +892,7 @@ def eval_pipeline(
     static_shapes=False,
     cache=False,
     shard=None,
+    known_length=True,
 ):
     """The evaluation pipeline: resize, scale pixels, batch, in order.
 
@@ -911,6 +912,10 @@ def eval_pipeline(
             0 on the padding so metrics ignore it (TPUs, `jit_compile`).
         cache: bool, cache the decoded, resized images in memory.
         shard: `(num_shards, index)` to evaluate only this host's part.
+        known_length: bool. `True`: an image folder's batches are counted
+            once (its images decoded one extra time) so that Keras's `fit`
+            and `evaluate` see its end (`_with_known_length`). `False` for a
+            loop that reads to the end itself, which need not pay that pass.
 
     Returns:
         A `tf.data.Dataset`.
@@ -928,8 +933,9 @@ def eval_pipeline(
     dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if cache:
         dataset = dataset.cache()
+    count = _with_known_length if known_length else (lambda batches: batches)
     if not static_shapes:
-        return _with_known_length(dataset.batch(batch_size)).prefetch(tf.data.AUTOTUNE)
+        return count(dataset.batch(batch_size)).prefetch(tf.data.AUTOTUNE)
 
     dataset = dataset.map(lambda image, label: (image, label, tf.constant(1.0)))
     # Padding to a whole number of batches keeps one static shape without
@@ -940,7 +946,7 @@ def eval_pipeline(
     # N real + (batch_size - 1) padded examples make exactly ceil(N / batch_size)
     # full batches, none of them padding only.
     dataset = dataset.concatenate(padding).batch(batch_size, drop_remainder=True)
-    return _with_known_length(dataset).prefetch(tf.data.AUTOTUNE)
+    return count(dataset).prefetch(tf.data.AUTOTUNE)
 
 
 def _with_known_length(batches):
