@@ -169,6 +169,15 @@ def test_a_mismatch_message_does_not_give_a_timm_file_the_models_heads(tmp_path)
     assert "hidden 24" in found and "heads not stored" in found and "2 heads" not in found
 
 
+@pytest.mark.parametrize("layout, name", [("official", "vit.npz"), ("hf", "hf")])
+def test_a_file_that_declares_its_heads_refuses_a_model_with_other_heads(tmp_path, layout, name):
+    model = build_model(**TINY, input_shape=(16, 16, 3), classes=3)
+    path = export.export_weights(model, tmp_path / name, layout)
+    # 2 or 4 heads of a 16-wide block: the same fused shapes, so only the declared count can tell them apart.
+    with pytest.raises(CheckpointMismatchError, match="has 2 attention heads per block, not num_heads=4"):
+        keras_vit.VisionTransformer(**{**TINY, "num_heads": 4}, input_shape=(16, 16, 3), classes=3, weights=str(path))
+
+
 def test_checkpoint_record_builds_the_model_the_weights_fit(tmp_path):
     model = build_model(**TINY, input_shape=(16, 24, 3), classes=3)
     # timm's fused attention does not say its heads; the file records the non-square grid.

@@ -461,8 +461,9 @@ def build_with_weights(
             "match the JAX outputs exactly.",
             source.describe(),
         )
-    # Heads that differ from the model's are reported by `assemble` with every other difference.
-    found = checkpoint.architecture(checkpoint.declared_heads() or requested.num_heads, source_grid)
+    # The heads do not change a tensor's fused shape, so `assemble` cannot see them differ: a file that declares
+    # its heads is held to the model's here (a contradiction raises); fused files take the model's.
+    found = checkpoint.architecture(checkpoint.num_heads(requested.num_heads), source_grid)
     plan, representation_size = _plan_top(found, requested, source.describe())
     requested = requested.replace(
         representation_size=representation_size, grid_size=source_grid if open_size else requested.grid_size
