@@ -26,11 +26,10 @@ def tiny_model(include_top=False, pooling=None, num_layers=2, seed=0, **kwargs):
         num_layers=num_layers,
         num_heads=2,
         mlp_dim=32,
-        input_shape=IMAGE_SHAPE,
         include_top=include_top,
         pooling=pooling,
         classes=5,
-        **{"include_preprocessing": False, **kwargs},  # images() are already in [-1, 1]
+        **{"input_shape": IMAGE_SHAPE, "include_preprocessing": False, **kwargs},  # images() are in [-1, 1]
     )
     # Random values everywhere (the class token and head start at zero).
     rng = np.random.default_rng(seed)
@@ -186,6 +185,42 @@ def test_bad_inputs_raise_clear_errors():
     )
     with pytest.raises(ValueError, match="'scale' \\(Activation\\)"):
         inspection.attention_maps(with_preprocessing, images())
+
+
+def _twin(model, **kwargs):
+    """A model built with other arguments that holds `model`'s weights."""
+    twin = tiny_model(**kwargs)
+    for target, source in zip(twin.weights, model.weights):
+        target.assign(source)
+    return twin
+
+
+def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected():
+    model, pixels = tiny_model(include_top=True, pooling="token"), images(batch=2)
+    expected = inspection.attention_maps(model, pixels)
+    # Patch dropout is the identity at inference (a model trained with `--patch-dropout` is inspected as is).
+    dropped = _twin(model, include_top=True, pooling="token", patch_dropout_rate=0.5)
+    np.testing.assert_allclose(inspection.attention_maps(dropped, pixels), expected, atol=1e-6)
+    # The model's own input size, 30x20: zero-padded to whole patches, as the model itself pads it.
+    between = _twin(model, include_top=True, pooling="token", input_shape=(30, 20, 3))
+    padded = np.zeros_like(pixels)
+    padded[:, :30, :20] = pixels[:, :30, :20]
+    np.testing.assert_allclose(
+        inspection.attention_maps(between, pixels[:, :30, :20]), inspection.attention_maps(model, padded), atol=1e-6
+    )
+    # A channels-first model takes its images channels-first, here as in prediction.
+    keras.config.set_image_data_format("channels_first")
+    try:
+        first = _twin(model, include_top=True, pooling="token", input_shape=(3, *IMAGE_SHAPE[:2]))
+    finally:
+        keras.config.set_image_data_format("channels_last")
+    channels_first = np.transpose(pixels, (0, 3, 1, 2))
+    np.testing.assert_allclose(inspection.attention_maps(first, channels_first), expected, atol=1e-6)
+    np.testing.assert_allclose(
+        inspection.position_embedding_similarity(first), inspection.position_embedding_similarity(model), atol=1e-6
+    )
+    with pytest.raises(ValueError, match=r"\(batch, 3, 32, 24\)"):
+        inspection.attention_maps(first, pixels)
 
 
 # --- rollout ----------------------------------------------------------------------------------

@@ -41,10 +41,11 @@ def _linear_patch_kernel(model):
 
 
 # The layers up to the last block that the inspection pass knows how to
-# re-run (dropout is the identity at inference).
+# re-run (dropout and patch dropout are the identity at inference).
 _KNOWN_LAYERS = (
     keras.layers.InputLayer,
     keras.layers.Rescaling,
+    keras.layers.Permute,  # a channels-first model's images, to channels-last
     keras.layers.Reshape,  # the patch tokens of models saved before `PatchTokens`
     vit_layers.PatchTokens,
     vit_layers.PatchEmbedding,
@@ -52,6 +53,7 @@ _KNOWN_LAYERS = (
     vit_layers.ClassToken,
     vit_layers.PositionEmbedding,
     keras.layers.Dropout,
+    vit_layers.PatchDropout,
     vit_layers.TransformerBlock,
 )
 
@@ -118,22 +120,30 @@ def is_hybrid(model):
 
 
 def image_shape(parts):
-    """The `(height, width, channels)` of the images the model's position embedding was built for."""
+    """The `(height, width, channels)` an image is resized to for the model: its input size, or for a model
+    that takes any size, the size its position embedding was built for."""
     arch = architecture.Architecture.from_model(parts.model)
-    return (*arch.grid_image_size, arch.channels)
+    size = arch.grid_image_size if None in arch.image_size else arch.image_size
+    return (*size, arch.channels)
+
+
+def _input_shape(parts):
+    """The images the model takes, batch left out, in its own data format (None: any size)."""
+    arch = architecture.Architecture.from_model(parts.model)
+    return arch.input_shape("channels_first" if parts.channels_first else "channels_last")
 
 
 def _prepare_images(parts, images):
     images = np.asarray(keras.ops.convert_to_numpy(images), dtype="float32")
-    expected = image_shape(parts)
-    if images.ndim != 4 or images.shape[1:] != expected:
+    expected = _input_shape(parts)
+    fits = images.ndim == 4 and all(want in (None, got) for want, got in zip(expected, images.shape[1:]))
+    if not fits:
         hint = " For one image, pass `image[None]`." if images.ndim == 3 else ""
+        shape = ", ".join("any" if side is None else str(side) for side in expected)
         raise ValueError(
-            f"Expected a batch of images of shape (batch, {expected[0]}, {expected[1]}, "
-            f"{expected[2]}), the size the model's position embedding was built for, "
-            "as for prediction (raw [0, 255] pixels for the default models). "
-            f"Resize the images or build the model at their size.{hint} "
-            f"Received: images with shape {images.shape}"
+            f"Expected a batch of images of shape (batch, {shape}), the model's input, as for prediction "
+            f"(raw [0, 255] pixels for the default models). Resize the images or build the model at their "
+            f"size.{hint} Received: images with shape {images.shape}"
         )
     if images.shape[0] == 0:
         raise ValueError(f"Expected at least one image. Received: an empty batch of shape {images.shape}")
@@ -168,7 +178,7 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
     with _no_grad():
         for start in range(0, images.shape[0], batch_size):
             pixels = images[start : start + batch_size]
-            for layer in parts.rescaling:
+            for layer in _pixel_layers(parts):
                 pixels = layer(pixels)
             # The patch grid (batch, rows, cols, hidden), plain or hybrid: it also tells the position
             # embedding which grid to resample to.
@@ -186,6 +196,14 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
                 if index in tokens_out:
                     tokens_out[index].append(_to_numpy(tokens))
     return _concatenate_chunks(tokens_out), _concatenate_chunks(weights_out)
+
+
+def _pixel_layers(parts):
+    """The model's layers before the patch embedding that act on the pixels (scaling, the channels-first
+    permute), in the model's order."""
+    layers = parts.model.layers
+    before = layers[: layers.index(parts.patch_embedding)]
+    return [layer for layer in before if isinstance(layer, (keras.layers.Rescaling, keras.layers.Permute))]
 
 
 def _concatenate_chunks(chunks):

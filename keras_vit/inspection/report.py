@@ -120,6 +120,8 @@ def write_report(
                 f"a file path to have it resized). Received: shape {pixels.shape}"
             )
     inputs = preprocess(pixels[None].astype("float32"))
+    if parts.channels_first:
+        inputs = np.transpose(inputs, (0, 3, 1, 2))  # the model's own layout
     attention = analysis.attention_maps(model, inputs)
     grid = parts.position_embedding.grid_size
     prefix = parts.position_embedding.num_prefix_tokens
