@@ -109,6 +109,30 @@ def test_features_are_cached_and_the_cache_follows_the_weights(tmp_path, monkeyp
     assert calls == [1] and not np.allclose(changed.features, first.features)
 
 
+def test_a_channels_first_model_and_a_hybrid_of_any_size_give_their_features():
+    model = _tiny_vit(classes=NUM_CLASSES)
+    _, _, source = _source()
+    expected = evaluation.extract_features(model, source, batch_size=8, with_outputs=True, verbose=0)
+    keras.config.set_image_data_format("channels_first")
+    try:
+        first = keras_vit.VisionTransformer(**{**TINY, "input_shape": (3, 16, 16)}, classes=NUM_CLASSES)
+    finally:
+        keras.config.set_image_data_format("channels_last")
+    for target, value in zip(first.weights, model.weights):
+        target.assign(value)
+    assert evaluation.representation(first).image_size == (16, 16)  # not (channels, height)
+    features = evaluation.extract_features(first, source, batch_size=8, with_outputs=True, verbose=0)
+    np.testing.assert_allclose(features.features, expected.features, atol=1e-5)
+    np.testing.assert_allclose(features.outputs, expected.outputs, atol=1e-5)
+    # A hybrid that takes any size is fed its stored grid's images: tokens of 4 px (a stem-only ResNet).
+    hybrid = keras_vit.models.build_model(
+        patch_size=1, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, include_top=False,
+        resnet_stages=(), resnet_width=32,
+    )  # fmt: skip
+    grid = hybrid.get_layer("position_embedding").grid_size
+    assert evaluation.representation(hybrid).image_size == (4 * grid[0], 4 * grid[1])
+
+
 def test_bad_models_and_splits_are_one_clear_error():
     _, _, source = _source()
     plain = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Flatten(), keras.layers.Dense(3)])

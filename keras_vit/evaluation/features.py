@@ -30,8 +30,7 @@ import keras
 import numpy as np
 
 from keras_vit import layers as vit_layers
-from keras_vit.layers import resnet
-from keras_vit.models import metadata, preprocessing
+from keras_vit.models import architecture, metadata, preprocessing
 from keras_vit.utils import validation
 
 REPRESENTATIONS = ("pre_logits", "token", "gap", "max")
@@ -53,6 +52,10 @@ class Representation:
         scale_pixels: bool, the ViT has no pixel scaling of its own
             (`include_preprocessing=False`): [0, 255] pixels are scaled to
             [-1, 1] before it.
+        classifier: the user's model holding the ViT, run for its outputs
+            when they are not in the ViT's graph, or None.
+        channels_first: bool, the model takes channels-first images: the
+            pipeline's channels-last batches are transposed for it.
     """
 
     model: object
@@ -61,9 +64,12 @@ class Representation:
     image_size: tuple
     scale_pixels: bool
     classifier: object = None
+    channels_first: bool = False
 
     def __call__(self, images):
-        """`(features (batch, dim), outputs or None)` of a batch of [0, 255] images, as float32."""
+        """`(features (batch, dim), outputs or None)` of a batch of channels-last [0, 255] images, as float32."""
+        if self.channels_first:
+            images = np.transpose(images, (0, 3, 1, 2))
         pixels = images
         if self.scale_pixels:
             pixels = np.asarray(images, dtype="float32") * np.float32(preprocessing.SCALE) + np.float32(
@@ -97,17 +103,9 @@ def find_backbone(model):
     return metadata.find_vit(model)
 
 
-def _default_image_size(backbone):
-    """The image size of the ViT's stored position-embedding grid (for models that take any size)."""
-    grid = patch = None
-    for layer in backbone.layers:
-        if isinstance(layer, vit_layers.PositionEmbedding):
-            grid = layer.grid_size
-        elif isinstance(layer, resnet.HybridPatchEmbedding):
-            patch = layer.reduction
-        elif isinstance(layer, vit_layers.PatchEmbedding):
-            patch = layer.patch_size
-    return (grid[0] * patch[0], grid[1] * patch[1])
+def _spatial_size(input_shape, channels_first):
+    """`(height, width)` of a model's `input_shape` (batch included) in its data format."""
+    return tuple(input_shape[2:4] if channels_first else input_shape[1:3])
 
 
 def has_head(model, num_classes):
@@ -148,20 +146,22 @@ def representation(model, image_size=None, num_classes=None):
         kind, tensor, from_sequence = ("token" if has_class_token else "gap"), norms[0].output, True
     else:
         raise ValueError(f"Model {backbone.name!r} has no final LayerNormalization after its last block.")
-    size = backbone.input_shape[1:3]
+    arch = architecture.Architecture.from_model(backbone)
+    channels_first = architecture.vit_layers(backbone).channels_first
     if image_size is not None:
         size = validation.pair("image_size", image_size)
-    elif None in size:
-        size = _default_image_size(backbone)
+    else:
+        # A ViT that takes any size is fed the size of its stored position-embedding grid.
+        size = arch.grid_image_size if None in arch.image_size else arch.image_size
     size = tuple(int(side) for side in size)
     scale = not any(isinstance(layer, keras.layers.Rescaling) for layer in layers)
     outputs, classifier = tensor, None
     if num_classes is not None and has_head(model, num_classes):
         if backbone is model:
             outputs = [tensor, model.outputs[0]]  # one pass gives both
-        elif tuple(model.input_shape[1:3]) in (size, (None, None)):
+        elif _spatial_size(model.input_shape, channels_first) in (size, (None, None)):
             classifier = model  # the ViT is nested: its tensors are not in the outer graph
     # One input stays a tensor, not a one-element list: batches are passed as a tensor.
     inputs = backbone.inputs[0] if len(backbone.inputs) == 1 else backbone.inputs
     feature_model = keras.Model(inputs, outputs, name=f"{backbone.name}_{kind}")
-    return Representation(feature_model, kind, from_sequence, size, scale, classifier)
+    return Representation(feature_model, kind, from_sequence, size, scale, classifier, channels_first)
