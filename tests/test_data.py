@@ -278,6 +278,17 @@ def test_eval_pipeline_counts_a_folder_only_when_asked(folder):
     assert sum(len(images) for images, _ in streamed) == 7
 
 
+def test_a_folders_fingerprint_follows_its_files(folder):
+    from keras_vit.training import data
+
+    _, info = data.load(folder, "test")
+    before = info.fingerprint()
+    assert data.load(folder, "test")[1].fingerprint() == before != data.load(folder, "train")[1].fingerprint()
+    path = os.path.join(folder, "test", "cat", "0.png")
+    os.utime(path, ns=(0, os.stat(path).st_mtime_ns + 10**9))  # the file rewritten in place
+    assert info.fingerprint() != before
+
+
 def test_eval_static_shapes_pad_with_zero_weights(folder):
     from keras_vit.training import data
 

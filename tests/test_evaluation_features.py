@@ -1,6 +1,8 @@
 """Feature extraction for the evaluations, on every backend, with tiny ViTs: the paper's representation
 of plain, nested, saved, gap-pooled and pre_logits models, streamed from a source, cached."""
 
+import dataclasses
+
 import keras
 import numpy as np
 import pytest
@@ -107,6 +109,17 @@ def test_features_are_cached_and_the_cache_follows_the_weights(tmp_path, monkeyp
     model.get_layer("encoder_norm").gamma.assign(np.full((16,), 2.0, "float32"))  # other weights: recomputed
     changed = evaluation.extract_features(model, source, batch_size=8, cache=cache, verbose=0)
     assert calls == [1] and not np.allclose(changed.features, first.features)
+    # Another split of the same size, classes and names: its own features, not the cached ones.
+    images, labels, _ = _source()
+    other = data.from_arrays(255 - images, labels, num_classes=NUM_CLASSES, class_names=("a", "b", "c"))
+    fresh = evaluation.extract_features(model, other, batch_size=8, verbose=0)
+    from_cache = evaluation.extract_features(model, other, batch_size=8, cache=cache, verbose=0)
+    assert calls == [1, 1, 1]  # both ran the model: the cached file is not this split's
+    np.testing.assert_allclose(from_cache.features, fresh.features, atol=1e-6)
+    # A source that cannot say what it holds is not cached at all.
+    dataset, info = other
+    with pytest.raises(ValueError, match="does not say what it holds"):
+        evaluation.extract_features(model, (dataset, dataclasses.replace(info, fingerprint=None)), cache=cache)
 
 
 def test_a_channels_first_model_and_a_hybrid_of_any_size_give_their_features():

@@ -100,6 +100,8 @@ def _cache_key(rep, info):
         examples=info.num_examples,
         classes=info.num_classes,
         names=info.class_names,
+        # What the split holds, not only its size: another split of the same size must not read these features.
+        data=info.fingerprint(),
     )
     digest.update(json.dumps(described, sort_keys=True, default=list).encode())
     models = [rep.model] + ([rep.classifier] if rep.classifier is not None else [])
@@ -174,6 +176,12 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
     validation.positive_int("batch_size", batch_size)
     if cache is not None and not str(cache).endswith(".npz"):
         raise ValueError(f"`cache` must be the path of a .npz file. Received: cache={cache!r}")
+    if cache is not None and info.fingerprint is None:
+        raise ValueError(
+            "This source does not say what it holds (its `SourceInfo.fingerprint` is None), so features cached "
+            "for it could be read back for another split: pass cache=None, or make the source with "
+            "`keras_vit.training.data.load` / `from_arrays`."
+        )
     if info.num_examples == 0:
         raise ValueError("The split holds no images: pass a split with images in it.")
     rep = features_lib.representation(model, image_size, num_classes=info.num_classes if with_outputs else None)

@@ -12,8 +12,9 @@ after the final norm.
 one batch of images is ever in memory, and keeps only the features (and, on
 request, the model's own outputs, for a held-out report of its head). The
 result can be cached in a `.npz` file, written atomically and keyed by the
-weights, the representation and the image size, so a second evaluation of
-the same model on the same split skips the model.
+weights, the representation, the image size and what the split holds (its
+files, arrays or TFDS version: `SourceInfo.fingerprint`), so a second
+evaluation of the same model on the same split skips the model.
 
 Example:
 

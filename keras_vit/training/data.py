@@ -45,6 +45,7 @@ train = keras_vit.data.train_pipeline(
 """
 
 import dataclasses
+import hashlib
 import os
 import sys
 import threading
@@ -171,12 +172,37 @@ class SourceInfo:
         class_names: tuple of str, or `None`.
         skipped: the files skipped because they could not be decoded, filled
             as the pipeline meets them (image folders only; empty otherwise).
+        fingerprint: a function of no arguments returning a digest (str) of
+            what the split holds: a folder's files with their sizes and
+            modification times, the arrays' bytes, or the TFDS dataset's
+            name, version and split; `None` when the source cannot say. Keys
+            caches of what was computed from the split (`extract_features`).
     """
 
     num_examples: object
     num_classes: int
     class_names: object = None
     skipped: object = dataclasses.field(default_factory=tuple)
+    fingerprint: object = dataclasses.field(default=None, compare=False, repr=False)
+
+
+def _digest(*parts):
+    """A hex digest of strings and arrays, in order."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(np.ascontiguousarray(part).tobytes() if isinstance(part, np.ndarray) else str(part).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _folder_fingerprint(paths, labels):
+    """A split's files as they are when it is read: paths, labels, sizes and modification times (no file opened)."""
+
+    def fingerprint():
+        stats = [os.stat(path) for path in paths]
+        return _digest("\n".join(paths), labels, np.asarray([(s.st_size, s.st_mtime_ns) for s in stats], np.int64))
+
+    return fingerprint
 
 
 def _tf():
@@ -313,7 +339,8 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
         return image, tf.cast(label, tf.int32)
 
     dataset = dataset.map(to_rgb, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    info = SourceInfo(num_examples, label_feature.num_classes, tuple(label_feature.names))
+    identity = _digest("tfds", name, builder.info.version, split, os.path.abspath(builder.data_dir))
+    info = SourceInfo(num_examples, label_feature.num_classes, tuple(label_feature.names), fingerprint=lambda: identity)
     return _check_labels(dataset, info.num_classes), info
 
 
@@ -542,7 +569,8 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard
         dataset = dataset.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(_decoder(skipped), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     dataset = dataset.filter(_decoded).map(_drop_flag)
-    return dataset, SourceInfo(len(paths), len(class_names), class_names, skipped)
+    info = SourceInfo(len(paths), len(class_names), class_names, skipped, _folder_fingerprint(paths, labels))
+    return dataset, info
 
 
 def _decoded(image, label, ok):
@@ -687,7 +715,9 @@ def from_arrays(images, labels, num_classes=None, class_names=None):
             raise ValueError(
                 f"`class_names` must have one name per class ({num_classes}). Received: {len(class_names)} names"
             )
-    return dataset, SourceInfo(len(images), int(num_classes), class_names)
+    # Hashed now: keeping the arrays for later would hold a second copy of the images beside tf.data's.
+    identity = _digest("arrays", images.shape, images.dtype, images, labels)
+    return dataset, SourceInfo(len(images), int(num_classes), class_names, fingerprint=lambda: identity)
 
 
 def _check_labels(dataset, num_classes):
