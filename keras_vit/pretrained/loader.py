@@ -461,9 +461,7 @@ def build_with_weights(
             "match the JAX outputs exactly.",
             source.describe(),
         )
-    # The heads do not change a tensor's fused shape, so `assemble` cannot see them differ: a file that declares
-    # its heads is held to the model's here (a contradiction raises); fused files take the model's.
-    found = checkpoint.architecture(checkpoint.num_heads(requested.num_heads), source_grid)
+    found = checkpoint.architecture(checkpoint.declared_heads() or requested.num_heads, source_grid)
     plan, representation_size = _plan_top(found, requested, source.describe())
     requested = requested.replace(
         representation_size=representation_size, grid_size=source_grid if open_size else requested.grid_size
@@ -479,5 +477,8 @@ def build_with_weights(
         resample_antialias,
         variant=variant,
     )
+    # Heads do not change a tensor's fused shape, so `assemble` (which reports every shape that differs) cannot
+    # see them differ: a file that declares its heads is held to the model's here; fused files take the model's.
+    checkpoint.num_heads(requested.num_heads)
     assign(model, values)
     return model
