@@ -185,3 +185,31 @@ def test_nan_features_and_empty_splits_are_refused():
         evaluation.knn_accuracy(train, train_y, broken, train_y)
     with pytest.raises(ValueError, match="is the split empty"):
         evaluation.linear_probe(train, train_y, np.zeros((0, 3)), np.zeros(0, dtype=int))
+
+
+@pytest.mark.parametrize(
+    "evaluate",
+    [
+        lambda *splits, **kwargs: evaluation.fewshot(*splits, shots=2, **kwargs),
+        lambda *splits, **kwargs: evaluation.linear_probe(*splits, weight_decays=1e-3, **kwargs),
+        lambda *splits, **kwargs: evaluation.knn_accuracy(*splits, k=3, **kwargs),
+    ],
+    ids=["fewshot", "linear_probe", "knn_accuracy"],
+)
+def test_labels_the_classes_cannot_hold_and_mismatched_features_are_refused(evaluate):
+    train, train_y = _clusters(3, 6, 5)
+    # A negative label would be the last class to NumPy's indexing; a label the classes cannot hold, lost or an
+    # IndexError deep inside; features of another size, a broadcasting error.
+    with pytest.raises(ValueError, match="training labels must be class indices >= 0. Received: a label -1"):
+        evaluate(train, train_y - 1, train, train_y)
+    with pytest.raises(ValueError, match="pass num_classes=3"):
+        evaluate(train, train_y, train, train_y, num_classes=2)
+    with pytest.raises(ValueError, match="features differ in size: 5 vs 4"):
+        evaluate(train, train_y, train[:, :4], train_y)
+    # NumPy integers are counts like Python's (they were refused as "not a positive integer").
+    evaluate(train, train_y, train, train_y, num_classes=np.int64(3))
+
+
+def test_one_shot_count_may_be_given_as_an_int():
+    train, train_y = _clusters(3, 6, 5)
+    assert list(evaluation.fewshot(train, train_y, train, train_y, shots=np.int64(2))) == [2]

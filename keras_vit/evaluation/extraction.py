@@ -67,7 +67,38 @@ def check_split(features, labels, what):
             f"The {what} labels must be integers, one per image ({len(features)}). Received: shape {labels.shape}, "
             f"dtype {labels.dtype}"
         )
+    if len(labels) and labels.min() < 0:
+        raise ValueError(f"The {what} labels must be class indices >= 0. Received: a label {labels.min()}")
     return features, labels
+
+
+def check_splits(train_features, train_labels, test_features, test_labels, num_classes=None):
+    """Checks a training and a test split (`check_split`) of one feature size, and their classes.
+
+    Returns:
+        `((train features, labels), (test features, labels), num_classes)`:
+        `num_classes` as given, checked to hold every label, else the largest
+        label + 1.
+    """
+    train = check_split(train_features, train_labels, "training")
+    test = check_split(test_features, test_labels, "test")
+    if train[0].shape[1] != test[0].shape[1]:
+        raise ValueError(f"Training and test features differ in size: {train[0].shape[1]} vs {test[0].shape[1]}.")
+    return train, test, check_classes(num_classes, train[1], test[1])
+
+
+def check_classes(num_classes, *labels):
+    """`num_classes` checked to exceed every label, or (None) the largest label + 1."""
+    largest = max(int(split.max()) for split in labels if len(split))
+    if num_classes is None:
+        return largest + 1
+    num_classes = validation.positive_int("num_classes", num_classes)
+    if largest >= num_classes:
+        raise ValueError(
+            f"`num_classes` must exceed every label, and a label is {largest}: pass num_classes={largest + 1} (or "
+            f"more), or fix the labels. Received: num_classes={num_classes}"
+        )
+    return num_classes
 
 
 def _source(source):

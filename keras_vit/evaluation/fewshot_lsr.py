@@ -28,7 +28,7 @@ import dataclasses
 import numpy as np
 
 from keras_vit.evaluation.blas import single_threaded
-from keras_vit.evaluation.extraction import check_split
+from keras_vit.evaluation.extraction import check_splits
 from keras_vit.utils import validation
 
 BIAS_FEATURE = 100.0
@@ -235,10 +235,8 @@ def fewshot(
         ValueError: a class with fewer training images than the shots, an
             empty split, or features that hold NaN or infinity.
     """
-    train = check_split(train_features, train_labels, "training")
-    test = check_split(test_features, test_labels, "test")
-    if train[0].shape[1] != test[0].shape[1]:
-        raise ValueError(f"Training and test features differ in size: {train[0].shape[1]} vs {test[0].shape[1]}.")
+    train, test, num_classes = check_splits(train_features, train_labels, test_features, test_labels, num_classes)
+    shots = (shots,) if validation.is_int(shots) else shots  # one count, or several
     shots = tuple(validation.positive_int("shots", value) for value in shots)
     validation.positive_int("seeds", seeds)
     validation.finite_float("l2", l2, minimum=0, include_minimum=False)
@@ -246,8 +244,6 @@ def fewshot(
         l2_grid = L2_GRID
     if l2_grid is not None:
         l2_grid = tuple(validation.finite_float("l2_grid", v, minimum=0, include_minimum=False) for v in l2_grid)
-    if num_classes is None:
-        num_classes = int(max(train[1].max(), test[1].max())) + 1
     results = {}
     for count in shots:
         runs = [

@@ -17,7 +17,7 @@ Example:
 
 import numpy as np
 
-from keras_vit.evaluation.extraction import check_split
+from keras_vit.evaluation.extraction import check_classes, check_split, check_splits
 from keras_vit.utils import validation
 
 DEFAULT_K = 20
@@ -56,12 +56,12 @@ def knn_predict(
         their votes summed in that order; among equally similar neighbours
         at the k-th place the choice is arbitrary.
     """
-    train_x, train_y = check_split(train_features, train_labels, "training")
-    test_x, _ = check_split(test_features, np.zeros(len(test_features), dtype="int64"), "test")
+    (train_x, train_y), (test_x, _), num_classes = check_splits(
+        train_features, train_labels, test_features, np.zeros(len(test_features), dtype="int64"), num_classes
+    )
     validation.positive_int("k", k)
     validation.finite_float("temperature", temperature, minimum=0, include_minimum=False)
     validation.positive_int("chunk_size", chunk_size)
-    num_classes = int(train_y.max()) + 1 if num_classes is None else num_classes
     k = min(k, len(train_x))
     train_x, test_x = normalize(train_x), normalize(test_x)
     predictions = []
@@ -82,4 +82,5 @@ def knn_predict(
 def knn_accuracy(train_features, train_labels, test_features, test_labels, **kwargs):
     """The accuracy of `knn_predict` on the test split (same keyword arguments)."""
     test_x, test_y = check_split(test_features, test_labels, "test")
+    check_classes(kwargs.get("num_classes"), np.asarray(train_labels), test_y)
     return float(np.mean(knn_predict(train_features, train_labels, test_x, **kwargs) == test_y))

@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 
 from keras_vit.evaluation.blas import single_threaded
-from keras_vit.evaluation.extraction import check_split
+from keras_vit.evaluation.extraction import check_splits
 from keras_vit.utils import validation
 
 WEIGHT_DECAYS = tuple(10.0**power for power in range(-6, 1))
@@ -156,10 +156,9 @@ def linear_probe(
     Returns:
         A `ProbeResult`.
     """
-    train_x, train_y = check_split(train_features, train_labels, "training")
-    test_x, test_y = check_split(test_features, test_labels, "test")
-    if num_classes is None:
-        num_classes = int(max(train_y.max(), test_y.max())) + 1
+    (train_x, train_y), (test_x, test_y), num_classes = check_splits(
+        train_features, train_labels, test_features, test_labels, num_classes
+    )
     grid = (weight_decays,) if np.isscalar(weight_decays) else tuple(weight_decays)
     if not grid:
         raise ValueError("`weight_decays` must hold at least one value. Received: an empty sequence")

@@ -334,8 +334,9 @@ class Architecture:
         token, or `embedding_grid` (default: the grid of a 224 x 224 image)
         when the size is left open.
         """
-        for arg_name, value in (("num_layers", num_layers), ("classes", classes)):
-            validation.positive_int(arg_name, value)
+        num_layers = validation.positive_int("num_layers", num_layers)
+        # Keras's applications ignore `classes` without a head; with one it must be a count.
+        classes = validation.positive_int("classes", classes) if include_top is True else classes
         representation_size = _optional_int("representation_size", representation_size)
         for arg_name, value in (
             ("dropout_rate", dropout_rate),

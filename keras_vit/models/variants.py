@@ -170,4 +170,5 @@ def resolve_input_shape(input_shape, input_tensor, include_top=True, data_format
             "`input_shape` needs a known number of channels >= 1 and a height and width that are "
             f"each >= 1 or None (any size). Received: input_shape={input_shape!r} ({data_format})"
         )
-    return input_shape
+    # Python ints (a shape taken from a NumPy array holds NumPy's), so configs stay plain JSON.
+    return tuple(None if size is None else int(size) for size in input_shape)

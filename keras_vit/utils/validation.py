@@ -3,14 +3,17 @@
 Each check returns the normalised value, or raises `ValueError` that names the
 argument, says what is accepted and shows what was received, in the
 "Received: name=value" style of Keras's own layers. Booleans are never taken
-for numbers (`True` is an `int` to Python, never a size to a user).
+for numbers (`True` is an `int` to Python, never a size to a user); NumPy's
+integers and floats are numbers like Python's, returned as Python's.
 """
 
 import math
+import numbers
 
 __all__ = [
     "boolean",
     "finite_float",
+    "is_int",
     "one_of",
     "pair",
     "positive_int",
@@ -20,12 +23,13 @@ __all__ = [
 ]
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+def is_int(value):
+    """Whether `value` is an integer, Python's or NumPy's (`np.int64(10)`), never a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def boolean(name, value):
@@ -45,9 +49,9 @@ def positive_int(name, value):
     >>> positive_int("num_heads", 12)
     12
     """
-    if not _is_int(value) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-    return value
+    return int(value)
 
 
 def non_negative_int(name, value):
@@ -56,9 +60,9 @@ def non_negative_int(name, value):
     >>> non_negative_int("seed", 0)
     0
     """
-    if not _is_int(value) or value < 0:
+    if not is_int(value) or value < 0:
         raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
-    return value
+    return int(value)
 
 
 def rate(name, value):
@@ -107,14 +111,14 @@ def pair(name, value):
     >>> pair("patch_size", 16)
     (16, 16)
     """
-    if _is_int(value):
+    if is_int(value):
         value = (value, value)
-    if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(_is_int(v) and v >= 1 for v in value):
+    if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(is_int(v) and v >= 1 for v in value):
         raise ValueError(
             f"`{name}` must be a positive integer or a pair of positive integers "
             f"(height, width). Received: {name}={value!r}"
         )
-    return tuple(value)
+    return tuple(int(side) for side in value)
 
 
 def one_of(name, value, choices):
