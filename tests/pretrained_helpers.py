@@ -248,7 +248,9 @@ def outputs(model, inputs):
     """
     import keras
 
-    if any(layer.name == "rescaling" for layer in model.layers):
+    from keras_vit.layers import PixelScaling
+
+    if any(isinstance(layer, PixelScaling) for layer in model.layers):
         inputs = (inputs + 1.0) * 127.5
     return keras.ops.convert_to_numpy(model(inputs, training=False))
 

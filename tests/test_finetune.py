@@ -235,6 +235,8 @@ def test_config_refuses_unknown_settings_and_checks_given_none():
         finetune.make_config(model="")
     config = finetune.make_config(steps=8, image_size=None, layer_decay=None, randaugment=1)
     assert config.image_size == 16 and config.layer_decay is None and config.randaugment is True
+    with pytest.raises(ValueError, match="randaugment='no'"):
+        finetune.make_config(randaugment="no")  # a string is not read as on
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="CLI parsing: one backend is enough, the one Keras imports fastest")

@@ -171,6 +171,17 @@ def test_input_tensor_is_used():
     images = keras.Input((32, 24, 3), name="my_images")
     model = _tiny(input_tensor=images)
     assert model.inputs[0] is images
+    # The user's own first Rescaling is named "rescaling" by Keras: the model's scaling must not take that name.
+    scaled = keras.layers.Rescaling(1.0)(keras.Input((32, 24, 3)))
+    assert _tiny(input_tensor=scaled).output_shape == (None, 5)
+
+
+def test_numpy_integers_build_a_model_whose_config_is_plain_json(tmp_path):
+    sizes = {name: np.int64(value) for name, value in TINY.items()}
+    model = keras_vit.VisionTransformer(**sizes, input_shape=tuple(np.array([32, 24, 3])), classes=np.int64(10))
+    assert model.output_shape == (None, 10) and type(model.get_layer("head").units) is int
+    model.save(tmp_path / "numpy.keras")
+    assert keras.saving.load_model(tmp_path / "numpy.keras").output_shape == (None, 10)
 
 
 def test_every_variant_is_pinned():

@@ -990,6 +990,7 @@ class TokenPooling(keras.layers.Layer):
         super().__init__(**kwargs)
         if mode not in self.MODES:
             raise ValueError(f"`mode` must be one of {self.MODES}. Received: mode={mode!r}")
+        num_prefix_tokens = validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
         if mode == "token" and num_prefix_tokens < 1:
             raise ValueError(
                 "`mode='token'` needs a class token (num_prefix_tokens >= 1). "

@@ -171,7 +171,8 @@ def build(arch, input_tensor=None, name="vision_transformer"):
     x = inputs
     if arch.include_preprocessing:
         # [0, 255] -> [-1, 1], the scaling every published ViT checkpoint was trained with.
-        x = vit_layers.PixelScaling(preprocessing.SCALE, offset=preprocessing.OFFSET, name="rescaling")(x)
+        # Not "rescaling": Keras names a user's first `Rescaling` so, and an `input_tensor` may come from one.
+        x = vit_layers.PixelScaling(preprocessing.SCALE, offset=preprocessing.OFFSET, name="pixel_scaling")(x)
     if data_format == "channels_first":
         x = keras.layers.Permute((2, 3, 1), name="channels_last")(x)
     patch_grid = _embedding(arch)(x)

@@ -89,6 +89,13 @@ def _text(name, value):
     return value
 
 
+def _switch(name, value):
+    """An on/off setting: a bool, or 0 / 1 (a string such as "no" is refused, never read as on)."""
+    if value not in (True, False) or not isinstance(value, (bool, int)):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+    return bool(value)
+
+
 def _output_folder(name, value):
     """`out`: a folder that results can be written into (a file there, or no write access, fails before any work)."""
     from keras_vit.utils import files
@@ -137,7 +144,7 @@ SETTINGS = (
             _validation("finite_float", minimum=0, maximum=1, include_minimum=False), shown="off"),
     Setting("label_smoothing", float, None, "label smoothing in [0, 1)", _validation("rate"),
             shown="0.1 without --weights, else 0"),
-    Setting("randaugment", bool, False, "RandAugment on the training crops", lambda name, value: bool(value)),
+    Setting("randaugment", bool, False, "RandAugment on the training crops", _switch),
     Setting("mixup", float, 0.0, "MixUp alpha, 0 for none", _ALPHA),
     Setting("cutmix", float, 0.0, "CutMix alpha, 0 for none", _ALPHA),
     Setting("remat", bool, False, "recompute each transformer block in the backward pass: less training memory "
