@@ -210,6 +210,11 @@ def test_labels_the_classes_cannot_hold_and_mismatched_features_are_refused(eval
     evaluate(train, train_y, train, train_y, num_classes=np.int64(3))
 
 
+def test_heldout_report_names_the_labels_outside_the_classes():
+    with pytest.raises(ValueError, match=r"1 outside, e\.g\. \[7\]"):
+        evaluation.heldout_report(np.eye(3)[[0, 1, 2]], np.array([0, 7, 2]))
+
+
 def test_one_shot_count_may_be_given_as_an_int():
     train, train_y = _clusters(3, 6, 5)
     assert list(evaluation.fewshot(train, train_y, train, train_y, shots=np.int64(2))) == [2]

@@ -77,8 +77,12 @@ def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
     """
     outputs, labels = check_split(outputs, labels, "model output")
     num_classes = outputs.shape[1]
-    if labels.min() < 0 or labels.max() >= num_classes:
-        raise ValueError(f"Labels must lie in [0, {num_classes}), the model's classes. Received: {labels.max()}")
+    outside = labels[(labels < 0) | (labels >= num_classes)]
+    if len(outside):
+        raise ValueError(
+            f"Labels must lie in [0, {num_classes}), the model's classes. Received: {len(outside)} outside, "
+            f"e.g. {outside[:5].tolist()}"
+        )
     names = list(class_names) if class_names is not None else [f"class {index}" for index in range(num_classes)]
     if len(names) != num_classes:
         raise ValueError(f"`class_names` must name the {num_classes} classes. Received: {len(names)} names")

@@ -12,12 +12,13 @@ head for the dataset's classes, the held-out report of that head. With
 * `confusion_matrix.png`: the head's confusion matrix (only with a head).
 """
 
+import inspect
 import os
 
 import numpy as np
 
 from keras_vit.evaluation import extraction, fewshot_lsr, heldout, knn, probe
-from keras_vit.utils import extras, files
+from keras_vit.utils import extras, files, validation
 
 METRICS_FILE, SHOTS_PLOT, CONFUSION_PLOT = "metrics.json", "fewshot.png", "confusion_matrix.png"
 
@@ -89,6 +90,10 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
         `linear_probe`, `knn`, `heldout` (`None` without a head for these
         classes), the representation and the split sizes.
     """
+    known = [name for name, p in inspect.signature(evaluate_features).parameters.items() if p.kind == p.KEYWORD_ONLY]
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise TypeError(f"Unknown evaluation setting(s) {unknown}; the settings are {known}.")
     caches = {
         name: (os.path.join(cache_dir, f"{name}.npz") if cache_dir is not None else None) for name in ("train", "test")
     }
@@ -101,7 +106,7 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
     shots = settings.get("shots", fewshot_lsr.DEFAULT_SHOTS)
     fewshot_lsr.draw_shots(
         train_features.labels,
-        max(shots),
+        max((shots,) if validation.is_int(shots) else shots),
         np.random.default_rng(0),
         train_features.num_classes,
         train_features.class_names,
