@@ -221,6 +221,14 @@ def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected()
     )
     with pytest.raises(ValueError, match=r"\(batch, 3, 32, 24\)"):
         inspection.attention_maps(first, pixels)
+    # A model that takes any size: the images' own grid, 5x3 patches of 40x24 images (not the stored 4x3).
+    any_size = keras_vit.models.build_model(
+        patch_size=PATCH, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(None, None, 3),
+        embedding_grid=GRID, classes=5, include_preprocessing=False,
+    )  # fmt: skip
+    tall = images(batch=2, seed=3).repeat(2, axis=1)[:, :40]
+    assert inspection.attention_rollout(any_size, tall).shape == (2, 5, 3)
+    assert inspection.mean_attention_distance(any_size, tall).shape == (2, 2)
 
 
 # --- rollout ----------------------------------------------------------------------------------

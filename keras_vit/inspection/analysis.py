@@ -18,7 +18,7 @@ from keras_vit import layers as vit_layers
 from keras_vit.layers import resnet
 from keras_vit.models import architecture
 from keras_vit.models.architecture import EMBEDDINGS
-from keras_vit.utils import validation
+from keras_vit.utils import patches, validation
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -196,6 +196,14 @@ def _run_blocks(parts, images, batch_size, with_attention, keep):
                 if index in tokens_out:
                     tokens_out[index].append(_to_numpy(tokens))
     return _concatenate_chunks(tokens_out), _concatenate_chunks(weights_out)
+
+
+def _token_grid(parts, images):
+    """The patch grid of `images` (a model that takes any size resamples its position embedding to it)."""
+    shape = tuple(keras.ops.shape(images))
+    return patches.patch_grid(
+        shape[2:4] if parts.channels_first else shape[1:3], parts.patch_embedding.pixels_per_token
+    )
 
 
 def _pixel_layers(parts):
@@ -445,7 +453,7 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
     attention = attention_maps(model, images, batch_size=batch_size)
     return class_token_rollout(
         attention,
-        parts.position_embedding.grid_size,
+        _token_grid(parts, images),
         head_fusion=head_fusion,
         discard_ratio=discard_ratio,
         num_prefix_tokens=parts.position_embedding.num_prefix_tokens,
@@ -552,7 +560,7 @@ def mean_attention_distance(model, images, batch_size=16):
     attention = attention_maps(model, images, batch_size=batch_size)
     return attention_distance(
         attention,
-        parts.position_embedding.grid_size,
+        _token_grid(parts, images),
         parts.patch_embedding.pixels_per_token,
         num_prefix_tokens=parts.position_embedding.num_prefix_tokens,
     )
