@@ -198,6 +198,11 @@ def _one_draw(train, test, shots, rng, num_classes, l2, l2_grid, class_names):
     return _accuracy(solver.predict(test_x, l2), test_y), l2
 
 
+def shot_counts(shots):
+    """`shots` as a tuple of positive ints: one count, or several."""
+    return tuple(validation.positive_int("shots", value) for value in ((shots,) if validation.is_int(shots) else shots))
+
+
 def fewshot(
     train_features,
     train_labels,
@@ -236,8 +241,7 @@ def fewshot(
             empty split, or features that hold NaN or infinity.
     """
     train, test, num_classes = check_splits(train_features, train_labels, test_features, test_labels, num_classes)
-    shots = (shots,) if validation.is_int(shots) else shots  # one count, or several
-    shots = tuple(validation.positive_int("shots", value) for value in shots)
+    shots = shot_counts(shots)
     validation.positive_int("seeds", seeds)
     validation.finite_float("l2", l2, minimum=0, include_minimum=False)
     if l2_grid is True:

@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from keras_vit.evaluation import extraction, fewshot_lsr, heldout, knn, probe
-from keras_vit.utils import extras, files, validation
+from keras_vit.utils import extras, files
 
 METRICS_FILE, SHOTS_PLOT, CONFUSION_PLOT = "metrics.json", "fewshot.png", "confusion_matrix.png"
 
@@ -106,7 +106,7 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
     shots = settings.get("shots", fewshot_lsr.DEFAULT_SHOTS)
     fewshot_lsr.draw_shots(
         train_features.labels,
-        max((shots,) if validation.is_int(shots) else shots),
+        max(fewshot_lsr.shot_counts(shots)),
         np.random.default_rng(0),
         train_features.num_classes,
         train_features.class_names,
