@@ -224,6 +224,12 @@ def test_position_embedding_follows_the_patch_grid():
     np.testing.assert_array_equal(native, to_numpy(layer.embedding))
 
 
+def _called_twice(layer, first, second):
+    """Builds `layer` on zeros of shape `first`, then calls it on zeros of shape `second`."""
+    layer(np.zeros(first, "float32"))
+    return layer(np.zeros(second, "float32"))
+
+
 @pytest.mark.parametrize(
     "make, message",
     [
@@ -233,6 +239,7 @@ def test_position_embedding_follows_the_patch_grid():
         (lambda: layers.TransformerBlock(2, 8, drop_path_rate=1.0), "drop_path_rate=1.0"),
         (lambda: layers.TokenPooling("min"), "mode='min'"),
         (lambda: layers.PositionEmbedding((2, 2))(np.zeros((1, 4, 8))), "expects 5 tokens"),
+        (lambda: _called_twice(layers.PositionEmbedding((2, 2)), (1, 5, 8), (1, 10, 8)), "expects 5 tokens"),
     ],
 )
 def test_bad_arguments_say_what_was_received(make, message):

@@ -367,13 +367,19 @@ class PositionEmbedding(keras.layers.Layer):
     def sequence_length(self):
         return self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
 
-    def build(self, tokens_shape, patch_grid_shape=None):
-        if patch_grid_shape is None and tokens_shape[1] is not None and tokens_shape[1] != self.sequence_length:
+    def _check_length(self, tokens_shape):
+        """Without a `patch_grid` the tokens must be the stored grid's (a known count that differs is an error)."""
+        count = validation.static_dim(tokens_shape[1])
+        if count is not None and count != self.sequence_length:
             raise ValueError(
                 f"PositionEmbedding for a {self.grid_size[0]}x{self.grid_size[1]} grid with "
                 f"{self.num_prefix_tokens} prefix token(s) expects {self.sequence_length} "
-                f"tokens; pass `patch_grid` for tokens of another grid. Received: input_shape={tokens_shape}"
+                f"tokens; pass `patch_grid` for tokens of another grid. Received: input_shape={tuple(tokens_shape)}"
             )
+
+    def build(self, tokens_shape, patch_grid_shape=None):
+        if patch_grid_shape is None:
+            self._check_length(tokens_shape)
         # Normal(0.02) is the initialiser of the official implementation.
         self.embedding = self.add_weight(
             shape=(1, self.sequence_length, tokens_shape[-1]),
@@ -388,6 +394,8 @@ class PositionEmbedding(keras.layers.Layer):
             grid = (shape[1], shape[2])
             if tuple(validation.static_dim(size) for size in grid) != self.grid_size:
                 embedding = self._resampled(grid)
+        else:
+            self._check_length(ops.shape(tokens))  # built for one count, called with another
         return tokens + ops.cast(embedding, tokens.dtype)
 
     def _resampled(self, grid):
