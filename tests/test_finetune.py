@@ -399,12 +399,20 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tiny_small_model, tm
     backup = json.load(open(metadata))
     assert backup["epoch"] == 1  # epoch 0 finished and was backed up
 
-    # The same command again, in this process (nothing of the killed run is in it: all it resumes from is on disk).
+    # Another run into the same folder is refused before any work, naming what differs; the backup stays.
     capsys.readouterr()
+    other = [*argv[:2], "40", *argv[3:]]
+    assert cli.main(other) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds the backup of an unfinished run with other settings (steps 32 -> 40; warmup" in err
+    assert json.load(open(metadata)) == backup
+
+    # The same command again, in this process (nothing of the killed run is in it: all it resumes from is on disk).
     assert cli.main(argv) == 0
     # Resumed at epoch 2 of 2 (Keras numbers from 1): epoch 1 was not run again.
     shown = capsys.readouterr().out
     assert "Epoch 2/2" in shown and "Epoch 1/2" not in shown
+    assert "32 steps (resumed from the backup at step 24)" in shown
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     # The optimizer state came from the mid-epoch backup (the first one of epoch 2, after its 8th batch: 16 + 8
     # updates), and the resumed run stopped at the planned 32 updates although it repeated epoch 2 from its start.

@@ -23,6 +23,7 @@ Everything goes to `--out`:
 """
 
 import dataclasses
+import json
 import math
 import os
 import time
@@ -418,6 +419,50 @@ class Callbacks:
     history_path: str
 
 
+# Settings that do not change what is trained: a backup resumes whatever they are.
+_NOT_THE_RUN = ("out", "verbose", "backup_every", "coordinator", "num_processes", "process_id", "heartbeat_timeout")
+
+
+def run_settings(config):
+    """What defines a run, as stored with its backup: every setting but where and how it reports and syncs."""
+    values = {name: value for name, value in dataclasses.asdict(config).items() if name not in _NOT_THE_RUN}
+    return json.loads(json.dumps(values))  # as it reads back (tuples become lists)
+
+
+def check_backup(config):
+    """Refuses, before any work, to resume the backup in `out` of a run with other settings.
+
+    Returns:
+        Whether `out` holds a backup of this same run (the run resumes from
+        it).
+
+    Raises:
+        ValueError: the backup is another run's (its settings differ),
+            naming each difference.
+    """
+    from keras_vit.training.recipes import FaultTolerantBackup
+
+    folder = os.path.join(config.out, "backup")
+    path = os.path.join(folder, FaultTolerantBackup.SETTINGS_FILE)
+    if not os.path.isfile(path):
+        return os.path.isdir(folder)  # a backup written before settings were stored resumes as it did
+    with open(path) as handle:
+        saved = json.load(handle)
+    current = run_settings(config)
+    differences = [
+        f"{name} {saved.get(name)!r} -> {current.get(name)!r}"
+        for name in sorted(set(saved) | set(current))
+        if saved.get(name) != current.get(name)
+    ]
+    if differences:
+        raise ValueError(
+            f"{config.out} holds the backup of an unfinished run with other settings ({'; '.join(differences)}). "
+            "Rerun that run's command to resume it, choose another --out, or delete "
+            f"{folder} to start afresh."
+        )
+    return True
+
+
 def make_callbacks(config):
     """Backup (resume after a kill), exact stop, checkpoint, released gradients, CSV log, throughput."""
     import keras
@@ -434,7 +479,11 @@ def make_callbacks(config):
     stop = training.StopAtIteration(config.steps)
     throughput = training.ThroughputMeter()
     callbacks = [
-        training.FaultTolerantBackup(os.path.join(config.out, "backup"), save_freq=config.backup_every or "epoch"),
+        training.FaultTolerantBackup(
+            os.path.join(config.out, "backup"),
+            save_freq=config.backup_every or "epoch",
+            run_settings=run_settings(config),
+        ),
         stop,
         throughput,
         training.AtomicModelCheckpoint(os.path.join(config.out, "checkpoint.keras")),
@@ -552,6 +601,7 @@ def finetune(**options):
 
     config = make_config(**options)
     check_dependencies(config)
+    check_backup(config)
     if config.data.startswith("tfds:"):
         from keras_vit.training import data
 

@@ -361,10 +361,17 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
         backup_dir: str, the folder of the backup.
         save_freq: `"epoch"` or an int number of batches.
         delete_checkpoint: bool, delete the backup when training finishes.
+        run_settings: optional JSON-ready dict of what defines the run,
+            written with every backup as `run_settings.json` so that a
+            restart can tell whether it is the same run (`keras-vit finetune`
+            refuses to resume another run's backup).
     """
 
-    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
+    SETTINGS_FILE = "run_settings.json"
+
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, run_settings=None):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint, double_checkpoint=False)
+        self.run_settings = run_settings
 
     @property
     def async_safe(self):
@@ -399,6 +406,8 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
         with files.atomic_directory(folder) as staged:
             self.model.save_weights(os.path.join(staged, os.path.basename(weights_path)))
             files.write_json(os.path.join(staged, os.path.basename(metadata_path)), metadata)
+            if self.run_settings is not None:
+                files.write_json(os.path.join(staged, self.SETTINGS_FILE), self.run_settings)
 
 
 class StopAtIteration(keras.callbacks.Callback):

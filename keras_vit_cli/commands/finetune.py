@@ -45,7 +45,9 @@ def run(args):
     speed = metrics["images_per_second"]
     print(
         f"held-out accuracy {metrics['heldout_accuracy']:.4f} on {metrics['heldout_examples']} images; "
-        f"{metrics['steps']} steps, "
+        f"{metrics['steps']} steps"
+        + (f" (resumed from the backup at step {metrics['start_step']})" if metrics["start_step"] else "")
+        + ", "
         + (f"{speed:.0f} images/s, " if speed is not None else "")
         + f"{metrics['total_seconds']:.0f} s in all"
     )
