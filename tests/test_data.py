@@ -199,6 +199,8 @@ def test_train_pipeline_is_finite_unless_repeated(folder):
         (dict(shuffle_buffer=0), "shuffle_buffer"),
         (dict(shard=(2, 2)), "shard"),
         (dict(seed=-1), "seed"),
+        # Fewer images than one full batch: one pass would give none (Keras's fit then ends in StopIteration).
+        (dict(batch_size=8), "has 4 images, fewer than one batch of 8"),
     ],
 )
 def test_train_pipeline_rejects_bad_arguments(arguments, match):

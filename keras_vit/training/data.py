@@ -874,6 +874,12 @@ def train_pipeline(
         validation.non_negative_int("seed", seed)
     tf = _tf()
     dataset = _shard(dataset, shard)
+    examples = int(dataset.cardinality())  # unknown (< 0) for a folder, whose unreadable files drop out as met
+    if not repeat and 0 <= examples < batch_size:
+        raise ValueError(
+            f"The source has {examples} images, fewer than one batch of {batch_size}: every batch is full, so one "
+            "pass would give no batch. Pass a smaller `batch_size`, or `repeat=True`."
+        )
     if cache:
         dataset = dataset.cache()
     dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
