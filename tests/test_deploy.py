@@ -195,6 +195,48 @@ def test_backbone_nested_in_a_saved_user_model_exports(tmp_path):
     np.testing.assert_allclose(deploy.load_artefact(path, format)(images), expected, atol=1e-4, rtol=0)
 
 
+def test_a_user_model_that_scales_its_own_pixels_is_not_scaled_twice(tmp_path):
+    # Cost: one export (3-15 s).
+    format = _cheapest_format()
+    backbone = VisionTransformer(**TINY, include_top=False, pooling="gap", include_preprocessing=False)
+    inputs = keras.Input((8, 8, 3))
+    scaled = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs)  # the user's own scaling of raw pixels
+    user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(scaled)))
+    helpers.randomize_weights(user_model)
+    images = _images(2).astype("float32")
+    path = deploy.export(user_model, str(tmp_path / "user"), format=format, input_dtype="float32")
+    expected = keras.ops.convert_to_numpy(user_model(images))
+    np.testing.assert_allclose(deploy.load_artefact(path, format)(images), expected, atol=1e-4, rtol=0)
+
+
+def test_a_mixed_precision_model_is_exported_computing_in_float32(tmp_path):
+    # Cost: one export (3-15 s). ONNX Runtime refused the graph of a mixed_bfloat16 model (float16 beside bfloat16),
+    # OpenVINO and LiteRT failed to convert it.
+    format = _cheapest_format()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        mixed = _classifier()
+    finally:
+        keras.config.set_dtype_policy("float32")
+    twin = VisionTransformer(**TINY, classes=3, classifier_activation=None)
+    twin.set_weights(mixed.get_weights()[: len(twin.weights)])
+    path = deploy.export(mixed, str(tmp_path / "mixed"), format=format)
+    expected = keras.ops.convert_to_numpy(twin(_images().astype("float32")))
+    np.testing.assert_allclose(deploy.load_artefact(path, format)(_images()), expected, atol=1e-5, rtol=0)
+
+
+def test_a_model_quantized_by_keras_is_refused_where_its_conversion_is_wrong(tmp_path):
+    formats = [format for format in ("openvino", "litert") if deploy.supported(format)[0]]
+    if not formats:
+        pytest.skip(f"neither OpenVINO nor LiteRT is exported on the {keras.backend.backend()} backend")
+    model = _classifier()
+    model.quantize("int8")
+    for format in formats:
+        with pytest.raises(ValueError, match=f"quantized by Keras cannot be exported to {format}"):
+            deploy.export(model, str(tmp_path / "quantized"), format=format)
+    assert os.listdir(tmp_path) == []
+
+
 def test_export_refuses_bad_arguments(tmp_path):
     # Cost: none of these exports starts (each fails before the trace).
     model = _classifier()

@@ -50,7 +50,7 @@ from keras_vit.deploy import writers
 from keras_vit.deploy.writers import CLASS_NAMES_FILE, OUTPUT_NAME
 from keras_vit.models import metadata
 from keras_vit.models.architecture import Architecture
-from keras_vit.utils import extras, files, validation
+from keras_vit.utils import extras, files, keras_compat, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
 INPUT_DTYPES = ("uint8", "float32")
@@ -153,6 +153,7 @@ def serving_model(model, input_dtype="uint8"):
         A functional `keras.Model` whose input is named `images`.
     """
     validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
+    model = float32_copy(model)
     shape = tuple(model.input_shape[1:])
     if len(shape) != 3 or None in shape:
         raise ValueError(
@@ -161,15 +162,62 @@ def serving_model(model, input_dtype="uint8"):
         )
     inputs = keras.Input(shape=shape, dtype=input_dtype, name="images")
     # Rescaling casts to float32 first: x / 127.5 - 1, the ViT preprocessing, unless the ViT
-    # scales raw pixels itself (include_preprocessing=True, the default): then only the cast. The
-    # ViT may be nested in the user's model, so its own layers are the ones that say.
-    own_scaling = Architecture.from_model(model).include_preprocessing
+    # scales raw pixels itself (include_preprocessing=True, the default), or the user's model around
+    # it scales them in its own layers (a Rescaling or Normalization of its own): then only the cast.
+    own_scaling = Architecture.from_model(model).include_preprocessing or _scales_pixels_around_the_vit(model)
     scale, offset = (1.0, 0.0) if own_scaling else (1.0 / 127.5, -1.0)
     scaled = keras.layers.Rescaling(scale, offset=offset, name="pixel_scaling")(inputs)
     serving = keras.Model(inputs, model(scaled), name=f"{model.name}_serving")
     # Keras exports only models that have run once (it traces their call).
     serving(np.zeros((1, *shape), input_dtype))
     return serving
+
+
+def _scales_pixels_around_the_vit(model):
+    """Whether a user's model holding the ViT has pixel-scaling layers of its own (outside the ViT)."""
+    if metadata.find_vit(model) is model:
+        return False
+    return any(isinstance(layer, (keras.layers.Rescaling, keras.layers.Normalization)) for layer in model.layers)
+
+
+def _policy_names(model):
+    return {layer.dtype_policy.name for layer in [model, *keras_compat.sublayers(model)]}
+
+
+def is_quantized(model):
+    """Whether any layer of `model` runs quantized (`model.quantize(...)`)."""
+    return any(layer.quantization_mode is not None for layer in [model, *keras_compat.sublayers(model)])
+
+
+def float32_copy(model):
+    """`model` computing in float32: a mixed-precision model rebuilt with float32 layers and its own weights.
+
+    Mixed precision keeps the weights in float32 and computes in bfloat16 or
+    float16; an artefact computes in float32, which every runtime runs (ONNX
+    Runtime refuses a graph mixing float16 and bfloat16; OpenVINO and LiteRT
+    fail to convert one). Other models are returned as they are.
+    """
+    if is_quantized(model) or not any(name.startswith("mixed_") for name in _policy_names(model)):
+        return model
+
+    def mixed(value):
+        return isinstance(value, str) and value.startswith("mixed_")
+
+    def to_float32(node):
+        # A layer's policy is serialized as a `DTypePolicy` entry, or as a bare name under "dtype".
+        if isinstance(node, dict):
+            if node.get("class_name") == "DTypePolicy" and mixed(node["config"].get("name")):
+                return {**node, "config": {**node["config"], "name": "float32"}}
+            return {
+                key: "float32" if key == "dtype" and mixed(value) else to_float32(value) for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [to_float32(value) for value in node]
+        return node
+
+    copy = keras.saving.deserialize_keras_object(to_float32(keras.saving.serialize_keras_object(model)))
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def _check_source(model_or_path):
@@ -282,6 +330,12 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
                 f"{existing} exists and an export never replaces a file: choose a new path or remove it first."
             )
     source = _load(model_or_path)
+    if is_quantized(source) and format in ("openvino", "litert"):
+        raise ValueError(
+            f"A model quantized by Keras cannot be exported to {format}: the conversion of its int8 layers fails "
+            "(LiteRT) or gives other outputs (OpenVINO). Export the float32 model with int8=True (LiteRT), or "
+            "export this one as onnx or saved_model."
+        )
     model = serving_model(source, input_dtype=input_dtype)
     class_names = _class_names(source, model, class_names)
     options = dict(class_names=class_names, int8=int8, verbose=verbose)
