@@ -404,7 +404,10 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tiny_small_model, tm
     other = [*argv[:2], "40", *argv[3:]]
     assert cli.main(other) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "holds the backup of an unfinished run with other settings (steps 32 -> 40; warmup" in err
+    assert (
+        err.count("\n") == 1
+        and "holds the backup of an unfinished run with other settings (steps 32 -> 40; warmup" in err
+    )
     assert json.load(open(metadata)) == backup
 
     # The same command again, in this process (nothing of the killed run is in it: all it resumes from is on disk).
