@@ -11,6 +11,7 @@ share one export per format (`exported`, module scope)."""
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -261,12 +262,17 @@ def test_export_never_replaces_a_file(format, tmp_path):
     model = _classifier()
     for target in deploy.artefact_files(deploy.artefact_path(str(tmp_path / "vit"), format), format):
         os.makedirs(target) if format == "saved_model" else open(target, "w").write("someone else's")
-        with pytest.raises(FileExistsError, match="never replaces a file"):
+        what = "a folder" if format == "saved_model" else "a file"
+        with pytest.raises(FileExistsError, match=re.escape(f"exists ({what}) and an export never replaces one")):
             deploy.export(model, str(tmp_path / "vit"), format=format)
         assert os.listdir(tmp_path) == [os.path.basename(target)]
         if format != "saved_model":
             assert open(target).read() == "someone else's"
         os.rmdir(target) if format == "saved_model" else os.remove(target)
+    # A file where the artefact's folder would be: one line before any work (it named the staging folder after it).
+    (tmp_path / "notes.txt").write_text("someone's notes")
+    with pytest.raises(NotADirectoryError, match="notes.txt is a file"):
+        deploy.export(model, str(tmp_path / "notes.txt" / "vit"), format=format)
 
 
 def test_folder_targets_get_a_named_file(tmp_path):
@@ -312,7 +318,7 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys)
     # The same export again: refused in one line, the first artefact untouched.
     assert keras_vit_cli.main(["export", str(tmp_path / "model.keras"), f"{out}/", "--format", format]) == 1
     err = capsys.readouterr().err
-    assert "never replaces a file" in err and len(err.strip().splitlines()) == 1
+    assert "an export never replaces one" in err and len(err.strip().splitlines()) == 1
     assert sorted(os.listdir(tmp_path / "served")) == written
 
 

@@ -48,6 +48,13 @@ def test_evaluate_prints_one_table_and_writes_its_files(saved_model, tmp_path, c
     assert sorted(os.listdir(out)) == ["fewshot.png", "metrics.json"]
 
 
+def test_piped_output_has_no_progress_bars(saved_model, tmp_path, capsys):
+    # Without --verbose, into a pipe or a file (capsys is neither a terminal): the table, no carriage returns.
+    assert cli.main(["evaluate", saved_model, "--shots", "1", "--seeds", "1", "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "1-shot linear" in printed and "\r" not in printed and "\x1b" not in printed
+
+
 def test_an_output_folder_that_is_a_file_is_refused_before_any_work(saved_model, tmp_path, capsys):
     taken = tmp_path / "results.txt"
     taken.write_text("someone's notes")

@@ -323,11 +323,13 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     _check_arguments(format, input_dtype, int8)
     _check_source(model_or_path)
     path = artefact_path(out, format, name=_default_name(model_or_path))
+    files.check_output_folder(os.path.dirname(os.path.abspath(path)))  # a file in the way, no write access
     targets = artefact_files(path, format)
     for existing in targets:
         if os.path.lexists(existing):
+            what = "a folder" if os.path.isdir(existing) else "a file"
             raise FileExistsError(
-                f"{existing} exists and an export never replaces a file: choose a new path or remove it first."
+                f"{existing} exists ({what}) and an export never replaces one: choose a new path or remove it first."
             )
     source = _load(model_or_path)
     if is_quantized(source) and format in ("openvino", "litert"):

@@ -14,6 +14,8 @@ confusion_matrix.png to --out. The default data is the digits bundled with
 scikit-learn, split as `keras-vit finetune` splits them (no download).
 """
 
+import sys
+
 
 def add_arguments(parser):
     parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) or variant (B/16)")
@@ -42,7 +44,13 @@ def add_arguments(parser):
     parser.add_argument("--cache", default=None, help="folder to keep the features in and reuse (default: none)")
     parser.add_argument("--out", default="outputs/evaluate", help="output folder (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the draws and splits (default: %(default)s)")
-    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1), help="1: progress bars (default)")
+    parser.add_argument(
+        "--verbose",
+        type=int,
+        default=None,
+        choices=(0, 1),
+        help="1: progress bars (default on a terminal), 0: none (default when piped or redirected)",
+    )
 
 
 def _shots(text):
@@ -119,7 +127,8 @@ def run(args):
         image_size=args.image_size,
         batch_size=args.batch_size,
         cache_dir=args.cache,
-        verbose=args.verbose,
+        # Piped or redirected (a log file, CI): no progress bar's carriage returns in the log.
+        verbose=args.verbose if args.verbose is not None else int(sys.stdout.isatty()),
         shots=shots,
         seeds=args.seeds,
         l2=args.l2,
