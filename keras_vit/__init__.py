@@ -7,16 +7,7 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
     model = keras_vit.ViTB16(include_top=True, weights=None)
 """
 
-import sys
-
-if sys.argv[:1] == ["-m"]:
-    # `python -m keras_vit ...` (runpy sets argv[0] to "-m" while it imports the package, before `__main__`): the
-    # command line's quiet setup must come before this package imports Keras, as the `keras-vit` entry point has it.
-    from keras_vit_cli import quiet
-
-    quiet.install()
-
-from keras_vit.utils import module_aliases  # noqa: E402
+from keras_vit.utils import module_aliases
 
 # Where each public module of the flat layout lives now: `import keras_vit.data`,
 # `keras_vit.files.atomic_file`, ... keep working (the same module objects).
