@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from keras_vit import deploy
+from keras_vit.deploy import writers
 from keras_vit.models import metadata
 from keras_vit.models.applications import VisionTransformer
 from keras_vit.models.preprocessing import preprocess_input
@@ -273,6 +274,28 @@ def test_export_never_replaces_a_file(format, tmp_path):
     (tmp_path / "notes.txt").write_text("someone's notes")
     with pytest.raises(NotADirectoryError, match="notes.txt is a file"):
         deploy.export(model, str(tmp_path / "notes.txt" / "vit"), format=format)
+
+
+@pytest.mark.parametrize("format", deploy.FORMATS)
+def test_a_file_that_appears_during_the_export_is_left_as_it_is(format, tmp_path, monkeypatch):
+    # Cost: none (the writer is replaced). The names are checked before the minutes an export takes; a file
+    # written meanwhile under the last of them (OpenVINO's .bin, the LiteRT class names) must still stand.
+    if not deploy.supported(format)[0]:
+        pytest.skip(deploy.supported(format)[1])
+    targets = deploy.artefact_files(deploy.artefact_path(str(tmp_path / "vit"), format), format)
+
+    def write_while_someone_writes(model, format, target, **options):
+        folder = target if format == "saved_model" else os.path.dirname(target)
+        for name in [os.path.basename(t) for t in targets] if format != "saved_model" else ["saved_model.pb"]:
+            files.write_text(os.path.join(folder, name), "the export's")
+        os.makedirs(targets[-1]) if format == "saved_model" else files.write_text(targets[-1], "someone else's")
+
+    monkeypatch.setattr(writers, "write", write_while_someone_writes)
+    with pytest.raises(FileExistsError, match=re.escape(f"{targets[-1]} appeared while")):
+        deploy.export(_classifier(), str(tmp_path / "vit"), format=format)
+    assert os.listdir(tmp_path) == [os.path.basename(targets[-1])]
+    if format != "saved_model":
+        assert open(targets[-1]).read() == "someone else's"
 
 
 def test_folder_targets_get_a_named_file(tmp_path):

@@ -1,6 +1,7 @@
 """keras_vit.files: the one way outputs are written (pure file I/O: runs on one backend only)."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -149,3 +150,77 @@ def test_file_set_failure_or_bad_names_change_nothing(tmp_path):
     for names in ([], ["../a.txt"], ["a.txt", "a.txt"], [".commit"]):
         with pytest.raises(ValueError, match="names"), files.atomic_files(tmp_path, names):
             pass
+
+
+@pytest.fixture(params=["renameat2", "hard-link", "no-links"])
+def no_replace_primitive(request, monkeypatch):
+    """The ways a no-replace commit is made: Linux renameat2, else a hard link, else a check just before."""
+    if request.param != "renameat2":
+        monkeypatch.setattr(files, "_renameat2", lambda source, destination, flag: False)
+    if request.param == "no-links":
+
+        def no_link(source, destination):
+            raise PermissionError(1, "Operation not permitted")  # as on file systems without hard links
+
+        monkeypatch.setattr(os, "link", no_link)
+    return request.param
+
+
+def test_no_replace_outputs_are_written_when_the_names_are_free(tmp_path, no_replace_primitive):
+    with files.atomic_file(tmp_path / "a.onnx", replace=False) as staged:
+        files.write_text(staged, "mine")
+    with files.atomic_files(tmp_path, ["b.xml", "b.bin"], replace=False) as staged:
+        for path in staged.values():
+            files.write_text(path, "mine")
+    with files.atomic_directory(tmp_path / "saved", replace=False) as staged:
+        files.write_text(os.path.join(staged, "saved_model.pb"), "mine")
+    assert sorted(os.listdir(tmp_path)) == ["a.onnx", "b.bin", "b.xml", "saved"]
+    assert (tmp_path / "b.bin").read_text() == (tmp_path / "saved" / "saved_model.pb").read_text() == "mine"
+
+
+def test_no_replace_outputs_leave_a_file_that_appeared_while_they_were_written(tmp_path, no_replace_primitive):
+    # An export checks its names first, then works for minutes: a file someone writes meanwhile must stand.
+    def someone_elses(path, folder=False):
+        os.mkdir(path) if folder else files.write_text(path, "someone else's")
+
+    with (
+        pytest.raises(FileExistsError, match="a.onnx appeared while"),
+        files.atomic_file(tmp_path / "a.onnx", replace=False) as staged,
+    ):
+        files.write_text(staged, "mine")
+        someone_elses(tmp_path / "a.onnx")
+    # The set's second name is taken: its first, already renamed into place, is taken back.
+    with (
+        pytest.raises(FileExistsError, match="b.bin appeared while"),
+        files.atomic_files(tmp_path, ["b.xml", "b.bin"], replace=False) as staged,
+    ):
+        for path in staged.values():
+            files.write_text(path, "mine")
+        someone_elses(tmp_path / "b.bin")
+    for folder in (False, True):  # an empty folder is replaced by a plain rename: it must stand too
+        with (
+            pytest.raises(FileExistsError, match="saved appeared while"),
+            files.atomic_directory(tmp_path / "saved", replace=False) as staged,
+        ):
+            files.write_text(os.path.join(staged, "saved_model.pb"), "mine")
+            someone_elses(tmp_path / "saved", folder)
+        shutil.rmtree(tmp_path / "saved") if folder else os.remove(tmp_path / "saved")
+    assert sorted(os.listdir(tmp_path)) == ["a.onnx", "b.bin"]
+    assert (tmp_path / "a.onnx").read_text() == (tmp_path / "b.bin").read_text() == "someone else's"
+
+
+@pytest.mark.parametrize("taken", [False, True], ids=["names-free", "a-name-taken"])
+def test_a_killed_no_replace_set_is_finished_or_withdrawn_by_the_next_write(tmp_path, taken):
+    # Killed after the commit, between the renames: v.xml is in place, v.bin still staged.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    staging = tmp_path / f"{files.TEMP_PREFIX}{int(dead.stdout)}.{files._HOST}.dead"
+    staging.mkdir()
+    (staging / ".commit").write_text('{"names": ["v.xml", "v.bin"]}')
+    (staging / "v.bin").write_text("new")
+    (tmp_path / "v.xml").write_text("new")
+    if taken:
+        (tmp_path / "v.bin").write_text("someone else's")
+    files.write_text(tmp_path / "history.csv", "next run")
+    expected = ["history.csv", "v.bin"] if taken else ["history.csv", "v.bin", "v.xml"]
+    assert sorted(os.listdir(tmp_path)) == expected
+    assert (tmp_path / "v.bin").read_text() == ("someone else's" if taken else "new")

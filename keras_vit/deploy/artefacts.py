@@ -342,14 +342,14 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     class_names = _class_names(source, model, class_names)
     options = dict(class_names=class_names, int8=int8, verbose=verbose)
     if format == "saved_model":
-        with files.atomic_directory(path) as staged:
+        with files.atomic_directory(path, replace=False) as staged:
             writers.write(model, format, staged, **options)
         return path
     # One set: the OpenVINO .xml with its .bin, the .tflite with its class names.
     names = [os.path.basename(target) for target in targets]
     if format == "litert" and class_names is None:
         names = names[:1]
-    with files.atomic_files(os.path.dirname(os.path.abspath(path)), names) as staged:
+    with files.atomic_files(os.path.dirname(os.path.abspath(path)), names, replace=False) as staged:
         writers.write(model, format, staged[names[0]], **options)
     return path
 

@@ -208,6 +208,6 @@ def quantize_onnx_int8(path, out):
         raise FileNotFoundError(f"No ONNX file at {path!r}.")
     if os.path.exists(out):
         raise FileExistsError(f"{out} exists: choose a new path or remove it first.")
-    with files.atomic_file(out) as staged:
+    with files.atomic_file(out, replace=False) as staged:
         quantize_dynamic(path, staged, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
     return out

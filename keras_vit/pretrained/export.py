@@ -60,7 +60,7 @@ def hf_config(architecture, weights):
     return config
 
 
-def export_weights(model, path, format="hf"):
+def export_weights(model, path, format="hf", replace=True):
     """Writes a keras_vit model's weights in another library's layout.
 
     Args:
@@ -69,6 +69,9 @@ def export_weights(model, path, format="hf"):
             `config.json`); for `"timm"` a `.safetensors` file; for
             `"official"` an `.npz` file.
         format: `"hf"`, `"timm"` or `"official"`.
+        replace: bool. `False`: never replace what is at `path`
+            (`FileExistsError`, also for a file that appears while the
+            weights are written).
 
     Returns:
         The path of the weights file written.
@@ -83,26 +86,26 @@ def export_weights(model, path, format="hf"):
     if format not in EXPORT_FORMATS:
         raise ValueError(f"`format` must be one of {EXPORT_FORMATS}. Received: format={format!r}")
     vit = find_vit(model)
-    return write_weights(model_weights(vit), path, format, Architecture.from_model(vit))
+    return write_weights(model_weights(vit), path, format, Architecture.from_model(vit), replace=replace)
 
 
-def write_weights(weights, path, format, architecture):
+def write_weights(weights, path, format, architecture, replace=True):
     """Writes keras_vit-named `weights` of an `Architecture` to `path` in `format` (see `export_weights`)."""
     path = os.fspath(path)
     tensors = converters.from_keras(weights, format, num_heads=architecture.num_heads)
     grid = architecture.grid_size
     if format == "official":
-        io.write_npz(path, tensors)
+        io.write_npz(path, tensors, replace=replace)
         return path
     # The grid is recorded so non-square position embeddings reload exactly.
     metadata = {"format": "pt", "keras_vit.grid_size": f"{grid[0]},{grid[1]}"}
     if format == "hf":
         # Weights and config.json appear together or not at all: transformers cannot open a mix.
-        with files.atomic_directory(path) as staged:
+        with files.atomic_directory(path, replace=replace) as staged:
             io.write_safetensors(os.path.join(staged, "model.safetensors"), tensors, metadata)
             files.write_json(os.path.join(staged, "config.json"), hf_config(architecture, weights))
         return os.path.join(path, "model.safetensors")
-    io.write_safetensors(path, tensors, metadata)
+    io.write_safetensors(path, tensors, metadata, replace=replace)
     return path
 
 
@@ -116,7 +119,7 @@ def format_for_path(path):
     return "hf"
 
 
-def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
+def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None, replace=True):
     """Converts a checkpoint file (or a `.keras` model) to another layout.
 
     Args:
@@ -131,6 +134,8 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
             hidden size (logged); the timm layout fuses them.
         image_size: `(height, width)` the position embedding is for; None
             takes it from the file, else a square grid.
+        replace: bool. `False`: never replace what is at `dst` (see
+            `export_weights`).
 
     Returns:
         `(path written, format)`.
@@ -148,11 +153,11 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None):
 
         # The ViT itself, also when it is nested in the user's model (a head
         # on top of a nested ViT is no part of the ViT layouts).
-        return export_weights(metadata.load_classifier(src), dst, format), format
+        return export_weights(metadata.load_classifier(src), dst, format, replace=replace), format
     checkpoint = loader.load_checkpoint(src)
     grid = None
     if image_size is not None:
         pixels = pixels_per_token_of_weights(checkpoint.weights)
         grid = loader.checkpoint_grid(checkpoint, target_grid=patch_grid(image_size, pixels))
     architecture = checkpoint.architecture(num_heads, grid)
-    return write_weights(checkpoint.weights, dst, format, architecture), format
+    return write_weights(checkpoint.weights, dst, format, architecture, replace=replace), format

@@ -386,7 +386,7 @@ def read_checkpoint(path, lazy=False):
     return tensors, metadata
 
 
-def write_safetensors(path, tensors, metadata=None):
+def write_safetensors(path, tensors, metadata=None, replace=True):
     """Writes `{name: array}` as safetensors, atomically (`keras_vit.files`).
 
     The safetensors library's own hidden temporary file lands in the staging
@@ -397,14 +397,14 @@ def write_safetensors(path, tensors, metadata=None):
 
     tensors = {name: np.ascontiguousarray(value) for name, value in tensors.items()}
     metadata = {str(key): str(value) for key, value in (metadata or {}).items()}
-    with files.atomic_file(path) as staged:
+    with files.atomic_file(path, replace=replace) as staged:
         save_file(tensors, staged, metadata=metadata)
     return os.fspath(path)
 
 
-def write_npz(path, tensors):
-    """Writes `{name: array}` as an uncompressed `.npz`, atomically."""
-    with files.atomic_file(path) as staged:
+def write_npz(path, tensors, replace=True):
+    """Writes `{name: array}` as an uncompressed `.npz`, atomically (`replace=False`: never over a file)."""
+    with files.atomic_file(path, replace=replace) as staged:
         with open(staged, "wb") as handle:
             np.savez(handle, **tensors)
     return os.fspath(path)

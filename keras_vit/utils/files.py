@@ -18,6 +18,11 @@ module (standard library only), so that
   journal: a kill before the commit leaves the old set, a kill during the
   renames is rolled forward to the new set by the next write into that
   folder (`atomic_files`);
+- an output that must never replace anything (`replace=False`: exports) is
+  committed with a rename that fails when the target exists (Linux
+  `renameat2` with `RENAME_NOREPLACE`; elsewhere a hard link, which fails the
+  same way), so a file that appears while the output is being written is
+  left as it is;
 - files get the mode a plain `open()` gives under the current umask (0644
   under the usual 022), not the 0600 of `tempfile.mkstemp`;
 - a failure removes everything staged, and the staging folders of killed
@@ -164,13 +169,24 @@ def _roll_forward(staging, directory):
     """Renames into `directory` what a committed file set left in `staging`."""
     try:
         with open(os.path.join(staging, _JOURNAL)) as journal:
-            names = json.load(journal)
+            commit = json.load(journal)
     except (OSError, ValueError):
         return  # No commit: the set never started to appear, and the old one stands.
-    for name in names:
-        staged = os.path.join(staging, name)
-        if isinstance(name, str) and os.path.basename(name) == name and os.path.isfile(staged):
-            os.replace(staged, os.path.join(directory, name))
+    # A list: a set that replaces its namesakes; a dict: one that never replaces a file (`replace=False`).
+    names, replace = (commit, True) if isinstance(commit, list) else (commit.get("names", []), False)
+    names = [name for name in names if isinstance(name, str) and os.path.basename(name) == name]
+    pending = [name for name in names if os.path.isfile(os.path.join(staging, name))]
+    if replace:
+        for name in pending:
+            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+    else:
+        try:
+            _commit_without_replacing(staging, directory, pending)
+        except FileExistsError:
+            # A name was taken since the kill: the set is withdrawn, the part already in place with it.
+            for name in set(names) - set(pending):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(directory, name))
     _fsync_path(directory, directory=True)
 
 
@@ -224,7 +240,7 @@ def _staging(path):
 
 
 @contextlib.contextmanager
-def atomic_file(path):
+def atomic_file(path, replace=True):
     """Yields a temporary path to write; on success it replaces `path` whole.
 
     The yielded path is inside a private staging folder next to `path` and
@@ -235,6 +251,9 @@ def atomic_file(path):
 
     Args:
         path: the output file. Its folder is created if needed.
+        replace: bool. `False`: never replace a file at `path`, one that
+            appeared while the block ran included (`FileExistsError`, and
+            that file is left as it is).
 
     Example:
 
@@ -251,12 +270,18 @@ def atomic_file(path):
         if not os.path.isfile(staged):
             raise OSError(f"Nothing was written to {final}.")
         _finish_tree(staged)
-        os.replace(staged, final)
+        if replace:
+            os.replace(staged, final)
+        else:
+            try:
+                _rename_no_replace(staged, final)
+            except FileExistsError:
+                raise _appeared(final) from None
         _fsync_path(os.path.dirname(final), directory=True)
 
 
 @contextlib.contextmanager
-def atomic_files(folder, names):
+def atomic_files(folder, names, replace=True):
     """Yields temporary paths to write; on success the files replace their namesakes in `folder` as one set.
 
     For outputs that belong together but share a folder with others (so the
@@ -270,6 +295,9 @@ def atomic_files(folder, names):
     Args:
         folder: the output folder. It is created if needed.
         names: the file names of the set (plain names, no folders).
+        replace: bool. `False`: never replace a file of the set's names, one
+            that appeared while the block ran included (`FileExistsError`;
+            none of the set is left in place).
 
     Example:
 
@@ -303,31 +331,88 @@ def atomic_files(folder, names):
             _finish_tree(os.path.join(staging, name))
         journal = os.path.join(staging, _JOURNAL)
         with open(journal, "w") as handle:
-            json.dump(names, handle)
+            json.dump(names if replace else {"names": names}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         _fsync_path(staging, directory=True)
-        _roll_forward(staging, directory)
+        if replace:
+            _roll_forward(staging, directory)
+        else:
+            _commit_without_replacing(staging, directory, names)
 
 
-def _exchange(first, second):
-    """Swaps two paths atomically (Linux renameat2); False where the system cannot."""
+def _commit_without_replacing(staging, directory, names):
+    """Renames a staged file set into `directory`; if one name is taken, takes back what it had put in place."""
+    placed = []
+    try:
+        for name in names:
+            _rename_no_replace(os.path.join(staging, name), os.path.join(directory, name))
+            placed.append(name)
+    except FileExistsError:
+        with contextlib.suppress(OSError):  # the set is withdrawn: a kill from here on leaves no roll-forward
+            os.remove(os.path.join(staging, _JOURNAL))
+        for name in placed:
+            os.rename(os.path.join(directory, name), os.path.join(staging, name))
+        raise _appeared(os.path.join(directory, names[len(placed)])) from None
+    _fsync_path(directory, directory=True)
+
+
+_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+
+
+def _renameat2(source, destination, flag):
+    """Linux renameat2 with `flag`; False where the system or file system cannot."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
         return False
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(source), at_fdcwd, os.fsencode(destination), flag) == 0:
         return True
     code = ctypes.get_errno()
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         return False
-    raise OSError(code, os.strerror(code), second)
+    raise OSError(code, os.strerror(code), destination)  # EEXIST gives a FileExistsError
+
+
+def _exchange(first, second):
+    """Swaps two paths atomically (Linux renameat2); False where the system cannot."""
+    return _renameat2(first, second, _RENAME_EXCHANGE)
+
+
+def _rename_no_replace(source, destination):
+    """Renames `source` to `destination`, or raises FileExistsError if `destination` exists.
+
+    In one step where the system can: `renameat2(RENAME_NOREPLACE)`, else for
+    a file a hard link (which fails if the name exists) and an unlink.
+    """
+    if _renameat2(source, destination, _RENAME_NOREPLACE):
+        return
+    if not os.path.isdir(source):
+        try:
+            os.link(source, destination)
+        except FileExistsError:
+            raise
+        except OSError:
+            pass  # No hard links on this file system: the check below, a moment before the rename.
+        else:
+            os.unlink(source)
+            return
+    if os.path.lexists(destination):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), destination)
+    os.rename(source, destination)
+
+
+def _appeared(path):
+    return FileExistsError(
+        f"{path} appeared while this output was being written and was left as it is; "
+        "choose a new path or remove it first."
+    )
 
 
 @contextlib.contextmanager
-def atomic_directory(path):
+def atomic_directory(path, replace=True):
     """Yields a temporary folder to fill; on success it replaces the folder `path` whole.
 
     For outputs made of several files: readers see the complete old folder or
@@ -338,6 +423,9 @@ def atomic_directory(path):
 
     Args:
         path: the output folder. Its parent is created if needed.
+        replace: bool. `False`: never replace anything at `path`, a file or
+            folder that appeared while the block ran included
+            (`FileExistsError`, and what is there is left as it is).
 
     Example:
 
@@ -351,6 +439,18 @@ def atomic_directory(path):
     with _staging(path) as (final, staged, staging):
         os.mkdir(staged)
         yield staged
+        if not replace:
+            _finish_tree(staged)
+            try:
+                _rename_no_replace(staged, final)
+            except FileExistsError:
+                raise _appeared(final) from None
+            except OSError as error:  # without renameat2: a folder that appeared, empty or not
+                if os.path.lexists(final):
+                    raise _appeared(final) from error
+                raise
+            _fsync_path(os.path.dirname(final), directory=True)
+            return
         if os.path.lexists(final):
             if not os.path.isdir(final) or os.path.islink(final):
                 raise FileExistsError(f"{final} exists and is not a folder; choose another output path.")

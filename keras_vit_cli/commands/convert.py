@@ -35,6 +35,8 @@ def run(args):
 
     if os.path.lexists(args.dst) and not args.overwrite:
         raise FileExistsError(f"{args.dst} exists: choose a new path, or pass --overwrite to replace it.")
-    written, format = convert_checkpoint(args.src, args.dst, args.to, args.num_heads, args.image_size)
+    written, format = convert_checkpoint(
+        args.src, args.dst, args.to, args.num_heads, args.image_size, replace=args.overwrite
+    )
     print(f"wrote {written} ({format} layout)")
     return 0
