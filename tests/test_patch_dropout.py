@@ -61,6 +61,20 @@ def test_training_keeps_the_class_token_and_an_ordered_subset(rate, num_patches)
         np.testing.assert_array_equal(kept[image, 1:], tokens[image, ids.astype(int)])
 
 
+@pytest.mark.parametrize("seed", [None, 5], ids=["unseeded", "seeded"])  # unseeded torch draws by its own dropout
+def test_every_patch_is_kept_equally_often(seed):
+    # 4000 images of 8 patches at rate 0.75 (2 kept): each patch 1 time in 4 (a std of 0.007), each pair alike.
+    batch, num_patches = 4000, 8
+    tokens = _tokens(batch, 1 + num_patches, dim=1)
+    kept = to_numpy(layers.PatchDropout(0.75, seed=seed)(tokens, training=True))[:, 1:, 0]
+    ids = (kept - np.arange(batch)[:, None] * (1 + num_patches)).astype(int) - 1
+    frequency = np.bincount(ids.ravel(), minlength=num_patches) / batch
+    np.testing.assert_allclose(frequency, 0.25, atol=0.03)
+    pairs = np.bincount(ids[:, 0] * num_patches + ids[:, 1], minlength=num_patches**2) / batch
+    chosen = pairs.reshape(num_patches, num_patches)[np.triu_indices(num_patches, 1)]
+    np.testing.assert_allclose(chosen, 1 / 28, atol=0.015)
+
+
 def test_draws_differ_per_image_and_call_and_repeat_with_the_seed():
     tokens = _tokens(8, 1 + 16)
     first, second = (layers.PatchDropout(0.5, seed=11) for _ in range(2))

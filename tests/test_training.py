@@ -14,8 +14,9 @@ from keras_vit import training
 from tests.helpers import BACKEND
 
 
-def _tiny_model(classes=3, activation=None):
+def _tiny_model(classes=3, activation=None, **options):
     return keras_vit.VisionTransformer(
+        **options,
         patch_size=4,
         hidden_dim=16,
         num_layers=1,
@@ -195,14 +196,21 @@ def test_a_fine_tune_step_on_torch_never_waits_for_the_device():
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
-def test_torch_compile_traces_the_fine_tune_update_without_a_break():
+@pytest.mark.parametrize(
+    "options",
+    # Each random draw through a Keras seed generator broke the graph, and past 8 breaks dynamo gave up
+    # (`recompile_limit` warnings, then eager steps): stochastic depth and patch dropout draw like dropout.
+    [{}, dict(dropout_rate=0.1, attention_dropout_rate=0.1, drop_path_rate=0.1, patch_dropout_rate=0.5)],
+    ids=["deterministic", "random"],
+)
+def test_torch_compile_traces_the_fine_tune_update_without_a_break(options):
     import torch
 
     from tests.helpers import import_tensorflow_if_installed
 
     import_tensorflow_if_installed()
     images, labels = (keras.ops.convert_to_tensor(array) for array in _data(4))
-    model = _tiny_model()
+    model = _tiny_model(**options)
     model.compile(
         training.finetune_optimizer(total_steps=10, warmup_steps=2),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -510,11 +510,12 @@ class DropPath(keras.layers.Layer):
     def call(self, inputs, training=False):
         if not training or self.rate == 0:
             return inputs
-        keep = 1.0 - self.rate
         mask_shape = (ops.shape(inputs)[0],) + (1,) * (len(inputs.shape) - 1)
-        noise = keras.random.uniform(mask_shape, seed=self.seed_generator, dtype=inputs.dtype)
-        mask = ops.floor(keep + noise)
-        return inputs * ops.cast(mask / keep, inputs.dtype)
+        # 0 or 1 / (1 - rate) per sample. Drawn by `keras.random.dropout`: unseeded on torch it is torch's own
+        # dropout, which torch.compile traces; any other Keras draw there (`uniform`) breaks the compiled graph
+        # at each use, and every break costs a recompilation until dynamo gives up.
+        mask = keras.random.dropout(ops.ones(mask_shape, inputs.dtype), self.rate, seed=self.seed_generator)
+        return inputs * mask
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -591,10 +592,19 @@ class PatchDropout(keras.layers.Layer):
         num_patches = validation.static_dim(shape[1])
         num_patches = shape[1] if num_patches is None else num_patches
         # A uniformly random subset per image: the first `kept` of a random permutation, put back in order.
-        noise = keras.random.uniform((shape[0], num_patches), seed=self.seed_generator)
+        noise = self._uniform_noise(shape[0], num_patches)
         keep = ops.sort(ops.argsort(noise, axis=-1)[:, : self.kept(num_patches)], axis=-1)
         kept = ops.take_along_axis(patches, ops.expand_dims(keep, -1), axis=1)
         return ops.concatenate([prefix, kept], axis=1)
+
+    def _uniform_noise(self, batch, num_patches):
+        """Uniform draws in [0, 1) on a 2**-24 grid (float32's), one per patch token, from 24 fair bits each.
+
+        The bits come from `keras.random.dropout`, for torch.compile (see `DropPath.call`).
+        """
+        bits = keras.random.dropout(ops.ones((batch, num_patches, 24), "float32"), 0.5, seed=self.seed_generator)
+        weights = ops.convert_to_tensor([0.5 ** (k + 1) for k in range(24)], "float32")
+        return ops.sum(bits * 0.5 * weights, axis=-1)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
