@@ -343,6 +343,12 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "an export never replaces one" in err and len(err.strip().splitlines()) == 1
     assert sorted(os.listdir(tmp_path / "served")) == written
+    # A constructor: refused before its weights are fetched (here they could not be: no network, no cache).
+    taken = deploy.artefact_path(f"{tmp_path / 'taken'}/", format, name="vit_ti16")
+    os.makedirs(taken) if format == "saved_model" else files.write_text(taken, "someone else's")
+    argv = ["export", "Ti/16", f"{tmp_path / 'taken'}/", "--format", format, "--weights", "imagenet"]
+    assert keras_vit_cli.main(argv) == 1
+    assert "an export never replaces one" in capsys.readouterr().err
 
 
 # An export that SIGKILLs itself once the artefact is complete in its staging folder, before the commit.

@@ -220,6 +220,33 @@ def float32_copy(model):
     return copy
 
 
+def check_target(out, format, name="model"):
+    """Checks, before any work, that `export` can write its artefact at `out`.
+
+    Args:
+        out, format, name: as for `artefact_path` (`name`: the model's name
+            or the `.keras` file's stem, for a folder target).
+
+    Returns:
+        The artefact's path (`artefact_path`).
+
+    Raises:
+        FileExistsError: a file or folder the export would write exists (an
+            export never replaces one).
+        NotADirectoryError, FileNotFoundError, PermissionError: the folder
+            it would write into cannot hold it (`files.check_output_folder`).
+    """
+    path = artefact_path(out, format, name=name)
+    files.check_output_folder(os.path.dirname(os.path.abspath(path)))  # a file in the way, no write access
+    for existing in artefact_files(path, format):
+        if os.path.lexists(existing):
+            what = "a folder" if os.path.isdir(existing) else "a file"
+            raise FileExistsError(
+                f"{existing} exists ({what}) and an export never replaces one: choose a new path or remove it first."
+            )
+    return path
+
+
 def _check_source(model_or_path):
     if isinstance(model_or_path, keras.Model):
         return
@@ -322,15 +349,8 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     """
     _check_arguments(format, input_dtype, int8)
     _check_source(model_or_path)
-    path = artefact_path(out, format, name=_default_name(model_or_path))
-    files.check_output_folder(os.path.dirname(os.path.abspath(path)))  # a file in the way, no write access
+    path = check_target(out, format, name=_default_name(model_or_path))
     targets = artefact_files(path, format)
-    for existing in targets:
-        if os.path.lexists(existing):
-            what = "a folder" if os.path.isdir(existing) else "a file"
-            raise FileExistsError(
-                f"{existing} exists ({what}) and an export never replaces one: choose a new path or remove it first."
-            )
     source = _load(model_or_path)
     if is_quantized(source) and format in ("openvino", "litert"):
         raise ValueError(

@@ -44,10 +44,15 @@ def run(args):
     if args.model.endswith(".keras"):
         model = args.model
     else:
+        import inspect
+
         from keras_vit.models.applications import constructor_for
 
+        constructor = constructor_for(args.model)
         size = validation.positive_int("image_size", args.image_size)
-        model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3))
+        # Before the weights are fetched and converted (minutes for a large model), not after.
+        deploy.check_target(args.out, args.format, name=inspect.signature(constructor).parameters["name"].default)
+        model = constructor(weights=args.weights, input_shape=(size, size, 3))
     path = deploy.export(model, args.out, format=args.format, input_dtype=args.input_dtype, int8=args.int8)
     precision = "int8" if args.int8 else "float32"
     pixels = f"(batch, height, width, 3) {args.input_dtype} pixels in [0, 255]"
