@@ -137,6 +137,18 @@ def test_artefact_has_one_input_and_one_output_in_its_own_runtime(format, export
     if not ok:
         pytest.skip(reason)
     assert _runtime_names(exported(format), format) == _expected_names(format)
+    if format == "openvino":  # the model's image size, the batch dynamic (torch's trace left all four dynamic)
+        import openvino as ov
+
+        (images,) = ov.Core().read_model(exported(format)).inputs
+        assert [
+            dimension.get_length() if dimension.is_static else None for dimension in images.get_partial_shape()
+        ] == [
+            None,
+            8,
+            8,
+            3,
+        ]
 
 
 def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm(exported):
@@ -148,10 +160,17 @@ def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm
         pytest.skip(reason)
     import openvino as ov
 
-    types = collections.Counter(op.get_type_name() for op in ov.Core().read_model(exported("openvino")).get_ops())
+    ops = ov.Core().read_model(exported("openvino")).get_ops()
+    types = collections.Counter(op.get_type_name() for op in ops)
     num_layers = TINY["num_layers"]
-    # Slices and gathers left: the class token and a shape read, not three per block as before.
-    assert types["Split"] == num_layers and types["StridedSlice"] + types["Gather"] <= 2, types
+    # Slices and gathers of activations left: the class token, not three per block as before. (Those of the
+    # shape arithmetic, on 1-D shape vectors, cost nothing.)
+    slices = [
+        op.get_friendly_name()
+        for op in ops
+        if op.get_type_name() in ("StridedSlice", "Gather") and op.input(0).get_partial_shape().rank.get_length() > 1
+    ]
+    assert types["Split"] == num_layers and len(slices) <= 1, (types, slices)
     if keras.backend.backend() == "torch":
         # Two LayerNorms per block and the final one; one GELU per MLP.
         assert types["MVN"] == 2 * num_layers + 1 and types["Gelu"] == num_layers, types

@@ -157,8 +157,15 @@ def _write_openvino(serving, staged, scratch, class_names, verbose):
         ov_model = ov.Core().read_model(traced)
     else:
         ov_model = ov.convert_model(_saved_model(serving, scratch))
-    _only(ov_model.inputs, "openvino").get_tensor().set_names({INPUT_NAME})
+    images = _only(ov_model.inputs, "openvino")
+    images.get_tensor().set_names({INPUT_NAME})
     _only(ov_model.outputs, "openvino").get_tensor().set_names({OUTPUT_NAME})
+    # Torch's trace leaves every input dimension dynamic: the model's own sizes (the batch stays dynamic) let
+    # OpenVINO plan for them and refuse a wrong image size at the input rather than deep inside the graph.
+    # (Only where they differ: a reshape re-derives the graph's shape arithmetic, a few more shape ops.)
+    sizes = ov.PartialShape([-1 if size is None else size for size in serving.input_shape])
+    if images.get_partial_shape() != sizes:
+        ov_model.reshape({images: sizes})
     if class_names is not None:
         # OpenVINO's own place for a classifier's labels (model_info/labels), space-separated.
         ov_model.set_rt_info(" ".join(name.replace(" ", "_") for name in class_names), ["model_info", "labels"])
