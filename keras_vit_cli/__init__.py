@@ -112,6 +112,11 @@ def main(argv=None):
     except (ValueError, OSError) as error:
         print(f"keras-vit {args.command}: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
+    except KeyboardInterrupt:
+        # Ctrl-C is the user's own choice, not a fault: one line, no traceback. Outputs are staged and renamed
+        # into place (keras_vit.files), so none is left half-written; `finetune` resumes from its backup.
+        print(f"keras-vit {args.command}: interrupted; no output was left half-written", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
     except ImportError as error:
         # A missing optional dependency says which extra to install: one line, exit 1. (Imported here, once
         # keras_vit is loaded anyway, so that building the parser stays free of Keras.)

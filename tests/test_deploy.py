@@ -411,6 +411,53 @@ def test_a_killed_export_leaves_no_artefact_and_the_next_one_cleans_up(tmp_path)
     assert deploy.load_artefact(path, format)(_images()).shape == (3, 3)
 
 
+# The same export under the command line, interrupted (Ctrl-C) once the artefact is written, before the commit.
+INTERRUPTED_EXPORT = """
+import os, signal, sys
+import keras_vit_cli
+from keras_vit_cli import quiet
+
+quiet.install()  # as keras_vit_cli.main does first, before the import below brings in Keras
+from keras_vit.deploy import writers
+
+write = writers.write
+
+
+def write_then_interrupt(*args, **kwargs):
+    write(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+writers.write = write_then_interrupt
+sys.exit(keras_vit_cli.main(["export", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX exports the tensorflow run's saved_model folder")
+def test_ctrl_c_during_an_export_is_one_line_and_leaves_nothing(tmp_path):
+    # Cost: one export in a fresh process (Keras import + export, 10-25 s).
+    format = _cheapest_format()
+    _classifier().save(tmp_path / "model.keras")
+    served = tmp_path / "served"
+    served.mkdir()
+    argv = [
+        sys.executable,
+        "-c",
+        INTERRUPTED_EXPORT,
+        str(tmp_path / "model.keras"),
+        str(served / "vit"),
+        "--format",
+        format,
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 130, result.stderr[-3000:]
+    # (The run's environment may let TensorFlow's native log lines through; the command's own output is one line.)
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == "keras-vit export: interrupted; no output was left half-written"
+    assert os.listdir(served) == []  # no artefact, and the staging folder removed on the way out
+
+
 @pytest.mark.parametrize("format", deploy.INT8_FORMATS)
 def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_path):
     # Cost: one int8 export (10-20 s, TensorFlow only).
