@@ -310,12 +310,13 @@ def test_make_datasets_refuses_a_split_where_no_image_decodes(tmp_path):
         finetune.make_datasets(config)
 
 
-@pytest.mark.parametrize("case", ["unreadable", "one class"])
+@pytest.mark.parametrize("case", ["unreadable", "one class", "missing"])
 def test_cli_refuses_unusable_image_folders_in_one_line_and_writes_nothing(tmp_path, capsys, case):
     # Before the fix, on JAX: a warning per file, then a StopIteration traceback out of `fit`; on torch "ran out
-    # of data"; a one-class folder trained a 1-logit model. Every backend: the failure came from `fit`.
+    # of data"; a one-class folder trained a 1-logit model. Every backend: the failure came from `fit`. A
+    # mistyped folder was "`source` is not a folder", naming an argument the command line does not have.
     root = str(tmp_path / "images")
-    for name in ("a", "b") if case == "unreadable" else ("a",):
+    for name in {"unreadable": ("a", "b"), "one class": ("a",), "missing": ()}[case]:
         _write_images(os.path.join(root, name), 3, readable=case != "unreadable")
     out = str(tmp_path / "run")
     with warnings.catch_warnings(record=True) as caught:
@@ -325,6 +326,8 @@ def test_cli_refuses_unusable_image_folders_in_one_line_and_writes_nothing(tmp_p
     assert code == 2, line
     if case == "unreadable":
         assert line.startswith(f"keras-vit finetune: No readable images under {root} (training subset): all 5 image")
+    elif case == "missing":
+        assert line.startswith(f"keras-vit finetune: No image folder at {root!r} (nothing there): give a folder")
     else:
         assert line.startswith(f"keras-vit finetune: {root} has 1 class ('a'); a classifier needs at least 2")
     assert [str(w.message) for w in caught] == []  # no warning per unreadable file, no Keras warning

@@ -467,7 +467,11 @@ def folder_layout(source, split):
         ValueError: `source` is not a folder, or has no subfolders.
     """
     if not os.path.isdir(source):
-        raise ValueError(f"`source` is not a folder. Received: source={source!r}")
+        what = "a file" if os.path.exists(source) else "nothing"
+        raise ValueError(
+            f"No image folder at {source!r} ({what} there): give a folder root/<split>/<class>/ or root/<class>/, "
+            "or 'tfds:NAME' for a TensorFlow Datasets dataset."
+        )
     if split is not None and os.path.isdir(os.path.join(source, split)):
         return "split"
     if not _subfolders(source):
