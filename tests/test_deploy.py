@@ -10,6 +10,7 @@ share one export per format (`exported`, module scope)."""
 
 import collections
 import json
+import logging
 import os
 import re
 import signal
@@ -149,6 +150,17 @@ def test_artefact_has_one_input_and_one_output_in_its_own_runtime(format, export
             8,
             3,
         ]
+
+
+def test_loading_a_saved_model_logs_no_warning(exported, caplog):
+    # Cost: the shared SavedModel export and one load. From JAX (jax2tf) TensorFlow warned on every load that the
+    # functions' custom gradients were not saved, which serving never asks for.
+    ok, reason = deploy.supported("saved_model")
+    if not ok:
+        pytest.skip(reason)
+    with caplog.at_level(logging.WARNING):
+        deploy.load_artefact(exported("saved_model"), "saved_model")
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []
 
 
 def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm(exported):

@@ -40,7 +40,9 @@ Runtime dynamic quantization (`quantize_onnx_int8`). Which is faster than
 float32 depends on the model size and the CPU: see docs/deploy-int8.md.
 """
 
+import contextlib
 import json
+import logging
 import os
 
 import keras
@@ -374,6 +376,24 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     return path
 
 
+class _CustomGradientNotice(logging.Filter):
+    """TensorFlow's warning, on loading a SavedModel written from JAX (jax2tf), that its functions' custom
+    gradients were not saved: true, and of no concern to an artefact that serves predictions."""
+
+    def filter(self, record):
+        return "with ops with unsaved custom gradients" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_custom_gradient_notice():
+    logger, notice = logging.getLogger("absl"), _CustomGradientNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
+
+
 def load_artefact(path, format):
     """Loads an exported artefact in its own runtime.
 
@@ -391,7 +411,8 @@ def load_artefact(path, format):
     if format == "saved_model":
         import tensorflow as tf
 
-        loaded = tf.saved_model.load(path)  # kept alive: `serve` refers to its variables
+        with _without_custom_gradient_notice():
+            loaded = tf.saved_model.load(path)  # kept alive: `serve` refers to its variables
 
         def run(images):
             outputs = loaded.serve(tf.constant(images))
