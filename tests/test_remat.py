@@ -244,18 +244,22 @@ def test_remat_under_mixed_precision_recomputes_in_bfloat16(mixed_bfloat16):
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.compile's graphs")
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_torch_compile_traces_a_remat_training_call_as_one_graph(policy):
+@pytest.mark.parametrize(
+    ("policy", "options"),
+    [("float32", {}), ("mixed_bfloat16", {}), ("float32", dict(RANDOM, patch_dropout_rate=0.5))],
+    ids=["float32", "mixed_bfloat16", "random"],
+)
+def test_torch_compile_traces_a_remat_training_call_as_one_graph(policy, options):
     """Each block's `torch.utils.checkpoint` is traced into the graph: the rematerialized function writes no global
     state in the forward pass (re-opening Keras's autocast scope there stopped the tracing, and the blocks ran
-    eagerly)."""
+    eagerly), and dropout, stochastic depth and patch dropout draw inside it without a break."""
     import torch
 
     import_tensorflow_if_installed()  # as a torch user's tf.data input pipeline does
 
     keras.config.set_dtype_policy(policy)
     try:
-        model = keras_vit.VisionTransformer(**TINY, remat=True)
+        model = keras_vit.VisionTransformer(**TINY, **options, remat=True)
     finally:
         keras.config.set_dtype_policy("float32")
     inputs = keras.ops.convert_to_tensor(random_inputs((2, 8, 12, 3)))
