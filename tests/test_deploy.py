@@ -382,6 +382,19 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys)
     assert "an export never replaces one" in capsys.readouterr().err
 
 
+def test_cli_exports_a_constructor_with_random_weights(tmp_path, monkeypatch, capsys):
+    # Cost: building ViT-Ti/16 at 32 px (the export itself is replaced). `--weights none`: no download, for a try
+    # offline or a benchmark of the artefact.
+    import keras_vit_cli
+
+    built = []
+    monkeypatch.setattr(deploy, "export", lambda model, out, **options: built.append(model) or out)
+    argv = ["export", "Ti/16", str(tmp_path / "vit"), "--weights", "none", "--image-size", "32"]
+    assert keras_vit_cli.main(argv) == 0, capsys.readouterr().err
+    (model,) = built
+    assert model.name == "vit_ti16" and model.input_shape == (None, 32, 32, 3)
+
+
 # An export that SIGKILLs itself once the artefact is complete in its staging folder, before the commit.
 KILLED_EXPORT = """
 import os, signal, sys

@@ -28,7 +28,9 @@ def add_arguments(parser):
         "--int8", action="store_true", help="post-training int8 (litert: dynamic range; onnx: ONNX Runtime dynamic)"
     )
     parser.add_argument(
-        "--weights", default="imagenet", help="for a constructor: tag, 'imagenet', file or hf:// (default: %(default)s)"
+        "--weights",
+        default="imagenet",
+        help="for a constructor: tag, 'imagenet', file, hf:// or 'none' for random weights (default: %(default)s)",
     )
     parser.add_argument("--image-size", type=int, default=224, help="for a constructor: square input size")
 
@@ -52,7 +54,8 @@ def run(args):
         size = validation.positive_int("image_size", args.image_size)
         # Before the weights are fetched and converted (minutes for a large model), not after.
         deploy.check_target(args.out, args.format, name=inspect.signature(constructor).parameters["name"].default)
-        model = constructor(weights=args.weights, input_shape=(size, size, 3))
+        weights = None if args.weights.lower() == "none" else args.weights
+        model = constructor(weights=weights, input_shape=(size, size, 3))
     path = deploy.export(model, args.out, format=args.format, input_dtype=args.input_dtype, int8=args.int8)
     precision = "int8" if args.int8 else "float32"
     pixels = f"(batch, height, width, 3) {args.input_dtype} pixels in [0, 255]"
