@@ -7,7 +7,33 @@ Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
     model = keras_vit.ViTB16(include_top=True, weights=None)
 """
 
-from keras_vit.utils import module_aliases
+import os
+import sys
+
+
+def _hand_over_to_the_command_line():
+    """`python -m keras_vit ARGS` becomes `python -m keras_vit_cli ARGS` before this package imports Keras.
+
+    Python imports a package before its `__main__`, so run as `-m keras_vit` this package would import Keras
+    (and TensorFlow's start-up logs) before the command line could quiet them (`keras_vit_cli.quiet`, which
+    must run first). The library never imports the command line: it starts it in its place instead, with the
+    same interpreter options, arguments, environment and process id (`os.execv`; elsewhere than POSIX the
+    package's `__main__` runs it, logs and all).
+    """
+    if sys.argv[:1] != ["-m"] or os.name != "posix":
+        return  # an import, or `-m` of another module still being located
+    original = list(getattr(sys, "orig_argv", ()))
+    for index, argument in enumerate(original[1:], start=1):
+        if argument.startswith("-m"):
+            target = argument[2:] or (original[index + 1] if index + 1 < len(original) else None)
+            if target == __name__:
+                os.execv(sys.executable, [sys.executable, *original[1:index], "-m", "keras_vit_cli", *sys.argv[1:]])
+            return
+
+
+_hand_over_to_the_command_line()
+
+from keras_vit.utils import module_aliases  # noqa: E402
 
 # Where each public module of the flat layout lives now: `import keras_vit.data`,
 # `keras_vit.files.atomic_file`, ... keep working (the same module objects).

@@ -102,6 +102,25 @@ def _check_backend_setting():
         raise ValueError(f"KERAS_BACKEND={backend!r} is not a Keras backend: set it to tensorflow, jax or torch.")
 
 
+def _stdout_reader_gone():
+    """Whether the reader of standard output closed it (`keras-vit variants | head -3`).
+
+    The write end of a pipe whose reader is gone polls as an error. If so, standard output goes to /dev/null
+    from here: Python flushes it at exit, which would fail again.
+    """
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        gone = any(events & select.POLLERR for _, events in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll() (Windows), or no real stdout
+        return False
+    if gone:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return gone
+
+
 def main(argv=None):
     """Runs `keras-vit` with `argv` (default: `sys.argv[1:]`) and returns the exit code."""
     quiet.install()  # before any command imports Keras
@@ -109,6 +128,11 @@ def main(argv=None):
     try:
         _check_backend_setting()
         return args.run(args)
+    except BrokenPipeError as error:
+        if _stdout_reader_gone():
+            return 141  # 128 + SIGPIPE, as `yes | head` reports it: the reader had what it wanted
+        print(f"keras-vit {args.command}: {error}", file=sys.stderr)
+        return 1
     except (ValueError, OSError) as error:
         print(f"keras-vit {args.command}: {error}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1

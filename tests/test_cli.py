@@ -97,6 +97,19 @@ def test_python_dash_m_keras_vit_delegates(tmp_path):
 
 
 @ONE_BACKEND
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    # `keras-vit variants | head -1` printed "keras-vit variants: [Errno 32] Broken pipe". Here the reader is gone
+    # before the command writes at all (it closes the pipe at once; the command takes a moment to start).
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    command = [sys.executable, "-c", "import sys, keras_vit_cli; sys.exit(keras_vit_cli.main(['variants']))"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process.stdout.close()
+    assert process.wait(timeout=120) == 141
+    assert process.stderr.read() == b""
+    process.stderr.close()
+
+
+@ONE_BACKEND
 def test_a_command_is_required(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main([])
