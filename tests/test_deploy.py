@@ -439,6 +439,10 @@ def test_a_killed_export_leaves_no_artefact_and_the_next_one_cleans_up(tmp_path)
 # The same export under the command line, interrupted (Ctrl-C) once the artefact is written, before the commit.
 INTERRUPTED_EXPORT = """
 import os, signal, sys
+
+# As in a terminal: a test runner's worker may ignore SIGINT, and a child inherits that (Python then raises no
+# KeyboardInterrupt).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import keras_vit_cli
 from keras_vit_cli import quiet
 
