@@ -415,6 +415,17 @@ deploy.export(sys.argv[1], sys.argv[2], format=sys.argv[3])
 """
 
 
+def _export_in_a_child(script, tmp_path, *arguments):
+    """Runs `script` in a fresh interpreter with the arguments `tmp_path/model.keras` (the classifier, saved
+    there), `tmp_path/served/vit` and `arguments`. Returns the finished process and the `served` folder."""
+    _classifier().save(tmp_path / "model.keras")
+    served = tmp_path / "served"
+    served.mkdir()
+    argv = [sys.executable, "-c", script, str(tmp_path / "model.keras"), str(served / "vit"), *arguments]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600), served
+
+
 # The staging is deploy.export's, the same on every backend; what differs is the artefact's shape: a folder
 # (saved_model, the tensorflow run) or two files (openvino, the torch run). JAX writes the same folder as
 # TensorFlow, through jax2tf (18 s in a jax run).
@@ -422,12 +433,7 @@ deploy.export(sys.argv[1], sys.argv[2], format=sys.argv[3])
 def test_a_killed_export_leaves_no_artefact_and_the_next_one_cleans_up(tmp_path):
     # Cost: one export in a fresh process (Keras import + export, 10-25 s) and one here (3-15 s).
     format = _cheapest_format()
-    _classifier().save(tmp_path / "model.keras")
-    served = tmp_path / "served"
-    served.mkdir()
-    argv = [sys.executable, "-c", KILLED_EXPORT, str(tmp_path / "model.keras"), str(served / "vit"), format]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    result, served = _export_in_a_child(KILLED_EXPORT, tmp_path, format)
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
     (left,) = os.listdir(served)  # its staging folder only: no artefact, whole or partial
     assert files.is_temporary(left)
@@ -465,21 +471,7 @@ sys.exit(keras_vit_cli.main(["export", *sys.argv[1:]]))
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX exports the tensorflow run's saved_model folder")
 def test_ctrl_c_during_an_export_is_one_line_and_leaves_nothing(tmp_path):
     # Cost: one export in a fresh process (Keras import + export, 10-25 s).
-    format = _cheapest_format()
-    _classifier().save(tmp_path / "model.keras")
-    served = tmp_path / "served"
-    served.mkdir()
-    argv = [
-        sys.executable,
-        "-c",
-        INTERRUPTED_EXPORT,
-        str(tmp_path / "model.keras"),
-        str(served / "vit"),
-        "--format",
-        format,
-    ]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    result, served = _export_in_a_child(INTERRUPTED_EXPORT, tmp_path, "--format", _cheapest_format())
     assert result.returncode == 130, result.stderr[-3000:]
     # (The run's environment may let TensorFlow's native log lines through; the command's own output is one line.)
     assert "Traceback" not in result.stderr
