@@ -602,9 +602,10 @@ class PatchDropout(keras.layers.Layer):
 
         The bits come from `keras.random.dropout`, for torch.compile (see `DropPath.call`).
         """
+        # Dropout at rate 0.5 keeps a one as 2 (scaled by 1 / 0.5): bit k, 0 or 2, weighs 2**-(k + 2).
         bits = keras.random.dropout(ops.ones((batch, num_patches, 24), "float32"), 0.5, seed=self.seed_generator)
-        weights = ops.convert_to_tensor([0.5 ** (k + 1) for k in range(24)], "float32")
-        return ops.sum(bits * 0.5 * weights, axis=-1)
+        weights = ops.convert_to_tensor([0.5 ** (k + 2) for k in range(24)], "float32")
+        return ops.sum(bits * weights, axis=-1)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
