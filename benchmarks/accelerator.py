@@ -37,6 +37,8 @@ from benchmarks.accelerator_worker import PROTOCOL_PREFIX
 CONFIGURATIONS = {
     "keras_vit jax": ("keras_vit", "jax", True, False, "sync-free"),
     "keras_vit jax remat": ("keras_vit", "jax", True, True, "sync-free"),
+    "keras_vit jax xla attention": ("keras_vit", "jax", True, False, "sync-free", {"attention": "xla"}),
+    "keras_vit jax pad 8": ("keras_vit", "jax", True, False, "sync-free", {"attention_multiple": 8}),
     "keras_vit torch compiled": ("keras_vit", "torch", True, False, "sync-free"),
     "keras_vit torch compiled remat": ("keras_vit", "torch", True, True, "sync-free"),
     "keras_vit torch compiled keras-sgd": ("keras_vit", "torch", True, False, "keras"),
@@ -50,11 +52,13 @@ REFERENCE = "timm compiled"
 CEILING = "matrix products"
 
 
-def _specs(names, args, variant):
+def _specs(names, args, variant, log_folder):
     specs = {}
     for name in names:
-        kind, backend, jit_compile, remat, optimizer = CONFIGURATIONS[name]
+        kind, backend, jit_compile, remat, optimizer, *options = CONFIGURATIONS[name]
         specs[name] = {
+            **(options[0] if options else {}),
+            "profile_folder": os.path.abspath(os.path.join(log_folder, name.replace(" ", "_") + "-profile")),
             "kind": kind,
             "backend": backend,
             "jit_compile": jit_compile,
@@ -193,7 +197,7 @@ def measure(
             if after_round is not None:
                 after_round(records)
         for name in active:
-            if not profile_calls or records[name]["status"] != "ok" or specs[name].get("backend") != "torch":
+            if not profile_calls or records[name]["status"] != "ok":
                 continue
             if specs[name]["kind"] == "ceiling":
                 continue
@@ -312,7 +316,7 @@ def add_arguments(parser):
     )
     parser.add_argument("--window-timeout", type=float, default=120, help="seconds per window (default: %(default)s)")
     parser.add_argument(
-        "--profile", type=int, default=0, help="torch rows: calls profiled after the rounds (default: none)"
+        "--profile", type=int, default=0, help="calls profiled after the rounds (default: none)"
     )
     parser.add_argument("--output", default="accelerator.json", help="the JSON report (default: %(default)s)")
 
@@ -331,8 +335,8 @@ def main(argv=None):
     if args.variant not in variants.VARIANTS:
         parser.error(f"unknown --variant {args.variant!r}; choose one of: {', '.join(variants.VARIANTS)}")
     variant = variants.VARIANTS[args.variant]
-    specs = _specs(names, args, variant)
     log_folder = os.path.splitext(args.output)[0] + "-logs"
+    specs = _specs(names, args, variant, log_folder)
     os.makedirs(log_folder, exist_ok=True)
     counts = {
         "training": flops.training_flops(variant, args.image_size, args.classes),

@@ -44,7 +44,11 @@ class Session:
     device memory high-water mark (`peak_bytes()`, None where the device reports none) that `reset_peak()` restarts
     (False where it cannot: JAX's mark counts from the start of the process)."""
 
-    def __init__(self, train, infer, peak_bytes, reset_peak, device, flash_attention=None):
+    def __init__(
+        self, train, infer, peak_bytes, reset_peak, device, flash_attention=None, backend="torch", profile_folder=None
+    ):
+        self.backend = backend
+        self.profile_folder = profile_folder
         self.train = train
         self.infer = infer
         self.peak_bytes = peak_bytes
@@ -139,6 +143,10 @@ def _keras_session(spec):
 
     keras.config.set_dtype_policy(spec["precision"])
     keras_compat.set_random_seed(0)
+    if spec.get("attention") == "xla":  # the path before padded cuDNN attention, for comparison
+        keras.config.disable_flash_attention()
+    if spec.get("attention_multiple"):
+        keras_compat.ATTENTION_LENGTH_MULTIPLE = spec["attention_multiple"]
     model, _, train_steps = worker.keras_trainer(spec)
     train, labels, inference = (keras.ops.convert_to_tensor(array) for array in _batches(spec))
     if spec["backend"] == "jax":
@@ -150,6 +158,8 @@ def _keras_session(spec):
     return Session(
         train=lambda count: train_steps(train, labels, count),
         infer=lambda count: _repeat(lambda: model.predict_on_batch(inference), count),
+        backend=spec["backend"],
+        profile_folder=spec.get("profile_folder"),
         peak_bytes=peak,
         reset_peak=reset,
         device=device,
@@ -256,6 +266,70 @@ def kernel_kind(name):
     return next((kind for kind, parts in KERNEL_KINDS if any(part in lowered for part in parts)), "other")
 
 
+# XLA's kernels on a GPU are named after their HLO: cuBLAS / CUTLASS products (or "gemm_fusion" Triton ones), cuDNN's
+# fused attention, reduction fusions (layer norm, softmax), elementwise "loop" fusions, copies and transposes.
+JAX_KERNEL_KINDS = (
+    ("matrix products", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "dot")),
+    ("attention", ("sdpa", "flash", "fmha", "attention", "cudnn")),
+    ("reductions", ("reduce", "softmax", "norm")),
+    ("copies", ("copy", "transpose", "memcpy", "memset", "concatenate", "pad", "slice")),
+    ("elementwise fusions", ("fusion", "loop")),
+)
+
+
+def jax_kernel_kind(name):
+    lowered = name.lower()
+    return next((kind for kind, parts in JAX_KERNEL_KINDS if any(part in lowered for part in parts)), "other")
+
+
+def jax_profile(run, count, folder, top=25):
+    """`jax.profiler.trace` over `run(count)`: wall and device milliseconds per step or call, device time by
+    kernel kind and the `top` kernels, read from the trace's GPU streams (on a CPU, from XLA's host ops). The trace
+    stays in `folder`."""
+    import glob
+
+    import jax
+    from jax.profiler import ProfileData
+
+    os.makedirs(folder, exist_ok=True)
+    start = time.perf_counter()
+    with jax.profiler.trace(folder):
+        run(count)
+    wall_ms = (time.perf_counter() - start) * 1e3 / count
+    path = max(glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True), key=os.path.getmtime)
+    data = ProfileData.from_file(path)
+    lines, kernels = {}, {}
+    on_device = any(plane.name.startswith("/device:GPU") for plane in data.planes)
+    for plane in data.planes:
+        if not plane.name.startswith("/device:GPU" if on_device else "/host:CPU"):
+            continue
+        for line in plane.lines:
+            total, names = 0.0, {}
+            for event in line.events:
+                total += event.duration_ns / 1e6 / count
+                names[event.name] = names.get(event.name, 0.0) + event.duration_ns / 1e6 / count
+                if line.name.startswith("Stream") or (not on_device and "XLA Ops" in line.name):
+                    entry = kernels.setdefault(event.name, [0.0, 0])
+                    entry[0] += event.duration_ns / 1e6 / count
+                    entry[1] += 1
+            lines[f"{plane.name} {line.name}"] = {
+                "ms": total,
+                "top": sorted(((ms, name[:120]) for name, ms in names.items()), reverse=True)[:top],
+            }
+    ranked = sorted(((ms, name, calls / count) for name, (ms, calls) in kernels.items()), reverse=True)
+    kinds = {}
+    for milliseconds, name, _ in ranked:
+        kinds[jax_kernel_kind(name)] = kinds.get(jax_kernel_kind(name), 0.0) + milliseconds
+    return {
+        "wall_ms": wall_ms,
+        "device_ms": sum(milliseconds for milliseconds, _, _ in ranked),
+        "kinds_ms": dict(sorted(kinds.items(), key=lambda item: -item[1])),
+        "top": [{"ms": ms, "calls": calls, "kernel": name[:160]} for ms, name, calls in ranked[:top]],
+        "lines_ms": lines,
+        "trace": path,
+    }
+
+
 def profile(run, count, top=15):
     """torch.profiler over `run(count)` (`count` steps or calls): wall and device milliseconds per step or call,
     device time by kernel kind and the `top` kernels (a CPU stands in for the device where there is none, its
@@ -307,6 +381,10 @@ def serve(session, commands):
             )
             continue
         try:
+            if profiled and session.backend == "jax":
+                folder = os.path.join(session.profile_folder or "jax-profile", words[0])
+                _say("done", profile=jax_profile(run, int(words[1]), folder))
+                continue
             if profiled:
                 _say("done", profile=profile(run, int(words[1])))
                 continue

@@ -228,10 +228,10 @@ def test_flash_attention_argument_keeps_torch_compile_graphs_whole(monkeypatch):
     )
 
 
-def test_flash_attention_argument_trains_odd_token_counts_with_xla_attention_on_jax(monkeypatch):
+def test_flash_attention_argument_leaves_odd_training_token_counts_to_keras_compat_on_jax(monkeypatch):
     argument = keras_compat.flash_attention_argument
     if keras.backend.backend() == "jax":
-        # cuDNN refuses to differentiate its fused attention over 197 tokens; inference and even counts stay Keras's.
+        # cuDNN has no backward pass over 197 tokens (dot_product_attention pads those); the rest stays Keras's.
         assert argument(training=True, tokens=197) is False
         assert argument(training=False, tokens=197) is None and argument(training=True, tokens=196) is None
         assert argument(training=True, tokens=None) is None  # a symbolic length: nothing to decide on
@@ -239,6 +239,44 @@ def test_flash_attention_argument_trains_odd_token_counts_with_xla_attention_on_
         assert argument(training=True, tokens=197) is argument(training=False, tokens=197)
     monkeypatch.setattr(keras.config, "is_flash_attention_enabled", lambda: True)
     assert argument(training=True, tokens=197) is True  # the user's global choice wins
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the padded fused attention is JAX's")
+@pytest.mark.parametrize("multiple", [2, 8])
+def test_padded_fused_attention_computes_the_unpadded_attention(multiple):
+    import jax
+    import jax.numpy as jnp
+
+    query, key, value, cotangent = (
+        jax.random.normal(seed, (2, 197, 3, 16)) for seed in jax.random.split(jax.random.key(0), 4)
+    )
+
+    def loss(attention):
+        return jax.value_and_grad(lambda *qkv: jnp.sum(attention(*qkv) * cotangent), argnums=(0, 1, 2))
+
+    expected_loss, expected_grads = loss(jax.nn.dot_product_attention)(query, key, value)
+    padded = lambda *qkv: keras_compat.padded_fused_attention(*qkv, implementation="xla", multiple=multiple)  # noqa: E731
+    padded_loss, padded_grads = loss(padded)(query, key, value)
+    np.testing.assert_allclose(padded_loss, expected_loss, rtol=1e-6)
+    for grad, expected in zip(padded_grads, expected_grads):
+        np.testing.assert_allclose(grad, expected, atol=1e-6)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the padded fused attention is JAX's")
+def test_dot_product_attention_pads_odd_training_calls_on_a_gpu(monkeypatch):
+    padded_calls = []
+    monkeypatch.setattr(keras_compat, "_jax_on_gpu", lambda: True)
+    monkeypatch.setattr(
+        keras_compat, "padded_fused_attention", lambda *qkv, **kwargs: padded_calls.append(kwargs) or qkv[0]
+    )
+    odd, even = np.ones((1, 5, 2, 4), "float32"), np.ones((1, 4, 2, 4), "float32")
+    keras_compat.dot_product_attention(odd, odd, odd, flash_attention=keras_compat.flash_attention_argument(True, 5))
+    assert padded_calls == [{"implementation": "cudnn"}]
+    keras_compat.dot_product_attention(even, even, even, flash_attention=None)
+    keras_compat.dot_product_attention(odd, odd, odd, flash_attention=None)  # inference: cuDNN takes odd lengths
+    monkeypatch.setattr(keras.config, "is_flash_attention_enabled", lambda: False)
+    keras_compat.dot_product_attention(odd, odd, odd, flash_attention=False)  # the user's global choice stands
+    assert len(padded_calls) == 1
 
 
 def _saved_activation_bytes(function, *inputs):

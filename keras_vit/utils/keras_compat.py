@@ -226,13 +226,10 @@ def flash_attention_argument(training=False, tokens=None):
       takes ~15 % longer to compile on a CPU). `False` calls
       `scaled_dot_product_attention` without forcing a kernel, so torch picks
       its own, flash included on a GPU when the inputs allow.
-    - JAX, training calls over an odd number of tokens (197 at 224 px): `False`,
-      XLA's attention. Keras's check asks cuDNN about inference only, and
-      cuDNN's fused attention refuses to differentiate over an odd sequence
-      (jax 0.11.2 on an H200: "Unsupported sequence length Q 197, KV 197"):
-      Keras then logs that traceback and falls back to XLA's attention on every
-      trace, and under `remat=True` (where `jax.checkpoint` differentiates
-      after Keras's fallback has run) the training step fails.
+    - JAX, training calls over an odd number of tokens (197 at 224 px): `False`.
+      cuDNN's fused attention has no backward pass for an odd length, which
+      Keras's inference-only check does not ask; on a GPU
+      `dot_product_attention` pads such calls to an even length instead.
     - Otherwise `None`: Keras chooses (cuDNN on a recent GPU).
     """
     import keras
@@ -268,12 +265,51 @@ def dot_product_attention(query, key, value, flash_attention=None):
     """
     import keras
 
-    if keras.backend.backend() != "torch" or flash_attention is True or isinstance(query, keras.KerasTensor):
+    if isinstance(query, keras.KerasTensor):
+        return keras.ops.dot_product_attention(query, key, value, flash_attention=flash_attention)
+    if keras.backend.backend() == "jax" and flash_attention is False and query.shape[1] % 2 and _jax_on_gpu():
+        if keras.config.is_flash_attention_enabled() is None:
+            return padded_fused_attention(query, key, value, implementation="cudnn")
+    if keras.backend.backend() != "torch" or flash_attention is True:
         return keras.ops.dot_product_attention(query, key, value, flash_attention=flash_attention)
     import torch
 
     heads_first = [tensor.transpose(1, 2) for tensor in (query, key, value)]
     return torch.nn.functional.scaled_dot_product_attention(*heads_first).transpose(1, 2)
+
+
+def _jax_on_gpu():
+    import jax
+
+    return jax.default_backend() == "gpu"
+
+
+# cuDNN's fused attention differentiates over even lengths only; a benchmark may try a larger multiple.
+ATTENTION_LENGTH_MULTIPLE = 2
+
+
+def padded_fused_attention(query, key, value, implementation=None, multiple=None):
+    """JAX's `dot_product_attention` over a sequence padded to a multiple of `multiple` tokens, padded keys masked.
+
+    Buys cuDNN's fused attention in training at 197 tokens (its backward pass
+    refuses odd lengths), where Keras falls back to XLA's attention, which
+    keeps every attention matrix for the backward pass (docs/performance.md,
+    "JAX on a GPU"). The padded query rows are sliced off, and the padded keys
+    are hidden by the kernel's own length mask, so every real query attends
+    to exactly the keys it had.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    multiple = multiple or ATTENTION_LENGTH_MULTIPLE
+    batch, length = query.shape[0], query.shape[1]
+    padding = ((0, 0), (0, -length % multiple), (0, 0), (0, 0))
+    query, key, value = (jnp.pad(tensor, padding) for tensor in (query, key, value))
+    lengths = jnp.full((batch,), length, dtype="int32")
+    attended = jax.nn.dot_product_attention(
+        query, key, value, key_value_seq_lengths=lengths, implementation=implementation
+    )
+    return attended[:, :length]
 
 
 def dense(layer, inputs):
