@@ -106,9 +106,9 @@ def _torch_flash_attention(spec):
 
 def _jax_flash_attention(spec):
     """Where Keras's JAX backend takes cuDNN's fused attention for this model's bfloat16 inputs: Keras's own check
-    (inference), and for training calls cuDNN's refusal of an odd number of tokens (keras_vit then passes
-    `flash_attention=False`; keras-hub's call fails inside Keras, which logs it and runs XLA's attention):
-    "yes", "inference only" or "no"."""
+    (inference), and for training calls cuDNN's refusal of an odd number of tokens (keras_vit pads those to an even
+    length; keras-hub's call fails inside Keras, which logs it and runs XLA's attention): "yes", "yes, padded in
+    training" or "no"."""
     import jax
     import jax.numpy as jnp
 
@@ -120,7 +120,13 @@ def _jax_flash_attention(spec):
     query = jnp.zeros(shape, dtype=jnp.bfloat16)
     if not _can_use_flash_attention(query, query, query, None):
         return "no"
-    return "inference only" if shape[1] % 2 else "yes"
+    if shape[1] % 2 == 0:
+        return "yes"
+    return (
+        "yes, padded in training"
+        if spec["kind"] == "keras_vit" and spec.get("attention") != "xla"
+        else "inference only"
+    )
 
 
 def _jax_memory():
