@@ -38,8 +38,7 @@ from keras_vit.pretrained import download
 from keras_vit.utils import extras, validation
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
-# The paper's Inception crop keeps 5-100 % of the image area (big_vision's
-# `inception_crop` default), with aspect ratios in [3/4, 4/3].
+# The paper's Inception crop (big_vision's `inception_crop` defaults): 5-100 % of the area, aspect ratio 3/4-4/3.
 DEFAULT_AREA_RANGE = (0.05, 1.0)
 ASPECT_RATIO_RANGE = (3.0 / 4.0, 4.0 / 3.0)
 SUBSETS = ("training", "validation")
@@ -222,8 +221,7 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     tf = _tf()
 
     def to_rgb(image, label):
-        # Grayscale datasets (MNIST) are repeated to the 3 channels of the model.
-        # TFDS declares the channels statically (a cond would trace both branches).
+        # Grayscale datasets (MNIST) get 3 channels; TFDS declares them statically, so no cond is traced.
         if image.shape[-1] == 1:
             image = tf.image.grayscale_to_rgb(image)
         return image, tf.cast(label, tf.int32)
@@ -410,7 +408,8 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard
         paths, labels = paths[index::num_shards], labels[index::num_shards]
         parts.append(f"shard {index} of {num_shards}")
     tf = _tf()
-    decoded = tf.Variable(tf.zeros([len(paths)], tf.bool), trainable=False)
+    with tf.device("/cpu:0"):  # beside tf.data's functions, which run on the host
+        decoded = tf.Variable(tf.zeros([len(paths)], tf.bool), trainable=False)
     dataset = tf.data.Dataset.from_tensor_slices((np.arange(len(paths)), paths, labels))
     if shuffle_files:
         # Shuffling names, not decoded images: a whole-epoch shuffle costs a few bytes per file.
@@ -743,8 +742,7 @@ def eval_pipeline(
     if num_examples is not None:
         examples = num_examples if shard is None else len(range(shard[1], num_examples, shard[0]))
     dataset = dataset.map(lambda image, label: (image, label, tf.constant(1.0)))
-    # Padding to a whole number of batches keeps one static shape without dropping the tail (big_vision pads
-    # eval the same way).
+    # Padding to whole batches keeps one static shape without dropping the tail (as big_vision pads eval).
     padding = tf.data.Dataset.from_tensors(
         (tf.zeros(image_size + (3,), tf.float32), tf.constant(0, tf.int32), tf.constant(0.0))
     )
