@@ -66,14 +66,9 @@ def main(argv=None):
     train_ds = data.train_pipeline(
         train_source, image_size=args.image_size, batch_size=batch, num_classes=info.num_classes, repeat=True
     )
-    # Whole batches padded with weight-0 rows: their number is known without reading the files (Keras needs it
-    # to see the end of an image folder), and the weighted accuracy counts each image once.
+    # num_examples: Keras sees the end of an image folder; an unreadable file is a weight-0 row (weighted accuracy).
     eval_ds = data.eval_pipeline(
-        eval_source,
-        image_size=args.image_size,
-        batch_size=batch,
-        static_shapes=True,
-        num_examples=eval_info.num_examples,
+        eval_source, image_size=args.image_size, batch_size=batch, num_examples=eval_info.num_examples
     )
 
     with setup.scope():

@@ -255,12 +255,18 @@ def test_eval_pipeline_knows_a_folders_length_from_its_listing(folder):
     from keras_vit.training import data
 
     dataset, info = data.load(folder, "train")  # 11 files listed, 10 decode
-    pipeline = data.eval_pipeline(
+    pipeline = data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3, num_examples=info.num_examples)
+    assert int(pipeline.cardinality()) == 4  # ceil(11 / 3), known before any file is read
+    (images, labels, weights), batches = _collect(pipeline)
+    assert [len(batch[0]) for batch in batches] == [3, 3, 3, 2]
+    assert weights.tolist() == [1.0] * 10 + [0.0]  # the unreadable file is a row of weight 0
+    padded = data.eval_pipeline(
         dataset, image_size=IMAGE_SIZE, batch_size=3, static_shapes=True, num_examples=info.num_examples
     )
-    assert int(pipeline.cardinality()) == 4  # ceil(11 / 3), known before any file is read
-    (images, labels, weights), _ = _collect(pipeline)
-    assert images.shape[0] == 12 and weights.tolist() == [1.0] * 10 + [0.0] * 2  # the unreadable file is padding
+    (_, _, padded_weights), batches = _collect(padded)
+    assert [len(batch[0]) for batch in batches] == [3, 3, 3, 3] and padded_weights.tolist() == weights.tolist() + [0]
+    sharded = data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3, num_examples=11, shard=(2, 1))
+    assert int(sharded.cardinality()) == 2  # files 1, 3, 5, 7, 9 of 11
     inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3))
     model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling2D()(inputs)))
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True), weighted_metrics=["accuracy"])
@@ -268,10 +274,6 @@ def test_eval_pipeline_knows_a_folders_length_from_its_listing(folder):
         warnings.simplefilter("always")
         model.evaluate(pipeline, verbose=0)
     assert [str(w.message) for w in caught if "ran out of data" in str(w.message)] == []
-    sharded = data.eval_pipeline(
-        dataset, image_size=IMAGE_SIZE, batch_size=3, static_shapes=True, num_examples=11, shard=(2, 1)
-    )
-    assert int(sharded.cardinality()) == 2  # files 1, 3, 5, 7, 9 of 11
 
 
 def test_a_folders_fingerprint_follows_its_files(folder):

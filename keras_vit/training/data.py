@@ -708,10 +708,11 @@ def eval_pipeline(
             padded with zero images, and it yields `(images, labels,
             sample_weights)`, weight 0 on the padding (use weighted metrics).
         num_examples: optional int, `SourceInfo.num_examples` (before
-            `shard`). With `static_shapes=True` the number of batches is then
-            known without reading the files (Keras needs it to see the end of
-            an image folder without warning that its input ran out); files
-            that fail to decode become padding too.
+            `shard`): the number of batches is then known without reading
+            the files (Keras needs it to see the end of an image folder
+            without warning that its input ran out), and the pipeline yields
+            `(images, labels, sample_weights)`, a file that fails to decode
+            being a zero image of weight 0.
         cache: bool, cache the decoded, resized images in memory.
         shard: `(num_shards, index)` to evaluate only this host's part.
 
@@ -735,21 +736,22 @@ def eval_pipeline(
     dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if cache:
         dataset = dataset.cache()
-    if not static_shapes:
+    if num_examples is None and not static_shapes:
         return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
     examples = int(dataset.cardinality())
     if num_examples is not None:
         examples = num_examples if shard is None else len(range(shard[1], num_examples, shard[0]))
     dataset = dataset.map(lambda image, label: (image, label, tf.constant(1.0)))
-    # Padding to whole batches keeps one static shape without dropping the tail (as big_vision pads eval).
     padding = tf.data.Dataset.from_tensors(
         (tf.zeros(image_size + (3,), tf.float32), tf.constant(0, tf.int32), tf.constant(0.0))
     )
     if examples >= 0:
-        # Cut to the batches the listed examples fill: a length tf.data knows, whatever fails to decode.
-        dataset = dataset.concatenate(padding.repeat()).take(math.ceil(examples / batch_size) * batch_size)
+        # Padding to whole batches keeps one static shape without dropping the tail (as big_vision pads eval).
+        rows = math.ceil(examples / batch_size) * batch_size if static_shapes else examples
+        # Cut to the rows the listed examples fill: a length tf.data knows, whatever fails to decode.
+        dataset = dataset.concatenate(padding.repeat()).take(rows)
     else:
-        # N examples + (batch_size - 1) padding rows make exactly ceil(N / batch_size) batches.
+        # N examples + (batch_size - 1) padding rows make exactly ceil(N / batch_size) full batches.
         dataset = dataset.concatenate(padding.repeat(batch_size - 1))
-    return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return dataset.batch(batch_size, drop_remainder=static_shapes).prefetch(tf.data.AUTOTUNE)

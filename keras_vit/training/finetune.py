@@ -344,8 +344,8 @@ def make_datasets(config):
         image_size=config.image_size,
         batch_size=config.fit_batch_size,
         cache=config.digits,
-        static_shapes=True,  # padded whole batches, of a number known without reading the files
-        num_examples=eval_info.num_examples,
+        static_shapes=processes.count > 1,
+        num_examples=eval_info.num_examples,  # batches known without reading the files; weight 0 on any unreadable
     )
     if config.mixing:
         import tensorflow as tf
