@@ -57,7 +57,7 @@ def main(argv=None):
     setup = distribute.configure("auto", "auto")
     batch = args.batch_size // args.accumulation_steps  # batches fed to fit
     train_source, info = data.load(args.data, "train", shuffle_files=True, seed=0)
-    eval_source, _ = data.load(
+    eval_source, eval_info = data.load(
         args.data,
         data.default_eval_split(args.data),
         class_names=None if args.data.startswith("tfds:") else info.class_names,
@@ -66,7 +66,10 @@ def main(argv=None):
     train_ds = data.train_pipeline(
         train_source, image_size=args.image_size, batch_size=batch, num_classes=info.num_classes, repeat=True
     )
-    eval_ds = data.eval_pipeline(eval_source, image_size=args.image_size, batch_size=batch)
+    # num_examples: Keras sees the end of an image folder; an unreadable file is a weight-0 row (weighted accuracy).
+    eval_ds = data.eval_pipeline(
+        eval_source, image_size=args.image_size, batch_size=batch, num_examples=eval_info.num_examples
+    )
 
     with setup.scope():
         model = keras_vit.CONSTRUCTORS[args.model](
@@ -85,7 +88,7 @@ def main(argv=None):
                 model=model,
             ),
             loss=training.classification_loss(),
-            metrics=["accuracy"],
+            weighted_metrics=["accuracy"],
             jit_compile=setup.jit_compile,
         )
     batches = args.steps * args.accumulation_steps

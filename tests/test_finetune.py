@@ -444,15 +444,22 @@ def test_flat_folder_with_mixup_finishes_and_predict_names_the_classes(tiny_smal
         for index in range(10):
             pixels = rng.integers(0, 256, size=(20, 18, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(root / name / f"{index}.png")
+    corrupt = str(root / "tulip" / "corrupt.jpg")
+    with open(corrupt, "w") as file:
+        file.write("not an image")
     out = str(tmp_path / "run")
-    arguments = ["--data", str(root), "--image-size", "16", "--batch-size", "4", "--steps", "3", "--epochs", "1"]
+    # 5 steps of 4 images read all 16 or 17 training files: an unreadable one among them is known too.
+    arguments = ["--data", str(root), "--image-size", "16", "--batch-size", "4", "--steps", "5", "--epochs", "1"]
     assert cli.main(["finetune", *arguments, "--mixup", "0.8", "--verbose", "0", "--out", out]) == 0
+    shown = capsys.readouterr().out
     metrics = json.load(open(os.path.join(out, "metrics.json")))
-    assert metrics["steps"] == 3 and metrics["mixup"] == 0.8
+    assert metrics["steps"] == 5 and metrics["mixup"] == 0.8
     assert metrics["class_names"] == ["daisy", "tulip"]
-    assert (metrics["train_examples"], metrics["heldout_examples"]) == (16, 4)  # validation_split 0.2
+    assert metrics["unreadable_files"] == [corrupt]
+    assert f"skipped 1 unreadable image file (listed in metrics.json), e.g. {corrupt}" in shown
+    # validation_split 0.2 of 21 files: 4 held out; the 20 that decode are counted.
+    assert metrics["train_examples"] + metrics["heldout_examples"] == 20 and metrics["heldout_examples"] in (3, 4)
     assert os.path.exists(os.path.join(out, "training_curves.png"))
-    capsys.readouterr()
     image = str(root / "daisy" / "0.png")
     assert cli.main(["predict", image, "--model", os.path.join(out, "model.keras"), "--top", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -159,8 +159,7 @@ def _write_cache(path, key, arrays):
 
 def _stream(rep, dataset, num_examples, batch_size, verbose):
     """Runs the pipeline through `rep`; returns `(features, labels, outputs or None)`."""
-    # The loop reads to the end itself: no counting pass over the split (it would decode every image twice).
-    pipeline = data.eval_pipeline(dataset, image_size=rep.image_size, batch_size=batch_size, known_length=False)
+    pipeline = data.eval_pipeline(dataset, image_size=rep.image_size, batch_size=batch_size)
     progress = keras.utils.Progbar(num_examples, unit_name="image", verbose=verbose)
     chunks, labels, outputs, seen = [], [], [], 0
     for images, batch_labels in pipeline.as_numpy_iterator():

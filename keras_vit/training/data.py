@@ -1,39 +1,21 @@
 """Input pipelines: `tf.data` for TFDS datasets, image folders and arrays.
 
-The paper's preprocessing, written once and shared by every source:
+The paper's preprocessing, written once and shared by every source: train
+with an Inception crop (5-100 % of the area, aspect 3/4-4/3), a random flip,
+optional RandAugment, MixUp and CutMix (Keras core); evaluate with a resize
+(optionally after a central crop), every example once, in order. Pixels reach
+the model as raw [0, 255] floats (`model_input`): keras_vit models scale them.
+Keras 3 consumes `tf.data` on every backend; TensorFlow is imported inside the
+functions, so `import keras_vit` does not need it.
 
-* train: Inception crop (5-100 % of the area, aspect 3/4-4/3), random
-  horizontal flip, resize to the model's size; optional RandAugment, MixUp
-  and CutMix from Keras core;
-* eval: resize (optionally a central crop first), in a fixed order, with every
-  example kept: with `static_shapes=True` the last batch is padded and the
-  padding carries a sample weight of 0, so TPUs see one batch shape and the
-  metrics count each example exactly once;
-* pixels as the models take them (raw [0, 255] floats: keras_vit models scale
-  them to [-1, 1] themselves), in one place: `model_input`.
-
-Keras 3 consumes `tf.data` on every backend, so these pipelines feed JAX and
-PyTorch models too. TensorFlow is imported inside the functions: `import
-keras_vit` does not need it.
-
-Sources are strings: `"tfds:NAME"` (a TensorFlow Datasets name) or the path of
-an image folder, in either layout:
-
-* `root/<split>/<class>/*.jpg`: pass the split (`"train"`, `"val"`, ...);
-* `root/<class>/*.jpg` (what `keras.utils.image_dataset_from_directory`
-  reads): pass `split=None`, and `validation_split`, `subset` and `seed` to
-  carve a held-out part, with the same meaning as in Keras.
-
-Indexing a folder lists file names only (no file is opened), so it takes
-seconds for ImageNet's 1.28 M files. A file that cannot be decoded is skipped
-when the pipeline meets it; `SourceInfo.skipped` lists the files skipped so
-far and a warning names each one. A folder where no file decodes at all is an
-error, not an empty dataset: `check_readable` says so at once, in one line
-(it reads until the first image that decodes), and a pipeline that gets to
-the end of such a folder fails with the same message.
-
-Arrays go through `from_arrays`. Datasets are finite: `train_pipeline` repeats
-only with `repeat=True`.
+Sources are `"tfds:NAME"` or the path of an image folder, either
+`root/<split>/<class>/*.jpg` (pass the split) or `root/<class>/*.jpg` (pass
+`split=None`, and `validation_split`, `subset` and `seed` as in
+`keras.utils.image_dataset_from_directory`); arrays go through `from_arrays`.
+Indexing a folder lists file names only. A file that cannot be decoded is
+skipped by `tf.data` (`Dataset.ignore_errors`); `SourceInfo.skipped()` lists
+those met so far, and `check_readable` fails in one line on a folder where no
+file decodes.
 
 Example:
 
@@ -46,10 +28,9 @@ train = keras_vit.data.train_pipeline(
 
 import dataclasses
 import hashlib
+import math
 import os
 import sys
-import threading
-import warnings
 
 import numpy as np
 
@@ -57,107 +38,10 @@ from keras_vit.pretrained import download
 from keras_vit.utils import extras, validation
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
-# The paper's Inception crop keeps 5-100 % of the image area (big_vision's
-# `inception_crop` default), with aspect ratios in [3/4, 4/3].
+# The paper's Inception crop (big_vision's `inception_crop` defaults): 5-100 % of the area, aspect ratio 3/4-4/3.
 DEFAULT_AREA_RANGE = (0.05, 1.0)
 ASPECT_RATIO_RANGE = (3.0 / 4.0, 4.0 / 3.0)
 SUBSETS = ("training", "validation")
-
-
-class SkippedFiles:
-    """The files of a folder source that could not be decoded, filled lazily.
-
-    The pipeline appends a file the first time it fails to decode it (and
-    warns, naming it); a file is listed once however many epochs meet it.
-    Behaves as a read-only sequence of paths; `reason(path)` is why it failed.
-
-    Until the first image of the source decodes, the warnings are held back:
-    a folder where every file fails gives one error (`unreadable_message`)
-    rather than a warning per file; the first image that decodes shows the
-    held warnings.
-    """
-
-    def __init__(self, where=None, total=None):
-        # `where`: the folder (and part of it) in messages; `total`: the files of the source, so that the
-        # failure of the last one of them with none decoded is known to be "nothing readable".
-        self._paths = []
-        self._reasons = {}
-        self._where = where
-        self._total = total
-        self._decoded = total is None  # no total: nothing to hold the warnings back for
-        self._lock = threading.Lock()
-
-    def add(self, path, reason=None):
-        """Records `path` (and why it failed); returns True the first time it is seen."""
-        with self._lock:
-            return self._add(path, reason)
-
-    def _add(self, path, reason):
-        if path in self._reasons:
-            return False
-        self._paths.append(path)
-        self._reasons[path] = reason
-        return True
-
-    def reason(self, path):
-        """Why `path` could not be decoded (the decoder's message), or None."""
-        return self._reasons.get(path)
-
-    @property
-    def nothing_readable(self):
-        """True once every file of the source has failed and none has decoded."""
-        with self._lock:
-            return self._nothing_readable()
-
-    def _nothing_readable(self):
-        return not self._decoded and self._total is not None and len(self._paths) >= self._total
-
-    def unreadable_message(self):
-        """The one-line error of a source where no file decodes."""
-        first = self._paths[0] if self._paths else None
-        count = len(self._paths)
-        files = "the image file" if count == 1 else f"all {count} image files"
-        return (
-            f"No readable images under {self._where}: {files} failed to decode "
-            f"(e.g. {first}: {self._reasons.get(first)})"
-        )
-
-    def _warning(self, index):
-        path = self._paths[index]
-        return f"Skipped unreadable image {path} ({self._reasons[path]}); {index + 1} skipped so far."
-
-    def _failed(self, path, reason):
-        """Records a failure: `(warnings to show now, the error message if nothing is readable, else None)`."""
-        with self._lock:
-            new = self._add(path, reason)
-            if self._nothing_readable():
-                return [], self.unreadable_message()
-            return ([self._warning(len(self._paths) - 1)] if new and self._decoded else []), None
-
-    def _succeeded(self):
-        """Records a decoded image: the warnings held back until now."""
-        if self._decoded:  # the common case, without the lock
-            return []
-        with self._lock:
-            if self._decoded:
-                return []
-            self._decoded = True
-            return [self._warning(index) for index in range(len(self._paths))]
-
-    def __len__(self):
-        return len(self._paths)
-
-    def __getitem__(self, index):
-        return self._paths[index]
-
-    def __iter__(self):
-        return iter(list(self._paths))
-
-    def __eq__(self, other):
-        return list(self) == list(other)
-
-    def __repr__(self):
-        return f"SkippedFiles({self._paths!r})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,20 +54,29 @@ class SourceInfo:
             when the source does not say.
         num_classes: int, the classes of the labels.
         class_names: tuple of str, or `None`.
-        skipped: the files skipped because they could not be decoded, filled
-            as the pipeline meets them (image folders only; empty otherwise).
         fingerprint: a function of no arguments returning a digest (str) of
             what the split holds: a folder's files with their sizes and
             modification times, the arrays' bytes, or the TFDS dataset's
             name, version and split; `None` when the source cannot say. Keys
             caches of what was computed from the split (`extract_features`).
+        folder, files, decoded: image folders only: the folder (with its
+            subset or shard) as messages name it, the files indexed, and a
+            boolean `tf.Variable` with a flag per file, set once it decodes.
     """
 
     num_examples: object
     num_classes: int
     class_names: object = None
-    skipped: object = dataclasses.field(default_factory=tuple)
     fingerprint: object = dataclasses.field(default=None, compare=False, repr=False)
+    folder: object = None
+    files: object = dataclasses.field(default=None, compare=False, repr=False)
+    decoded: object = dataclasses.field(default=None, compare=False, repr=False)
+
+    def skipped(self):
+        """The files of an image folder not decoded so far: after a whole pass over it, the unreadable ones."""
+        if self.decoded is None:
+            return []
+        return [self.files[index] for index in np.flatnonzero(~self.decoded.numpy())]
 
 
 def _digest(*parts):
@@ -206,9 +99,7 @@ def _folder_fingerprint(paths, labels):
 
 
 def _tf():
-    # tf.data on any backend: TensorFlow comes with the `data` extra. Functions that tf.data traces call this too,
-    # and AutoGraph converts what they call: once TensorFlow is imported, no import machinery runs here (AutoGraph
-    # warned that it could not convert importlib's `_gcd_import`).
+    # Traced functions call this too: once TensorFlow is imported no import machinery runs, which AutoGraph warns on.
     tf = sys.modules.get("tensorflow")
     if tf is not None:
         return tf
@@ -248,18 +139,16 @@ def load(
         seed: int, the seed of the `validation_split` partition (required
             with it: both subsets must use the same one).
         shuffle_files: bool, read the files (folders) or shards (TFDS) in a
-            new random order every epoch, before decoding: this is what makes
-            a small shuffle buffer enough on a large folder.
-        shard: `(num_shards, index)` to read only this host's part in
-            multi-host training (`keras_vit.multihost.data_shard()`): every
-            `num_shards`-th file of a folder, or `tfds.even_splits` of a TFDS
-            split, chosen before anything is read or decoded, so no host
-            decodes another host's images.
+            new random order every epoch, before decoding (so a small
+            shuffle buffer is enough on a large folder).
+        shard: `(num_shards, index)`, this host's part in multi-host
+            training (`keras_vit.multihost.data_shard()`): every
+            `num_shards`-th file of a folder, or `tfds.even_splits` of a
+            TFDS split, chosen before anything is decoded.
 
     Returns:
-        `(dataset, SourceInfo)`. The dataset is finite and yields unbatched
-        images of their own size; pass it to `train_pipeline` or
-        `eval_pipeline`.
+        `(dataset, SourceInfo)`: a finite dataset of unbatched images of
+        their own size, for `train_pipeline` or `eval_pipeline`.
 
     Raises:
         ValueError: unknown source, missing split or class folder, no images,
@@ -332,8 +221,7 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     tf = _tf()
 
     def to_rgb(image, label):
-        # Grayscale datasets (MNIST) are repeated to the 3 channels of the model.
-        # TFDS declares the channels statically (a cond would trace both branches).
+        # Grayscale datasets (MNIST) get 3 channels; TFDS declares them statically, so no cond is traced.
         if image.shape[-1] == 1:
             image = tf.image.grayscale_to_rgb(image)
         return image, tf.cast(label, tf.int32)
@@ -341,7 +229,7 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     dataset = dataset.map(to_rgb, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     identity = _digest("tfds", name, builder.info.version, split, os.path.abspath(builder.data_dir))
     info = SourceInfo(num_examples, label_feature.num_classes, tuple(label_feature.names), fingerprint=lambda: identity)
-    return _check_labels(dataset, info.num_classes), info
+    return dataset, info
 
 
 def check_dependencies(source):
@@ -366,41 +254,13 @@ class DataNotPreparedError(OSError):
 TFDS_PROBE_URL = "https://storage.googleapis.com"
 
 
-def _tfds_root(data_dir):
-    return data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.join(os.path.expanduser("~"), "tensorflow_datasets")
-
-
-def _prepared_on_disk(name, data_dir):
-    """Whether any version of `name` (`"cifar10"`, `"imagenet2012/subset:1.0.0"`) has a `dataset_info.json`
-    under the data dir: a file-system look, no TensorFlow. True for a non-local data dir (`gs://`): TFDS decides."""
-    root = _tfds_root(data_dir)
-    if "://" in root:
-        return True
-    folder = os.path.join(root, *name.split(":")[0].split("/"))
-    return any("dataset_info.json" in names for _, _, names in os.walk(folder))
-
-
-def _not_prepared(name, data_dir):
-    """None if a download could be tried (online), else the `DataNotPreparedError` that says how to prepare."""
-    offline = download.is_offline()
-    if not offline and download.reachable(TFDS_PROBE_URL):
-        return None
-    why = "offline mode is on (KERAS_VIT_OFFLINE / HF_HUB_OFFLINE)" if offline else "the network is unreachable"
-    base = name.split(":")[0]
-    return DataNotPreparedError(
-        f"TFDS dataset {name!r} is not prepared in {_tfds_root(data_dir)} and {why}: prepare it on a machine with "
-        f"network access (`tfds build {base} --data_dir DIR`), copy DIR here and pass --data-dir DIR "
-        "(data_dir=DIR in Python)."
-    )
-
-
 def check_tfds_source(name, data_dir=None):
-    """Fails at once if TFDS dataset `name` is on no disk here and cannot be downloaded.
+    """Fails at once, in one line, if TFDS dataset `name` is on no disk here and cannot be downloaded.
 
-    Decided from the file system and, unless offline mode is declared, a 2 s
-    probe of TFDS's host: no TensorFlow import, no download attempt. A job
-    calls it first, before its slow start-up: `keras-vit finetune` does,
-    before it even imports Keras (this module needs none at import).
+    The one availability check of a `tfds:` source (`load` makes it, and
+    `keras-vit finetune` before it imports Keras): a `dataset_info.json` of
+    `name` in the data dir, else (unless offline mode is declared) a 2 s
+    probe of TFDS's host. No TensorFlow import, no download attempt.
 
     Raises:
         MissingDependencyError: tensorflow-datasets is not installed.
@@ -409,29 +269,25 @@ def check_tfds_source(name, data_dir=None):
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"A TFDS source needs a dataset name, e.g. 'tfds:cifar10'. Received: {name!r}")
-    extras.check("tensorflow_datasets", needed_for="a tfds: source", extra="data")  # first: nothing works without
-    if not _prepared_on_disk(name, data_dir):
-        error = _not_prepared(name, data_dir)
-        if error is not None:
-            raise error
+    extras.check("tensorflow_datasets", needed_for="a tfds: source", extra="data")
+    root = data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.join(os.path.expanduser("~"), "tensorflow_datasets")
+    if "://" in root:
+        return  # a remote data dir (gs://): TFDS decides
+    base = name.split(":")[0]
+    if any("dataset_info.json" in names for _, _, names in os.walk(os.path.join(root, *base.split("/")))):
+        return
+    offline = download.is_offline()
+    if not offline and download.reachable(TFDS_PROBE_URL):
+        return
+    why = "offline mode is on (KERAS_VIT_OFFLINE / HF_HUB_OFFLINE)" if offline else "the network is unreachable"
+    raise DataNotPreparedError(
+        f"TFDS dataset {name!r} is not prepared in {root} and {why}: prepare it on a machine with network access "
+        f"(`tfds build {base} --data_dir DIR`), copy DIR here and pass --data-dir DIR (data_dir=DIR in Python)."
+    )
 
 
 def tfds_builder(name, data_dir=None):
-    """The TFDS builder of `name`, checked before anything touches the network.
-
-    A dataset that is not prepared in the data dir is downloaded and prepared
-    by TFDS only when that can work: offline (`KERAS_VIT_OFFLINE=1` or
-    `HF_HUB_OFFLINE=1`, or TFDS's host not answering within 2 s) it fails at
-    once with one line that says how to prepare it, instead of minutes of
-    retried downloads.
-
-    Args:
-        name: the TFDS name, e.g. `"cifar10"` or `"cifar10:3.0.2"`.
-        data_dir: the TFDS data dir (default: `TFDS_DATA_DIR`, else
-            `~/tensorflow_datasets`).
-
-    Returns:
-        A `tfds.core.DatasetBuilder`.
+    """The TFDS builder of `name` (e.g. `"cifar10"`, `"cifar10:3.0.2"`), after `check_tfds_source`.
 
     Raises:
         DataNotPreparedError: not prepared, and offline or unreachable.
@@ -440,28 +296,15 @@ def tfds_builder(name, data_dir=None):
     check_tfds_source(name, data_dir)
     tfds = extras.require("tensorflow_datasets", "a tfds: source", extra="data")
     try:
-        builder = tfds.builder(name, data_dir=data_dir)
+        return tfds.builder(name, data_dir=data_dir)
     except tfds.core.DatasetNotFoundError:
         raise ValueError(
             f"TensorFlow Datasets has no dataset {name!r} (see https://www.tensorflow.org/datasets/catalog)."
         ) from None
-    if not builder.is_prepared():
-        error = _not_prepared(name, data_dir)
-        if error is not None:
-            raise error
-    return builder
 
 
 def folder_layout(source, split):
-    """`"split"` when `source/split` is a folder, `"flat"` for `source/<class>/`.
-
-    Args:
-        source: the path of an image folder.
-        split: the split folder to look for.
-
-    Returns:
-        `"split"` or `"flat"`: a folder whose subfolders hold images directly
-        is flat; one whose subfolders hold class folders is split.
+    """`"split"` when the folder `source/split` exists, else `"flat"` (`source/<class>/`).
 
     Raises:
         ValueError: `source` is not a folder, or has no subfolders.
@@ -564,109 +407,57 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard
         # Every num_shards-th file, from the index-sorted list: the hosts' parts are disjoint and cover it.
         paths, labels = paths[index::num_shards], labels[index::num_shards]
         parts.append(f"shard {index} of {num_shards}")
-    skipped = SkippedFiles(folder + (f" ({', '.join(parts)})" if parts else ""), total=len(paths))
     tf = _tf()
-    dataset = tf.data.Dataset.from_tensor_slices((paths, labels))
+    with tf.device("/cpu:0"):  # beside tf.data's functions, which run on the host
+        decoded = tf.Variable(tf.zeros([len(paths)], tf.bool), trainable=False)
+    dataset = tf.data.Dataset.from_tensor_slices((np.arange(len(paths)), paths, labels))
     if shuffle_files:
-        # Shuffling names, not decoded images: a whole-epoch shuffle costs a
-        # few bytes per file.
+        # Shuffling names, not decoded images: a whole-epoch shuffle costs a few bytes per file.
         dataset = dataset.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(_decoder(skipped), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    dataset = dataset.filter(_decoded).map(_drop_flag)
-    info = SourceInfo(len(paths), len(class_names), class_names, skipped, _folder_fingerprint(paths, labels))
+
+    def decode(index, path, label):
+        # channels=3 turns grayscale and palette images into RGB and drops alpha.
+        image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        with tf.control_dependencies([image]):
+            mark = decoded.scatter_update(tf.IndexedSlices(tf.constant([True]), index[None]))
+        with tf.control_dependencies([mark]):
+            return tf.identity(image), label
+
+    # A file that does not decode fails its `decode` call, and tf.data drops that element (logging why).
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.ignore_errors(log_warning=True)
+    where = folder + (f" ({', '.join(parts)})" if parts else "")
+    fingerprint = _folder_fingerprint(paths, labels)
+    info = SourceInfo(len(paths), len(class_names), class_names, fingerprint, where, paths, decoded)
     return dataset, info
 
 
-def _decoded(image, label, ok):
-    return ok
-
-
-def _drop_flag(image, label, ok):
-    return image, label
-
-
-def _op_error_text(error):
-    """The reason in a TensorFlow op error, without the op/device decoration."""
-    text = error.message.splitlines()[0].split("}} ")[-1]
-    return text.split(" [Op:")[0].strip()
-
-
-def _decoder(skipped):
-    """A map function `(path, label) -> (image, label, ok)` that fails only when no file decodes.
-
-    TensorFlow's decode ops stop the whole pipeline at the first bad file,
-    and tf.data has no per-element try/except: the decode runs in
-    `tf.py_function` (the op itself runs outside the Python lock), so a bad
-    file becomes `ok=False`, is recorded in `skipped`, and is filtered out.
-    Once every file of the source has failed with none decoded, it raises
-    `ValueError(skipped.unreadable_message())` instead (an error of the
-    pipeline, `tf.errors.InvalidArgumentError`): an empty epoch would end
-    `fit` with an obscure `StopIteration` or "ran out of data".
-    """
-    tf = _tf()
-
-    def decode(path):
-        try:
-            # channels=3 turns grayscale and palette images into RGB and drops alpha.
-            image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
-        except tf.errors.OpError as error:
-            name = path.numpy().decode("utf-8", "replace")
-            held, failure = skipped._failed(name, _op_error_text(error))
-            _warn_skipped(held)
-            if failure is not None:
-                raise ValueError(failure) from None
-            return tf.zeros((0, 0, 3), tf.uint8), False
-        _warn_skipped(skipped._succeeded())
-        return image, True
-
-    def map_fn(path, label):
-        image, ok = tf.py_function(decode, [path], (tf.uint8, tf.bool))
-        image.set_shape((None, None, 3))
-        ok.set_shape(())
-        return image, label, ok
-
-    return map_fn
-
-
-def _warn_skipped(messages):
-    # Attributed to this module: the caller is TensorFlow's py_function machinery on a tf.data thread, no frame
-    # of the user's code (stacklevel=2 named tensorflow/python/autograph/impl/api.py).
-    for message in messages:
-        warnings.warn(message, UserWarning, stacklevel=1)
-
-
 def check_readable(dataset, info):
-    """Fails at once, in one line, if a folder source has no image that decodes.
+    """Fails at once, in one line, if an image folder source (`load`'s pair) has no image that decodes.
 
-    Reads `dataset` up to its first image: on a healthy folder that decodes
-    one file (a few more where some are unreadable), whatever the folder's
-    size. Only a folder where nothing decodes is read to its end, every file
-    failing (no image is decoded, each file is only found unreadable); the
-    warnings about skipped files are held back until then, so such a folder
-    gives this one error and no warning per file. Arrays and TFDS sources
-    pass unread. `keras-vit finetune` calls it before it builds the model.
-
-    Args:
-        dataset: a source from `load` (or a pipeline made of it).
-        info: the `SourceInfo` that came with it.
+    Reads up to the first image that decodes: one file on a healthy folder.
+    Arrays and TFDS sources pass unread. Called before a model is built: an
+    empty epoch would end `fit` with an obscure `StopIteration`.
 
     Raises:
-        ValueError: no file of the source decodes; the message names the
-            folder (and subset or shard), the number of files and the
-            first one with its reason.
+        ValueError: no file decodes; the message names the folder (and
+            subset or shard), the number of files and the first one's reason.
     """
-    skipped = info.skipped
-    if not isinstance(skipped, SkippedFiles):
+    if info.decoded is None:
+        return
+    for _ in dataset.take(1):
         return
     tf = _tf()
+    first, example = info.files[0], ""
     try:
-        for _ in dataset.take(1):
-            return
-    except tf.errors.OpError:
-        if not skipped.nothing_readable:
-            raise
-    if skipped.nothing_readable:
-        raise ValueError(skipped.unreadable_message())
+        tf.io.decode_image(tf.io.read_file(first), channels=3, expand_animations=False)
+    except tf.errors.OpError as error:
+        # The decoder's own words, without TensorFlow's node and device decoration.
+        reason = error.message.splitlines()[0].split("}} ")[-1].split(" [Op:")[0].strip()
+        example = f" (e.g. {first}: {reason})"
+    count = len(info.files)
+    files = "the image file" if count == 1 else f"all {count} image files"
+    raise ValueError(f"No readable images under {info.folder}: {files} failed to decode{example}")
 
 
 def from_arrays(images, labels, num_classes=None, class_names=None):
@@ -724,48 +515,21 @@ def from_arrays(images, labels, num_classes=None, class_names=None):
     return dataset, SourceInfo(len(images), int(num_classes), class_names, fingerprint=lambda: identity)
 
 
-def _check_labels(dataset, num_classes):
-    """Fails the pipeline at the first label outside `[0, num_classes)`."""
-    tf = _tf()
-
-    def check(image, label):
-        message = f"labels must lie in [0, {num_classes})"
-        with tf.control_dependencies(
-            [
-                tf.debugging.assert_non_negative(label, message=message),
-                tf.debugging.assert_less(label, tf.cast(num_classes, label.dtype), message=message),
-            ]
-        ):
-            return image, tf.identity(label)
-
-    return dataset.map(check)
-
-
 def model_input(images):
-    """Pixel values in [0, 255] as float32, the range keras_vit models take.
+    """Pixel values in [0, 255] as float32, the range keras_vit models take (the last step of every pipeline).
 
-    The one step that sets the value range the pipelines hand to the model;
-    every pipeline calls it last, after the augmentation on [0, 255] pixels.
-    The models scale to [-1, 1] themselves (`include_preprocessing=True`,
-    their default), so scaling here as well would scale twice; for a model
-    built with `include_preprocessing=False`, map
-    `keras_vit.preprocessing.scale_pixels` over the dataset.
+    The models scale to [-1, 1] themselves (`include_preprocessing=True`); for
+    one built without, map `keras_vit.preprocessing.scale_pixels` over the
+    dataset.
     """
     tf = _tf()
     return tf.cast(images, tf.float32)
 
 
 def inception_crop(image, image_size, area_range=DEFAULT_AREA_RANGE, seed=None):
-    """A random crop covering `area_range` of the image, resized to `image_size`.
+    """A random crop of an `(H, W, C)` image covering `area_range` of its area, resized to `image_size`.
 
-    Args:
-        image: uint8 or float tensor `(H, W, C)`.
-        image_size: `(height, width)` of the result.
-        area_range: `(min, max)` fraction of the image area the crop covers.
-        seed: optional int.
-
-    Returns:
-        A float32 tensor `(height, width, C)` in the value range of `image`.
+    Returns a float32 `(height, width, C)` tensor in the value range of `image`.
     """
     tf = _tf()
     begin, size, _ = tf.image.sample_distorted_bounding_box(
@@ -799,10 +563,6 @@ def _check_shard(shard):
     if index >= num_shards:
         raise ValueError(f"`shard` must be (num_shards, index) with index < num_shards. Received: shard={shard!r}")
     return num_shards, index
-
-
-def _shard(dataset, shard):
-    return dataset if shard is None else dataset.shard(*shard)
 
 
 def _check_area_range(area_range):
@@ -877,7 +637,8 @@ def train_pipeline(
     if seed is not None:
         validation.non_negative_int("seed", seed)
     tf = _tf()
-    dataset = _shard(dataset, shard)
+    if shard is not None:
+        dataset = dataset.shard(*shard)
     examples = int(dataset.cardinality())  # unknown (< 0) for a folder, whose unreadable files drop out as met
     if not repeat and 0 <= examples < batch_size:
         raise ValueError(
@@ -930,14 +691,11 @@ def eval_pipeline(
     batch_size,
     crop_fraction=1.0,
     static_shapes=False,
+    num_examples=None,
     cache=False,
     shard=None,
-    known_length=True,
 ):
-    """The evaluation pipeline: resize, scale pixels, batch, in order.
-
-    Deterministic and complete: every example appears exactly once, in the
-    source's order.
+    """The evaluation pipeline: resize, scale pixels, batch; every example once, in the source's order.
 
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
@@ -945,17 +703,18 @@ def eval_pipeline(
         batch_size: int.
         crop_fraction: float in (0, 1], central crop before the resize
             (1.0 is the official plain resize; timm uses 0.9 at 224).
-        static_shapes: bool. `False`: the last batch may be smaller and the
-            pipeline yields `(images, labels)`. `True`: every batch has
-            `batch_size` examples, the last one padded with zero images, and
-            the pipeline yields `(images, labels, sample_weights)` with weight
-            0 on the padding so metrics ignore it (TPUs, `jit_compile`).
+        static_shapes: bool. `False`: the last batch may be smaller; yields
+            `(images, labels)`. `True`: every batch is full, the last one
+            padded with zero images, and it yields `(images, labels,
+            sample_weights)`, weight 0 on the padding (use weighted metrics).
+        num_examples: optional int, `SourceInfo.num_examples` (before
+            `shard`): the number of batches is then known without reading
+            the files (Keras needs it to see the end of an image folder
+            without warning that its input ran out), and the pipeline yields
+            `(images, labels, sample_weights)`, a file that fails to decode
+            being a zero image of weight 0.
         cache: bool, cache the decoded, resized images in memory.
         shard: `(num_shards, index)` to evaluate only this host's part.
-        known_length: bool. `True`: an image folder's batches are counted
-            once (its images decoded one extra time) so that Keras's `fit`
-            and `evaluate` see its end (`_with_known_length`). `False` for a
-            loop that reads to the end itself, which need not pay that pass.
 
     Returns:
         A `tf.data.Dataset`.
@@ -963,7 +722,11 @@ def eval_pipeline(
     image_size = validation.pair("image_size", image_size)
     validation.positive_int("batch_size", batch_size)
     validation.finite_float("crop_fraction", crop_fraction, minimum=0, maximum=1, include_minimum=False)
-    dataset = _shard(dataset, _check_shard(shard))
+    if num_examples is not None:
+        validation.non_negative_int("num_examples", num_examples)
+    shard = _check_shard(shard)
+    if shard is not None:
+        dataset = dataset.shard(*shard)
     tf = _tf()
 
     def preprocess(image, label):
@@ -973,34 +736,22 @@ def eval_pipeline(
     dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if cache:
         dataset = dataset.cache()
-    count = _with_known_length if known_length else (lambda batches: batches)
-    if not static_shapes:
-        return count(dataset.batch(batch_size)).prefetch(tf.data.AUTOTUNE)
+    if num_examples is None and not static_shapes:
+        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
+    examples = int(dataset.cardinality())
+    if num_examples is not None:
+        examples = num_examples if shard is None else len(range(shard[1], num_examples, shard[0]))
     dataset = dataset.map(lambda image, label: (image, label, tf.constant(1.0)))
-    # Padding to a whole number of batches keeps one static shape without
-    # dropping the tail (big_vision pads eval the same way).
     padding = tf.data.Dataset.from_tensors(
         (tf.zeros(image_size + (3,), tf.float32), tf.constant(0, tf.int32), tf.constant(0.0))
-    ).repeat(batch_size - 1)
-    # N real + (batch_size - 1) padded examples make exactly ceil(N / batch_size)
-    # full batches, none of them padding only.
-    dataset = dataset.concatenate(padding).batch(batch_size, drop_remainder=True)
-    return count(dataset).prefetch(tf.data.AUTOTUNE)
-
-
-def _with_known_length(batches):
-    """`batches` with its number of batches known to tf.data, counted once if need be.
-
-    An image folder's length is unknown to tf.data (unreadable files are
-    skipped as they are met), and Keras reads the end of a dataset of unknown
-    length as input running out: it warns "Your input ran out of data;
-    interrupting training" at the end of the first evaluation in `fit`. One
-    counting pass (it decodes the held-out images once; with `cache=True` it
-    fills the cache) gives the length, and the run ends without that warning.
-    """
-    tf = _tf()
-    if int(batches.cardinality()) != tf.data.UNKNOWN_CARDINALITY:
-        return batches
-    count = int(batches.reduce(np.int64(0), lambda count, _: count + 1))
-    return batches.apply(tf.data.experimental.assert_cardinality(count))
+    )
+    if examples >= 0:
+        # Padding to whole batches keeps one static shape without dropping the tail (as big_vision pads eval).
+        rows = math.ceil(examples / batch_size) * batch_size if static_shapes else examples
+        # Cut to the rows the listed examples fill: a length tf.data knows, whatever fails to decode.
+        dataset = dataset.concatenate(padding.repeat()).take(rows)
+    else:
+        # N examples + (batch_size - 1) padding rows make exactly ceil(N / batch_size) full batches.
+        dataset = dataset.concatenate(padding.repeat(batch_size - 1))
+    return dataset.batch(batch_size, drop_remainder=static_shapes).prefetch(tf.data.AUTOTUNE)

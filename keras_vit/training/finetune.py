@@ -345,6 +345,7 @@ def make_datasets(config):
         batch_size=config.fit_batch_size,
         cache=config.digits,
         static_shapes=processes.count > 1,
+        num_examples=eval_info.num_examples,  # batches known without reading the files; weight 0 on any unreadable
     )
     if config.mixing:
         import tensorflow as tf
@@ -511,6 +512,24 @@ def train(config, model, datasets, callbacks):
     return time.perf_counter() - start
 
 
+def unreadable_files(config, datasets, start_step):
+    """`(training, held-out)` lists of the image files that failed to decode (`data.SourceInfo.skipped`).
+
+    The evaluation reads every held-out file; the training files are all
+    known once this run has read as many images as the training split has.
+    """
+    from keras_vit.training import multihost
+
+    batches = (config.steps - start_step) * config.accumulation_steps
+    images_read = batches * multihost.per_process_batch_size(config.fit_batch_size)
+    read_all = images_read >= (datasets.train_info.num_examples or 0)
+    return (datasets.train_info.skipped() if read_all else []), datasets.eval_info.skipped()
+
+
+def _decoded_examples(info, unreadable):
+    return None if info.num_examples is None else info.num_examples - len(unreadable)
+
+
 def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_seconds):
     """Evaluates, saves the model, draws the curves, writes `metrics.json`; returns the metrics."""
     import keras
@@ -527,14 +546,16 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     report = heldout.dataset_report(model, datasets.eval, datasets.class_names) if processes.count == 1 else None
     model_name, curves_name, metrics_name = "model.keras", "training_curves.png", "metrics.json"
     model_path, curves_path = os.path.join(config.out, model_name), os.path.join(config.out, curves_name)
+    train_unreadable, heldout_unreadable = unreadable_files(config, datasets, callbacks.stop.start_iteration)
     images_per_second = callbacks.throughput.batches_per_second
     if images_per_second is not None:
         images_per_second = round(images_per_second * config.fit_batch_size, 1)
     metrics = {
         "heldout_accuracy": float(evaluation["accuracy"]),
         "heldout_loss": float(evaluation["loss"]),
-        "heldout_examples": datasets.eval_info.num_examples,
-        "train_examples": datasets.train_info.num_examples,
+        "heldout_examples": _decoded_examples(datasets.eval_info, heldout_unreadable),
+        "train_examples": _decoded_examples(datasets.train_info, train_unreadable),
+        "unreadable_files": sorted(train_unreadable + heldout_unreadable),
         "class_names": list(datasets.class_names) if datasets.class_names else None,
         "steps": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),  # optimizer updates
         "start_step": callbacks.stop.start_iteration,  # > 0 when resumed from a backup
@@ -602,10 +623,6 @@ def finetune(**options):
     config = make_config(**options)
     check_dependencies(config)
     check_backup(config)
-    if config.data.startswith("tfds:"):
-        from keras_vit.training import data
-
-        data.check_tfds_source(config.data[len("tfds:") :], config.data_dir)  # offline: one line, at once
     # Joining the other processes (if any) comes before any JAX work.
     multihost.initialize(
         config.coordinator,

@@ -51,6 +51,10 @@ def run(args):
         + (f"{speed:.0f} images/s, " if speed is not None else "")
         + f"{metrics['total_seconds']:.0f} s in all"
     )
+    unreadable = metrics["unreadable_files"]
+    if unreadable:
+        count = f"{len(unreadable)} unreadable image file" + ("s" if len(unreadable) > 1 else "")
+        print(f"skipped {count} (listed in metrics.json), e.g. {unreadable[0]}")
     out = os.path.dirname(metrics["model_path"])
     results = [metrics["model_path"], os.path.join(out, "metrics.json"), metrics["curves_path"]]
     logs = [
