@@ -144,9 +144,10 @@ def atomic_directory(path, replace=True):
 
     An existing folder at `path` is moved into the temporary folder and the
     new one renamed into place: readers see the complete old folder or the
-    complete new one, never a mix. The old folder may only hold names the new
-    one also holds (anything else would be lost): otherwise `FileExistsError`
-    and nothing changes.
+    complete new one, never a mix (between the two renames, for an instant,
+    none). The old folder may only hold names the new one also holds
+    (anything else would be lost): otherwise `FileExistsError` and nothing
+    changes.
 
     Args:
         path: the output folder. Its parent is created if needed.
