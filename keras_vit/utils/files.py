@@ -98,8 +98,11 @@ def atomic_file(path, replace=True):
     >>> open(path).read()
     '0.98'
     """
-    with atomic_files(os.path.dirname(os.path.abspath(os.fspath(path))), [os.path.basename(path)], replace) as staged:
-        yield staged[os.path.basename(path)]
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+    if os.fspath(path).endswith(os.sep):
+        raise ValueError(f"An output path must name a file. Received: path={path!r}")
+    with atomic_files(folder, [name], replace) as staged:
+        yield staged[name]
 
 
 @contextlib.contextmanager
