@@ -73,14 +73,15 @@ class Case:
     match: str = ""
     code: int = None
     xfail: str = ""  # why the row still fails (another room's fix pending)
+    names_file: bool = False  # the message names the file (every malformed-file row)
 
 
 def _load(path):
     return lambda tmp, w: loader.load_checkpoint(path(tmp, w) if callable(path) else path)
 
 
-def _safetensors_case(name, header, data, match):
-    return Case(name, _load(lambda tmp, w: raw_safetensors(tmp / "x.safetensors", header, data)), None, match=match)
+def _safetensors_case(name, header, data):
+    return Case(name, _load(lambda tmp, w: raw_safetensors(tmp / "x.safetensors", header, data)), None)
 
 
 def _npz_with(tmp, weights, extra):
@@ -168,35 +169,34 @@ def _plots():
 
 OFFSETS_STRING = one_tensor(data_offsets=["0", "8"])
 CASES = [
-    # ---- safetensors headers: every malformed field is typed and named
-    _safetensors_case("string-data-offsets", OFFSETS_STRING, b"\0" * 8, r"header\['a'\].data_offsets"),
-    _safetensors_case("negative-shape", one_tensor(shape=[-2]), b"\0" * 8, r"header\['a'\].shape"),
-    _safetensors_case("non-numeric-shape", one_tensor(shape=["2"]), b"\0" * 8, r"header\['a'\].shape"),
-    _safetensors_case("float-shape", one_tensor(shape=[2.0]), b"\0" * 8, r"header\['a'\].shape"),
-    _safetensors_case("bool-offsets", one_tensor(data_offsets=[False, True]), b"\0", "data_offsets"),
-    _safetensors_case("offsets-wrong-size", one_tensor(data_offsets=[0, 4]), b"\0" * 4, "data_offsets"),
-    _safetensors_case("overlapping", {**one_tensor(), "b": one_tensor()["a"]}, b"\0" * 8, "previous tensor"),
-    _safetensors_case("extra-key", one_tensor(extra=1), b"\0" * 8, "exactly the keys"),
-    _safetensors_case("entry-not-object", {"a": [1, 2]}, b"", "exactly the keys"),
+    # ---- safetensors headers: refused by the safetensors library, one error naming the file
+    _safetensors_case("string-data-offsets", OFFSETS_STRING, b"\0" * 8),
+    _safetensors_case("negative-shape", one_tensor(shape=[-2]), b"\0" * 8),
+    _safetensors_case("non-numeric-shape", one_tensor(shape=["2"]), b"\0" * 8),
+    _safetensors_case("float-shape", one_tensor(shape=[2.0]), b"\0" * 8),
+    _safetensors_case("bool-offsets", one_tensor(data_offsets=[False, True]), b"\0"),
+    _safetensors_case("offsets-wrong-size", one_tensor(data_offsets=[0, 4]), b"\0" * 4),
+    _safetensors_case("overlapping", {**one_tensor(), "b": one_tensor()["a"]}, b"\0" * 8),
+    _safetensors_case("truncated", one_tensor(), b"\0" * 4),
+    _safetensors_case("entry-not-object", {"a": [1, 2]}, b""),
     Case(
         "header-is-list",
         _load(lambda t, w: raw_safetensors(t / "x.safetensors", [1, 2])),
-        weights_errors.CheckpointFormatError,
+        weights_errors.CheckpointError,
         match="neither",
     ),
     Case(
         "header-is-a-list-read-directly",
         lambda t, w: io.read_safetensors(raw_safetensors(t / "x.safetensors", [1, 2])),
         None,
-        match="JSON object",
     ),
-    _safetensors_case("metadata-not-strings", {"__metadata__": {"x": 1}, **one_tensor()}, b"\0" * 8, "__metadata__"),
-    Case("not-json", _load(lambda tmp, w: _raw_bytes(tmp, struct.pack("<Q", 3) + b"{xx")), None, match="valid JSON"),
+    _safetensors_case("metadata-not-strings", {"__metadata__": {"x": 1}, **one_tensor()}, b"\0" * 8),
+    Case("not-json", _load(lambda tmp, w: _raw_bytes(tmp, struct.pack("<Q", 3) + b"{xx")), None),
     Case(
         "unknown-dtype",
         _load(lambda tmp, w: raw_safetensors(tmp / "x.safetensors", one_tensor(dtype="F128"), b"\0" * 8)),
-        weights_errors.CheckpointFormatError,
-        match="dtype 'F128'",
+        weights_errors.CheckpointError,
+        match="F128",
     ),
     # ---- metadata values
     Case("grid-not-numbers", lambda tmp, w: _bad_grid(tmp, w, "a,b"), None, match="keras_vit.grid_size"),
@@ -208,35 +208,35 @@ CASES = [
     Case(
         "npz-member-not-npy",
         _load(lambda tmp, w: _npz_with(tmp, w, {"evil.txt": b"x"})),
-        weights_errors.MalformedCheckpointError,
+        weights_errors.CheckpointError,
         match="not a .npy",
     ),
     Case(
         "npz-size-lies",
         _load(lambda tmp, w: _npz_with(tmp, w, {"x.npy": _npy_bytes(np.zeros((1000,), "float32"))[:200]})),
-        weights_errors.MalformedCheckpointError,
+        weights_errors.CheckpointError,
         match="'x.npy' size",
     ),
     Case(
         "keras-save-given-as-weights",
         _load(lambda tmp, w: shutil.copy(os.path.join(os.path.dirname(__file__), "fixtures", "plain_vit.keras"), tmp)),
-        weights_errors.CheckpointFormatError,
+        weights_errors.CheckpointError,
         match=r"Keras \.keras save.*load_model.*keras-vit convert",
     ),
     Case(
         "npz-object-array",
         _load(lambda tmp, w: _npz_with(tmp, w, {"x.npy": _npy_bytes(np.array([{}], dtype=object))})),
-        weights_errors.CheckpointFormatError,
+        weights_errors.CheckpointError,
         match="pickled",
     ),
     Case(
         "npz-unexpected-name",
         _load(lambda tmp, w: _npz_with(tmp, w, {"surprise.npy": _npy_bytes(np.zeros(3, "float32"))})),
-        weights_errors.CheckpointMismatchError,
+        weights_errors.CheckpointError,
         match="surprise",
     ),
     # ---- values
-    Case("nan-weights", _load(_with_nan), weights_errors.NonFiniteWeightsError, match="fc1/kernel.*head/bias"),
+    Case("nan-weights", _load(_with_nan), weights_errors.CheckpointError, match="fc1/kernel.*head/bias"),
     # ---- convert arguments: refused before the checkpoint is read (the CLI rows below check the flags)
     Case(
         "convert-image-size-negative",
@@ -317,7 +317,7 @@ CASES += [
 ]
 for _case in CASES:
     if _case.error is None:
-        _case.error = weights_errors.MalformedCheckpointError
+        _case.error, _case.names_file = weights_errors.CheckpointError, True
 
 
 PARAMS = [
@@ -334,11 +334,11 @@ def test_hostile_input_is_refused(case, tmp_path, tiny_weights):
         case.act(tmp_path, tiny_weights)
     if case.code is not None:
         assert info.value.code == case.code
-    if issubclass(case.error, weights_errors.MalformedCheckpointError):
-        assert str(tmp_path) in str(info.value)  # names the file
+    if case.names_file:
+        assert str(tmp_path) in str(info.value)
     for name in case.absent:
         assert not (tmp_path / name).exists(), name
-    assert not [name for name in os.listdir(tmp_path) if files.is_temporary(name)]
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(files.TEMP_PREFIX)]
 
 
 @one_backend
@@ -359,7 +359,7 @@ def test_a_small_npz_bomb_under_an_unexpected_name_is_never_inflated(tmp_path, t
     assert os.path.getsize(path) < 8 << 20  # a few MB on disk
     tracemalloc.start()
     try:
-        with pytest.raises(weights_errors.CheckpointMismatchError, match="junk/payload"):
+        with pytest.raises(weights_errors.CheckpointError, match="junk/payload"):
             loader.load_checkpoint(path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -482,8 +482,6 @@ def test_a_killed_convert_leaves_the_old_or_the_new_output(target, tmp_path):
     if target == "hf":  # weights and config.json belong together
         config = json.loads((destination / "config.json").read_text())
         assert len(config["id2label"]) == classes
-    export.export_weights(tiny_model(), tmp_path / "other.safetensors", "timm")  # the next run cleans up
-    assert not [name for name in os.listdir(tmp_path) if files.is_temporary(name)]
     if target == "hf":
         assert sorted(os.listdir(destination)) == ["config.json", "model.safetensors"]
 
@@ -517,6 +515,5 @@ def test_a_killed_download_leaves_nothing_or_the_complete_file(tmp_path):
         server.server_close()
     cached = tmp_path / "cache" / "vit.bin"
     assert not cached.exists() or cached.read_bytes() == payload
-    files.clean_stale(tmp_path / "cache")  # what the next download into the cache does first
-    leftovers = [name for name in os.listdir(tmp_path / "cache") if not name.endswith(".lock")]
-    assert leftovers in ([], ["vit.bin"])
+    leftovers = [name for name in os.listdir(tmp_path / "cache") if not name.startswith(files.TEMP_PREFIX)]
+    assert leftovers in ([], ["vit.bin"])  # beside, at most the killed download's temporary folder

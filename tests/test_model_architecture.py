@@ -19,7 +19,7 @@ import pytest
 import keras_vit
 from keras_vit.models import Architecture, architecture, build, build_model
 from keras_vit.pretrained import export, loader
-from keras_vit.pretrained.errors import CheckpointMismatchError
+from keras_vit.pretrained.errors import CheckpointError
 from tests import pretrained_helpers as helpers
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
@@ -134,7 +134,7 @@ def test_official_checkpoint_says_its_heads_in_its_per_head_shapes(tmp_path, lay
     assert checkpoint.declared_heads() == 3
     # 3 heads of 8: not the variant table's answer for any size, so they came from the shapes.
     _expected(checkpoint.architecture())
-    with pytest.raises(CheckpointMismatchError, match="3 attention heads"):
+    with pytest.raises(CheckpointError, match="3 attention heads"):
         checkpoint.architecture(num_heads=4)
 
 
@@ -149,7 +149,7 @@ def test_timm_checkpoint_fuses_its_heads_so_they_are_asked_for(tmp_path, caplog)
     state = helpers.hf_to_timm_state(helpers.hf_state(_hf_model()))
     checkpoint = loader.load_checkpoint(helpers.write_safetensors(tmp_path / "vit.safetensors", state))
     assert checkpoint.declared_heads() is None
-    with pytest.raises(CheckpointMismatchError, match="pass num_heads"):
+    with pytest.raises(CheckpointError, match="pass num_heads"):
         checkpoint.architecture()
     _expected(checkpoint.architecture(num_heads=3))
     # A published hidden size takes the table's heads, and says so.
@@ -163,7 +163,7 @@ def test_timm_checkpoint_fuses_its_heads_so_they_are_asked_for(tmp_path, caplog)
 def test_a_mismatch_message_does_not_give_a_timm_file_the_models_heads(tmp_path):
     state = helpers.hf_to_timm_state(helpers.hf_state(_hf_model()))
     path = helpers.write_safetensors(tmp_path / "vit.safetensors", state)
-    with pytest.raises(CheckpointMismatchError) as info:
+    with pytest.raises(CheckpointError) as info:
         keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=5, weights=str(path))
     found = str(info.value).split(" does not fit ")[0]
     assert "hidden 24" in found and "heads not stored" in found and "2 heads" not in found
@@ -174,7 +174,7 @@ def test_a_file_that_declares_its_heads_refuses_a_model_with_other_heads(tmp_pat
     model = build_model(**TINY, input_shape=(16, 16, 3), classes=3)
     path = export.export_weights(model, tmp_path / name, layout)
     # 2 or 4 heads of a 16-wide block: the same fused shapes, so only the declared count can tell them apart.
-    with pytest.raises(CheckpointMismatchError, match="has 2 attention heads per block, not num_heads=4"):
+    with pytest.raises(CheckpointError, match="has 2 attention heads per block, not num_heads=4"):
         keras_vit.VisionTransformer(**{**TINY, "num_heads": 4}, input_shape=(16, 16, 3), classes=3, weights=str(path))
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from keras_vit import pretrained
 from keras_vit.pretrained import download, sources
+from keras_vit.utils import extras
 
 PAYLOAD = bytes(range(256)) * 64
 
@@ -70,13 +71,11 @@ def _url(server, path):
 
 
 def _leftovers(directory):
-    # The files under the cache, as paths relative to it. Lock files may stay (filelock keeps them), and so may
-    # an entry's empty folder; nothing else may.
+    # The files under the cache, as paths relative to it (an entry's empty folder may stay; nothing else may).
     return sorted(
         os.path.relpath(os.path.join(folder, name), directory)
         for folder, _, names in os.walk(directory)
         for name in names
-        if not name.endswith(".lock")
     )
 
 
@@ -91,7 +90,7 @@ def test_download_then_cache_hit(server, cache):
 
 
 def test_hash_mismatch_leaves_nothing(server, cache):
-    with pytest.raises(pretrained.HashMismatchError, match="expected 0000"):
+    with pytest.raises(pretrained.DownloadError, match="0000"):
         download.download_url(_url(server, "/ok/vit.npz"), sha256="0" * 64)
     assert _leftovers(cache) == []
 
@@ -109,13 +108,13 @@ def test_corrupted_cache_entry_is_downloaded_again(server, cache):
 
 
 def test_truncated_transfer_leaves_nothing(server, cache):
-    with pytest.raises(pretrained.TruncatedDownloadError):
+    with pytest.raises(pretrained.DownloadError):
         download.download_url(_url(server, "/short/vit.npz"))
     assert _leftovers(cache) == []
 
 
 def test_http_error_is_typed_and_explained(server, cache):
-    with pytest.raises(pretrained.DownloadError, match="HTTP 403") as info:
+    with pytest.raises(pretrained.DownloadError, match="403") as info:
         download.download_url(_url(server, "/forbidden/vit.npz"))
     assert "keras-vit download" in str(info.value)
     assert _leftovers(cache) == []
@@ -123,7 +122,7 @@ def test_http_error_is_typed_and_explained(server, cache):
 
 def test_offline_names_file_cache_and_preseeding(server, cache, monkeypatch):
     monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
-    with pytest.raises(pretrained.OfflineError) as info:
+    with pytest.raises(pretrained.DownloadError) as info:
         download.download_url(_url(server, "/ok/vit.npz"))
     message = str(info.value)
     where = download.url_cache_path(_url(server, "/ok/vit.npz"))
@@ -138,12 +137,12 @@ def test_unreachable_host_is_an_offline_error(cache):
     with socket.socket() as probe:  # A port nobody listens on.
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(pretrained.OfflineError, match="unreachable"):
-        download.download_url(f"http://127.0.0.1:{port}/vit.npz", timeout=5)
+    with pytest.raises(pretrained.DownloadError, match="unreachable"):
+        download.download_url(f"http://127.0.0.1:{port}/vit.npz")
     assert _leftovers(cache) == []
 
 
-def test_parallel_workers_download_once(server, cache):
+def test_parallel_workers_all_get_the_complete_file(server, cache):
     results, errors = [], []
 
     def worker():
@@ -158,7 +157,8 @@ def test_parallel_workers_download_once(server, cache):
     for thread in threads:
         thread.join()
     assert not errors and len(set(results)) == 1
-    assert server.hits["/ok/shared.npz"] == 1
+    assert open(results[0], "rb").read() == PAYLOAD
+    assert _leftovers(cache) == [os.path.relpath(results[0], cache)]
 
 
 # ----------------------------------------------------------------- one cache entry per URL
@@ -179,12 +179,12 @@ def test_a_file_cached_for_one_url_is_not_used_for_another(server, cache, monkey
     cached = download.download_url(a)
     monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
     assert download.download_url(a) == cached
-    with pytest.raises(pretrained.OfflineError) as info:
+    with pytest.raises(pretrained.DownloadError) as info:
         download.download_url(b)
     # One paragraph that names b's own entry, where the user pre-seeds it, and not a's.
     message, own = str(info.value), download.url_cache_path(b)
     assert f"not cached at {own} " in message and cached not in message and "\n" not in message
-    os.makedirs(os.path.dirname(own), exist_ok=True)  # the failed lookup may have made the folder (its lock)
+    os.makedirs(os.path.dirname(own), exist_ok=True)
     with open(own, "wb") as handle:
         handle.write(PAYLOAD[:16])
     assert download.download_url(b) == own
@@ -209,7 +209,7 @@ def test_a_preseeded_file_serves_only_its_own_url(other, cache, monkeypatch):
     with open(seeded, "wb") as handle:
         handle.write(PAYLOAD)
     assert download.download_url(url) == seeded
-    with pytest.raises(pretrained.OfflineError) as info:
+    with pytest.raises(pretrained.DownloadError) as info:
         download.download_url(other)
     assert f"not cached at {download.url_cache_path(other)} " in str(info.value)
     assert download.url_cache_path(other) != seeded and seeded not in str(info.value)
@@ -250,18 +250,9 @@ def test_hub_offline_reads_a_preseeded_cache(tmp_path, monkeypatch):
     assert open(path, "rb").read() == PAYLOAD
 
 
-def test_hub_blob_that_does_not_match_its_sha_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    _seed_hub_cache(
-        tmp_path, "org/vit", "model.safetensors", PAYLOAD[:100], blob_name=hashlib.sha256(PAYLOAD).hexdigest()
-    )
-    with pytest.raises(pretrained.CorruptCheckpointError, match="corrupt"):
-        download.hf_download("org/vit", "model.safetensors", cache_dir_=str(tmp_path))
-
-
 def test_hub_offline_and_not_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(pretrained.OfflineError) as info:
+    with pytest.raises(pretrained.DownloadError) as info:
         download.hf_download("org/missing", "model.safetensors", cache_dir_=str(tmp_path))
     message = str(info.value)
     assert "org/missing/model.safetensors" in message
@@ -271,7 +262,7 @@ def test_hub_offline_and_not_cached(tmp_path, monkeypatch):
 
 def test_registry_tag_loads_from_a_preseeded_hub_cache(tmp_path, monkeypatch):
     # The whole path of ViTTi16(weights=tag) offline: registry -> huggingface_hub
-    # cache lookup -> blob check -> safetensors reader -> timm converter -> model.
+    # cache lookup -> safetensors reader -> timm converter -> model.
     from huggingface_hub import constants
 
     import keras_vit
@@ -312,7 +303,7 @@ def test_offline_hub_fails_at_once_with_one_short_hint(tmp_path, monkeypatch):
 
     cache = str(tmp_path / "hub")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
-    with pytest.raises(pretrained.OfflineError) as info:
+    with pytest.raises(pretrained.DownloadError) as info:
         sources.fetch(sources.resolve_source("B/16", "augreg_in21k"))
     message = str(info.value)
     assert message.count(cache) == 1 and message.count("Pre-seed") == 1 and "keras-vit download" in message
@@ -332,7 +323,7 @@ def test_unreachable_hub_is_offline_without_retries(tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("KERAS_VIT_OFFLINE", raising=False)
-    with pytest.raises(pretrained.OfflineError, match="unreachable"):
+    with pytest.raises(pretrained.DownloadError, match="unreachable"):
         download.hf_download("org/vit", "model.safetensors", cache_dir_=str(tmp_path))
     _seed_hub_cache(tmp_path, "org/vit", "model.safetensors", PAYLOAD)
     assert open(download.hf_download("org/vit", "model.safetensors", cache_dir_=str(tmp_path)), "rb").read() == PAYLOAD
@@ -359,7 +350,7 @@ def test_weights_can_be_an_https_mirror(server, cache):
     assert source.kind == "url"
     path, format = sources.fetch(source)
     assert open(path, "rb").read() == PAYLOAD and format is None
-    with pytest.raises(pretrained.UnknownWeightsError, match="https or http"):
+    with pytest.raises(ValueError, match="https or http"):
         sources.resolve_source("B/16", "ftp://example.org/vit.npz")
 
 
@@ -367,5 +358,5 @@ def test_missing_extra_names_the_install_command(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # what an absent package looks like to import
-    with pytest.raises(pretrained.MissingDependencyError, match=r"keras-vision-transformer\[weights\]"):
+    with pytest.raises(extras.MissingDependencyError, match=r"keras-vision-transformer\[weights\]"):
         download.hf_download("org/vit")

@@ -180,24 +180,23 @@ def no_network(monkeypatch):
 def test_unknown_tag_fails_before_any_download(no_network):
     with pytest.raises(ValueError) as info:
         keras_vit.ViTB16(weights="augreg_in22k_ft_in1k")
-    assert isinstance(info.value, pretrained.UnknownWeightsError)
     message = str(info.value)
     assert "augreg_in22k_ft_in1k" in message
     for tag in ("augreg2_in21k_ft_in1k", "augreg_in21k_ft_in1k", "orig_in21k", "imagenet"):
         assert tag in message
-    with pytest.raises(pretrained.UnknownWeightsError, match="No file or directory"):
+    with pytest.raises(ValueError, match="No file or directory"):
         keras_vit.ViTS16(weights="/no/such/file.npz")
-    with pytest.raises(pretrained.UnknownWeightsError, match="Received: weights=3"):
+    with pytest.raises(ValueError, match="Received: weights=3"):
         keras_vit.ViTS16(weights=3)
-    with pytest.raises(pretrained.UnknownWeightsError, match="hf://org/repo"):
+    with pytest.raises(ValueError, match="hf://org/repo"):
         keras_vit.ViTS16(weights="hf://only-org")
 
 
 def test_h14_says_only_an_imagenet21k_backbone_exists(no_network):
     assert pretrained.available_tags("H/14") == ["orig_in21k"]
-    with pytest.raises(pretrained.UnknownWeightsError, match="ImageNet-21k backbone"):
+    with pytest.raises(ValueError, match="ImageNet-21k backbone"):
         keras_vit.ViTH14(weights="imagenet")
-    with pytest.raises(pretrained.UnknownWeightsError, match="ImageNet-21k backbone"):
+    with pytest.raises(ValueError, match="ImageNet-21k backbone"):
         keras_vit.ViTH14(weights="augreg_in21k_ft_in1k")
 
 

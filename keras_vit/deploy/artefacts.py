@@ -15,8 +15,8 @@ gets `<name>.<suffix>` inside it, `<name>` being the `.keras` file's stem or
 the model's name. A SavedModel is a folder of its own: `out` is that folder.
 An export never replaces a file: when any file it would write exists, it
 refuses before any work. It is staged next to the target through
-`keras_vit.utils.files` and appears whole or not at all; the staging folder
-of a killed export is removed by the next export into the same folder.
+`keras_vit.utils.files` and appears whole or not at all (a killed export
+may leave a `.keras_vit-tmp-*` folder beside it, never a partial artefact).
 
 `load_artefact(path, format)` runs an artefact in its own runtime
 (TensorFlow, ONNX Runtime, LiteRT, OpenVINO), never through Keras, for the

@@ -18,20 +18,7 @@ is assigned, and no partially loaded model is ever returned.
 
 from keras_vit.pretrained.converters import detect_format, from_keras, to_keras
 from keras_vit.pretrained.download import cache_dir, download_url, hf_download, is_offline
-from keras_vit.pretrained.errors import (
-    CheckpointFormatError,
-    CheckpointMismatchError,
-    CorruptCheckpointError,
-    DownloadError,
-    HashMismatchError,
-    MalformedCheckpointError,
-    MissingDependencyError,
-    NonFiniteWeightsError,
-    OfflineError,
-    TruncatedDownloadError,
-    UnknownWeightsError,
-    WeightsError,
-)
+from keras_vit.pretrained.errors import CheckpointError, DownloadError
 from keras_vit.pretrained.export import export_weights
 from keras_vit.pretrained.loader import Checkpoint, build_pretrained, build_with_weights, load_checkpoint
 from keras_vit.pretrained.registry import CHECKPOINTS, CheckpointInfo, available_tags, checkpoints, resolve
@@ -40,19 +27,9 @@ from keras_vit.pretrained.sources import WeightsSource, fetch, resolve_source
 __all__ = [
     "CHECKPOINTS",
     "Checkpoint",
-    "CheckpointFormatError",
+    "CheckpointError",
     "CheckpointInfo",
-    "CheckpointMismatchError",
-    "CorruptCheckpointError",
     "DownloadError",
-    "HashMismatchError",
-    "MalformedCheckpointError",
-    "MissingDependencyError",
-    "NonFiniteWeightsError",
-    "OfflineError",
-    "TruncatedDownloadError",
-    "UnknownWeightsError",
-    "WeightsError",
     "WeightsSource",
     "available_tags",
     "build_pretrained",

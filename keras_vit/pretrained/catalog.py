@@ -16,11 +16,9 @@ Provenance of the numbers:
   otherwise; `None` where no published number was found.
 - License: Apache-2.0 for every row (the vision_transformer repository, the
   `google/vit-*` model cards and timm's `default_cfgs` all say so).
-- sha256: not published for these files. Hub downloads are checked against
-  the Hub's own LFS sha256 (the name of the blob in the `huggingface_hub`
-  cache, verified after download); a URL download with `sha256=None` is only
-  checked for length and by the format's own checks (zip CRC, safetensors
-  header and sizes).
+- sha256: not published for these files. Hub downloads are checked by
+  `huggingface_hub`; a URL download with `sha256=None` is only checked for
+  length and by the format's own checks (zip CRC, safetensors header).
 
 Tags:
 - `orig_in21k`: the paper's ImageNet-21k pre-training, with `pre_logits`

@@ -17,7 +17,7 @@ Example:
 """
 
 from keras_vit.pretrained import hybrid_tables, tables
-from keras_vit.pretrained.errors import CheckpointFormatError
+from keras_vit.pretrained.errors import CheckpointError
 
 # The plain ViT layouts first: a plain file ties with the hybrid layouts (which
 # only add the ResNet backbone) and so keeps its plain layout.
@@ -30,7 +30,7 @@ def detect_layout(tensors, layouts=LAYOUTS):
     """The layout among `layouts` that accounts for most of the file's names.
 
     Raises:
-        CheckpointFormatError: no layout's patch-embedding tensor is present.
+        CheckpointError: no layout's patch-embedding tensor is present.
     """
     best, best_score = None, 0
     for layout in layouts:
@@ -40,7 +40,7 @@ def detect_layout(tensors, layouts=LAYOUTS):
     if best is None:
         sample = sorted(tensors)[:8]
         labels = ", ".join(dict.fromkeys(layout.label for layout in layouts))
-        raise CheckpointFormatError(
+        raise CheckpointError(
             f"This is not a ViT checkpoint in a layout keras_vit reads ({labels}): none of their "
             f"patch-embedding tensors is present. First names: {sample}."
         )
@@ -51,7 +51,7 @@ def detect_format(tensors, layouts=LAYOUTS):
     """Returns `"official"`, `"timm"` or `"hf"` from a checkpoint's tensor names.
 
     Raises:
-        CheckpointFormatError: none matches (the message shows some names).
+        CheckpointError: none matches (the message shows some names).
     """
     return detect_layout(tensors, layouts).format
 
@@ -70,7 +70,7 @@ def to_keras(tensors, format=None, layouts=LAYOUTS):
     """
     layout = detect_layout(tensors, layouts)
     if format is not None and format != layout.format:
-        raise CheckpointFormatError(
+        raise CheckpointError(
             f"Expected a {format} checkpoint but the tensor names are those of the {layout.format} layout."
         )
     return layout.read(tensors), layout.description

@@ -1,37 +1,25 @@
-"""Typed errors of the pretrained-weights machinery.
+"""The two errors of the pretrained-weights machinery, on the built-in bases a caller naturally catches.
 
-Every error says what was received and what to do. They derive from the
-built-in exception a caller would naturally catch (`ValueError` for bad
-checkpoints, `OSError` for download and cache problems) and from one common
-`WeightsError`, so `except keras_vit.pretrained.WeightsError` catches them all.
+- `CheckpointError(ValueError)`: a checkpoint that cannot be used (not a
+  format keras_vit reads, damaged, malformed, NaN/inf values, or tensors that
+  do not fit the model).
+- `DownloadError(OSError)`: a file that cannot be fetched (offline, host
+  unreachable, HTTP failure, wrong hash, truncated transfer).
+
+An unknown `weights=` value is a plain `ValueError`, as in `keras.applications`;
+a missing optional package is `keras_vit.utils.extras.MissingDependencyError`.
 """
 
-from keras_vit.utils import extras
+_LIST_LIMIT = 12
 
 
-class WeightsError(Exception):
-    """Base class of every pretrained-weights error."""
-
-
-class UnknownWeightsError(WeightsError, ValueError):
-    """`weights=` names no tag, alias, file or Hub handle for this variant."""
-
-
-class CheckpointFormatError(WeightsError, ValueError):
-    """The file is not a checkpoint this library can read (or refuses to read, like pickles)."""
-
-
-class CorruptCheckpointError(CheckpointFormatError):
-    """The file has a known format but is truncated or damaged."""
-
-
-class CheckpointMismatchError(WeightsError, ValueError):
-    """The checkpoint's tensors do not match the model: missing, unexpected or wrongly shaped.
+class CheckpointError(ValueError):
+    """A checkpoint keras_vit cannot use; the message names the file and what is wrong.
 
     Attributes:
-        missing: list of names the model needs but the checkpoint lacks.
-        unexpected: list of checkpoint names nothing in the model uses.
-        mismatched: list of `(name, checkpoint_shape, model_shape)`.
+        missing: names the model needs but the checkpoint lacks.
+        unexpected: checkpoint names nothing in the model uses.
+        mismatched: `(name, checkpoint_shape, model_shape)` tuples.
     """
 
     def __init__(self, message, missing=(), unexpected=(), mismatched=()):
@@ -41,23 +29,8 @@ class CheckpointMismatchError(WeightsError, ValueError):
         self.mismatched = list(mismatched)
 
 
-class DownloadError(WeightsError, OSError):
-    """A checkpoint could not be fetched into the cache."""
-
-
-class OfflineError(DownloadError):
-    """Offline mode (or no network) and the file is not in the cache."""
-
-
-class HashMismatchError(DownloadError):
-    """The downloaded bytes do not have the expected sha256."""
-
-
-class TruncatedDownloadError(DownloadError):
-    """The server sent fewer bytes than it announced."""
-
-
-_LIST_LIMIT = 12
+class DownloadError(OSError):
+    """A checkpoint could not be fetched into the cache; the message says how to pre-seed it."""
 
 
 def _summarise(names):
@@ -67,7 +40,7 @@ def _summarise(names):
 
 
 def mismatch_error(what, missing=(), unexpected=(), mismatched=(), hint=""):
-    """Builds one `CheckpointMismatchError` that lists every problem (the first 12 of each kind)."""
+    """One `CheckpointError` that lists every problem (the first 12 of each kind)."""
     parts = [what]
     if missing:
         parts.append(f"Missing ({len(missing)}): {_summarise(missing)}.")
@@ -78,40 +51,18 @@ def mismatch_error(what, missing=(), unexpected=(), mismatched=(), hint=""):
         parts.append(f"Wrong shapes ({len(mismatched)}): {_summarise(shown)}.")
     if hint:
         parts.append(hint)
-    return CheckpointMismatchError(" ".join(parts), missing, unexpected, mismatched)
+    return CheckpointError(" ".join(parts), missing, unexpected, mismatched)
 
 
-class MalformedCheckpointError(CorruptCheckpointError):
-    """One field of the file (a header entry's shape, offsets or dtype, a metadata value) is invalid.
-
-    Attributes:
-        path: the file.
-        field: the field, e.g. `"header['head.weight'].data_offsets"`.
-    """
-
-    def __init__(self, path, field, problem):
-        super().__init__(f"{path}: {field} {problem}. The file is damaged or was not written by a checkpoint tool.")
-        self.path = str(path)
-        self.field = field
+def malformed(path, field, problem):
+    """The `CheckpointError` for one invalid field of a file (a header entry, a metadata value)."""
+    return CheckpointError(f"{path}: {field} {problem}. The file is damaged or was not written by a checkpoint tool.")
 
 
-class NonFiniteWeightsError(CorruptCheckpointError):
-    """The checkpoint holds NaN or infinite values.
-
-    Attributes:
-        path: the file.
-        names: the tensors (keras_vit names) with non-finite values.
-    """
-
-    def __init__(self, path, names):
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        super().__init__(
-            f"{path} holds NaN or infinite values in {len(names)} tensor(s): {shown}. A model loaded from it "
-            "would only output NaN; the training run that wrote it diverged or the file is damaged."
-        )
-        self.path = str(path)
-        self.names = list(names)
-
-
-class MissingDependencyError(WeightsError, extras.MissingDependencyError):
-    """An optional dependency of the `weights` extra is missing; the message names the extra to install."""
+def non_finite(path, names):
+    """The `CheckpointError` for NaN or infinite values in the tensors `names`."""
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return CheckpointError(
+        f"{path} holds NaN or infinite values in {len(names)} tensor(s): {shown}. A model loaded from it "
+        "would only output NaN; the training run that wrote it diverged or the file is damaged."
+    )

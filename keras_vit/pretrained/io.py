@@ -1,16 +1,16 @@
 """Reading and writing checkpoint files as dicts of NumPy arrays, safely.
 
-Two containers are read: NumPy `.npz` (the official JAX checkpoints) and
-safetensors (timm and Hugging Face). Nothing is ever unpickled. Every
-declaration (safetensors header fields, each `.npz` member's `.npy` header
-and size) is checked before any data is read or decompressed, and every
-malformed value is a `MalformedCheckpointError` naming the file and the
-field; safetensors data is then read by the `safetensors` library.
-PyTorch `.pth`/`.bin` pickles are recognised by their bytes and refused with
-a message that says how to convert them.
+Two containers are read: NumPy `.npz` (the official JAX checkpoints), with
+`numpy.load(allow_pickle=False)`, and safetensors (timm and Hugging Face),
+with the `safetensors` library, which validates its own header. Nothing is
+ever unpickled. The one check left to do here is the one neither library
+does: each `.npz` member's declared shape and dtype are compared with its
+size in the archive before anything is decompressed (a small archive cannot
+declare a huge member). PyTorch `.pth`/`.bin` pickles and Keras saves are
+recognised by their bytes and refused with a message that says what to do.
 
-Writes go through `keras_vit.files`, so a crash never leaves a half-written
-checkpoint behind.
+Writes go through `keras_vit.utils.files`, so a crash never leaves a
+half-written checkpoint behind.
 """
 
 import json
@@ -21,23 +21,24 @@ import zlib
 
 import numpy as np
 
-from keras_vit.pretrained.errors import CheckpointFormatError, CorruptCheckpointError, MalformedCheckpointError
+from keras_vit.pretrained.errors import CheckpointError, malformed
 from keras_vit.utils import extras, files
 
-# safetensors dtype names -> NumPy little-endian dtypes. BF16 is widened below.
+# safetensors dtype names -> the NumPy dtype read (bfloat16 widened to float32: exact, it is float32's top half).
 _SAFETENSORS_DTYPES = {
-    "F64": "<f8",
-    "F32": "<f4",
-    "F16": "<f2",
-    "BF16": "<u2",
-    "I64": "<i8",
-    "I32": "<i4",
-    "I16": "<i2",
-    "I8": "i1",
-    "U8": "u1",
-    "BOOL": "?",
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "float32",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
 }
 _MAX_HEADER = 100 * 1024 * 1024
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 _PICKLE_HINT = (
     "PyTorch .pth/.pt/.bin checkpoints are pickles, and unpickling can run arbitrary code, so "
     "keras_vit refuses them. Use the safetensors file of the same checkpoint (the Hub repos of "
@@ -45,53 +46,45 @@ _PICKLE_HINT = (
     "environment: `safetensors.torch.save_file(torch.load(path, weights_only=True), "
     "'model.safetensors')`."
 )
-
-
-def _sniff(path):
-    with open(path, "rb") as handle:
-        return handle.read(16)
+_DAMAGED = "Delete it and download it again."
 
 
 def detect_container(path):
     """Returns `"npz"` or `"safetensors"` for a file, from its bytes (not its name).
 
     Raises:
-        CheckpointFormatError: pickles, Keras `.h5` files and anything
+        CheckpointError: pickles, Keras `.keras`/`.h5` files and anything
             unknown, with what to do instead.
     """
-    head = _sniff(path)
-    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+    with open(path, "rb") as handle:
+        head = handle.read(16)
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         try:
             with zipfile.ZipFile(path) as archive:
                 names = archive.namelist()
         except zipfile.BadZipFile as error:
-            raise CorruptCheckpointError(
-                f"{path} looks like a zip archive (.npz) but cannot be opened ({error}); it is "
-                "probably truncated. Delete it and download it again."
-            ) from error
+            raise CheckpointError(f"{path} is a damaged zip archive (.npz): {error}. {_DAMAGED}") from error
         if any(name.endswith("data.pkl") for name in names):
-            raise CheckpointFormatError(f"{path} is a PyTorch zip checkpoint. {_PICKLE_HINT}")
+            raise CheckpointError(f"{path} is a PyTorch zip checkpoint. {_PICKLE_HINT}")
         if "model.weights.h5" in names and "config.json" in names:
-            raise CheckpointFormatError(
+            raise CheckpointError(
                 f"{path} is a Keras .keras save (a whole model), not a checkpoint. Load it with "
                 f"`keras.saving.load_model({path!r})`, or convert its weights for `weights=` with "
                 f"`keras-vit convert {path} weights.npz` (then `weights='weights.npz'`)."
             )
         return "npz"
-    # Safetensors before the pickle test: a header length can start with 0x80.
-    if len(head) >= 9:
-        (header_size,) = struct.unpack("<Q", head[:8])
-        if 0 < header_size < _MAX_HEADER and head[8:9] == b"{":
-            return "safetensors"
+    # Safetensors (an 8-byte header length, then a JSON object) before the pickle test: a length can start with 0x80.
+    if len(head) >= 9 and 0 < struct.unpack("<Q", head[:8])[0] < _MAX_HEADER and head[8:9] == b"{":
+        return "safetensors"
     if head[:1] == b"\x80" or path.endswith((".pth", ".pt", ".bin", ".pkl", ".pickle", ".ckpt")):
-        raise CheckpointFormatError(f"{path} is a pickle (PyTorch-style) file. {_PICKLE_HINT}")
+        raise CheckpointError(f"{path} is a pickle (PyTorch-style) file. {_PICKLE_HINT}")
     if head.startswith(b"\x89HDF"):
-        raise CheckpointFormatError(
+        raise CheckpointError(
             f"{path} is an HDF5 file (a Keras .h5/.weights.h5 save?). Load Keras saves with "
             "`keras.saving.load_model` or `model.load_weights`; `weights=` takes published "
             "checkpoints (.npz, .safetensors)."
         )
-    raise CheckpointFormatError(
+    raise CheckpointError(
         f"{path} is neither a NumPy .npz nor a safetensors file (first bytes: {head[:8]!r}). "
         "keras_vit reads official .npz checkpoints and timm / Hugging Face safetensors."
     )
@@ -100,11 +93,9 @@ def detect_container(path):
 class DeclaredTensor:
     """A tensor as the file declares it (name, shape, dtype), read only when used.
 
-    Readers check every declaration before any data is read or
-    decompressed; `np.asarray(tensor)` reads the bytes. A converter that
-    refuses a checkpoint for an unexpected name therefore never reads (or
-    inflates) that tensor, and `placeholder()` gives a zero-memory array of
-    the declared shape for a dry run of the conversion.
+    `np.asarray(tensor)` reads the bytes. A converter that refuses a
+    checkpoint for an unexpected name therefore never reads (or inflates)
+    that tensor.
 
     Attributes:
         name: the name in the file.
@@ -119,14 +110,6 @@ class DeclaredTensor:
     def ndim(self):
         return len(self.shape)
 
-    @property
-    def nbytes(self):
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-    def placeholder(self):
-        """A read-only array of the declared shape and dtype that takes no memory (all strides 0)."""
-        return np.broadcast_to(np.zeros((), self.dtype), self.shape)
-
     def __array__(self, dtype=None, copy=None):
         array = self._read()
         return array if dtype is None else array.astype(dtype)
@@ -135,81 +118,8 @@ class DeclaredTensor:
         return f"DeclaredTensor({self.name!r}, shape={self.shape}, dtype={self.dtype})"
 
 
-def _malformed(path, field, problem):
-    return MalformedCheckpointError(path, field, problem)
-
-
-def _natural(value):
-    # JSON integers only: bools, floats and strings are refused (json gives Python ints for integers).
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _safetensors_header(path):
-    """Reads and checks the JSON header field by field; returns (entries, metadata, data_start)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        raw = handle.read(8)
-        if len(raw) < 8:
-            raise CorruptCheckpointError(f"{path} is too short ({size} bytes) to be a safetensors file.")
-        (header_size,) = struct.unpack("<Q", raw)
-        if header_size > min(_MAX_HEADER, size - 8):
-            raise CorruptCheckpointError(
-                f"{path}: the safetensors header claims {header_size} bytes but the file has {size}; "
-                "the file is truncated or not safetensors. Delete it and download it again."
-            )
-        try:
-            header = json.loads(handle.read(header_size))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-            raise _malformed(path, "header", f"is not valid JSON ({error})") from error
-    if not isinstance(header, dict):
-        raise _malformed(path, "header", f"must be a JSON object, not {type(header).__name__}")
-    metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise _malformed(path, "header['__metadata__']", "must map names to strings")
-    entries = []
-    for name, spec in header.items():
-        field = f"header[{name!r}]"
-        if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
-            raise _malformed(path, field, "must have exactly the keys dtype, shape and data_offsets")
-        dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
-        if dtype not in _SAFETENSORS_DTYPES:
-            raise CheckpointFormatError(f"{path}: {field}.dtype {dtype!r} is not one of {sorted(_SAFETENSORS_DTYPES)}.")
-        if not isinstance(shape, list) or not all(_natural(d) for d in shape):
-            raise _malformed(path, f"{field}.shape", f"must be a list of non-negative integers, not {shape!r}")
-        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_natural(o) for o in offsets):
-            raise _malformed(path, f"{field}.data_offsets", f"must be two non-negative integers, not {offsets!r}")
-        begin, end = offsets
-        itemsize = np.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize
-        if end - begin != itemsize * int(np.prod(shape, dtype=object)):
-            raise _malformed(
-                path, f"{field}.data_offsets", f"[{begin}, {end}) do not hold a {dtype} tensor of shape {shape}"
-            )
-        entries.append((begin, end, name, dtype, tuple(shape)))
-    entries.sort()
-    expected_end = 0
-    for begin, end, name, _, _ in entries:
-        if begin != expected_end:
-            raise _malformed(path, f"header[{name!r}].data_offsets", "do not start where the previous tensor ends")
-        expected_end = end
-    data_start = 8 + header_size
-    if data_start + expected_end != size:
-        raise CorruptCheckpointError(
-            f"{path} should have {data_start + expected_end} bytes according to its header but has "
-            f"{size}: it is truncated or padded. Delete it and download it again."
-        )
-    return entries, metadata, data_start
-
-
 def read_safetensors(path, with_metadata=False, lazy=False):
-    """Reads a safetensors file into `{name: np.ndarray}` without unpickling.
-
-    The header is checked field by field here (so that every malformed
-    value is a `MalformedCheckpointError` naming the tensor and the field),
-    then the `safetensors` library opens the file (its own checks, its
-    errors wrapped into ours) and reads the tensors. bfloat16 tensors are
-    read from their checked byte range here, because NumPy has no bfloat16
-    and the library's NumPy reader refuses them; they are widened to float32
-    (exact: bfloat16 is the top half of a float32).
+    """Reads a safetensors file into `{name: np.ndarray}` with the `safetensors` library.
 
     Args:
         path: the file.
@@ -220,126 +130,112 @@ def read_safetensors(path, with_metadata=False, lazy=False):
         The dict (and the metadata dict).
 
     Raises:
-        MalformedCheckpointError: a malformed header field.
-        CorruptCheckpointError: byte ranges that do not tile the file (a
-            truncated download, for instance) or that the library refuses.
+        CheckpointError: the library refuses the file (a malformed header,
+            byte ranges that do not tile the file, an unknown dtype).
     """
     extras.check("safetensors", needed_for="reading a .safetensors checkpoint")
+    import ml_dtypes  # noqa: F401 (a Keras dependency: registers bfloat16 with NumPy for safetensors' reader)
     from safetensors import SafetensorError, safe_open
 
     path = os.fspath(path)
-    entries, metadata, data_start = _safetensors_header(path)
     try:
-        with safe_open(path, framework="numpy"):
-            pass
+        with safe_open(path, framework="numpy") as handle:
+            metadata = handle.metadata() or {}
+            declared = {name: handle.get_slice(name) for name in handle.keys()}
+            declared = {name: (entry.get_shape(), entry.get_dtype()) for name, entry in declared.items()}
     except SafetensorError as error:
-        raise CorruptCheckpointError(f"{path}: the safetensors library refuses the file: {error}") from error
+        raise CheckpointError(f"{path} is not a valid safetensors file ({error}). {_DAMAGED}") from error
+    for name, (_, dtype) in declared.items():
+        if dtype not in _SAFETENSORS_DTYPES:
+            raise malformed(
+                path, f"tensor {name!r}", f"has the dtype {dtype}, not one of {sorted(_SAFETENSORS_DTYPES)}"
+            )
 
-    def reader(name, dtype, begin, end, shape):
+    def reader(name):
         def read():
-            if dtype == "BF16":
-                with open(path, "rb") as handle:
-                    handle.seek(data_start + begin)
-                    raw = np.frombuffer(handle.read(end - begin), dtype="<u2").reshape(shape)
-                return (raw.astype(np.uint32) << 16).view(np.float32)
             try:
                 with safe_open(path, framework="numpy") as handle:
-                    return handle.get_tensor(name)  # an owned, writeable copy already
+                    array = handle.get_tensor(name)  # an owned, writeable copy already
             except SafetensorError as error:
-                raise CorruptCheckpointError(f"{path}: cannot read tensor {name!r}: {error}") from error
+                raise CheckpointError(f"{path}: cannot read tensor {name!r}: {error}") from error
+            return array.astype(np.float32) if array.dtype == ml_dtypes.bfloat16 else array
 
         return read
 
-    tensors = {}
-    for begin, end, name, dtype, shape in entries:
-        declared = np.float32 if dtype == "BF16" else _SAFETENSORS_DTYPES[dtype]
-        tensors[name] = DeclaredTensor(name, shape, declared, reader(name, dtype, begin, end, shape))
+    tensors = {
+        name: DeclaredTensor(name, shape, _SAFETENSORS_DTYPES[dtype], reader(name))
+        for name, (shape, dtype) in declared.items()
+    }
     if not lazy:
         tensors = {name: np.asarray(tensor) for name, tensor in tensors.items()}
     return (tensors, metadata) if with_metadata else tensors
 
 
-def _npz_declarations(path, archive):
-    """Checks every member's .npy header against the archive's declared sizes (decompressing only the headers)."""
+def _npz_declarations(path):
+    """`{name: (shape, dtype)}` of every member, each `.npy` header checked against the member's size in the
+    archive (decompressing only the headers): the zip-bomb check `numpy.load` does not make."""
     declared = {}
-    for info in archive.infolist():
-        field = f"member {info.filename!r}"
-        if not info.filename.endswith(".npy") or info.is_dir():
-            raise _malformed(path, field, "is not a .npy array (an .npz holds only .npy members)")
-        if info.flag_bits & 0x1:
-            raise _malformed(path, field, "is encrypted")
-        name = info.filename[: -len(".npy")]
-        if name in declared:
-            raise _malformed(path, field, "appears twice")
-        try:
-            with archive.open(info) as member:
-                version = np.lib.format.read_magic(member)
-                read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else None
-                read_header = read_header or np.lib.format.read_array_header_2_0
-                shape, fortran_order, dtype = read_header(member)
-                header_length = member.tell()
-        except (ValueError, EOFError, zipfile.BadZipFile, zlib.error, OSError, SyntaxError) as error:
-            raise _malformed(path, f"{field} header", f"cannot be read ({error})") from error
-        if dtype.hasobject:
-            raise CheckpointFormatError(f"{path}: {field} holds pickled Python objects, which keras_vit never loads.")
-        if dtype.kind not in "fiub":
-            raise _malformed(path, f"{field} dtype", f"{dtype} is not a numeric type")
-        needed = header_length + int(np.prod(shape, dtype=object)) * dtype.itemsize
-        if needed != info.file_size:
-            raise _malformed(
-                path,
-                f"{field} size",
-                f"is {info.file_size} bytes in the archive directory but its header declares {dtype} {shape} "
-                f"({needed} bytes)",
-            )
-        declared[name] = (info, shape, fortran_order, dtype, header_length)
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            field = f"member {info.filename!r}"
+            if not info.filename.endswith(".npy") or info.is_dir():
+                raise malformed(path, field, "is not a .npy array (an .npz holds only .npy members)")
+            try:
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+                    else:
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+                    header_length = member.tell()
+            except (ValueError, SyntaxError, *_ZIP_ERRORS) as error:
+                raise malformed(path, f"{field} header", f"cannot be read ({error})") from error
+            if dtype.hasobject:
+                raise CheckpointError(f"{path}: {field} holds pickled Python objects, which keras_vit never loads.")
+            needed = header_length + int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if needed != info.file_size:
+                raise malformed(
+                    path,
+                    f"{field} size",
+                    f"is {info.file_size} bytes in the archive directory but its header declares {dtype} {shape} "
+                    f"({needed} bytes)",
+                )
+            declared[info.filename[: -len(".npy")]] = (shape, dtype)
     return declared
 
 
 def read_npz(path, lazy=False):
-    """Reads an `.npz` into `{name: np.ndarray}`; nothing is unpickled.
+    """Reads an `.npz` into `{name: np.ndarray}` with `numpy.load(allow_pickle=False)`.
 
-    Every member's name, `.npy` header (shape, dtype) and declared size are
-    checked before any array data is decompressed, so a small archive
-    declaring a huge or unexpected member is refused without inflating it.
+    Every member's `.npy` header is checked against its declared size before
+    any array data is decompressed, so a small archive declaring a huge or
+    unexpected member is refused without inflating it.
 
     Args:
         path: the file.
         lazy: return `DeclaredTensor`s, decompressed when converted to arrays.
 
     Raises:
-        MalformedCheckpointError: a member that is not a consistent `.npy`.
-        CorruptCheckpointError: a damaged archive (bad CRC, truncated member).
-        CheckpointFormatError: pickled object arrays inside.
+        CheckpointError: a member that is not a consistent `.npy`, pickled
+            objects, or a damaged archive (bad CRC, truncated member).
     """
     path = os.fspath(path)
     try:
-        with zipfile.ZipFile(path) as archive:
-            declared = _npz_declarations(path, archive)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
-        raise CorruptCheckpointError(
-            f"{path} is a damaged .npz ({type(error).__name__}: {error}). Delete it and download it again."
-        ) from error
+        declared = _npz_declarations(path)
+    except _ZIP_ERRORS as error:
+        raise CheckpointError(f"{path} is a damaged .npz ({type(error).__name__}: {error}). {_DAMAGED}") from error
 
-    def reader(info, shape, fortran_order, dtype, header_length):
+    def reader(name):
         def read():
-            buffer = bytearray(info.file_size)  # writeable without a second copy
             try:
-                with zipfile.ZipFile(path) as archive, archive.open(info) as member:
-                    filled = member.readinto(buffer)
-                    trailing = member.read(1)  # reaching the end makes zipfile check the CRC
-            except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
-                raise CorruptCheckpointError(
-                    f"{path}: member {info.filename!r} is damaged ({error}). Delete the file and download it again."
-                ) from error
-            if filled != info.file_size or trailing:
-                raise CorruptCheckpointError(f"{path}: member {info.filename!r} is truncated.")
-            array = np.frombuffer(buffer, dtype=dtype, offset=header_length)
-            return array.reshape(shape, order="F" if fortran_order else "C")
+                with np.load(path, allow_pickle=False) as archive:
+                    return archive[name]
+            except (ValueError, *_ZIP_ERRORS) as error:
+                raise CheckpointError(f"{path}: member {name!r} is damaged ({error}). {_DAMAGED}") from error
 
         return read
 
-    tensors = {name: DeclaredTensor(name, spec[1], spec[3], reader(*spec)) for name, spec in declared.items()}
+    tensors = {name: DeclaredTensor(name, shape, dtype, reader(name)) for name, (shape, dtype) in declared.items()}
     return tensors if lazy else {name: np.asarray(tensor) for name, tensor in tensors.items()}
 
 
@@ -361,7 +257,7 @@ def read_checkpoint(path, lazy=False):
     if os.path.isdir(path):
         candidate = os.path.join(path, "model.safetensors")
         if not os.path.isfile(candidate):
-            raise CheckpointFormatError(
+            raise CheckpointError(
                 f"{path} is a directory without model.safetensors. Pass the checkpoint file itself "
                 f"(found: {sorted(os.listdir(path))[:10]})."
             )
@@ -382,16 +278,13 @@ def read_checkpoint(path, lazy=False):
         except (OSError, json.JSONDecodeError):
             pass  # A broken neighbouring config only loses a hint, never weights.
     if not tensors:
-        raise CheckpointFormatError(f"{path} holds no tensors.")
+        raise CheckpointError(f"{path} holds no tensors.")
     return tensors, metadata
 
 
 def write_safetensors(path, tensors, metadata=None, replace=True):
-    """Writes `{name: array}` as safetensors, atomically (`keras_vit.files`).
-
-    The safetensors library's own hidden temporary file lands in the staging
-    folder, so a killed write leaves nothing that the next run does not clean.
-    """
+    """Writes `{name: array}` as safetensors, atomically (`keras_vit.utils.files`; `replace=False`: never over a
+    file)."""
     extras.check("safetensors", needed_for="writing a .safetensors checkpoint")
     from safetensors.numpy import save_file
 

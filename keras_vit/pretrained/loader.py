@@ -28,14 +28,8 @@ from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_em
 from keras_vit.layers.transformer import patch_grid
 from keras_vit.models import variants, vit
 from keras_vit.models.architecture import Architecture, pixels_per_token_of_weights
-from keras_vit.pretrained import converters, io, sources
-from keras_vit.pretrained.errors import (
-    CheckpointMismatchError,
-    MalformedCheckpointError,
-    NonFiniteWeightsError,
-    UnknownWeightsError,
-    mismatch_error,
-)
+from keras_vit.pretrained import converters, errors, io, sources
+from keras_vit.pretrained.errors import CheckpointError, mismatch_error
 
 logger = logging.getLogger("keras_vit.pretrained")
 
@@ -77,12 +71,12 @@ class Checkpoint:
         (`declared_heads`), else the variant table's for the hidden size, which is logged.
 
         Raises:
-            CheckpointMismatchError: `num_heads` contradicts the file, or nothing says the heads.
+            CheckpointError: `num_heads` contradicts the file, or nothing says the heads.
         """
         declared = self.declared_heads()
         if num_heads is not None:
             if declared is not None and declared != num_heads:
-                raise CheckpointMismatchError(
+                raise CheckpointError(
                     f"{self.path} has {declared} attention heads per block, not num_heads={num_heads}."
                 )
             return num_heads
@@ -91,7 +85,7 @@ class Checkpoint:
         hidden_dim = int(self.weights["patch_embedding/projection/kernel"].shape[-1])
         heads = variants.num_heads_for(hidden_dim)
         if heads is None:
-            raise CheckpointMismatchError(
+            raise CheckpointError(
                 f"{self.path} ({self.layout}) fuses its attention heads and its hidden size {hidden_dim} is not a "
                 "published ViT size, so nothing says its number of heads: pass num_heads."
             )
@@ -115,16 +109,14 @@ class Checkpoint:
             **options: other `Architecture` fields.
 
         Raises:
-            CheckpointMismatchError: the tensors are not a ViT's, or do not fit the heads or grid.
+            CheckpointError: the tensors are not a ViT's, or do not fit the heads or grid.
         """
         heads = self.num_heads(num_heads)
         grid = checkpoint_grid(self) if grid_size is None else grid_size
         try:
             return Architecture.from_weights(self.weights, heads, grid, **options)
         except (KeyError, IndexError, ValueError) as error:
-            raise CheckpointMismatchError(
-                f"{self.path} ({self.layout}) is not a ViT keras_vit builds: {error}"
-            ) from error
+            raise CheckpointError(f"{self.path} ({self.layout}) is not a ViT keras_vit builds: {error}") from error
 
     def describe(self):
         """A summary of the architecture for messages ("unrecognised shapes" when it has none)."""
@@ -133,7 +125,7 @@ class Checkpoint:
             # Fused attention tensors fit any head count that divides the width: 1 reads the shapes, and the
             # summary says the heads are not stored rather than echoing the model's count as the file's.
             record = self.architecture(declared or 1)
-        except (CheckpointMismatchError, MalformedCheckpointError):
+        except CheckpointError:
             return "unrecognised shapes"
         return record.describe() if declared else record.replace(num_heads=None).describe()
 
@@ -149,12 +141,10 @@ def load_checkpoint(path, format=None):
         A `Checkpoint`.
 
     Raises:
-        CheckpointFormatError: an unreadable or malformed file (a
-            `MalformedCheckpointError` names the field).
-        CheckpointMismatchError: the tensors are not a ViT layout keras_vit
-            reads; found from the declared names and shapes, before any
-            tensor is read or decompressed.
-        NonFiniteWeightsError: NaN or infinite values, naming the tensors.
+        CheckpointError: an unreadable or malformed file (naming the
+            field), tensors that are not a ViT layout keras_vit reads (found
+            from the declared names and shapes, before any tensor is read or
+            decompressed), or NaN or infinite values (naming the tensors).
     """
     tensors, metadata = io.read_checkpoint(path, lazy=True)
     detected_layout = converters.detect_layout(tensors)
@@ -168,20 +158,20 @@ def load_checkpoint(path, format=None):
         if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all()
     )
     if non_finite:
-        raise NonFiniteWeightsError(path, non_finite)
+        raise errors.non_finite(path, non_finite)
     shape_facts = detected_layout.shape_facts(tensors)
     return Checkpoint(weights, detected_layout.format, layout, metadata, str(path), shape_facts)
 
 
 def _positive_pair(checkpoint, field, value):
-    """`value` as a pair of positive ints (an int means a square), else a `MalformedCheckpointError`."""
+    """`value` as a pair of positive ints (an int means a square), else a `CheckpointError`."""
     pair = [value, value] if isinstance(value, int) else value
     if (
         not isinstance(pair, (list, tuple))
         or len(pair) != 2
         or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
     ):
-        raise MalformedCheckpointError(checkpoint.path, field, f"must be a positive int or two, not {value!r}")
+        raise errors.malformed(checkpoint.path, field, f"must be a positive int or two, not {value!r}")
     return tuple(pair)
 
 
@@ -190,7 +180,7 @@ def _grid_from_metadata(checkpoint, patch_size):
     if grid:
         parts = grid.split(",")
         if not all(part.strip().isdigit() for part in parts):
-            raise MalformedCheckpointError(
+            raise errors.malformed(
                 checkpoint.path, "metadata['keras_vit.grid_size']", f"must be 'ROWS,COLUMNS', not {grid!r}"
             )
         return _positive_pair(checkpoint, "metadata['keras_vit.grid_size']", [int(part) for part in parts])
@@ -222,14 +212,14 @@ def checkpoint_grid(checkpoint, info=None, target_grid=None):
     if grid is None:
         side = math.isqrt(patches)
         if side * side != patches:
-            raise CheckpointMismatchError(
+            raise CheckpointError(
                 f"The checkpoint's position embedding has {patches} patch rows, which is not a square "
                 "grid, and the file does not say its grid. Save it with keras_vit's exporter (which "
                 "records the grid) or next to a config.json with image_size and patch_size."
             )
         grid = (side, side)
     if grid[0] * grid[1] != patches:
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f"The checkpoint's position embedding has {patches} patch rows, but its declared grid "
             f"{grid[0]}x{grid[1]} has {grid[0] * grid[1]}."
         )
@@ -311,7 +301,7 @@ def assemble(model, checkpoint, plan, source_grid, target_grid, method="official
     """Prepares `{variable path: value}` for every variable of `model`.
 
     Raises:
-        CheckpointMismatchError: listing all missing, unexpected and
+        CheckpointError: listing all missing, unexpected and
             mis-shaped tensors at once.
     """
     remaining = dict(checkpoint.weights)
@@ -393,10 +383,9 @@ def build_pretrained(variant, weights, resample_method="official", resample_anti
         a new head, is zero), or an exception and no model.
 
     Raises:
-        UnknownWeightsError: before any download, for unknown tags.
-        DownloadError / OfflineError: the file cannot be fetched.
-        CheckpointFormatError / CorruptCheckpointError: unreadable file.
-        CheckpointMismatchError: the checkpoint does not fit the model.
+        ValueError: before any download, for unknown tags.
+        DownloadError: the file cannot be fetched (an `OSError`).
+        CheckpointError: an unreadable file, or one that does not fit the model (a `ValueError`).
     """
     return build_with_weights(
         variants.VARIANTS[variant],
@@ -436,7 +425,7 @@ def build_with_weights(
     if resample_method not in RESAMPLING_METHODS:
         raise ValueError(f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {resample_method!r}")
     if variant is None and not _names_a_file(weights):
-        raise UnknownWeightsError(
+        raise ValueError(
             "A model of a custom size takes `weights` as a local checkpoint file (.npz, .safetensors), a "
             "`save_pretrained` folder or 'hf://org/repo' of the same architecture; checkpoint tags and "
             "'imagenet' name published variants: use their constructors, e.g. "

@@ -16,7 +16,7 @@ leading axis.
 
 Accounting is strict: every key a row needs must be in the file (else
 "missing"), every tensor of the file must be used or ignored (else
-"unexpected"), and both lists come in one `CheckpointMismatchError`.
+"unexpected"), and both lists come in one `CheckpointError`.
 
 Another model family composes its own layouts from these parts, e.g.
 `layout.with_parts(stem_part)` for a ResNet stem, and passes them to
@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from keras_vit.pretrained.errors import CheckpointFormatError, mismatch_error
+from keras_vit.pretrained.errors import CheckpointError, mismatch_error
 
 # --------------------------------------------------------------------------- transforms
 
@@ -301,7 +301,7 @@ class Layout:
         prefix: prepended to every file key of a prefixed part.
         ignore: file-key prefixes that are skipped (optimizer state).
         requires: `(key, message)`: the layout is recognised but refused
-            with `CheckpointFormatError(message)` when `key` is absent.
+            with `CheckpointError(message)` when `key` is absent.
         refuses: `(keras prefix, message)`: weights the layout cannot hold;
             writing them raises `ValueError(message)`.
         writes: whether `converters.from_keras` may write this layout.
@@ -346,13 +346,13 @@ class Layout:
         """Converts `{file key: array}` to `{keras_vit path: array}`.
 
         Raises:
-            CheckpointFormatError: a required tensor (`requires`) is absent.
-            CheckpointMismatchError: missing or unexpected tensors, or a
-                tensor whose shape the transform cannot take.
+            CheckpointError: a required tensor (`requires`) is absent,
+                missing or unexpected tensors, or a tensor whose shape the
+                transform cannot take.
         """
         for key, message in self.requires:
             if self.prefix + key not in tensors:
-                raise CheckpointFormatError(message)
+                raise CheckpointError(message)
         entries = self._plan(tensors, reading=True)
         used = set(self._ignored(tensors))
         missing = []
@@ -381,7 +381,7 @@ class Layout:
         `{"num_heads": 12}` for flax's per-head attention kernels; read from the declared shapes only.
 
         Raises:
-            CheckpointMismatchError: two tensors declare different values.
+            CheckpointError: two tensors declare different values.
         """
         facts = {}
         for entry in self._plan(tensors, reading=True):
@@ -405,7 +405,7 @@ class Layout:
         Raises:
             ValueError: the layout cannot hold some weights (`refuses`), or
                 a transform needs a context entry that is not given.
-            CheckpointMismatchError: weights missing or left over.
+            CheckpointError: weights missing or left over.
         """
         context = dict(context or {})
         for keras_prefix, message in self.refuses:

@@ -1,7 +1,7 @@
 """Looking up checkpoints in the catalogue, without touching the network.
 
 `resolve(variant, tag, image_size)` turns a tag (or the `"imagenet"` alias)
-into one `CheckpointInfo`; an unknown tag raises `UnknownWeightsError` listing
+into one `CheckpointInfo`; an unknown tag raises `ValueError` listing
 the variant's valid tags. Where a tag exists at several resolutions, the one
 nearest the requested image size wins (ties go to the larger resolution).
 """
@@ -11,7 +11,6 @@ import dataclasses
 from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import catalog
 from keras_vit.pretrained.converters import FORMATS
-from keras_vit.pretrained.errors import UnknownWeightsError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,14 +116,14 @@ def resolve(variant, tag, image_size=(224, 224)):
         A `CheckpointInfo`.
 
     Raises:
-        UnknownWeightsError: the tag does not exist for the variant (the
+        ValueError: the tag does not exist for the variant (the
             message lists the valid ones). Never touches the network.
     """
     entries = checkpoints(variant)
     if tag == IMAGENET_ALIAS:
         classifiers = [info for info in entries if info.tag in catalog.IMAGENET_1K_TAGS and info.top1 is not None]
         if not classifiers:
-            raise UnknownWeightsError(
+            raise ValueError(
                 f"No ImageNet-1k classifier is published for ViT-{variant}, so weights='imagenet' has "
                 f"nothing to load. {catalog.VARIANT_NOTES.get(variant, '')} "
                 f"Valid tags: {', '.join(available_tags(variant)) or '(none)'}."
@@ -133,5 +132,5 @@ def resolve(variant, tag, image_size=(224, 224)):
         return max((info for info in classifiers if info.resolution == resolution), key=lambda info: info.top1)
     matching = [info for info in entries if info.tag == tag]
     if not matching:
-        raise UnknownWeightsError(unknown_tag_message(variant, tag))
+        raise ValueError(unknown_tag_message(variant, tag))
     return _nearest(matching, image_size)

@@ -9,7 +9,6 @@ import logging
 import os
 
 from keras_vit.pretrained import download, registry
-from keras_vit.pretrained.errors import UnknownWeightsError
 
 logger = logging.getLogger("keras_vit.pretrained")
 
@@ -50,7 +49,7 @@ def parse_hub_handle(handle):
         body, revision = body.rsplit("@", 1)
     parts = [part for part in body.split("/") if part]
     if len(parts) < 2 or revision == "":
-        raise UnknownWeightsError(
+        raise ValueError(
             f"A Hub handle is 'hf://org/repo', optionally followed by '/file.safetensors' and "
             f"'@revision'. Received: {handle!r}"
         )
@@ -73,10 +72,10 @@ def resolve_source(variant, weights, image_size=(224, 224)):
         A `WeightsSource`.
 
     Raises:
-        UnknownWeightsError: nothing matches; lists the variant's tags.
+        ValueError: nothing matches; lists the variant's tags.
     """
     if not isinstance(weights, (str, os.PathLike)):
-        raise UnknownWeightsError(
+        raise ValueError(
             f"`weights` must be None, a checkpoint tag, a file path or 'hf://org/repo'. "
             f"Received: weights={weights!r} of type {type(weights).__name__}"
         )
@@ -87,7 +86,7 @@ def resolve_source(variant, weights, image_size=(224, 224)):
         try:
             return WeightsSource("url", path=download.check_url(text))
         except ValueError as error:
-            raise UnknownWeightsError(f"{error} (or 'hf://org/repo' for the Hugging Face Hub)") from None
+            raise ValueError(f"{error} (or 'hf://org/repo' for the Hugging Face Hub)") from None
     if registry.is_tag(variant, text):
         return WeightsSource("registry", info=registry.resolve(variant, text, image_size))
     if os.path.exists(text):
@@ -95,10 +94,10 @@ def resolve_source(variant, weights, image_size=(224, 224)):
     message = registry.unknown_tag_message(variant, text)
     if os.sep in text or os.path.splitext(text)[1]:
         message = f"No file or directory {text!r} exists. " + message
-    raise UnknownWeightsError(message)
+    raise ValueError(message)
 
 
-def fetch(source, timeout=download.DEFAULT_TIMEOUT):
+def fetch(source):
     """Brings the source's file into the cache.
 
     Registry checkpoints come from their Hugging Face Hub copy only: the
@@ -115,6 +114,6 @@ def fetch(source, timeout=download.DEFAULT_TIMEOUT):
     if source.kind == "hub":
         return download.hf_download(source.repo_id, source.filename, source.revision), None
     if source.kind == "url":
-        return download.download_url(source.path, timeout=timeout), None
+        return download.download_url(source.path), None
     info = source.info
     return download.hf_download(info.hub_repo, info.hub_filename), info.format

@@ -9,7 +9,7 @@ an image folder with the official recipe.
 Everything goes to `--out`:
 
 * `model.keras`: the trained model; it, `metrics.json`, `training_curves.png`
-  and `confusion_matrix.png` are written as one set (`keras_vit.files.atomic_files`);
+  and `confusion_matrix.png` are written as one set (`keras_vit.utils.files.atomic_files`);
 * `metrics.json`: held-out accuracy and loss, optimizer steps, images/s,
   wall time, and the settings;
 * `training_curves.png`: loss and accuracy per epoch;
@@ -588,7 +588,7 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
     names = [model_name, curves_name, metrics_name] + ([CONFUSION_NAME] if report else [])
 
     def write_files():
-        # The results appear together or not at all (a kill never pairs a new model with old metrics).
+        # Staged together and renamed into place one after the other: a failure leaves the old results.
         with files.atomic_files(config.out, names) as staged:
             model.save(staged[model_name])
             plot_curves(read_history(callbacks.history_path), staged[curves_name])

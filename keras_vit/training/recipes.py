@@ -340,7 +340,7 @@ class SparseSmoothedCrossentropy(keras.losses.Loss):
 
 
 def atomic_save_model(model, path):
-    """`model.save(path)` through a temporary file and an atomic rename (`keras_vit.files`)."""
+    """`model.save(path)` through a temporary file and an atomic rename (`keras_vit.utils.files`)."""
     with files.atomic_file(path) as staged:
         model.save(staged)
 
@@ -349,10 +349,10 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
     """`BackupAndRestore` whose files are replaced atomically.
 
     Keras writes the backup straight into place, so a SIGKILL during the
-    write leaves a truncated file. Here weights and metadata are staged as
-    a folder swapped in whole (`keras_vit.files`): a killed run always finds a
-    complete backup (at worst the previous one) and resumes from it when
-    restarted with the same command. Keras restores the epoch and the
+    write leaves a truncated file. Here each file is written to a temporary
+    name and renamed into place (`keras_vit.utils.files`): a killed run always
+    finds complete files and resumes from them when restarted with the same
+    command. Keras restores the epoch and the
     weights and optimizer state (so the schedule); an epoch interrupted
     midway is run again from its start (`StopAtIteration` keeps the total
     number of updates to the plan).
@@ -400,14 +400,16 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
         )
 
     def _write_files(self, weights_path, metadata_path, metadata):
-        # Weights and metadata are swapped in together (keras_vit.files): a kill never pairs new weights with
-        # an old epoch. Both live in the backup folder, which holds nothing else.
+        # Each file is renamed into place whole, the metadata after the weights: a kill between the two renames
+        # pairs the new weights (and optimizer step) with the previous epoch, from which the run resumes.
         folder = os.path.dirname(os.path.abspath(weights_path))
-        with files.atomic_directory(folder) as staged:
-            self.model.save_weights(os.path.join(staged, os.path.basename(weights_path)))
-            files.write_json(os.path.join(staged, os.path.basename(metadata_path)), metadata)
+        names = [os.path.basename(weights_path), os.path.basename(metadata_path)]
+        names += [self.SETTINGS_FILE] if self.run_settings is not None else []
+        with files.atomic_files(folder, names) as staged:
+            self.model.save_weights(staged[names[0]])
+            files.write_json(staged[names[1]], metadata)
             if self.run_settings is not None:
-                files.write_json(os.path.join(staged, self.SETTINGS_FILE), self.run_settings)
+                files.write_json(staged[self.SETTINGS_FILE], self.run_settings)
 
 
 class StopAtIteration(keras.callbacks.Callback):

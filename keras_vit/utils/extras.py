@@ -28,7 +28,6 @@ MODULES = {
     "torch": ("torch", "torch"),
     "huggingface_hub": ("huggingface-hub", "weights"),
     "safetensors": ("safetensors", "weights"),
-    "filelock": ("filelock", "weights"),
     "tensorflow_datasets": ("tensorflow-datasets", "data"),
     "importlib_resources": ("importlib_resources", "data"),
     "PIL": ("pillow", "data"),

@@ -1,43 +1,23 @@
 """The one way keras_vit writes a file: whole or not at all.
 
 Every output (checkpoints, weight exports, the download cache, training
-backups and metrics, plots, benchmark results) is written through this leaf
-module (standard library only), so that
+backups and metrics, plots, benchmark results) is written to a temporary
+folder beside its target (named `.keras_vit-tmp-...`, never a name an output
+could have), flushed with `fsync`, then renamed into place with `os.replace`:
+a rename inside one file system is atomic, so a reader sees the old output or
+the new one, never a half-written file. A killed write may leave its
+temporary folder behind, never a partial file under the target's name.
 
-- a reader never sees a half-written file: the content goes to a private
-  staging folder next to the target, is flushed and `fsync`ed, and is renamed
-  into place in one step (a rename inside one file system is atomic);
-- outputs made of several files (a Hugging Face folder with
-  `model.safetensors` + `config.json`, a backup with its metadata) are
-  staged as a folder and swapped in as a whole (Linux `renameat2` with
-  `RENAME_EXCHANGE`; elsewhere two renames, with the old folder kept inside
-  the staging folder so that the next run restores it if a kill fell between
-  them);
-- a set of files that shares a folder with other outputs (the `finetune`
-  job's model, metrics and curves) is staged whole, then committed with a
-  journal: a kill before the commit leaves the old set, a kill during the
-  renames is rolled forward to the new set by the next write into that
-  folder (`atomic_files`);
-- an output that must never replace anything (`replace=False`: exports) is
-  committed with a rename that fails when the target exists (Linux
-  `renameat2` with `RENAME_NOREPLACE`; elsewhere a hard link, which fails the
-  same way), so a file that appears while the output is being written is
-  left as it is;
-- files get the mode a plain `open()` gives under the current umask (0644
-  under the usual 022), not the 0600 of `tempfile.mkstemp`;
-- a failure removes everything staged, and the staging folders of killed
-  processes (named `.keras_vit-tmp.<pid>.<host>.<random>`, never a name an
-  output could have) are removed by the next write into the same folder.
+The staged file keeps the target's own name inside the temporary folder, so
+writers that read the suffix (`model.save`, `figure.savefig`) or name
+companion files after it (OpenVINO's `.bin` beside its `.xml`) work unchanged.
 
-Writers that take a path (`model.save`, `figure.savefig`,
-`safetensors.numpy.save_file`) write into the path `atomic_file` yields: it
-has the target's own file name (Keras checks the `.keras` / `.weights.h5`
-suffix), and any temporary file such a library makes for itself lands in the
-staging folder too, so it is cleaned with it.
+`replace=False` (exports) refuses to write when the target exists, checked
+before the work starts and again just before the rename.
 
 Example:
 
->>> import json, os, tempfile
+>>> import os, tempfile
 >>> folder = tempfile.mkdtemp()
 >>> path = write_json(os.path.join(folder, "metrics.json"), {"accuracy": 0.98})
 >>> with atomic_file(os.path.join(folder, "notes.txt")) as staged:
@@ -45,215 +25,68 @@ Example:
 ...         _ = handle.write("complete or absent")
 >>> with atomic_directory(os.path.join(folder, "export")) as staged:
 ...     _ = write_text(os.path.join(staged, "a.txt"), "1")
-...     _ = write_text(os.path.join(staged, "b.txt"), "2")
 >>> sorted(os.listdir(folder))
 ['export', 'metrics.json', 'notes.txt']
 """
 
 import contextlib
-import ctypes
-import errno
 import json
 import os
-import secrets
 import shutil
-import socket
-import zlib
+import tempfile
 
-__all__ = [
-    "TEMP_PREFIX",
-    "atomic_directory",
-    "atomic_file",
-    "atomic_files",
-    "check_output_folder",
-    "check_output_path",
-    "clean_stale",
-    "directory_mode",
-    "file_mode",
-    "is_temporary",
-    "write_bytes",
-    "write_json",
-    "write_text",
-]
-
-TEMP_PREFIX = ".keras_vit-tmp."
-_PREVIOUS = ".previous"
-# Inside a staging folder: the names of a committed file set still to be renamed into place.
-_JOURNAL = ".commit"
-# Stale staging folders are only judged on the host that made them (a pid means nothing elsewhere).
-_HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
+TEMP_PREFIX = ".keras_vit-tmp-"
 
 
-def is_temporary(name):
-    """Whether a file name is one of this module's staging folders (never an output).
-
-    >>> is_temporary(".keras_vit-tmp.123.0a1b2c3d.f00d")
-    True
-    >>> is_temporary("model.safetensors")
-    False
-    """
-    return os.path.basename(os.fspath(name)).startswith(TEMP_PREFIX)
-
-
-def _umask():
-    # /proc tells the umask without changing it (os.umask must set it to read it, which races with threads).
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def file_mode():
-    """The mode `open(path, "w")` gives a new file under the current umask (0o644 under 022)."""
-    return 0o666 & ~_umask()
-
-
-def directory_mode():
-    """The mode `os.mkdir` gives a new folder under the current umask (0o755 under 022)."""
-    return 0o777 & ~_umask()
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
-def clean_stale(directory):
-    """Removes the staging folders that killed processes left in `directory`.
-
-    A staging folder belongs to a process of this host that no longer runs.
-    If the process was killed between the two renames of a folder swap (no
-    `renameat2`), the old output it had moved aside is put back first; if it
-    was killed while renaming a committed file set (`atomic_files`), the rest
-    of the set is renamed into place first.
-
-    Returns:
-        The list of paths removed.
-    """
-    directory = os.fspath(directory) or "."
-    removed = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    for name in names:
-        if not is_temporary(name):
-            continue
-        parts = name[len(TEMP_PREFIX) :].split(".")
-        if len(parts) != 3 or parts[1] != _HOST or not parts[0].isdigit() or _pid_alive(int(parts[0])):
-            continue
-        staging = os.path.join(directory, name)
-        _roll_forward(staging, directory)
-        with contextlib.suppress(OSError):
-            for entry in os.listdir(staging):
-                target = os.path.join(directory, entry[: -len(_PREVIOUS)])
-                if entry.endswith(_PREVIOUS) and not os.path.lexists(target):
-                    os.rename(os.path.join(staging, entry), target)
-        shutil.rmtree(staging, ignore_errors=True)
-        removed.append(staging)
-    return removed
-
-
-def _roll_forward(staging, directory):
-    """Renames into `directory` what a committed file set left in `staging`."""
-    try:
-        with open(os.path.join(staging, _JOURNAL)) as journal:
-            commit = json.load(journal)
-    except (OSError, ValueError):
-        return  # No commit: the set never started to appear, and the old one stands.
-    # A list: a set that replaces its namesakes; a dict: one that never replaces a file (`replace=False`).
-    names, replace = (commit, True) if isinstance(commit, list) else (commit.get("names", []), False)
-    names = [name for name in names if isinstance(name, str) and os.path.basename(name) == name]
-    pending = [name for name in names if os.path.isfile(os.path.join(staging, name))]
-    if replace:
-        for name in pending:
-            os.replace(os.path.join(staging, name), os.path.join(directory, name))
-    else:
-        try:
-            _commit_without_replacing(staging, directory, pending)
-        except FileExistsError:
-            # A name was taken since the kill: the set is withdrawn, the part already in place with it.
-            for name in set(names) - set(pending):
-                with contextlib.suppress(OSError):
-                    os.remove(os.path.join(directory, name))
-    _fsync_path(directory, directory=True)
-
-
-def _fsync_path(path, directory=False):
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
-    try:
-        handle = os.open(path, flags)
-    except OSError:
-        return  # Folders cannot be opened on every platform; the data itself was synced.
+def _fsync(path):
+    handle = os.open(path, os.O_RDONLY)
     try:
         os.fsync(handle)
     except OSError:
-        pass
+        pass  # Some file systems cannot fsync a folder; the files themselves were synced.
     finally:
         os.close(handle)
 
 
-def _finish_tree(path):
-    """fsyncs every file under `path` and gives files and folders the umask modes."""
-    fmode, dmode = file_mode(), directory_mode()
-    if os.path.isdir(path) and not os.path.islink(path):
-        for root, folders, names in os.walk(path):
+def _fsync_tree(path):
+    if os.path.isdir(path):
+        for root, _, names in os.walk(path):
             for name in names:
-                full = os.path.join(root, name)
-                if not os.path.islink(full):
-                    os.chmod(full, fmode)
-                    _fsync_path(full)
-            for name in folders:
-                os.chmod(os.path.join(root, name), dmode)
-            _fsync_path(root, directory=True)
-        os.chmod(path, dmode)
+                if not os.path.islink(os.path.join(root, name)):
+                    _fsync(os.path.join(root, name))
+            _fsync(root)
     else:
-        os.chmod(path, fmode)
-        _fsync_path(path)
+        _fsync(path)
+
+
+def _refuse_existing(path):
+    if os.path.lexists(path):
+        raise FileExistsError(f"{path} exists and this output never replaces a file: choose a new path or remove it.")
 
 
 @contextlib.contextmanager
-def _staging(path):
-    path = os.path.abspath(os.fspath(path))
-    directory, name = os.path.split(path)
+def _temporary_folder(path):
+    """Yields `(target, staged)`: the absolute target and a path of the same name in a temporary folder beside it."""
+    target = os.path.abspath(os.fspath(path))
+    directory, name = os.path.split(target)
     if not name:
         raise ValueError(f"An output path must name a file or folder. Received: path={path!r}")
     os.makedirs(directory, exist_ok=True)
-    clean_stale(directory)
-    staging = os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}.{_HOST}.{secrets.token_hex(4)}")
-    os.mkdir(staging, 0o700)
+    temporary = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=directory)
     try:
-        yield path, os.path.join(staging, name), staging
+        yield target, os.path.join(temporary, name)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def atomic_file(path, replace=True):
-    """Yields a temporary path to write; on success it replaces `path` whole.
-
-    The yielded path is inside a private staging folder next to `path` and
-    has the same file name. When the block ends without an exception the file
-    is fsynced, given the umask mode and renamed onto `path`; on any exception
-    (or if nothing was written) everything staged is removed and `path` is
-    left as it was.
+    """Yields a temporary path to write; when the block ends without an exception it replaces `path` whole.
 
     Args:
         path: the output file. Its folder is created if needed.
-        replace: bool. `False`: never replace a file at `path`, one that
-            appeared while the block ran included (`FileExistsError`, and
-            that file is left as it is).
+        replace: bool. `False`: raise `FileExistsError` if `path` exists
+            (before the block runs, and again before the rename).
 
     Example:
 
@@ -265,167 +98,63 @@ def atomic_file(path, replace=True):
     >>> open(path).read()
     '0.98'
     """
-    with _staging(path) as (final, staged, _):
-        yield staged
-        if not os.path.isfile(staged):
-            raise OSError(f"Nothing was written to {final}.")
-        _finish_tree(staged)
-        if replace:
-            os.replace(staged, final)
-        else:
-            try:
-                _rename_no_replace(staged, final)
-            except FileExistsError:
-                raise _appeared(final) from None
-        _fsync_path(os.path.dirname(final), directory=True)
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+    if os.fspath(path).endswith(os.sep):
+        raise ValueError(f"An output path must name a file. Received: path={path!r}")
+    with atomic_files(folder, [name], replace) as staged:
+        yield staged[name]
 
 
 @contextlib.contextmanager
 def atomic_files(folder, names, replace=True):
-    """Yields temporary paths to write; on success the files replace their namesakes in `folder` as one set.
+    """Yields `{name: temporary path}`; on success each file replaces its namesake in `folder`.
 
-    For outputs that belong together but share a folder with others (so the
-    folder cannot be swapped whole): every file is staged and synced first,
-    then a journal of the names is written (the commit point), then the files
-    are renamed into place. An exception or a kill before the commit leaves
-    the old files as they were; a kill during the renames is completed by the
-    next `keras_vit.files` write into `folder` (`clean_stale`), so the folder
-    never keeps a mix of old and new.
+    The files are staged together in one temporary folder (a writer may name
+    one after another) and renamed into place one after the other: an
+    exception leaves every old file as it was. A kill during the renames,
+    a few microseconds, may leave some new files beside old ones.
 
     Args:
         folder: the output folder. It is created if needed.
-        names: the file names of the set (plain names, no folders).
-        replace: bool. `False`: never replace a file of the set's names, one
-            that appeared while the block ran included (`FileExistsError`;
-            none of the set is left in place).
-
-    Example:
-
-    >>> import os, tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> with atomic_files(folder, ["a.txt", "b.txt"]) as staged:
-    ...     _ = write_text(staged["a.txt"], "1")
-    ...     with open(staged["b.txt"], "w") as handle:
-    ...         _ = handle.write("2")
-    >>> sorted(os.listdir(folder))
-    ['a.txt', 'b.txt']
+        names: the plain file names of the set.
+        replace: bool. `False`: raise `FileExistsError` if any name exists.
     """
-    names = list(names)
-    if not names or any(
-        not isinstance(n, str) or os.path.basename(n) != n or n in ("", ".", "..", _JOURNAL) or is_temporary(n)
-        for n in names
-    ):
+    names = [os.fspath(name) for name in names]
+    if not names or any(os.path.basename(name) != name or name in ("", ".", "..") for name in names):
         raise ValueError(f"`names` must be plain file names, at least one. Received: names={names!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"`names` must not repeat a name. Received: names={names!r}")
-    with _staging(os.path.join(folder, names[0])) as (final, _, staging):
-        directory = os.path.dirname(final)
-        yield {name: os.path.join(staging, name) for name in names}
-        missing = [name for name in names if not os.path.isfile(os.path.join(staging, name))]
-        if missing:
-            raise OSError(f"Nothing was written to {', '.join(missing)} in {directory}.")
-        in_the_way = [name for name in names if os.path.isdir(os.path.join(directory, name))]
-        if in_the_way:
-            raise FileExistsError(f"{', '.join(in_the_way)} in {directory} is a folder; choose another output folder.")
-        for name in names:
-            _finish_tree(os.path.join(staging, name))
-        journal = os.path.join(staging, _JOURNAL)
-        with open(journal, "w") as handle:
-            json.dump(names if replace else {"names": names}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        _fsync_path(staging, directory=True)
-        if replace:
-            _roll_forward(staging, directory)
-        else:
-            _commit_without_replacing(staging, directory, names)
-
-
-def _commit_without_replacing(staging, directory, names):
-    """Renames a staged file set into `directory`; if one name is taken, takes back what it had put in place."""
-    placed = []
-    try:
-        for name in names:
-            _rename_no_replace(os.path.join(staging, name), os.path.join(directory, name))
-            placed.append(name)
-    except FileExistsError:
-        with contextlib.suppress(OSError):  # the set is withdrawn: a kill from here on leaves no roll-forward
-            os.remove(os.path.join(staging, _JOURNAL))
-        for name in placed:
-            os.rename(os.path.join(directory, name), os.path.join(staging, name))
-        raise _appeared(os.path.join(directory, names[len(placed)])) from None
-    _fsync_path(directory, directory=True)
-
-
-_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
-
-
-def _renameat2(source, destination, flag):
-    """Linux renameat2 with `flag`; False where the system or file system cannot."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd = -100
-    if renameat2(at_fdcwd, os.fsencode(source), at_fdcwd, os.fsencode(destination), flag) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), destination)  # EEXIST gives a FileExistsError
-
-
-def _exchange(first, second):
-    """Swaps two paths atomically (Linux renameat2); False where the system cannot."""
-    return _renameat2(first, second, _RENAME_EXCHANGE)
-
-
-def _rename_no_replace(source, destination):
-    """Renames `source` to `destination`, or raises FileExistsError if `destination` exists.
-
-    In one step where the system can: `renameat2(RENAME_NOREPLACE)`, else for
-    a file a hard link (which fails if the name exists) and an unlink.
-    """
-    if _renameat2(source, destination, _RENAME_NOREPLACE):
-        return
-    if not os.path.isdir(source):
-        try:
-            os.link(source, destination)
-        except FileExistsError:
-            raise
-        except OSError:
-            pass  # No hard links on this file system: the check below, a moment before the rename.
-        else:
-            os.unlink(source)
-            return
-    if os.path.lexists(destination):
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), destination)
-    os.rename(source, destination)
-
-
-def _appeared(path):
-    return FileExistsError(
-        f"{path} appeared while this output was being written and was left as it is; "
-        "choose a new path or remove it first."
-    )
+    with _temporary_folder(os.path.join(folder, names[0])) as (first, staged_first):
+        directory, temporary = os.path.dirname(first), os.path.dirname(staged_first)
+        targets = [os.path.join(directory, name) for name in names]
+        for target in targets if not replace else ():
+            _refuse_existing(target)
+        yield {name: os.path.join(temporary, name) for name in names}
+        for name, target in zip(names, targets):
+            if not os.path.isfile(os.path.join(temporary, name)):
+                raise OSError(f"Nothing was written to {target}.")
+            if os.path.isdir(target):
+                raise IsADirectoryError(f"{target} is a folder; choose another output path.")
+            if not replace:
+                _refuse_existing(target)
+            _fsync(os.path.join(temporary, name))
+        for name, target in zip(names, targets):
+            os.replace(os.path.join(temporary, name), target)
+        _fsync(directory)
 
 
 @contextlib.contextmanager
 def atomic_directory(path, replace=True):
     """Yields a temporary folder to fill; on success it replaces the folder `path` whole.
 
-    For outputs made of several files: readers see the complete old folder or
-    the complete new one, never a mix. An existing folder at `path` may only
-    hold names the new one also holds (it is replaced, so anything else in it
-    would be lost): otherwise a `FileExistsError` is raised and nothing
+    An existing folder at `path` is moved into the temporary folder and the
+    new one renamed into place: readers see the complete old folder or the
+    complete new one, never a mix (between the two renames, for an instant,
+    none). The old folder may only hold names the new one also holds
+    (anything else would be lost): otherwise `FileExistsError` and nothing
     changes.
 
     Args:
         path: the output folder. Its parent is created if needed.
-        replace: bool. `False`: never replace anything at `path`, a file or
-            folder that appeared while the block ran included
-            (`FileExistsError`, and what is there is left as it is).
+        replace: bool. `False`: raise `FileExistsError` if `path` exists.
 
     Example:
 
@@ -436,40 +165,27 @@ def atomic_directory(path, replace=True):
     >>> os.listdir(path)
     ['config.json']
     """
-    with _staging(path) as (final, staged, staging):
+    with _temporary_folder(path) as (target, staged):
+        if not replace:
+            _refuse_existing(target)
+        elif os.path.lexists(target) and (not os.path.isdir(target) or os.path.islink(target)):
+            raise FileExistsError(f"{target} exists and is not a folder; choose another output path.")
         os.mkdir(staged)
         yield staged
         if not replace:
-            _finish_tree(staged)
-            try:
-                _rename_no_replace(staged, final)
-            except FileExistsError:
-                raise _appeared(final) from None
-            except OSError as error:  # without renameat2: a folder that appeared, empty or not
-                if os.path.lexists(final):
-                    raise _appeared(final) from error
-                raise
-            _fsync_path(os.path.dirname(final), directory=True)
-            return
-        if os.path.lexists(final):
-            if not os.path.isdir(final) or os.path.islink(final):
-                raise FileExistsError(f"{final} exists and is not a folder; choose another output path.")
-            foreign = sorted(set(os.listdir(final)) - set(os.listdir(staged)))
+            _refuse_existing(target)
+        elif os.path.lexists(target):
+            foreign = sorted(set(os.listdir(target)) - set(os.listdir(staged)))
             if foreign:
                 raise FileExistsError(
-                    f"{final} already holds files this output would not rewrite ({', '.join(foreign[:5])}); "
+                    f"{target} already holds files this output would not rewrite ({', '.join(foreign[:5])}); "
                     "they would be lost. Choose a new or empty folder."
                 )
-        _finish_tree(staged)
-        if not os.path.lexists(final):
-            os.rename(staged, final)
-        elif not _exchange(staged, final):
-            # Two renames: a kill between them leaves the old folder in the staging folder,
-            # from where clean_stale() puts it back.
-            previous = os.path.join(staging, os.path.basename(final) + _PREVIOUS)
-            os.rename(final, previous)
-            os.rename(staged, final)
-        _fsync_path(os.path.dirname(final), directory=True)
+        _fsync_tree(staged)
+        if os.path.lexists(target):
+            os.rename(target, staged + ".old")  # removed with the temporary folder
+        os.rename(staged, target)
+        _fsync(os.path.dirname(target))
 
 
 def check_output_path(path):
