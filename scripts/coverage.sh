@@ -24,7 +24,7 @@ for backend in $BACKENDS; do
     start=$SECONDS
     # --timeout: measuring slows every test (pyproject.toml's limit is for unmeasured runs).
     KERAS_BACKEND="$backend" "$PYTHON" -m pytest -n "${PYTEST_WORKERS:-2}" --cov --cov-append --cov-report= \
-        --timeout=900 -p no:cacheprovider "$@" || failed=1
+        --timeout=1800 -p no:cacheprovider "$@" || failed=1
     echo "coverage.sh: KERAS_BACKEND=$backend done in $((SECONDS - start)) s"
 done
 # --append: pytest-cov has already combined each run into COVERAGE_FILE; what is left are the files of processes
