@@ -50,8 +50,7 @@ def limit_threads(threads):
 FRAMEWORKS_KERAS_IMPORTS = ("jax", "tensorflow", "sklearn", "scipy", "matplotlib")
 # and ~12 MiB more of IPython with traitlets (Keras's file editor), requests with urllib3 and its imports (Keras's
 # remote-monitor callback), Pillow (Keras's image utilities), psutil, huggingface_hub and tqdm (Keras's saving). A
-# torch-only row hides them all; tests/test_benchmark_memory.py checks that none is a dependency of that install, and
-# that with them hidden Keras and keras_vit import nothing else from outside it.
+# torch-only row hides them all.
 TORCH_INSTALL_LACKS = FRAMEWORKS_KERAS_IMPORTS + (
     "IPython",
     "traitlets",

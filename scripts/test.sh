@@ -6,13 +6,9 @@
 #   BACKENDS="jax" scripts/test.sh -k attention   # one backend; extra arguments go to pytest
 #   PYTEST_WORKERS=0 scripts/test.sh              # no pytest-xdist workers (serial, one process)
 #
-# Every backend's run ends with its 25 slowest tests and the tests over the per-test time limit
-# (tests/budget.py: 30 s, 90 s for the few named end-to-end tests, stretched on a busy machine) and fails on
-# them; KERAS_VIT_TEST_BUDGET=report only lists them.
-#
-# Each backend runs as `KERAS_BACKEND=<backend> .venv/bin/python -m pytest -n $PYTEST_WORKERS "$@"`.
-# Expects .venv from scripts/bootstrap.sh (`make test` runs that first). pytest's exit code 5 (no test
-# collected) counts as a failure.
+# Each backend runs as `KERAS_BACKEND=<backend> .venv/bin/python -m pytest -n $PYTEST_WORKERS "$@"` and ends with
+# its 25 slowest tests; a test over pytest-timeout's limit (pyproject.toml) fails. Expects .venv from
+# scripts/bootstrap.sh (`make test` runs that first). pytest's exit code 5 (no test collected) counts as a failure.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -34,15 +30,10 @@ if ! "${VENV:-.venv}/bin/ruff" format --check --quiet . || ! "${VENV:-.venv}/bin
     exit 1
 fi
 
-# Each backend's output is kept so that the closing summary can repeat why a backend failed: a CI log is often
-# read from its tail, and pytest's own summary of the first backend scrolls away under the next two.
+# Each backend's output is kept so that the closing summary can repeat its failures: a CI log is often read from
+# its tail, where the first backend's own summary has scrolled away.
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
-
-# The machine's own speed before and after: this VM's Python speed varies up to 2x from hour to hour, and the
-# suite's time with it (docs/development.md, "Test budget").
-speed_before="$("$PYTHON" tests/machine_speed.py)"
-echo "test.sh: before the tests, $speed_before"
 
 summary=()
 failed=0
@@ -53,32 +44,18 @@ for backend in $BACKENDS; do
     KERAS_BACKEND="$backend" "$PYTHON" -m pytest -n "$PYTEST_WORKERS" "$@" 2>&1 | tee "$logs/$backend"
     rc=${PIPESTATUS[0]}
     if [[ $rc -eq 0 ]]; then
-        status="ok"
+        summary+=("test.sh: KERAS_BACKEND=$backend: ok in $((SECONDS - start)) s")
     else
-        status="FAILED (pytest exit code $rc)"
         failed=1
-    fi
-    summary+=("test.sh: KERAS_BACKEND=$backend: $status in $((SECONDS - start)) s")
-    # The budget plugin's header (the run's total against its reference): how slow this machine was.
-    while IFS= read -r line; do
-        summary+=("    $line")
-    done < <(grep -E -o 'all [0-9]+ took [0-9]+ s.*[^= ]' "$logs/$backend" | head -n 1)
-    if [[ $rc -ne 0 ]]; then
-        # pytest's short summary lines (FAILED/ERROR), the budget plugin's OVER BUDGET lines and its 10 slowest
-        # tests (what else was slow on this machine).
+        summary+=("test.sh: KERAS_BACKEND=$backend: FAILED (pytest exit code $rc) in $((SECONDS - start)) s")
         while IFS= read -r line; do
             summary+=("    $line")
-        done < <(
-            grep -E '^(FAILED|ERROR) |OVER BUDGET: ' "$logs/$backend" | head -n 40
-            echo "the 10 slowest:"
-            grep -E -A 10 'slowest tests \(limit' "$logs/$backend" | tail -n +2 | head -n 10
-        )
+        done < <(grep -E '^(FAILED|ERROR) ' "$logs/$backend" | head -n 40)
     fi
 done
 
 echo
 printf '%s\n' "${summary[@]}"
-echo "test.sh: before the tests, $speed_before; after them, $("$PYTHON" tests/machine_speed.py)"
 if [[ $failed -ne 0 ]]; then
     echo "test.sh: FAILED on at least one backend"
     exit 1

@@ -84,7 +84,6 @@ def test_classifier_contract(tmp_path):
     )
 
 
-@pytest.mark.alone  # torch.compile: its tracing and g++ take both cores (tests/alone.py)
 def test_jit_compiled_fit_and_predict_on_a_one_block_model():
     # Keras's jit_compile is XLA on TensorFlow and JAX and torch.compile on
     # torch, which spends minutes per graph on a CPU: one block keeps it short.

@@ -1,10 +1,13 @@
 """The distribution: the sdist and the wheel build offline, the wheel installs into a fresh virtual environment,
-and the package imports from there (not from this source tree) with its `keras-vit` command working.
+and the package imports from there (not from this source tree) with its `keras-vit` command working; an install
+with the torch extra holds everything `import keras_vit` needs.
 
 Built as `python -m build` would (the sdist from the source, the wheel from the unpacked sdist, so a file missing
 from the sdist fails here), with this environment's setuptools and no network (`--no-isolation`).
 """
 
+import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -83,3 +86,52 @@ def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path)
     assert all(path.startswith(site_packages) for path in where.split()), where
     usage = _run([os.path.join(tmp_path, "venv", "bin", "keras-vit"), "--help"], cwd=tmp_path, env=environment)
     assert "finetune" in usage and "export" in usage
+
+
+def _installed_with(distribution, extras):
+    """The canonical names of every distribution that installing `distribution[extras]` installs, itself included."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    installed, pending = set(), [(distribution, tuple(extras))]
+    while pending:
+        name, wanted = pending.pop()
+        if canonicalize_name(name) in installed:
+            continue
+        installed.add(canonicalize_name(name))
+        for text in importlib.metadata.requires(name) or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or any(requirement.marker.evaluate({"extra": e}) for e in wanted or ("",)):
+                pending.append((requirement.name, tuple(requirement.extras)))
+    return installed
+
+
+# After Keras and its backend: what keras_vit itself adds (Keras imports jax, TensorFlow, SciPy... wherever installed).
+IMPORTED_BY_KERAS_VIT = """
+import json, sys
+import keras
+before = {name.split(".")[0] for name in sys.modules}
+import keras_vit
+print(json.dumps(sorted({name.split(".")[0] for name in sys.modules} - before)))
+"""
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="an install with torch: the torch run")
+def test_import_keras_vit_needs_nothing_that_the_torch_extra_does_not_install():
+    from packaging.utils import canonicalize_name
+
+    output = _run(
+        [sys.executable, "-c", IMPORTED_BY_KERAS_VIT], cwd=REPO_ROOT, env=dict(os.environ, KERAS_BACKEND="torch")
+    )
+    imported = json.loads(output.strip().splitlines()[-1])
+    assert "keras_vit" in imported, imported
+    installed = _installed_with("keras-vision-transformer", ["torch"])
+    assert {"keras", "numpy", "torch"} <= installed, installed
+    distributions = importlib.metadata.packages_distributions()
+    outside = {
+        module: distribution
+        for module in imported
+        for distribution in distributions.get(module, [])
+        if canonicalize_name(distribution) not in installed
+    }
+    assert not outside, f"import keras_vit needs {outside}, which keras-vision-transformer[torch] does not install"

@@ -467,3 +467,53 @@ def test_stop_at_iteration_ends_a_resumed_run_on_the_planned_count():
     assert int(keras.ops.convert_to_numpy(optimizer.iterations)) == 3  # after 6 of the 32 batches
     with pytest.raises(ValueError, match="iterations"):
         training.StopAtIteration(0)
+
+
+def _saved_for_backward(step, weights):
+    """`{"shape dtype": count}` of the storages autograd keeps for the backward pass of `step()` (torch): each
+    storage once, by the first view saved, the weights and scalars aside."""
+    import collections
+
+    import torch
+
+    weight_storages = {weight.untyped_storage().data_ptr() for weight in weights}
+    saved = {}
+
+    def pack(tensor):
+        address = tensor.untyped_storage().data_ptr()
+        if address not in weight_storages and tensor.dim():
+            saved.setdefault(address, f"{tuple(tensor.shape)} {tensor.dtype}")
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        step()
+    return collections.Counter(saved.values())
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch's autograd: the torch run")
+def test_a_torch_training_step_keeps_the_activations_timm_keeps():
+    # Activation memory at parity with timm: the same storages saved for the backward pass, and besides them only
+    # the patch kernel in torch's layout (Keras's channels-last convolution): no copies around the attention.
+    import torch
+
+    from tests.timm_reference import import_timm
+
+    size = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64)
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    labels = np.array([1, 3])
+    model = keras_vit.VisionTransformer(**size, input_shape=(16, 16, 3), classes=10, classifier_activation=None)
+    model.compile(keras.optimizers.SGD(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.train_on_batch(images, labels)  # builds the optimizer and the train function
+    kept = _saved_for_backward(lambda: model.train_on_batch(images, labels), [w.value for w in model.weights])
+
+    timm = import_timm().models.vision_transformer.VisionTransformer(
+        img_size=16, patch_size=8, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2, num_classes=10
+    )
+    timm_images = torch.from_numpy(images.transpose(0, 3, 1, 2).copy())
+
+    def timm_step():
+        torch.nn.functional.cross_entropy(timm(timm_images), torch.from_numpy(labels)).backward()
+
+    kept_by_timm = _saved_for_backward(timm_step, [*timm.parameters(), *timm.buffers()])
+    assert kept.pop("(32, 3, 8, 8) torch.float32") == 1
+    assert kept == kept_by_timm

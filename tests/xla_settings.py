@@ -1,11 +1,8 @@
-"""The XLA settings the tests compile with (set by conftest.py, before any framework loads; keras-free).
+"""The XLA settings the tests compile with (set by conftest.py before any framework loads; keras-free).
 
-On the tiny test models compiling, not running, is the cost (JAX compiles every eager op), so the tests skip
-XLA's optimizing passes and let the CPU backend emit fused loops the older, simpler way: each takes about 40 % off
-a small compile. Measured on the 2-core machine (docs/development.md, "Test budget"): the optimizing
-passes off took a jax run's compiles ~40 % faster, the fusion emitters off then took the whole jax run from 627 to
-507 s. Results move in the last bits only, against a user's default settings; no test compares across settings
-(tests/test_fixtures.py reads JAX outputs recorded at these).
+On the tiny test models compiling, not running, is the cost (JAX compiles every eager op): the tests skip XLA's
+optimizing passes and the CPU backend's fusion emitters (docs/development.md, "Test budget"). Results move in the
+last bits only; tests/test_fixtures.py reads JAX outputs recorded at these settings.
 """
 
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
