@@ -315,9 +315,7 @@ def add_arguments(parser):
         "--ready-timeout", type=float, default=600, help="seconds for all to compile (default: %(default)s)"
     )
     parser.add_argument("--window-timeout", type=float, default=120, help="seconds per window (default: %(default)s)")
-    parser.add_argument(
-        "--profile", type=int, default=0, help="calls profiled after the rounds (default: none)"
-    )
+    parser.add_argument("--profile", type=int, default=0, help="calls profiled after the rounds (default: none)")
     parser.add_argument("--output", default="accelerator.json", help="the JSON report (default: %(default)s)")
 
 

@@ -47,7 +47,8 @@ def main(argv=None):
     import keras
 
     import keras_vit
-    from keras_vit import data, distribute, training
+    from keras_vit import training
+    from keras_vit.training import data, distribute
 
     keras.utils.set_random_seed(0)
 
@@ -80,7 +81,7 @@ def main(argv=None):
         repeat=True,  # fit counts the steps
     )
     with setup.scope():
-        model = keras_vit.CONSTRUCTORS[args.model](
+        model = keras_vit.models.applications.CONSTRUCTORS[args.model](
             input_shape=(args.image_size, args.image_size, 3), classes=info.num_classes, classifier_activation=None
         )
         model.compile(
@@ -99,5 +100,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    quiet.install()  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
+    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     main()

@@ -47,7 +47,8 @@ def main(argv=None):
     import keras
 
     import keras_vit
-    from keras_vit import data, distribute, training
+    from keras_vit import training
+    from keras_vit.training import data, distribute
 
     # Before JAX computes: on a CPU, XLA keeps fewer buffers alive (no-op on GPU/TPU and other backends).
     training.schedule_xla_cpu_for_memory(when_possible=True)
@@ -69,7 +70,7 @@ def main(argv=None):
     eval_ds = data.eval_pipeline(eval_source, image_size=args.image_size, batch_size=batch)
 
     with setup.scope():
-        model = keras_vit.CONSTRUCTORS[args.model](
+        model = keras_vit.models.applications.CONSTRUCTORS[args.model](
             weights=None if args.weights.lower() == "none" else args.weights,
             input_shape=(args.image_size, args.image_size, 3),
             classes=info.num_classes,
@@ -106,5 +107,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    quiet.install()  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
+    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     main()

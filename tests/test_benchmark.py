@@ -13,12 +13,13 @@ import benchmarks as benchmarking
 import keras_vit
 from benchmarks import runner
 from benchmarks.__main__ import main as benchmark_main
+from keras_vit.models.variants import VARIANTS
 
 TINY = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
 
 
 def test_forward_flops_match_the_published_figure():
-    b16 = keras_vit.VARIANTS["B/16"]
+    b16 = VARIANTS["B/16"]
     assert round(benchmarking.forward_flops(b16) / 1e9, 1) == 35.1
     # By hand for the tiny config at 16 px: 4 patches, 5 tokens, no head.
     per_block = 5 * 16 * 48 + 2 * 25 * 16 + 5 * 16 * 16 + 2 * 5 * 16 * 32
@@ -29,8 +30,8 @@ def test_forward_flops_match_the_published_figure():
 def test_hybrid_forward_flops_match_an_independent_count():
     # torch's FlopCounterMode on timm's vit_tiny_r_s16_p8_224 / vit_base_r50_s16_224 (1000-class heads,
     # explicit attention), docs/hybrid.md; tests/test_hybrid.py compares a tiny hybrid live.
-    assert benchmarking.forward_flops(keras_vit.VARIANTS["R+Ti/16"]) == 867_363_840
-    assert benchmarking.forward_flops(keras_vit.VARIANTS["R50+B/16"]) == 43_070_717_952
+    assert benchmarking.forward_flops(VARIANTS["R+Ti/16"]) == 867_363_840
+    assert benchmarking.forward_flops(VARIANTS["R50+B/16"]) == 43_070_717_952
     # The root alone by hand at 20 px: 10x10 after the 7x7 stride-2 convolution, 5x5 after pooling, padded to
     # 3x3 patches of 2x2 on the 32 channels; 9 tokens + the class token; no head.
     tiny = dict(TINY, patch_size=2, resnet_stages=(), resnet_width=32)
@@ -40,7 +41,7 @@ def test_hybrid_forward_flops_match_an_independent_count():
 
 
 def test_default_plan_covers_backends_jit_modes_and_peers():
-    specs = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"])
+    specs = benchmarking.plan("B/16", VARIANTS["B/16"])
     labels = [runner.label(spec) for spec in specs]
     assert labels[0] == "matmul ceiling"
     assert "keras_vit, tensorflow, XLA, float32" in labels and "keras_vit, tensorflow, float32" in labels
@@ -53,19 +54,19 @@ def test_default_plan_covers_backends_jit_modes_and_peers():
     assert "keras_vit artefact, OpenVINO (exported from torch), float32" in labels
     assert "keras_vit artefact, ONNX Runtime (exported from tensorflow), float32" in labels
     assert len(labels) == len(set(labels)) == 1 + 8 + 4 + 3 + 4 + 4
-    jax_only = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], backends=("jax",))
+    jax_only = benchmarking.plan("B/16", VARIANTS["B/16"], backends=("jax",))
     assert not any(spec["kind"] == "artefact" for spec in jax_only)  # JAX writes neither format
-    both = [runner.label(spec) for spec in benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], jit="both")]
+    both = [runner.label(spec) for spec in benchmarking.plan("B/16", VARIANTS["B/16"], jit="both")]
     assert "keras_vit, torch, torch.compile, float32" in both and "keras_vit, jax, no jit, float32" in both
     assert len(both) == len(set(both))
-    quick = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], jit="single", ceiling=False)
+    quick = benchmarking.plan("B/16", VARIANTS["B/16"], jit="single", ceiling=False)
     assert not any(spec["jit_compile"] for spec in quick if spec["backend"] != "jax")
-    bfloat16 = benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], precisions=("mixed_bfloat16",))
+    bfloat16 = benchmarking.plan("B/16", VARIANTS["B/16"], precisions=("mixed_bfloat16",))
     assert not any(spec["kind"] == "artefact" for spec in bfloat16)
     with pytest.raises(ValueError, match="Unknown artefact format 'tflite'"):
-        benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], artefacts=("tflite",))
+        benchmarking.plan("B/16", VARIANTS["B/16"], artefacts=("tflite",))
     with pytest.raises(ValueError, match="Unknown backend 'mxnet'"):
-        benchmarking.plan("B/16", keras_vit.VARIANTS["B/16"], backends=("mxnet",))
+        benchmarking.plan("B/16", VARIANTS["B/16"], backends=("mxnet",))
 
 
 def _record(kind, backend, precision, infer, train, memory, jit_compile=False):

@@ -10,8 +10,9 @@ import sys
 import keras
 import pytest
 
-import keras_vit
 import keras_vit_cli as cli
+from keras_vit.models.applications import CONSTRUCTORS
+from keras_vit.models.variants import VARIANTS
 
 ONE_BACKEND = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="argument parsing: one run is enough")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,10 +78,10 @@ def test_variants_counts_without_keras_or_a_framework():
     from keras_vit.models import flops
 
     rows = [line.split(" | ") for line in lines if line.startswith("| `ViT")]
-    assert [row[1] for row in rows] == list(keras_vit.VARIANTS)
-    assert [row[0] for row in rows] == [f"| `{name}`" for name in keras_vit.CONSTRUCTORS]
+    assert [row[1] for row in rows] == list(VARIANTS)
+    assert [row[0] for row in rows] == [f"| `{name}`" for name in CONSTRUCTORS]
     for row in rows:
-        assert row[7] == f"{flops.parameter_count(keras_vit.VARIANTS[row[1]], 384, 10):,}"
+        assert row[7] == f"{flops.parameter_count(VARIANTS[row[1]], 384, 10):,}"
 
 
 @ONE_BACKEND

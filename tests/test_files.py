@@ -1,4 +1,4 @@
-"""keras_vit.files: the one way outputs are written (pure file I/O: runs on one backend only)."""
+"""keras_vit.utils.files: the one way outputs are written (pure file I/O: runs on one backend only)."""
 
 import os
 import shutil
@@ -100,7 +100,7 @@ def _kill_during_file_set(folder, kill_at_rename):
     script = textwrap.dedent(
         f"""
         import importlib.util, os
-        # keras_vit.files is standard library only: loaded alone, the child skips importing Keras.
+        # keras_vit.utils.files is standard library only: loaded alone, the child skips importing Keras.
         spec = importlib.util.spec_from_file_location("files", {files.__file__!r})
         files = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(files)

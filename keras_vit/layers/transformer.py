@@ -315,7 +315,7 @@ class PositionEmbedding(keras.layers.Layer):
     with the class token first, the layout of the published checkpoints'
     `pos_embedding`. Given the patch grid of the images (`patch_grid`), the
     embedding follows the images' size: on another grid its patch rows are
-    resampled at call time with `keras_vit.resampling.interpolation_matrix`,
+    resampled at call time with `keras_vit.layers.resampling.interpolation_matrix`,
     the same matrices `resample_position_embedding` uses when weights are
     loaded at another size; on the trained grid nothing is resampled.
 
@@ -325,7 +325,7 @@ class PositionEmbedding(keras.layers.Layer):
         num_prefix_tokens: int, the tokens before the patches (1 for the class
             token). Defaults to `1`.
         resample_method: how the embedding follows another grid, one of
-            `keras_vit.resampling.RESAMPLING_METHODS`. Defaults to
+            `keras_vit.layers.resampling.RESAMPLING_METHODS`. Defaults to
             `"official"`.
         resample_antialias: bool, antialias when shrinking (half-pixel
             methods only). Defaults to `False`.

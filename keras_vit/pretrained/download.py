@@ -13,7 +13,7 @@ Two kinds of source:
   is named after the sha256 of the whole URL, so mirrors that all serve a
   `model.safetensors` never share an entry), under a file lock so parallel
   workers do not clash, staged by
-  `keras_vit.files` and checked (announced length, sha256 when known) before
+  `keras_vit.utils.files` and checked (announced length, sha256 when known) before
   it is renamed into place. A failure or a kill leaves nothing that is ever
   taken for a cached file. The official bucket (`gs://vit_models`) is not a
   source: it has refused anonymous downloads since February 2026.

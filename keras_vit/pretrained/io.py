@@ -9,7 +9,7 @@ field; safetensors data is then read by the `safetensors` library.
 PyTorch `.pth`/`.bin` pickles are recognised by their bytes and refused with
 a message that says how to convert them.
 
-Writes go through `keras_vit.files`, so a crash never leaves a half-written
+Writes go through `keras_vit.utils.files`, so a crash never leaves a half-written
 checkpoint behind.
 """
 
@@ -387,7 +387,7 @@ def read_checkpoint(path, lazy=False):
 
 
 def write_safetensors(path, tensors, metadata=None, replace=True):
-    """Writes `{name: array}` as safetensors, atomically (`keras_vit.files`).
+    """Writes `{name: array}` as safetensors, atomically (`keras_vit.utils.files`).
 
     The safetensors library's own hidden temporary file lands in the staging
     folder, so a killed write leaves nothing that the next run does not clean.

@@ -38,8 +38,8 @@ only with `repeat=True`.
 Example:
 
 ```python
-train, info = keras_vit.data.load("tfds:cifar10", "train")
-train = keras_vit.data.train_pipeline(
+train, info = keras_vit.training.data.load("tfds:cifar10", "train")
+train = keras_vit.training.data.train_pipeline(
     train, image_size=224, batch_size=64, num_classes=info.num_classes)
 ```
 """
@@ -251,7 +251,7 @@ def load(
             new random order every epoch, before decoding: this is what makes
             a small shuffle buffer enough on a large folder.
         shard: `(num_shards, index)` to read only this host's part in
-            multi-host training (`keras_vit.multihost.data_shard()`): every
+            multi-host training (`keras_vit.training.multihost.data_shard()`): every
             `num_shards`-th file of a folder, or `tfds.even_splits` of a TFDS
             split, chosen before anything is read or decoded, so no host
             decodes another host's images.
@@ -749,7 +749,7 @@ def model_input(images):
     The models scale to [-1, 1] themselves (`include_preprocessing=True`,
     their default), so scaling here as well would scale twice; for a model
     built with `include_preprocessing=False`, map
-    `keras_vit.preprocessing.scale_pixels` over the dataset.
+    `keras_vit.models.preprocessing.scale_pixels` over the dataset.
     """
     tf = _tf()
     return tf.cast(images, tf.float32)

@@ -9,7 +9,7 @@
   (0.9, 0.999), weight decay 0.1 on the kernels only (not biases, norms, the
   class token or the position embedding), warmup then linear decay.
 * Both take an optional `layer_decay` (layer-wise learning-rate decay, see
-  `keras_vit.layer_decay`).
+  `keras_vit.training.layer_decay`).
 * `classification_loss`: cross-entropy with optional label smoothing.
 * `FaultTolerantBackup`, `atomic_save_model`: checkpoints that a SIGKILL
   cannot leave half-written.
@@ -202,7 +202,7 @@ def finetune_optimizer(
         model: the model to fine-tune; required with `layer_decay`.
 
     Returns:
-        A `SyncFreeSGD` (`keras_vit.layer_decay.LayerwiseSGD` with
+        A `SyncFreeSGD` (`keras_vit.training.layer_decay.LayerwiseSGD` with
         `layer_decay`), a `keras.optimizers.SGD`. With accumulation the schedule counts
         batches (Keras schedules see every batch), so its lengths are scaled
         by `accumulation_steps` here: `total_steps` stays in updates.
@@ -257,7 +257,7 @@ def pretrain_optimizer(
         model: the model to train; required with `layer_decay`.
 
     Returns:
-        A `keras.optimizers.AdamW` (`keras_vit.layer_decay.LayerwiseAdamW`
+        A `keras.optimizers.AdamW` (`keras_vit.training.layer_decay.LayerwiseAdamW`
         with `layer_decay`).
     """
     accumulation = _accumulation(accumulation_steps)
@@ -340,7 +340,7 @@ class SparseSmoothedCrossentropy(keras.losses.Loss):
 
 
 def atomic_save_model(model, path):
-    """`model.save(path)` through a temporary file and an atomic rename (`keras_vit.files`)."""
+    """`model.save(path)` through a temporary file and an atomic rename (`keras_vit.utils.files`)."""
     with files.atomic_file(path) as staged:
         model.save(staged)
 
@@ -350,7 +350,7 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
 
     Keras writes the backup straight into place, so a SIGKILL during the
     write leaves a truncated file. Here weights and metadata are staged as
-    a folder swapped in whole (`keras_vit.files`): a killed run always finds a
+    a folder swapped in whole (`keras_vit.utils.files`): a killed run always finds a
     complete backup (at worst the previous one) and resumes from it when
     restarted with the same command. Keras restores the epoch and the
     weights and optimizer state (so the schedule); an epoch interrupted
@@ -380,7 +380,7 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
         # must run on the training thread: the weights would go on changing under the save.
         return self.save_freq == "epoch"
 
-    # In a multi-process run (`keras_vit.multihost`) process 0 alone writes
+    # In a multi-process run (`keras_vit.training.multihost`) process 0 alone writes
     # and deletes the backup; every process restores from it, so the folder
     # must be one that all processes see.
 
@@ -400,7 +400,7 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
         )
 
     def _write_files(self, weights_path, metadata_path, metadata):
-        # Weights and metadata are swapped in together (keras_vit.files): a kill never pairs new weights with
+        # Weights and metadata are swapped in together (keras_vit.utils.files): a kill never pairs new weights with
         # an old epoch. Both live in the backup folder, which holds nothing else.
         folder = os.path.dirname(os.path.abspath(weights_path))
         with files.atomic_directory(folder) as staged:

@@ -289,7 +289,7 @@ def atomic_files(folder, names, replace=True):
     then a journal of the names is written (the commit point), then the files
     are renamed into place. An exception or a kill before the commit leaves
     the old files as they were; a kill during the renames is completed by the
-    next `keras_vit.files` write into `folder` (`clean_stale`), so the folder
+    next `keras_vit.utils.files` write into `folder` (`clean_stale`), so the folder
     never keeps a mix of old and new.
 
     Args:

@@ -16,6 +16,8 @@ scikit-learn, split as `keras-vit finetune` splits them (no download).
 
 import sys
 
+TENSORFLOW_ON = ("tensorflow", "jax", "torch")  # tf.data reads the images on every backend
+
 
 def add_arguments(parser):
     parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) or variant (B/16)")

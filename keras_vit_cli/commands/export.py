@@ -14,6 +14,8 @@ four); the command says so when the pair cannot work. --int8 writes a
 post-training int8 artefact (litert, onnx; no calibration set needed).
 """
 
+TENSORFLOW_ON = ("tensorflow", "jax")  # JAX exports through jax2tf
+
 
 def add_arguments(parser):
     parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) / variant (B/16)")
