@@ -36,7 +36,7 @@ import warnings
 
 VERBOSE_ENV = "KERAS_VIT_VERBOSE"
 # Loggers of the frameworks and export tools, raised to ERROR.
-FRAMEWORK_LOGGERS = ("tensorflow", "absl", "tf2onnx", "onnx", "jax._src.xla_bridge", "h5py", "openvino", "etils")
+FRAMEWORK_LOGGERS = ("tensorflow", "absl", "tf2onnx", "onnx", "jax", "h5py", "openvino", "etils")
 # Packages that log advice to the root logger (`logging.warning(...)`), dropped below ERROR.
 ROOT_LOGGING_PACKAGES = ("onnxruntime", "tensorflow", "tf2onnx", "onnx", "openvino", "absl")
 # Warnings from modules other than these are third-party ones.

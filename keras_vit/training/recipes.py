@@ -561,8 +561,7 @@ class ReleaseGradients(keras.callbacks.Callback):
 
     Keras's torch `train_step` clears the previous step's gradients
     (`zero_grad`) only after its forward pass, so a whole set of gradients,
-    as large as the trainable weights (330 MiB for ViT-B/16 in float32), is
-    alive through every forward pass and into the backward pass, where the
+    as large as the trainable weights, is alive through every forward pass and into the backward pass, where the
     step's memory peaks. Nothing reads them after the update: the next
     backward pass writes new ones. Dropping them at the end of each train
     call takes them out of the peak and changes no result. TensorFlow and JAX
