@@ -1,4 +1,4 @@
-"""One test per Keras internal that keras_vit.keras_compat uses.
+"""One test per Keras internal that keras_vit.utils.keras_compat uses.
 
 Each fails with a message that names the Keras change, so a Keras upgrade
 that moves one of them says what to fix in keras_vit/utils/keras_compat.py. Run on
@@ -555,3 +555,18 @@ def test_call_sublayer_leaves_symbolic_inputs_and_remat_scopes_to_layer_call(mon
     calls = _count_layer_calls(monkeypatch)
     keras_compat.call_sublayer(scoped, inputs)
     assert calls == ["Dense"], "a layer under Keras's RematScope must be rematerialized by its __call__"
+
+
+def test_autocast_scope_is_reopened_around_a_recomputation():
+    # keras_compat.remat reopens Keras's AutocastScope (keras.src.backend) where the backward pass recomputes a
+    # block outside it: float32 variables must read as the forward pass's compute dtype.
+    variable = keras.Variable(np.ones((2,), "float32"))
+
+    def read():
+        return keras.backend.standardize_dtype(variable.value.dtype), keras_compat._autocast_dtype()
+
+    assert read() == ("float32", None)
+    assert keras_compat._in_autocast_scope(read, "bfloat16")() == ("bfloat16", "bfloat16"), (
+        "Keras's AutocastScope / get_autocast_scope (keras.src.backend) changed: keras_compat.remat must reopen "
+        "the forward pass's mixed-precision scope another way"
+    )
