@@ -145,7 +145,6 @@ def format_table(result):
 
 
 def main(argv=None):
-    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.data", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=100_000, help="files in the indexed folder (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="timings of each indexer (default: %(default)s)")
@@ -157,6 +156,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2, help="CPU threads for TF and tf.data (default: %(default)s)")
     parser.add_argument("--output", default=None, help="also write the results as JSON here")
     args = parser.parse_args(argv)
+    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     for name in ("files", "repeats", "image_size", "pipeline_batches", "model_batch_size", "model_steps", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive. Received: {getattr(args, name)}")

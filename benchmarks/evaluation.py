@@ -139,7 +139,6 @@ def _counts(text):
 
 
 def main(argv=None):
-    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.evaluation", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed ridge solves (default: %(default)s)")
     parser.add_argument(
@@ -151,6 +150,7 @@ def main(argv=None):
     parser.add_argument("--output", default=None, help="also write the results as JSON here")
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     if args.worker:
         model_name, num_images, batch_size = args.worker
         print(json.dumps(measure_extraction(model_name, int(num_images), int(batch_size))))

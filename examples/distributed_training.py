@@ -43,6 +43,7 @@ def main(argv=None):
     parser.add_argument("--model-shards", type=int, default=1, help="JAX: devices each kernel is split over")
     parser.add_argument("--precision", default="auto", help="auto, float32, mixed_bfloat16 or mixed_float16")
     args = parser.parse_args(argv)
+    quiet.import_tensorflow()  # tf.data on every backend: imported here, its start-up lines silenced
     # Imported once the arguments are parsed, so that --help answers at once.
     import keras
 
@@ -100,5 +101,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
+    quiet.install(tensorflow=False)  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     main()

@@ -43,6 +43,7 @@ def main(argv=None):
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--out", default="outputs/official_recipe")
     args = parser.parse_args(argv)
+    quiet.import_tensorflow()  # tf.data on every backend: imported here, its start-up lines silenced
     # Imported once the arguments are parsed, so that --help answers at once.
     import keras
 
@@ -107,5 +108,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
+    quiet.install(tensorflow=False)  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     main()
