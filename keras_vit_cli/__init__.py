@@ -125,19 +125,24 @@ def _stdout_reader_gone():
     return gone
 
 
+def _prepare_frameworks(module):
+    """Before a command runs: TensorFlow imported quietly where it uses it, and not imported where it does not."""
+    if quiet.keras_backend() in getattr(module, "TENSORFLOW_ON", ("tensorflow",)):
+        quiet.import_tensorflow()
+    if getattr(module, "USES_KERAS", True):
+        from keras_vit.utils import keras_compat
+
+        # Keras's serializer would import TensorFlow on jax / torch at the first get_config() (seconds).
+        keras_compat.serializer_imports_no_tensorflow()
+
+
 def main(argv=None):
     """Runs `keras-vit` with `argv` (default: `sys.argv[1:]`) and returns the exit code."""
     quiet.install(tensorflow=False)  # before any command imports Keras
     args = build_parser().parse_args(argv)
     try:
         _check_backend_setting()
-        module = command_module(args.command)
-        if quiet.keras_backend() in getattr(module, "TENSORFLOW_ON", ("tensorflow",)):
-            quiet.import_tensorflow()
-        if getattr(module, "USES_KERAS", True):
-            from keras_vit.utils import keras_compat
-
-            keras_compat.serializer_imports_no_tensorflow()
+        _prepare_frameworks(command_module(args.command))
         return args.run(args)
     except BrokenPipeError as error:
         if _stdout_reader_gone():
