@@ -17,7 +17,7 @@ Example:
 import benchmarks as benchmarking
 import keras_vit
 
-specs = benchmarking.plan("Ti/16", keras_vit.VARIANTS["Ti/16"], backends=("jax",),
+specs = benchmarking.plan("Ti/16", keras_vit.models.variants.VARIANTS["Ti/16"], backends=("jax",),
                           precisions=("float32",), peers=(), artefacts=(), image_size=32,
                           repeats=1)
 report = benchmarking.run(specs, output="benchmark.json")

@@ -97,10 +97,10 @@ def run(args):
 
 
 def main(argv=None):
-    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
+    quiet.install()  # before Keras loads, after --help: no framework log lines
     try:
         return run(args)
     except (ValueError, OSError) as error:

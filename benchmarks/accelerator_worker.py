@@ -26,7 +26,7 @@ frameworks' own output goes to stderr).
 Spec keys: `kind` ("keras_vit", "keras_hub", "timm", or "ceiling": bfloat16
 matrix products of `matmul_size`, the device's measured rate), `backend`
 ("jax" or "torch"), `jit_compile`, `remat`, `precision`, `variant` (a dict
-of `keras_vit.VARIANTS`), `image_size`, `classes`, `train_batch_size`,
+of `keras_vit.models.variants.VARIANTS`), `image_size`, `classes`, `train_batch_size`,
 `inference_batch_size`.
 """
 

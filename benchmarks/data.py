@@ -3,7 +3,7 @@
 One run reports, on this machine:
 
 1. indexing a generated folder of `--files` images (100 classes) with
-   `keras_vit.data.load` against `keras.utils.image_dataset_from_directory`
+   `keras_vit.training.data.load` against `keras.utils.image_dataset_from_directory`
    (median of `--repeats` timings each, alternated, after one warm-up listing
    so that both read a warm directory cache); target: within 1.5x of Keras;
 2. the training pipeline's images/s at `--image-size` with the paper's
@@ -59,7 +59,7 @@ def write_folder(root, num_files, num_classes=100, num_distinct=64, seed=0):
 
 
 def time_indexing(root, repeats):
-    """Median seconds of `keras_vit.data.load` and of `image_dataset_from_directory` on `root`."""
+    """Median seconds of `keras_vit.training.data.load` and of `image_dataset_from_directory` on `root`."""
     import keras
 
     from keras_vit.training import data
@@ -104,9 +104,9 @@ def model_images_per_second(constructor, image_size, batch_size, steps):
     """Training images/s of a model on random batches, after one compiling step."""
     import keras
 
-    import keras_vit
+    from keras_vit.models.applications import CONSTRUCTORS
 
-    model = keras_vit.CONSTRUCTORS[constructor](weights=None, input_shape=(image_size, image_size, 3), classes=100)
+    model = CONSTRUCTORS[constructor](weights=None, input_shape=(image_size, image_size, 3), classes=100)
     model.compile(
         optimizer=keras.optimizers.SGD(0.01),
         loss=keras.losses.SparseCategoricalCrossentropy(),
@@ -129,7 +129,7 @@ def format_table(result):
     index = result["indexing_seconds"]
     ratio = index["keras_vit"] / index["keras"]
     lines = [
-        f"| indexing {result['files']:,} files | keras_vit.data.load | image_dataset_from_directory "
+        f"| indexing {result['files']:,} files | keras_vit.training.data.load | image_dataset_from_directory "
         "| ratio (target <= 1.5) |",
         "|---|---|---|---|",
         f"| seconds (median of {result['repeats']}) | {index['keras_vit']:.2f} | {index['keras']:.2f} | {ratio:.2f}x |",
@@ -145,7 +145,6 @@ def format_table(result):
 
 
 def main(argv=None):
-    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.data", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=100_000, help="files in the indexed folder (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="timings of each indexer (default: %(default)s)")
@@ -157,6 +156,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2, help="CPU threads for TF and tf.data (default: %(default)s)")
     parser.add_argument("--output", default=None, help="also write the results as JSON here")
     args = parser.parse_args(argv)
+    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     for name in ("files", "repeats", "image_size", "pipeline_batches", "model_batch_size", "model_steps", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive. Received: {getattr(args, name)}")

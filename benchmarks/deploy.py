@@ -158,7 +158,6 @@ def _hf_onnx_images_per_second(workdir, images, seconds):
 
 
 def main(argv=None):
-    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.deploy", description=__doc__.splitlines()[0])
     parser.add_argument("--finetuned", help="the main job's model.keras (keras-vit finetune --out DIR)")
     parser.add_argument("--seconds", type=float, default=5.0, help="timing window per row (default: %(default)s)")
@@ -174,6 +173,7 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true", help="int8 tables: per-op-type time shares")
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
+    quiet.install()  # before Keras loads, after --help: no framework log lines
     from benchmarks import deploy_int8
 
     result = {"machine": machine(), "load_average_at_start": os.getloadavg()}

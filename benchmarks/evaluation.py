@@ -84,11 +84,12 @@ def measure_extraction(model_name, num_images, batch_size):
     """Runs in the worker process: extracts features, returns peak RSS and images/s."""
     import keras_vit
     from keras_vit import evaluation
+    from keras_vit.models.applications import CONSTRUCTORS
 
     if model_name == "small":
         model, size = keras_vit.VisionTransformer(**SMALL, input_shape=(16, 16, 3), classes=10), 16
     else:
-        model, size = keras_vit.CONSTRUCTORS[model_name](weights=None, input_shape=(224, 224, 3)), 224
+        model, size = CONSTRUCTORS[model_name](weights=None, input_shape=(224, 224, 3)), 224
     source = _generated_source(num_images, size)
     start = time.perf_counter()
     features = evaluation.extract_features(model, source, batch_size=batch_size, verbose=0)
@@ -138,7 +139,6 @@ def _counts(text):
 
 
 def main(argv=None):
-    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.evaluation", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed ridge solves (default: %(default)s)")
     parser.add_argument(
@@ -150,6 +150,7 @@ def main(argv=None):
     parser.add_argument("--output", default=None, help="also write the results as JSON here")
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    quiet.install(tensorflow=True)  # tf.data on every backend; no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     if args.worker:
         model_name, num_images, batch_size = args.worker
         print(json.dumps(measure_extraction(model_name, int(num_images), int(batch_size))))

@@ -77,7 +77,6 @@ def format_table(records):
 
 
 def main(argv=None):
-    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.largest_batch", description=__doc__.splitlines()[0])
     runner.add_model_arguments(parser)
     parser.add_argument("--batch-sizes", required=True, help="comma-separated training batches to measure")
@@ -89,6 +88,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per batch size (default: %(default)s)")
     parser.add_argument("--output", default="largest_batch.json", help="the JSON report (default: %(default)s)")
     args = parser.parse_args(argv)
+    quiet.install()  # before Keras loads, after --help: no framework log lines
     from keras_vit.utils import files, validation
 
     try:

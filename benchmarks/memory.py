@@ -158,7 +158,6 @@ def run(specs, timeout=3600, output=None, log=None):
 
 
 def main(argv=None):
-    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
     runner.add_model_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=32, help="training batch (default: %(default)s)")
@@ -175,6 +174,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per configuration (default: %(default)s)")
     parser.add_argument("--output", default="memory.json", help="the JSON report (default: %(default)s)")
     args = parser.parse_args(argv)
+    quiet.install()  # before Keras loads, after --help: no framework log lines
     from keras_vit.utils import validation
 
     try:

@@ -56,17 +56,17 @@ def jit_modes(backend, jit):
 
 def add_model_arguments(parser):
     """`--variant` and `--image-size`, as every benchmark command takes them."""
-    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.VARIANTS (default: %(default)s)")
+    parser.add_argument("--variant", default="B/16", help="a key of keras_vit.models.variants.VARIANTS (%(default)s)")
     parser.add_argument("--image-size", type=int, default=224, help="square input side (default: %(default)s)")
 
 
 def variant(name):
-    """The `keras_vit.VARIANTS` entry of a `--variant` value; a one-line ValueError naming the choices otherwise."""
-    import keras_vit  # here: `--help` imports no Keras
+    """The `VARIANTS` entry of a `--variant` value; a one-line ValueError naming the choices otherwise."""
+    from keras_vit.models.variants import VARIANTS  # here: `--help` imports no Keras
 
-    if name not in keras_vit.VARIANTS:
-        raise ValueError(f"Unknown --variant {name!r}; choose one of: {', '.join(keras_vit.VARIANTS)}.")
-    return keras_vit.VARIANTS[name]
+    if name not in VARIANTS:
+        raise ValueError(f"Unknown --variant {name!r}; choose one of: {', '.join(VARIANTS)}.")
+    return VARIANTS[name]
 
 
 def batch_sizes(option, text):

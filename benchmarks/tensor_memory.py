@@ -156,12 +156,12 @@ def format_table(rows):
 
 
 def main(argv=None):
-    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tensor_memory", description=__doc__.splitlines()[0])
     runner.add_model_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=8, help="training batch (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
     args = parser.parse_args(argv)
+    quiet.install()  # before Keras loads, after --help: no framework log lines
     if "keras" in sys.modules and os.environ.get("KERAS_BACKEND") != "torch":
         print("python -m benchmarks.tensor_memory: Keras is loaded with another backend than torch", file=sys.stderr)
         return 2

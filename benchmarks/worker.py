@@ -11,7 +11,7 @@ Spec keys: `kind` ("keras_vit", "keras_hub", "transformers", "timm", "artefact"
 or "ceiling"), `backend`, `precision` ("float32" or "mixed_bfloat16"), `jit_compile`
 (bool; for "transformers" and "timm" it selects `torch.compile`), `format`
 (an "artefact" row's export format, measured for inference only), `variant` (a dict of
-`keras_vit.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
+`keras_vit.models.variants.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
 `train_batch_size`, `repeats`, `threads`, and optionally `remat` (keras_vit's
 `remat=True`, timm's `set_grad_checkpointing()`), `first_step_only` (measure
 the first training step and nothing after it), `absent_frameworks` (module
@@ -453,7 +453,7 @@ def torch_trainer(spec, model, forward, device="cpu"):
 
 
 def timm_vision_transformer(variant, image_size, classes, checkpointing=False):
-    """timm's `VisionTransformer` of a `keras_vit.VARIANTS` size, random weights, optionally checkpointed."""
+    """timm's `VisionTransformer` of a `VARIANTS` size, random weights, optionally checkpointed."""
     timm = _import_timm()
     model = timm.models.vision_transformer.VisionTransformer(
         img_size=image_size,

@@ -148,10 +148,10 @@ def format_table(rows):
 
 
 def main(argv=None):
-    quiet.install()  # before Keras loads: no framework log lines (KERAS_VIT_VERBOSE=1 brings them back)
     parser = argparse.ArgumentParser(prog="python -m benchmarks.xla_cpu_depth", description=__doc__.splitlines()[0])
     parser.add_argument("--depths", default="4,12", help="comma-separated block counts (default: %(default)s)")
     args = parser.parse_args(argv)
+    quiet.install()  # before Keras loads, after --help: no framework log lines
     if "keras" in sys.modules and os.environ.get("KERAS_BACKEND") != "jax":
         print("python -m benchmarks.xla_cpu_depth: Keras is loaded with another backend than jax", file=sys.stderr)
         return 2

@@ -43,11 +43,13 @@ def main(argv=None):
     parser.add_argument("--model-shards", type=int, default=1, help="JAX: devices each kernel is split over")
     parser.add_argument("--precision", default="auto", help="auto, float32, mixed_bfloat16 or mixed_float16")
     args = parser.parse_args(argv)
+    quiet.import_tensorflow()  # tf.data on every backend: imported here, its start-up lines silenced
     # Imported once the arguments are parsed, so that --help answers at once.
     import keras
 
     import keras_vit
-    from keras_vit import data, distribute, training
+    from keras_vit import training
+    from keras_vit.training import data, distribute
 
     keras.utils.set_random_seed(0)
 
@@ -80,7 +82,7 @@ def main(argv=None):
         repeat=True,  # fit counts the steps
     )
     with setup.scope():
-        model = keras_vit.CONSTRUCTORS[args.model](
+        model = keras_vit.models.applications.CONSTRUCTORS[args.model](
             input_shape=(args.image_size, args.image_size, 3), classes=info.num_classes, classifier_activation=None
         )
         model.compile(
@@ -99,5 +101,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    quiet.install()  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
+    quiet.install(tensorflow=False)  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     main()

@@ -43,11 +43,13 @@ def main(argv=None):
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--out", default="outputs/official_recipe")
     args = parser.parse_args(argv)
+    quiet.import_tensorflow()  # tf.data on every backend: imported here, its start-up lines silenced
     # Imported once the arguments are parsed, so that --help answers at once.
     import keras
 
     import keras_vit
-    from keras_vit import data, distribute, training
+    from keras_vit import training
+    from keras_vit.training import data, distribute
 
     # Before JAX computes: on a CPU, XLA keeps fewer buffers alive (no-op on GPU/TPU and other backends).
     training.schedule_xla_cpu_for_memory(when_possible=True)
@@ -72,7 +74,7 @@ def main(argv=None):
     )
 
     with setup.scope():
-        model = keras_vit.CONSTRUCTORS[args.model](
+        model = keras_vit.models.applications.CONSTRUCTORS[args.model](
             weights=None if args.weights.lower() == "none" else args.weights,
             input_shape=(args.image_size, args.image_size, 3),
             classes=info.num_classes,
@@ -109,5 +111,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    quiet.install()  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
+    quiet.install(tensorflow=False)  # no framework log lines (KERAS_VIT_VERBOSE=1 shows them)
     main()

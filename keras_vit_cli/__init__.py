@@ -1,4 +1,4 @@
-"""The `keras-vit` command line (also `python -m keras_vit_cli`, `python -m keras_vit`).
+"""The `keras-vit` command line (also `python -m keras_vit_cli`).
 
     keras-vit --help                     # the commands
     keras-vit demo                       # build ViT-Ti/16, time a forward pass
@@ -18,16 +18,20 @@ Adding a command: write `keras_vit_cli/commands/NAME.py` with
   `keras-vit NAME --help`;
 - `add_arguments(parser)`: adds the command's options to an argparse parser;
 - `run(args) -> int`: does the work and returns the exit code,
+- optionally `TENSORFLOW_ON`: the backends on which it uses TensorFlow
+  (default `("tensorflow",)`), and `USES_KERAS = False` for a command that
+  imports no Keras,
 
 then add NAME to `COMMANDS` in `keras_vit_cli/commands/__init__.py`. A
 command module imports nothing heavy at module level (no `keras`, no
 `keras_vit`): `run` imports what it needs. Models are named through
-`keras_vit.applications.constructor_for` (`ViTB16` or `B/16`), and arguments are
-checked with `keras_vit.validation` inside `run`.
+`keras_vit.models.applications.constructor_for` (`ViTB16` or `B/16`), and arguments are
+checked with `keras_vit.utils.validation` inside `run`.
 
 Framework logs are off (`keras_vit_cli.quiet`): TensorFlow, absl, XLA and
-export-tool lines and third-party deprecation warnings do not show;
-`KERAS_VIT_VERBOSE=1` brings them back.
+export-tool lines and third-party deprecation warnings do not show (a
+command that uses TensorFlow imports it first, its native output sent to
+/dev/null); `KERAS_VIT_VERBOSE=1` brings them back.
 
 Errors the user can fix end as one line on stderr, never a traceback:
 usage errors (argparse, and `ValueError` from the library: bad values,
@@ -121,12 +125,24 @@ def _stdout_reader_gone():
     return gone
 
 
+def _prepare_frameworks(module):
+    """Before a command runs: TensorFlow imported quietly where it uses it, and not imported where it does not."""
+    if quiet.keras_backend() in getattr(module, "TENSORFLOW_ON", ("tensorflow",)):
+        quiet.import_tensorflow()
+    if getattr(module, "USES_KERAS", True):
+        from keras_vit.utils import keras_compat
+
+        # Keras's serializer would import TensorFlow on jax / torch at the first get_config() (seconds).
+        keras_compat.serializer_imports_no_tensorflow()
+
+
 def main(argv=None):
     """Runs `keras-vit` with `argv` (default: `sys.argv[1:]`) and returns the exit code."""
-    quiet.install()  # before any command imports Keras
+    quiet.install(tensorflow=False)  # before any command imports Keras
     args = build_parser().parse_args(argv)
     try:
         _check_backend_setting()
+        _prepare_frameworks(command_module(args.command))
         return args.run(args)
     except BrokenPipeError as error:
         if _stdout_reader_gone():
@@ -138,7 +154,7 @@ def main(argv=None):
         return 2 if isinstance(error, ValueError) else 1
     except KeyboardInterrupt:
         # Ctrl-C is the user's own choice, not a fault: one line, no traceback. Outputs are staged and renamed
-        # into place (keras_vit.files), so none is left half-written; `finetune` resumes from its backup.
+        # into place (keras_vit.utils.files), so none is left half-written; `finetune` resumes from its backup.
         print(f"keras-vit {args.command}: interrupted; no output was left half-written", file=sys.stderr)
         return 130  # 128 + SIGINT, as a shell reports it
     except ImportError as error:

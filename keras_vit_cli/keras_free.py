@@ -1,6 +1,6 @@
 """keras_vit's pure-Python modules, imported without Keras.
 
-`import keras_vit` imports Keras, and so its backend (5-20 s of start-up):
+`import keras_vit` imports Keras, and so its backend (seconds of start-up):
 that is what registers every layer, so that a saved model revives after it.
 The variant table, the analytic counts and the argument checks need none of
 it. `load` imports such modules under their real names without running the

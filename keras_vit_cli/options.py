@@ -7,9 +7,29 @@ Example:
 >>> add_model(parser, "ViTB16")
 >>> add_image_size(parser)
 >>> add_classes(parser)
->>> vars(parser.parse_args(["--model", "B/16"]))
-{'model': 'B/16', 'image_size': 224, 'classes': 1000}
+>>> add_weights(parser, "imagenet")
+>>> vars(parser.parse_args(["--model", "B/16", "--weights", "none"]))
+{'model': 'B/16', 'image_size': 224, 'classes': 1000, 'weights': None}
 """
+
+WEIGHTS_HELP = "a checkpoint tag, 'imagenet', a file or folder, hf://org/repo, an https URL, or 'none' (random weights)"
+
+
+def weights_value(text):
+    """A `--weights` value as a constructor's `weights=` takes it: `none` (any case) is `None`, random weights."""
+    return None if text.strip().lower() == "none" else text
+
+
+def add_weights(parser, default, help=WEIGHTS_HELP, required=False):
+    """`--weights`: the same values for every command (`none` for random weights)."""
+    shown = "none" if default is None else default
+    parser.add_argument(
+        "--weights",
+        type=weights_value,
+        default=default,
+        required=required,
+        help=help if required else f"{help} (default: {shown})",
+    )
 
 
 def add_model(parser, default, saved_model=False):
@@ -54,6 +74,8 @@ def add_settings(parser, settings):
         kwargs = dict(default=argparse.SUPPRESS, help=help)
         if setting.type is bool:
             kwargs["action"] = "store_true"
+        elif setting.flag == "--weights":
+            kwargs["type"] = weights_value
         elif setting.type is not str:
             kwargs["type"] = setting.type
         if setting.choices is not None:

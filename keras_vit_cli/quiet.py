@@ -1,36 +1,34 @@
 """Quiet frameworks for programs: `keras-vit`, `make run`, the examples and the notebook.
 
-TensorFlow logs from native code (absl's "All log messages before
-absl::InitializeLog()" line, CUDA probes such as `cudart_stub.cc` and
-`failed call to cuInit`, CPU-feature notes), and those lines obey
-`TF_CPP_MIN_LOG_LEVEL` only when it is set before TensorFlow is imported; the
-first of them print while TensorFlow's shared libraries load, whatever the
-level. Export tools (tf2onnx, the LiteRT converter) log through Python's
-`logging` and `absl`, and dependencies emit deprecation and future warnings
-a user can do nothing about.
+TensorFlow's import prints from native code (absl's "All log messages before
+absl::InitializeLog()" line, CUDA probes such as `cudart_stub.cc`, oneDNN and
+CPU-feature notes) whatever `TF_CPP_MIN_LOG_LEVEL` says, and its later native
+logs obey that variable only if it is set before the import. Export tools
+(tf2onnx, the LiteRT converter) log through Python's `logging` and `absl`, and
+dependencies emit deprecation and future warnings a user can do nothing about.
 
 `install()`, called first thing (before Keras is imported), turns all of
-that off: it sets `TF_CPP_MIN_LOG_LEVEL=3` (unless already set), sends the
-native output of TensorFlow's import to /dev/null, raises the framework
-loggers to ERROR and ignores deprecation and future warnings from other
-packages. Python exceptions, keras_vit's own messages and warnings, and the
-warnings of code run as `__main__` (a script, a notebook cell) still show.
+that off: it sets `TF_CPP_MIN_LOG_LEVEL=3` (unless already set), raises the
+framework loggers to ERROR, drops the advice some packages log to the root
+logger, ignores deprecation and future warnings from other packages, and
+imports TensorFlow with file descriptor 2 sent to /dev/null when the program
+will use it (the Keras backend is TensorFlow, or `tensorflow=True`). Python
+exceptions, keras_vit's own messages and warnings, and the warnings of code
+run as `__main__` (a script, a notebook cell) still show.
 
 `KERAS_VIT_VERBOSE=1` is the one switch that brings every framework log
 back: `install()` then changes nothing.
 
-This module imports nothing heavy (it lives in `keras_vit_cli`, which never
-imports Keras at import time), so a script can call it before `import keras`:
+This module imports nothing heavy, so a script can call it before `import keras`:
 
     from keras_vit_cli import quiet
 
-    quiet.install()
+    quiet.install(tensorflow=True)  # the script uses tf.data on every backend
     import keras  # imported quietly from here on
 """
 
 import contextlib
-import importlib.abc
-import importlib.util
+import json
 import logging
 import os
 import sys
@@ -38,11 +36,9 @@ import warnings
 
 VERBOSE_ENV = "KERAS_VIT_VERBOSE"
 # Loggers of the frameworks and export tools, raised to ERROR.
-FRAMEWORK_LOGGERS = ("tensorflow", "absl", "tf2onnx", "onnx", "jax._src.xla_bridge", "h5py", "openvino", "etils")
+FRAMEWORK_LOGGERS = ("tensorflow", "absl", "tf2onnx", "onnx", "jax", "h5py", "openvino", "etils")
 # Packages that log advice to the root logger (`logging.warning(...)`), dropped below ERROR.
 ROOT_LOGGING_PACKAGES = ("onnxruntime", "tensorflow", "tf2onnx", "onnx", "openvino", "absl")
-# Packages whose import prints from native code (fd 2) before any log level applies.
-NATIVE_NOISE = ("tensorflow",)
 # Warnings from modules other than these are third-party ones.
 OWN_MODULES = r"(keras_vit|keras_vit_cli|benchmarks|examples|__main__)(\.|$)"
 THIRD_PARTY = r"(?!" + OWN_MODULES + ")"
@@ -61,6 +57,18 @@ class _NoThirdPartyRootRecords(logging.Filter):
 def verbose():
     """Whether `KERAS_VIT_VERBOSE` asks for the framework logs (any value but empty or 0)."""
     return os.environ.get(VERBOSE_ENV, "").strip() not in ("", "0")
+
+
+def keras_backend():
+    """The backend Keras will load, read as Keras reads it (`KERAS_BACKEND`, then `keras.json`), without Keras."""
+    if "KERAS_BACKEND" in os.environ:
+        return os.environ["KERAS_BACKEND"]
+    keras_home = os.environ.get("KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras"))
+    try:
+        with open(os.path.join(keras_home, "keras.json")) as file:
+            return json.load(file).get("backend", "tensorflow")
+    except (OSError, ValueError, AttributeError):
+        return "tensorflow"
 
 
 @contextlib.contextmanager
@@ -82,48 +90,18 @@ def native_stderr_silenced():
         os.close(devnull)
 
 
-class _QuietLoader(importlib.abc.Loader):
-    """Runs a module's real loader with fd 2 silenced, then hands the module its real loader back."""
-
-    def __init__(self, loader, finder):
-        self.loader = loader
-        self.finder = finder
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        with native_stderr_silenced():
-            self.loader.exec_module(module)
-        module.__loader__ = module.__spec__.loader = self.loader
-        self.finder.pending.discard(module.__name__)
-
-
-class _QuietImports(importlib.abc.MetaPathFinder):
-    """The import of each of `names` (whoever imports it: Keras, tf.data, an exporter) runs silenced.
-
-    A lookup that does not import (`importlib.util.find_spec`, which the
-    extras check uses) gets a spec too; only an actual import ends the watch.
-    """
-
-    def __init__(self, names):
-        self.pending = set(names)
-        self.looking = False
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in self.pending or self.looking:
-            return None
-        self.looking = True  # the real lookup below passes through here again
+def import_tensorflow():
+    """Imports TensorFlow (if installed) with its native start-up lines sent to /dev/null (not if verbose)."""
+    if verbose() or "tensorflow" in sys.modules:
+        return
+    with native_stderr_silenced():
         try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            self.looking = False
-        if spec is not None and spec.loader is not None:
-            spec.loader = _QuietLoader(spec.loader, self)
-        return spec
+            import tensorflow  # noqa: F401
+        except ImportError:
+            pass  # the command that needs it says which extra to install
 
 
-def install():
+def install(tensorflow=None):
     """Silences framework logs and third-party warnings in this process (see the module docstring).
 
     Call it before Keras or TensorFlow is imported (a package imported
@@ -131,15 +109,18 @@ def install():
     Subprocesses inherit `TF_CPP_MIN_LOG_LEVEL`, not the rest: a program
     that starts Python children calls `install()` in each.
 
+    Args:
+        tensorflow: bool, import TensorFlow now, quietly: `True` where the
+            program uses it (tf.data) on JAX or PyTorch too, `False` to
+            leave it to `import_tensorflow()`. Defaults to whether the Keras
+            backend is TensorFlow.
+
     Returns:
         False with `KERAS_VIT_VERBOSE` set (nothing changed), else True.
     """
     if verbose():
         return False
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    pending = [name for name in NATIVE_NOISE if name not in sys.modules]
-    if pending and not any(isinstance(finder, _QuietImports) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _QuietImports(pending))
     for name in FRAMEWORK_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     root = logging.getLogger()
@@ -147,4 +128,6 @@ def install():
         root.addFilter(_NoThirdPartyRootRecords())
     for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
         warnings.filterwarnings("ignore", category=category, module=THIRD_PARTY)
+    if tensorflow or (tensorflow is None and keras_backend() == "tensorflow"):
+        import_tensorflow()
     return True

@@ -60,7 +60,7 @@ def user_environment(**extra):
 
 
 # Layers that keras_vit keeps in float32 on purpose under mixed precision.
-FLOAT32_LAYER_NAMES = ("head", "predictions", "class_names")  # class_names: keras_vit.metadata.ClassNames
+FLOAT32_LAYER_NAMES = ("head", "predictions", "class_names")  # class_names: keras_vit.models.metadata.ClassNames
 
 
 def import_tensorflow_if_installed():

@@ -14,16 +14,16 @@ import threading
 
 import numpy as np
 
-import keras_vit
+from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import download
 
 TINY = "T/8"  # A test-only variant registered with `register_variant`.
 
 
 def register_variant(monkeypatch, name=TINY, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64, patch_size=8):
-    """Adds (or overrides) a variant in `keras_vit.VARIANTS` for one test."""
+    """Adds (or overrides) a variant in `keras_vit.models.variants.VARIANTS` for one test."""
     monkeypatch.setitem(
-        keras_vit.variants.VARIANTS,
+        VARIANTS,
         name,
         dict(hidden_dim=hidden_dim, num_layers=num_layers, num_heads=num_heads, mlp_dim=mlp_dim, patch_size=patch_size),
     )

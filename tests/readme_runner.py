@@ -114,10 +114,10 @@ def run_command(command):
     if not words:
         return
     if environment.get("KERAS_BACKEND", BACKEND) != BACKEND:
-        # Another backend needs its own interpreter; `python -m keras_vit` is the `keras-vit` script.
+        # Another backend needs its own interpreter; `python -m keras_vit_cli` is the `keras-vit` script.
         if os.path.basename(words[0]) != "keras-vit":
             raise CommandFailed(f"only keras-vit runs on another backend here: {command}")
-        words = [sys.executable, "-m", "keras_vit", *words[1:]]
+        words = [sys.executable, "-m", "keras_vit_cli", *words[1:]]
         code = subprocess.run(words, env={**os.environ, **environment}, check=False).returncode
     else:
         saved = {name: os.environ.get(name) for name in environment}

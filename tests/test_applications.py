@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import resample_position_embedding
+from keras_vit.layers.resampling import resample_position_embedding
 from keras_vit.models import Architecture, preprocessing
+from keras_vit.models.applications import CONSTRUCTORS
 from keras_vit.models.variants import VARIANTS
 from tests.helpers import BACKEND, run_model_saving_test, run_precision_test, to_numpy
 
@@ -25,9 +26,7 @@ TINY = dict(hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
 # The plain ViTs and the smallest hybrid (its ResNet root alone), which stands for the family: the bigger
 # hybrids' ResNets take the same code path and would only add CI time.
 NAMES = sorted(
-    name
-    for name, f in keras_vit.CONSTRUCTORS.items()
-    if "resnet_stages" not in VARIANTS[f.variant] or name == "ViTRTi16"
+    name for name, f in CONSTRUCTORS.items() if "resnet_stages" not in VARIANTS[f.variant] or name == "ViTRTi16"
 )
 
 
@@ -58,7 +57,7 @@ def _randomize(model, seed=0):
 def test_application_notop_variable_input_channels(tiny_variants, data_format, name):
     for channels in (1, 4):
         shape = (channels, None, None) if data_format == "channels_first" else (None, None, channels)
-        model = keras_vit.CONSTRUCTORS[name](weights=None, include_top=False, input_shape=shape)
+        model = CONSTRUCTORS[name](weights=None, include_top=False, input_shape=shape)
         expected = [None, 16, None, None] if data_format == "channels_first" else [None, None, None, 16]
         assert list(model.outputs[0].shape) == expected
 
@@ -67,7 +66,7 @@ def test_application_notop_variable_input_channels(tiny_variants, data_format, n
 def test_application_notop_custom_input_shape(tiny_variants, data_format, name):
     # 123 is a multiple of no published patch size: the images are padded.
     shape = (3, 123, 123) if data_format == "channels_first" else (123, 123, 3)
-    model = keras_vit.CONSTRUCTORS[name](weights=None, include_top=False, input_shape=shape)
+    model = CONSTRUCTORS[name](weights=None, include_top=False, input_shape=shape)
     axis = 1 if data_format == "channels_first" else -1
     assert model.outputs[0].shape[axis] == 16
     side = -(-123 // Architecture.from_model(model).pixels_per_token[0])
@@ -79,7 +78,7 @@ def test_application_notop_custom_input_shape(tiny_variants, data_format, name):
 def test_application_notop_custom_input_tensor(tiny_variants, name):
     inputs = keras.Input(shape=(200, 200, 4), name="custom_input")
     images = keras.layers.Conv2D(3, (2, 2), padding="valid", strides=(2, 2))(inputs)  # 100 x 100
-    model = keras_vit.CONSTRUCTORS[name](weights=None, include_top=False, input_tensor=images)
+    model = CONSTRUCTORS[name](weights=None, include_top=False, input_tensor=images)
     assert model.outputs[0].shape[-1] == 16
     assert model.inputs[0] is inputs
 
@@ -87,13 +86,13 @@ def test_application_notop_custom_input_tensor(tiny_variants, name):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("pooling", ["max", "avg", "gap", "token"])
 def test_application_pooling(tiny_variants, name, pooling):
-    model = keras_vit.CONSTRUCTORS[name](weights=None, include_top=False, pooling=pooling)
+    model = CONSTRUCTORS[name](weights=None, include_top=False, pooling=pooling)
     assert list(model.outputs[0].shape) == [None, 16]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_application_classifier_activation(tiny_variants, name):
-    model = keras_vit.CONSTRUCTORS[name](weights=None, include_top=True, classifier_activation="softmax")
+    model = CONSTRUCTORS[name](weights=None, include_top=True, classifier_activation="softmax")
     assert model.layers[-1].activation.__name__ == "softmax"
 
 
@@ -253,7 +252,7 @@ def test_dynamic_feature_map_model_saving(tmp_path):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_constructor_docstrings_list_every_argument_and_weights_form(name):
-    function = keras_vit.CONSTRUCTORS[name]
+    function = CONSTRUCTORS[name]
     for parameter in inspect.signature(function).parameters:
         assert f"        {parameter}:" in function.__doc__, parameter
     for form in ("`None`", "available_tags", '`"imagenet"`', "`.npz`", "`.safetensors`", "hf://"):

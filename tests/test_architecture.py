@@ -12,7 +12,7 @@ longest matching path:
     training      keras_vit.training (recipes, data, layer_decay, distribute, multihost)
     package       keras_vit/__init__ (registers every layer, loss and schedule at import)
     jobs          keras_vit.training.finetune, keras_vit.inspection, keras_vit.deploy, keras_vit.evaluation
-    command line  keras_vit_cli (and `python -m keras_vit`, which only delegates to it)
+    command line  keras_vit_cli (`keras-vit`, `python -m keras_vit_cli`)
 
 Function-level imports count too: importing lazily is about start-up time,
 not about which way a dependency points. Pure `ast`, no import: one backend.
@@ -37,7 +37,7 @@ ROOMS = (
     ("training", ("keras_vit.training",)),
     ("package", ("keras_vit",)),
     ("jobs", ("keras_vit.training.finetune", "keras_vit.inspection", "keras_vit.deploy", "keras_vit.evaluation")),
-    ("command line", ("keras_vit_cli", "keras_vit.__main__")),
+    ("command line", ("keras_vit_cli",)),
 )
 # Dependencies that point the wrong way today, each with the change that removes it.
 KNOWN_EXCEPTIONS = {}
@@ -116,7 +116,7 @@ def test_imports_run_one_way():
 
 def test_the_library_never_imports_the_command_line_or_benchmarks():
     for module, tree in modules().items():
-        if module.startswith("keras_vit_cli") or module == "keras_vit.__main__":
+        if module.startswith("keras_vit_cli"):
             continue
         for node in ast.walk(tree):
             names = []
@@ -270,31 +270,29 @@ def test_the_public_imports_are_unchanged():
     import importlib
 
     import keras_vit
+    from keras_vit.models.applications import CONSTRUCTORS
+    from keras_vit.models.variants import VARIANTS
 
     for name in keras_vit.__all__:
         assert getattr(keras_vit, name) is not None, name
-    for name, constructor in keras_vit.CONSTRUCTORS.items():
+    for name, constructor in CONSTRUCTORS.items():
         assert getattr(keras_vit, name) is constructor
-    assert len(keras_vit.CONSTRUCTORS) == len(keras_vit.VARIANTS) == 14
+    assert len(CONSTRUCTORS) == len(VARIANTS) == 14
     for name in keras_vit.layers.__all__:
         assert getattr(importlib.import_module("keras_vit.layers"), name) is not None, name
-    for old, new in keras_vit.MOVED_MODULES.items():
-        if old == "inspect":
-            continue  # deprecated, with its own warning test
-        assert importlib.import_module(f"keras_vit.{old}") is importlib.import_module(f"keras_vit.{new}")
     public = {
         "keras_vit.models": ("Architecture", "build", "build_model", "find_vit"),
-        "keras_vit.metadata": ("ClassNames", "class_names", "find_vit", "load_classifier", "top_classes"),
+        "keras_vit.models.metadata": ("ClassNames", "class_names", "find_vit", "load_classifier", "top_classes"),
         "keras_vit.pretrained": ("build_pretrained", "load_checkpoint", "available_tags"),
         "keras_vit.pretrained.export": ("export_weights", "convert_checkpoint", "write_weights"),
         "keras_vit.inspection": ("attention_maps", "attention_rollout", "mean_attention_distance", "write_report"),
         "keras_vit.deploy": ("export", "load_artefact"),
         "keras_vit.training": ("finetune_optimizer",),
-        "keras_vit.layer_decay": ("layer_decay_multipliers", "LayerwiseAdamW", "LayerwiseSGD"),
-        "keras_vit.finetune": ("FinetuneConfig", "finetune"),
-        "keras_vit.data": ("train_pipeline",),
-        "keras_vit.files": ("atomic_file",),
-        "keras_vit.resampling": ("resample_position_embedding",),
+        "keras_vit.training.layer_decay": ("layer_decay_multipliers", "LayerwiseAdamW", "LayerwiseSGD"),
+        "keras_vit.training.finetune": ("FinetuneConfig", "finetune"),
+        "keras_vit.training.data": ("train_pipeline",),
+        "keras_vit.utils.files": ("atomic_file",),
+        "keras_vit.layers.resampling": ("resample_position_embedding",),
     }
     missing = []
     for module, names in public.items():
@@ -303,3 +301,43 @@ def test_the_public_imports_are_unchanged():
         names = names + tuple(getattr(imported, "__all__", ()))
         missing += [f"{module}.{name}" for name in names if not hasattr(imported, name)]
     assert not missing, f"Public names that no longer import: {missing}"
+
+
+# Cost: one fresh process importing Keras and keras_vit (~5 s).
+IMPORT_SIDE_EFFECTS = """
+import json, sys
+import keras
+meta_path = list(sys.meta_path)
+before = {name: dict(vars(module)) for name, module in list(sys.modules.items()) if name.split(".")[0] == "keras"}
+import keras_vit
+changed = sorted(
+    f"{name}.{attribute}"
+    for name, attributes in before.items()
+    for attribute in set(attributes) | set(vars(sys.modules[name]))
+    if vars(sys.modules[name]).get(attribute, before) is not attributes.get(attribute, before)
+    # A submodule imported since (keras.src.x after keras.src) becomes an attribute of its package: not a change.
+    and not (attribute not in attributes and f"{name}.{attribute}" in sys.modules)
+)
+print(json.dumps({
+    "meta_path": sys.meta_path == meta_path,
+    "changed": changed,
+    "cli": sorted(name for name in sys.modules if name.split(".")[0] == "keras_vit_cli"),
+}))
+"""
+
+
+def test_importing_keras_vit_imports_and_registers_nothing_else():
+    # `import keras_vit` adds no import hook, changes no attribute of a loaded Keras module, and never
+    # imports the command line.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_SIDE_EFFECTS], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found == {"meta_path": True, "changed": [], "cli": []}, found

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-import keras_vit
+from keras_vit.models.variants import VARIANTS
 from tests.helpers import BACKEND, REPO_ROOT
 
 EXAMPLES = os.path.join(REPO_ROOT, "examples")
@@ -35,13 +35,11 @@ def folder(tmp_path):
 
 @pytest.fixture()
 def tiny_ti16(monkeypatch):
-    # The scripts build `keras_vit.CONSTRUCTORS[--model]`: the ViTTi16 they are given is shrunk from 12 blocks of
+    # The scripts build `CONSTRUCTORS[--model]`: the ViTTi16 they are given is shrunk from 12 blocks of
     # width 192 to 1 block of width 16 (its row of the variant table, which the constructor reads), the 16 px
     # patches kept. The path is the real one (name -> constructor -> table row -> model); tracing and compiling
     # the 12 blocks was most of each script's cost (~34 s of CPU each on TensorFlow).
-    monkeypatch.setitem(
-        keras_vit.variants.VARIANTS, "Ti/16", dict(patch_size=16, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
-    )
+    monkeypatch.setitem(VARIANTS, "Ti/16", dict(patch_size=16, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32))
 
 
 def _run_script(name, argv, monkeypatch):

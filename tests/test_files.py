@@ -1,4 +1,4 @@
-"""keras_vit.files: the one way outputs are written (pure file I/O: runs on one backend only)."""
+"""keras_vit.utils.files: the one way outputs are written (pure file I/O: runs on one backend only)."""
 
 import os
 import subprocess
@@ -64,7 +64,7 @@ def test_directory_is_swapped_whole_and_refuses_foreign_files(tmp_path):
 
 KILLED_WRITE = """
 import importlib.util, os, sys
-# keras_vit.files is standard library only: loaded alone, the child skips importing Keras.
+# keras_vit.utils.files is standard library only: loaded alone, the child skips importing Keras.
 spec = importlib.util.spec_from_file_location("files", sys.argv[1])
 files = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(files)

@@ -218,7 +218,7 @@ def test_dynamic_hybrid_equals_a_model_built_at_that_size():
     for target, variable in zip(built.weights, dynamic.weights):
         value = to_numpy(variable)
         if variable.path == "position_embedding/embedding":
-            value = keras_vit.resample_position_embedding(value, (28, 28), grid)
+            value = keras_vit.layers.resampling.resample_position_embedding(value, (28, 28), grid)
         target.assign(value)
     pixels = np.random.default_rng(1).uniform(0, 255, (2, *size, 3)).astype("float32")
     expected = to_numpy(built(pixels))

@@ -13,9 +13,9 @@ import keras
 import numpy as np
 import pytest
 
-import keras_vit
 import keras_vit_cli as cli
 from keras_vit import models, pretrained
+from keras_vit.models.variants import VARIANTS
 from tests import pretrained_helpers as ph
 from tests.helpers import BACKEND
 
@@ -27,7 +27,7 @@ TINY_R_TI16 = dict(
 
 @pytest.fixture
 def tiny_hybrid(monkeypatch):
-    monkeypatch.setitem(keras_vit.variants.VARIANTS, "R+Ti/16", TINY_R_TI16)
+    monkeypatch.setitem(VARIANTS, "R+Ti/16", TINY_R_TI16)
 
 
 def _timm_file(tmp_path, classes=5, size=64):

@@ -12,6 +12,7 @@ import pytest
 import keras_vit
 from keras_vit import inspection
 from keras_vit.inspection import analysis
+from keras_vit.models.applications import CONSTRUCTORS
 
 # Non-square images and grid (4 x 3 patches of 8 px) catch transposed grids.
 IMAGE_SHAPE = (32, 24, 3)
@@ -519,7 +520,7 @@ def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
         return tiny_model(include_top=True, pooling="token")
 
     fake_constructor.variant = "S/16"
-    monkeypatch.setitem(keras_vit.CONSTRUCTORS, "ViTS16", fake_constructor)
+    monkeypatch.setitem(CONSTRUCTORS, "ViTS16", fake_constructor)
     out = tmp_path / "report"
     argv = ["inspect", "--model", "S/16", "--weights", "ckpt.npz", "--image-size", "32", "--out", str(out)]
     assert cli.main(argv + ["--num-components", "3", "--dpi", "30"]) == 0

@@ -1,4 +1,4 @@
-"""One test per Keras internal that keras_vit.keras_compat uses.
+"""One test per Keras internal that keras_vit.utils.keras_compat uses.
 
 Each fails with a message that names the Keras change, so a Keras upgrade
 that moves one of them says what to fix in keras_vit/utils/keras_compat.py. Run on
@@ -172,18 +172,27 @@ def test_global_seed_set_without_tensorflow():
 # The fresh process is a jax one whatever the run's backend (~3.5 s of CPU): it runs on the jax run only.
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="a jax process on every run: the jax run")
 def test_serializer_tensorflow_check_imports_no_tensorflow():
-    # keras_vit makes Keras's serializer ask `tf.available` without importing TensorFlow: on jax / torch a
-    # layer's config is read and a model saved without it.
+    # The command line's hook: on jax / torch a layer's config is read and a model saved without importing TensorFlow.
     import subprocess
     import sys
 
-    from keras.src.saving import serialization_lib
-
-    assert isinstance(serialization_lib.tf, keras_compat._ImportedTensorFlow), "Keras renamed serialization_lib.tf"
-    code = "import sys, keras, keras_vit\nkeras.layers.Dense(2).get_config()\nprint('tensorflow' in sys.modules)\n"
+    code = (
+        "import sys, keras\n"
+        "from keras.src.saving import serialization_lib\n"
+        "from keras_vit.utils import keras_compat\n"
+        "keras_compat.serializer_imports_no_tensorflow()\n"
+        "assert isinstance(serialization_lib.tf, keras_compat._ImportedTensorFlow), 'renamed in Keras'\n"
+        "keras.layers.Dense(2).get_config()\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
     env = dict(os.environ, KERAS_BACKEND="jax")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert result.stdout.strip() == "False", result.stderr[-2000:]
+    unhooked = code.replace("keras_compat.serializer_imports_no_tensorflow()\n", "").replace("assert isinstance", "#")
+    result = subprocess.run([sys.executable, "-c", unhooked], capture_output=True, text=True, env=env, timeout=300)
+    assert result.stdout.strip() == "True", (
+        "Keras's serializer no longer imports TensorFlow on jax: drop keras_compat.serializer_imports_no_tensorflow"
+    )
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow types: the tensorflow run")
@@ -192,6 +201,7 @@ def test_tensorflow_types_still_serialize_through_the_deferred_check():
     import tensorflow as tf
     from keras.src.saving import serialization_lib
 
+    keras_compat.serializer_imports_no_tensorflow()
     assert isinstance(serialization_lib.tf, keras_compat._ImportedTensorFlow), "Keras renamed serialization_lib.tf"
     assert serialization_lib.serialize_keras_object(tf.TensorShape([2, 3])) == [2, 3]
 
@@ -545,3 +555,18 @@ def test_call_sublayer_leaves_symbolic_inputs_and_remat_scopes_to_layer_call(mon
     calls = _count_layer_calls(monkeypatch)
     keras_compat.call_sublayer(scoped, inputs)
     assert calls == ["Dense"], "a layer under Keras's RematScope must be rematerialized by its __call__"
+
+
+def test_autocast_scope_is_reopened_around_a_recomputation():
+    # keras_compat.remat reopens Keras's AutocastScope (keras.src.backend) where the backward pass recomputes a
+    # block outside it: float32 variables must read as the forward pass's compute dtype.
+    variable = keras.Variable(np.ones((2,), "float32"))
+
+    def read():
+        return keras.backend.standardize_dtype(variable.value.dtype), keras_compat._autocast_dtype()
+
+    assert read() == ("float32", None)
+    assert keras_compat._in_autocast_scope(read, "bfloat16")() == ("bfloat16", "bfloat16"), (
+        "Keras's AutocastScope / get_autocast_scope (keras.src.backend) changed: keras_compat.remat must reopen "
+        "the forward pass's mixed-precision scope another way"
+    )

@@ -215,7 +215,7 @@ def test_position_embedding_follows_the_patch_grid():
     layer = layers.PositionEmbedding((2, 3), resample_method="bilinear")
     tokens = np.zeros((1, 1 + 4 * 5, 2), "float32")
     out = to_numpy(layer(tokens, patch_grid=np.zeros((1, 4, 5, 2))))
-    from keras_vit import resample_position_embedding
+    from keras_vit.layers.resampling import resample_position_embedding
 
     expected = resample_position_embedding(to_numpy(layer.embedding), (2, 3), (4, 5), method="bilinear")
     np.testing.assert_allclose(out, expected, atol=1e-6)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import keras_vit
+from keras_vit.models.applications import CONSTRUCTORS
+from keras_vit.models.variants import VARIANTS
 from tests.helpers import (
     BACKEND,
     assert_jit_fit_and_predict,
@@ -184,8 +186,8 @@ def test_numpy_integers_build_a_model_whose_config_is_plain_json(tmp_path):
 
 
 def test_every_variant_is_pinned():
-    assert set(PINNED_PARAMS) == set(keras_vit.VARIANTS)
-    assert set(keras_vit.CONSTRUCTORS) == {f"ViT{v.replace('/', '').replace('+', '')}" for v in keras_vit.VARIANTS}
+    assert set(PINNED_PARAMS) == set(VARIANTS)
+    assert set(CONSTRUCTORS) == {f"ViT{v.replace('/', '').replace('+', '')}" for v in VARIANTS}
 
 
 def test_constructor_for_accepts_constructor_and_variant_names():
@@ -215,10 +217,10 @@ def test_analytic_parameter_count_is_the_built_models():
     from keras_vit.models import flops
 
     for variant, (backbone, with_head) in PINNED_PARAMS.items():
-        assert flops.parameter_count(keras_vit.VARIANTS[variant], classes=0) == backbone, variant
-        assert flops.parameter_count(keras_vit.VARIANTS[variant]) == with_head, variant
-    assert flops.parameter_count(keras_vit.VARIANTS["B/16"], 384) == 86_859_496
-    assert flops.parameter_count(keras_vit.VARIANTS["R50+B/16"], 384) == 98_950_952
+        assert flops.parameter_count(VARIANTS[variant], classes=0) == backbone, variant
+        assert flops.parameter_count(VARIANTS[variant]) == with_head, variant
+    assert flops.parameter_count(VARIANTS["B/16"], 384) == 86_859_496
+    assert flops.parameter_count(VARIANTS["R50+B/16"], 384) == 98_950_952
     # Tiny builds at sizes that are no multiple of the token, non-square, and other heads: plain, root-only
     # hybrid, and a hybrid with a projection shortcut and a strided stage.
     tiny_hybrid = dict(TINY, patch_size=1, resnet_stages=(1, 2), resnet_width=32)
@@ -245,7 +247,7 @@ def test_vit_b16_at_384_has_a_larger_position_embedding():
 
 def test_constructors_have_the_keras_applications_signature():
     reference = list(inspect.signature(keras.applications.ConvNeXtTiny).parameters)
-    for name, constructor in keras_vit.CONSTRUCTORS.items():
+    for name, constructor in CONSTRUCTORS.items():
         parameters = list(inspect.signature(constructor).parameters)
         assert parameters[: len(reference)] == reference, name
         assert constructor.__name__ == name

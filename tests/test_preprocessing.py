@@ -166,10 +166,10 @@ def test_decode_predictions_rejects_bad_top(top):
 
 
 def test_class_index_is_read_lazily_and_once():
-    keras_vit.preprocessing._imagenet_class_index.cache_clear()
+    keras_vit.models.preprocessing._imagenet_class_index.cache_clear()
     decode_predictions(np.zeros((1, 1000), dtype="float32"))
     decode_predictions(np.zeros((1, 1000), dtype="float32"))
-    info = keras_vit.preprocessing._imagenet_class_index.cache_info()
+    info = keras_vit.models.preprocessing._imagenet_class_index.cache_info()
     assert (info.misses, info.hits) == (1, 1)
 
 
@@ -177,7 +177,7 @@ def test_class_index_is_read_lazily_and_once():
 
 
 def test_docstring_examples_run():
-    result = doctest.testmod(keras_vit.preprocessing, optionflags=doctest.NORMALIZE_WHITESPACE)
+    result = doctest.testmod(keras_vit.models.preprocessing, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 5
     assert result.failed == 0
 

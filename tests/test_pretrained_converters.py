@@ -17,6 +17,7 @@ import scipy.ndimage
 
 import keras_vit
 from keras_vit import pretrained
+from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import loader
 
 pytest.importorskip("transformers")
@@ -215,7 +216,7 @@ def test_bfloat16_safetensors_load_exactly(monkeypatch, tmp_path):
 
 def _random_model(variant, size, classes=5, representation_size=None, include_top=True, pooling=None):
     model = keras_vit.models.build_model(
-        **keras_vit.VARIANTS[variant],
+        **VARIANTS[variant],
         input_shape=(size[0], size[1], 3),
         classes=classes,
         representation_size=representation_size,
@@ -315,7 +316,7 @@ def test_resample_method_is_selectable(monkeypatch, tmp_path):
         for method in ("official", "bicubic")
     }
     original = ph.keras_weights(model)["position_embedding/embedding"]
-    bicubic = keras_vit.resample_position_embedding(original, (4, 4), (6, 6), method="bicubic")
+    bicubic = keras_vit.layers.resampling.resample_position_embedding(original, (4, 4), (6, 6), method="bicubic")
     np.testing.assert_allclose(loaded["bicubic"], bicubic, atol=1e-6, rtol=0)
     assert np.abs(loaded["official"] - loaded["bicubic"]).max() > 1e-3
     with pytest.raises(ValueError, match="resample_method"):

@@ -16,6 +16,8 @@ import pytest
 
 import keras_vit
 from keras_vit import pretrained
+from keras_vit.models.applications import CONSTRUCTORS
+from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import download
 
 TINY_WIDTH = dict(hidden_dim=8, num_heads=2, mlp_dim=8)
@@ -26,7 +28,7 @@ MAX_BLOCKS = 11
 
 
 def _constructor(variant):
-    return keras_vit.CONSTRUCTORS["ViT" + variant.replace("/", "")]
+    return CONSTRUCTORS["ViT" + variant.replace("/", "")]
 
 
 def _timm_state(arch, resolution, classes, seed=0):
@@ -102,9 +104,7 @@ def _load_row(info, monkeypatch, tmp_path, arch):
 
 # The hybrids' rows load through the same loader in tests/test_hybrid.py (timm's R+Ti/16 file); the
 # synthetic files here are plain ViTs.
-_PLAIN_CHECKPOINTS = [
-    info for info in pretrained.CHECKPOINTS if "resnet_stages" not in keras_vit.VARIANTS[info.variant]
-]
+_PLAIN_CHECKPOINTS = [info for info in pretrained.CHECKPOINTS if "resnet_stages" not in VARIANTS[info.variant]]
 
 
 # What each row checks is the catalogue (its Hub repo and file, layout, head, pre_logits, resolution), the same on
@@ -113,9 +113,9 @@ _PLAIN_CHECKPOINTS = [
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the catalogue's rows: the tensorflow run")
 @pytest.mark.parametrize("info", _PLAIN_CHECKPOINTS, ids=lambda i: f"{i.variant}-{i.tag}-{i.resolution}")
 def test_every_registry_checkpoint_loads_from_its_layout(info, monkeypatch, tmp_path):
-    arch = dict(keras_vit.VARIANTS[info.variant], **TINY_WIDTH)
+    arch = dict(VARIANTS[info.variant], **TINY_WIDTH)
     arch["num_layers"] = min(arch["num_layers"], MAX_BLOCKS)
-    monkeypatch.setitem(keras_vit.variants.VARIANTS, info.variant, arch)
+    monkeypatch.setitem(VARIANTS, info.variant, arch)
     model, cls_token = _load_row(info, monkeypatch, tmp_path, arch)
     weights = ph.keras_weights(model)
     np.testing.assert_array_equal(weights["class_token/token"], cls_token)
@@ -130,21 +130,21 @@ def test_every_registry_checkpoint_loads_from_its_layout(info, monkeypatch, tmp_
 
 def test_a_registry_checkpoint_at_full_size(monkeypatch, tmp_path):
     info = pretrained.resolve("Ti/16", "augreg_in21k_ft_in1k", (224, 224))
-    model, cls_token = _load_row(info, monkeypatch, tmp_path, dict(keras_vit.VARIANTS["Ti/16"]))
+    model, cls_token = _load_row(info, monkeypatch, tmp_path, dict(VARIANTS["Ti/16"]))
     assert model.count_params() == 5_717_416  # Ti/16 with a 1000-class head (timm, vit_jax)
     np.testing.assert_array_equal(ph.keras_weights(model)["class_token/token"], cls_token)
 
 
 def test_every_variant_has_checkpoints_and_sources():
     # The hybrids' checkpoints are not catalogued yet (see README, "Hybrid models").
-    for variant in [v for v in keras_vit.VARIANTS if "resnet_stages" not in keras_vit.VARIANTS[v]]:
+    for variant in [v for v in VARIANTS if "resnet_stages" not in VARIANTS[v]]:
         rows = pretrained.checkpoints(variant)
         assert rows, variant
         for info in rows:
             assert info.hub_repo.count("/") == 1 and info.hub_filename.endswith(".safetensors")
             assert info.license == "Apache-2.0"
             assert info.preprocessing["mean"] == (0.5, 0.5, 0.5)
-            patch = keras_vit.VARIANTS[variant]["patch_size"]
+            patch = VARIANTS[variant]["patch_size"]
             if info.format == "timm":
                 assert info.hub_repo.endswith(f"_patch{patch}_{info.resolution}.{info.tag}"), info
             else:

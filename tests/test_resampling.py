@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.ndimage
 
-from keras_vit import resample_position_embedding
+from keras_vit.layers.resampling import resample_position_embedding
 
 GRIDS = [((14, 14), (24, 24)), ((14, 14), (7, 7)), ((14, 14), (12, 20)), ((6, 9), (10, 4)), ((3, 5), (1, 7))]
 

@@ -57,7 +57,7 @@ def verify(info, reference, tolerance):
 
     path, _ = sources.fetch(sources.WeightsSource("registry", info=info))
     print(f"{info.name}: {path}\n  sha256 {download.sha256_of(path)}")
-    constructor = keras_vit.CONSTRUCTORS["ViT" + info.variant.replace("/", "")]
+    constructor = keras_vit.models.applications.CONSTRUCTORS["ViT" + info.variant.replace("/", "")]
     kwargs = dict(input_shape=(info.resolution, info.resolution, 3), classifier_activation=None)
     if info.classes:
         kwargs["classes"] = info.classes

@@ -323,7 +323,7 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
         format: one of `"saved_model"`, `"onnx"`, `"litert"`, `"openvino"`.
         input_dtype: `"uint8"` (default) or `"float32"` pixels in [0, 255].
         class_names: optional list of str stored with the artefact (default:
-            the names saved in the model, `keras_vit.metadata.class_names`): ONNX
+            the names saved in the model, `keras_vit.models.metadata.class_names`): ONNX
             metadata `class_names` (JSON), OpenVINO `model_info/labels`,
             `assets.extra/class_names.json` in a SavedModel, and for
             `vit.tflite` the file `vit.class_names.json` beside it.

@@ -19,7 +19,7 @@ evaluation of the same model on the same split skips the model.
 Example:
 
 ```python
-train = keras_vit.data.load("path/to/images", "train")
+train = keras_vit.training.data.load("path/to/images", "train")
 features = keras_vit.evaluation.extract_features(model, train)
 features.features.shape  # (num_images, feature_dim)
 ```

@@ -35,7 +35,7 @@ def _colormap(name):
 def _save(figure, path, dpi):
     path = os.fspath(path)
     validation.finite_float("dpi", dpi, minimum=0, include_minimum=False)
-    # Staged and renamed (keras_vit.files): an interrupted run leaves no truncated PNG behind.
+    # Staged and renamed (keras_vit.utils.files): an interrupted run leaves no truncated PNG behind.
     with files.atomic_file(path) as staged:
         figure.savefig(staged, format="png", dpi=dpi)
     return figure

@@ -36,8 +36,8 @@ def build_model(model, weights=None, image_size=None):
     """The model `keras-vit inspect --model ... --weights ...` names.
 
     Args:
-        model: a constructor name from `keras_vit.CONSTRUCTORS` (`"ViTB16"`),
-            a variant from `keras_vit.VARIANTS` (`"B/16"`), or the path of a
+        model: a constructor name from `keras_vit.models.applications.CONSTRUCTORS` (`"ViTB16"`),
+            a variant from `keras_vit.models.variants.VARIANTS` (`"B/16"`), or the path of a
             model saved with `model.save("....keras")`.
         weights: for a constructor, its `weights=` argument (`None`: random
             weights). Not allowed with a saved model, which has its own.
@@ -58,7 +58,7 @@ def build_model(model, weights=None, image_size=None):
             )
         return metadata.load_classifier(model)
     try:
-        constructor = keras_vit.applications.constructor_for(model)
+        constructor = keras_vit.models.applications.constructor_for(model)
     except ValueError as error:
         raise ValueError(f"{error} A saved model is named by its .keras path.") from None
     kwargs = {} if image_size is None else {"input_shape": (image_size, image_size, 3)}
@@ -85,7 +85,7 @@ def write_report(
             `(height, width, 3)`; it is resized to the model's input size.
         out_dir: the folder to write the PNGs to (created if missing).
         preprocess: function from `[0, 255]` pixels to model inputs.
-            Defaults to `keras_vit.preprocessing.preprocess_input` (a
+            Defaults to `keras_vit.models.preprocessing.preprocess_input` (a
             pass-through: keras_vit models scale pixels themselves).
         head_fusion: head fusion of the rollout: `"mean"`, `"max"` or
             `"min"`. Defaults to `"mean"`.

@@ -22,12 +22,10 @@ class GlorotUniform(keras.initializers.GlorotUniform):
     """`keras.initializers.GlorotUniform`, the same values, without two kernel-sized temporaries on torch.
 
     Keras's torch `random.uniform` returns `(maxval - minval) * rand + minval`:
-    two more tensors of the kernel's size, freed at once. Among the weights of
-    a model they leave holes in glibc's heap that stay resident: a ViT-B/16
-    kept 143 MiB of freed heap after its build, and its training peak at
-    batch 8 was 1.05-1.06x timm's (`python -m benchmarks.memory`; 1.00-1.04x
-    with this initializer). `keras_compat.uniform` draws the same numbers into
-    one tensor. Every other backend runs Keras's own call.
+    two more tensors of the kernel's size, whose holes between a model's
+    weights stay resident in the heap (docs/performance.md, "Training memory,
+    fix by fix"). `keras_compat.uniform` draws the same numbers into one
+    tensor. Every other backend runs Keras's own call.
 
     Args:
         seed: int, `keras.random.SeedGenerator`, or None, as Keras's.

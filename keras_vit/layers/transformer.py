@@ -127,13 +127,10 @@ def project_patches(projection, images, patch_size):
 def dense_over_tokens(dense, tokens):
     """`dense` applied to `tokens` of shape `(..., features)` as one 2-D matrix product: the same result and shape.
 
-    XLA's CPU compiler (jaxlib 0.10) differentiates a Dense on a 3-D input by
-    copying the gradient of its output into a transposed layout for the
-    kernel's gradient, and fuses into each such copy the whole chain of
-    elementwise ops that made that gradient: LayerNorm's backward and the
-    residual sums of every later block. The copies grow with depth (39 % of a
-    ViT-B/16 step's time on a 2-core CPU; `python -m benchmarks.xla_cpu_depth`).
-    On a 2-D input the kernel's gradient takes no copy. The outputs are
+    XLA's CPU compiler differentiates a Dense on a 3-D input through a
+    transposed copy of its output's gradient that grows with depth
+    (docs/performance.md, "XLA's CPU compiler grew each block's backward
+    pass"); on a 2-D input the kernel's gradient takes no copy. The outputs are
     those of `dense(tokens)` bit for bit on TensorFlow and JAX. On torch,
     `keras_compat.dense` folds the axes itself and fuses the bias into the
     product: equal up to float rounding.
@@ -315,7 +312,7 @@ class PositionEmbedding(keras.layers.Layer):
     with the class token first, the layout of the published checkpoints'
     `pos_embedding`. Given the patch grid of the images (`patch_grid`), the
     embedding follows the images' size: on another grid its patch rows are
-    resampled at call time with `keras_vit.resampling.interpolation_matrix`,
+    resampled at call time with `keras_vit.layers.resampling.interpolation_matrix`,
     the same matrices `resample_position_embedding` uses when weights are
     loaded at another size; on the trained grid nothing is resampled.
 
@@ -325,7 +322,7 @@ class PositionEmbedding(keras.layers.Layer):
         num_prefix_tokens: int, the tokens before the patches (1 for the class
             token). Defaults to `1`.
         resample_method: how the embedding follows another grid, one of
-            `keras_vit.resampling.RESAMPLING_METHODS`. Defaults to
+            `keras_vit.layers.resampling.RESAMPLING_METHODS`. Defaults to
             `"official"`.
         resample_antialias: bool, antialias when shrinking (half-pixel
             methods only). Defaults to `False`.
@@ -689,11 +686,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def call(self, tokens, training=False, return_attention_scores=False):
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
         dropout_active = bool(training) and self.attention_dropout_rate > 0
-        # On torch (SDPA) and JAX, the fused op is the fast path. TensorFlow's
-        # implementation of it is two einsums in the (batch, tokens, heads, dim)
-        # layout that transpose around each product, which costs 4x in bfloat16
-        # on CPU (profiled); heads-first batched matmuls avoid those. JAX's
-        # fused op does not compile in float16 on CPU (see keras_compat).
+        # The fused op on torch and JAX; on TensorFlow it transposes around each product (slow in bfloat16 on a
+        # CPU), where heads-first matmuls do not; JAX's does not compile in float16 on a CPU (see keras_compat).
         fused = (
             not (return_attention_scores or dropout_active)
             and keras.backend.backend() != "tensorflow"

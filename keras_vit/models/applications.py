@@ -4,7 +4,7 @@ Each function (`ViTB16`, ...) has the `keras.applications` signature, so a
 `ViTB16` replaces a `keras.applications.ConvNeXtTiny` without editing the
 call, plus the ViT options. They all build through one private helper:
 the architecture from `keras_vit.models.build_model` with the row of
-`keras_vit.variants.VARIANTS`, and pretrained weights through
+`keras_vit.models.variants.VARIANTS`, and pretrained weights through
 `keras_vit.pretrained` when `weights` is not None.
 
 `VisionTransformer` is the same for any size (`patch_size`, `hidden_dim`,

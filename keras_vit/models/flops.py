@@ -26,7 +26,7 @@ hybrid's feature map, are padded up to whole patches).
 
 from keras_vit.utils.patches import patch_grid
 
-# The hybrid ResNet's layout (keras_vit.resnet): a 7x7 stride-2 root convolution to `width` channels and a
+# The hybrid ResNet's layout (keras_vit.layers.resnet): a 7x7 stride-2 root convolution to `width` channels and a
 # stride-2 max pooling, then bottleneck stages; stage i has width * 2**i bottleneck channels, outputs 4x that,
 # and stride 2 on its first unit except in stage 0.
 ROOT_KERNEL = 7
@@ -122,7 +122,7 @@ def parameter_count(variant, image_size=224, classes=1000):
     weight-standardised convolutions and their GroupNorms.
 
     Args:
-        variant: a value of `keras_vit.VARIANTS` (see `forward_flops`).
+        variant: a value of `keras_vit.models.variants.VARIANTS` (see `forward_flops`).
         image_size: int or `(height, width)`: the position embedding has
             one row per patch of it.
         classes: int, the size of the head (0 for none).
@@ -133,7 +133,8 @@ def parameter_count(variant, image_size=224, classes=1000):
     Example:
 
     >>> import keras_vit
-    >>> parameter_count(keras_vit.VARIANTS["B/16"]), parameter_count(keras_vit.VARIANTS["B/16"], classes=0)
+    >>> b16 = keras_vit.models.variants.VARIANTS["B/16"]
+    >>> parameter_count(b16), parameter_count(b16, classes=0)
     (86567656, 85798656)
     """
     patch = variant["patch_size"]
@@ -155,7 +156,7 @@ def forward_flops(variant, image_size=224, classes=1000):
     Args:
         variant: a dict with `patch_size`, `hidden_dim`, `num_layers`,
             `mlp_dim` and, for a hybrid, `resnet_stages` (and optionally
-            `resnet_width`): a value of `keras_vit.VARIANTS`.
+            `resnet_width`): a value of `keras_vit.models.variants.VARIANTS`.
         image_size: int or `(height, width)`, the input size in pixels.
         classes: int, the size of the head (0 for none).
 
@@ -165,9 +166,9 @@ def forward_flops(variant, image_size=224, classes=1000):
     Example:
 
     >>> import keras_vit
-    >>> round(forward_flops(keras_vit.VARIANTS["B/16"]) / 1e9, 1)
+    >>> round(forward_flops(keras_vit.models.variants.VARIANTS["B/16"]) / 1e9, 1)
     35.1
-    >>> round(forward_flops(keras_vit.VARIANTS["R50+B/16"]) / 1e9, 1)
+    >>> round(forward_flops(keras_vit.models.variants.VARIANTS["R50+B/16"]) / 1e9, 1)
     43.1
     """
     patch = variant["patch_size"]

@@ -71,7 +71,7 @@ def preprocess_input(x, data_format=None):
     Example:
 
     >>> import numpy as np
-    >>> from keras_vit.preprocessing import preprocess_input
+    >>> from keras_vit.models.preprocessing import preprocess_input
     >>> preprocess_input(np.array([[0.0, 255.0]]))
     array([[  0., 255.]])
     """
@@ -106,7 +106,7 @@ def scale_pixels(x, data_format=None):
     Example:
 
     >>> import numpy as np
-    >>> from keras_vit.preprocessing import scale_pixels
+    >>> from keras_vit.models.preprocessing import scale_pixels
     >>> scale_pixels(np.array([[0, 63.75, 127.5, 255]]))
     array([[-1. , -0.5,  0. ,  1. ]], dtype=float32)
     """
@@ -154,7 +154,7 @@ def decode_predictions(preds, top=5):
     Example:
 
     >>> import numpy as np
-    >>> from keras_vit.preprocessing import decode_predictions
+    >>> from keras_vit.models.preprocessing import decode_predictions
     >>> preds = np.zeros((1, 1000), dtype="float32")
     >>> preds[0, 1], preds[0, 999] = 0.5, 0.25
     >>> decode_predictions(preds, top=3)

@@ -1,7 +1,7 @@
 """The ViT variant table and the shape rules every builder shares.
 
 It imports only argument checks and the patch-grid rule, no Keras: the architecture
-(`keras_vit.models`), the public constructors (`keras_vit.applications`), the
+(`keras_vit.models`), the public constructors (`keras_vit.models.applications`), the
 weights machinery (`keras_vit.pretrained`) and the CLIs all read the same
 table and the same rules, so a new variant is one new row of `VARIANTS`.
 
@@ -64,7 +64,7 @@ def num_heads_for(hidden_dim):
 
 
 def constructor_name(variant):
-    """The name of `variant`'s public constructor (`keras_vit.CONSTRUCTORS`).
+    """The name of `variant`'s public constructor (`keras_vit.models.applications.CONSTRUCTORS`).
 
     >>> constructor_name("B/16"), constructor_name("R50+B/16")
     ('ViTB16', 'ViTR50B16')

@@ -3,7 +3,7 @@
 `build_model` assembles the layers of `keras_vit.layers` (pixel scaling,
 patch embedding, class token, position embedding, transformer blocks, final
 norm) and the pooling, `pre_logits` and head, or the feature map, on top. It knows nothing about pretrained
-weights: the public constructors (`keras_vit.applications`) and the weights
+weights: the public constructors (`keras_vit.models.applications`) and the weights
 loader (`keras_vit.pretrained`) both build through it.
 """
 
@@ -67,7 +67,7 @@ def build_model(
             [0, 255] to [-1, 1] itself (a `PixelScaling` layer, which is a
             `keras.layers.Rescaling`). With `False` it
             takes pixels already scaled by
-            `keras_vit.preprocessing.scale_pixels`. Defaults to `True`.
+            `keras_vit.models.preprocessing.scale_pixels`. Defaults to `True`.
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: `(height, width, channels)` (channels first under
             `keras.config.image_data_format() == "channels_first"`); height
@@ -97,7 +97,7 @@ def build_model(
         gelu_approximate: bool, tanh-approximate GELU as in the official JAX
             code, instead of exact GELU. Defaults to `False`.
         resample_method: how the position embedding follows images of
-            another size, one of `keras_vit.resampling.RESAMPLING_METHODS`.
+            another size, one of `keras_vit.layers.resampling.RESAMPLING_METHODS`.
             Defaults to `"official"`.
         resample_antialias: bool, antialias when shrinking (half-pixel
             methods). Defaults to `False`.
@@ -109,7 +109,7 @@ def build_model(
             3.1), the units per stage of its ResNet (`()` for the root only,
             `(3, 4, 9)` for the paper's R50+B/16): the patches are then
             `patch_size` patches of the ResNet's feature map
-            (`keras_vit.resnet.HybridPatchEmbedding`), each covering
+            (`keras_vit.layers.resnet.HybridPatchEmbedding`), each covering
             `patch_size * output_stride(resnet_stages)` pixels.
         resnet_width: int, the hybrid ResNet's root width (a multiple of 32).
             Defaults to `64`, the published hybrids'.

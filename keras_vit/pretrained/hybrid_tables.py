@@ -5,7 +5,7 @@ A hybrid checkpoint is a ViT checkpoint (the tables of `tables`, whose
 backbone. These parts add the backbone to each ViT layout; `HYBRID_LAYOUTS`
 are the composed layouts, read and written like the plain ones.
 
-keras_vit names (`keras_vit.resnet`): `patch_embedding/backbone/conv_root`,
+keras_vit names (`keras_vit.layers.resnet`): `patch_embedding/backbone/conv_root`,
 `gn_root`, and `block{s}_unit{u}/{conv1,gn1,conv2,gn2,conv3,gn3,conv_proj,gn_proj}`
 with 1-based stage and unit numbers, as in the official files:
 

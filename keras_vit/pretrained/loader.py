@@ -362,7 +362,7 @@ def build_pretrained(variant, weights, resample_method="official", resample_anti
     """Builds ViT-`variant` with pretrained weights.
 
     Args:
-        variant: a key of `keras_vit.VARIANTS`, e.g. `"B/16"`.
+        variant: a key of `keras_vit.models.variants.VARIANTS`, e.g. `"B/16"`.
         weights: a tag of the variant (see `keras_vit.pretrained.available_tags`),
             `"imagenet"` (the best ImageNet-1k classifier at the resolution
             nearest `input_shape`), a local `.npz` / `.safetensors` file or

@@ -18,7 +18,7 @@ class CheckpointInfo:
     """One published checkpoint file and what is known about it.
 
     Attributes:
-        variant: `"B/16"` etc., a key of `keras_vit.VARIANTS`.
+        variant: `"B/16"` etc., a key of `keras_vit.models.variants.VARIANTS`.
         tag: the family, e.g. `"augreg_in21k_ft_in1k"`.
         resolution: the square image size it was trained at.
         classes: classes of its head, or `None` if the file has no head.

@@ -3,8 +3,7 @@
 - `recipes`: schedules, optimizers, losses and fault-tolerant checkpoints
   (re-exported here: `keras_vit.training.finetune_optimizer`, ...);
 - `layer_decay`: layer-wise learning-rate decay optimizers;
-- `data`: image folders, TFDS and arrays as tf.data pipelines (also
-  `keras_vit.data`);
+- `data`: image folders, TFDS and arrays as tf.data pipelines;
 - `distribute`, `multihost`: strategies, precision and several processes;
 - `finetune`: the `keras-vit finetune` job;
 - `xla_memory`: XLA's CPU compiler scheduled for memory

@@ -20,8 +20,8 @@ file decodes.
 Example:
 
 ```python
-train, info = keras_vit.data.load("tfds:cifar10", "train")
-train = keras_vit.data.train_pipeline(
+train, info = keras_vit.training.data.load("tfds:cifar10", "train")
+train = keras_vit.training.data.train_pipeline(
     train, image_size=224, batch_size=64, num_classes=info.num_classes)
 ```
 """
@@ -142,7 +142,7 @@ def load(
             new random order every epoch, before decoding (so a small
             shuffle buffer is enough on a large folder).
         shard: `(num_shards, index)`, this host's part in multi-host
-            training (`keras_vit.multihost.data_shard()`): every
+            training (`keras_vit.training.multihost.data_shard()`): every
             `num_shards`-th file of a folder, or `tfds.even_splits` of a
             TFDS split, chosen before anything is decoded.
 
@@ -519,7 +519,7 @@ def model_input(images):
     """Pixel values in [0, 255] as float32, the range keras_vit models take (the last step of every pipeline).
 
     The models scale to [-1, 1] themselves (`include_preprocessing=True`); for
-    one built without, map `keras_vit.preprocessing.scale_pixels` over the
+    one built without, map `keras_vit.models.preprocessing.scale_pixels` over the
     dataset.
     """
     tf = _tf()

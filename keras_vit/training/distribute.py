@@ -8,10 +8,10 @@ learning rate is scaled with it (`setup.scale_learning_rate`).
 
 Keras 3 does not support `tf.distribute.MultiWorkerMirroredStrategy`
 (keras-team/keras issue 20585). Across processes (several hosts, a TPU pod
-slice) use the JAX backend: `keras_vit.multihost.initialize()` on every
+slice) use the JAX backend: `keras_vit.training.multihost.initialize()` on every
 process first, then `configure()` lays the model out over the devices of
 all processes, and each process feeds its own shard of the input
-(`keras_vit.multihost`).
+(`keras_vit.training.multihost`).
 
 JAX backend (`keras.distribution`): `data_parallel()` replicates the model
 and splits the batch over all devices; `model_parallel()` additionally
@@ -182,7 +182,7 @@ def configure(strategy="auto", precision="auto"):
     Example:
 
     ```python
-    setup = keras_vit.distribute.configure()
+    setup = keras_vit.training.distribute.configure()
     with setup.scope():
         model = keras_vit.ViTB16(weights="augreg_in21k_ft_in1k")
         model.compile(..., jit_compile=setup.jit_compile)
@@ -239,7 +239,7 @@ def data_parallel(devices=None, auto_shard_dataset=True):
         auto_shard_dataset: bool. `True`: in a multi-process run Keras gives
             each process its slice of every batch of a `tf.data` pipeline
             that yields global batches. `False`: each process already
-            yields only its own part (see `keras_vit.multihost`).
+            yields only its own part (see `keras_vit.training.multihost`).
     """
     devices = devices or keras.distribution.list_devices()
     return keras.distribution.DataParallel(devices=devices, auto_shard_dataset=auto_shard_dataset)

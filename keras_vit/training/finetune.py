@@ -44,7 +44,7 @@ CONFUSION_NAME = "confusion_matrix.png"
 
 
 def digits_sources(seed=0):
-    """The scikit-learn digits as `(train, eval)` sources (see `keras_vit.data`).
+    """The scikit-learn digits as `(train, eval)` sources (see `keras_vit.training.data`).
 
     Pixels 0-16 are mapped to 0-255; the stratified 80/20 split is fixed by
     `seed`.
@@ -85,7 +85,7 @@ def build_model(model_name, weights, image_size, num_classes, remat=False, patch
             **training_options,
         )
     try:
-        constructor = keras_vit.applications.constructor_for(model_name)
+        constructor = keras_vit.models.applications.constructor_for(model_name)
     except ValueError as error:
         raise ValueError(f"{error} Or {SMALL_MODEL!r}, the default digits model.") from None
     # The paper fine-tunes without pre_logits and with a zero-initialised head,
@@ -299,7 +299,7 @@ def _check_classes(info, folder):
 def make_datasets(config):
     """The training pipeline (repeated: `fit` counts the steps) and the held-out one.
 
-    In a multi-process run (`keras_vit.multihost`) each process reads its
+    In a multi-process run (`keras_vit.training.multihost`) each process reads its
     own shard of the training data and feeds its part of every global
     batch, with its own augmentation draws; every process builds the whole
     held-out pipeline, padded to global batches (weight 0 on the padding),
@@ -654,7 +654,7 @@ and checks) -> `distribute.configure` -> `make_datasets` ->
 The arguments are the settings of `keras_vit.training.settings.SETTINGS`,
 also the `keras-vit finetune` flags. A multi-process run (JAX backend;
 `coordinator`, `num_processes`, `process_id`: see
-`keras_vit.multihost.initialize`) runs the same command in every process;
+`keras_vit.training.multihost.initialize`) runs the same command in every process;
 `batch_size` stays the global batch, split evenly between the processes,
 and process 0 writes the files, so `out` must be a folder all processes see.
 

@@ -3,7 +3,7 @@
 Keras 3 has no `tf.distribute.MultiWorkerMirroredStrategy`; beyond one
 process the supported path is the JAX backend: every process runs the same
 program, `initialize` connects it to the others through JAX's distributed
-runtime, and `keras.distribution` (see `keras_vit.distribute.configure`) lays
+runtime, and `keras.distribution` (see `keras_vit.training.distribute.configure`) lays
 the model out over the global device mesh, the devices of all processes.
 Each process then feeds only its own part of every global batch
 (`data_shard`, `per_process_batch_size`, `split_batches`), and files are
@@ -305,7 +305,7 @@ def run_on_primary(function, name):
 def data_shard():
     """`(num_shards, index)` of this process's part of the input, or `None` in a single process.
 
-    Pass it as `shard=` to `keras_vit.data.train_pipeline`: `tf.data`'s
+    Pass it as `shard=` to `keras_vit.training.data.train_pipeline`: `tf.data`'s
     `shard` gives every process a disjoint part of the examples and together
     they cover all of them, so within an epoch no example is read twice and
     none is skipped.
@@ -337,7 +337,7 @@ def split_batches(dataset):
     """This process's part of every batch of a dataset that yields global batches.
 
     For evaluation: every process builds the same complete, padded pipeline
-    (`keras_vit.data.eval_pipeline(..., static_shapes=True)`) with the global
+    (`keras_vit.training.data.eval_pipeline(..., static_shapes=True)`) with the global
     batch size, and reads only its slice of each batch, so the global batches
     are exactly those of a single-process run (the same split Keras's
     `DataParallel` makes with `auto_shard_dataset=True`).

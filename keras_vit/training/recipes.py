@@ -9,7 +9,7 @@
   (0.9, 0.999), weight decay 0.1 on the kernels only (not biases, norms, the
   class token or the position embedding), warmup then linear decay.
 * Both take an optional `layer_decay` (layer-wise learning-rate decay, see
-  `keras_vit.layer_decay`).
+  `keras_vit.training.layer_decay`).
 * `classification_loss`: cross-entropy with optional label smoothing.
 * `FaultTolerantBackup`, `atomic_save_model`: checkpoints that a SIGKILL
   cannot leave half-written.
@@ -202,7 +202,7 @@ def finetune_optimizer(
         model: the model to fine-tune; required with `layer_decay`.
 
     Returns:
-        A `SyncFreeSGD` (`keras_vit.layer_decay.LayerwiseSGD` with
+        A `SyncFreeSGD` (`keras_vit.training.layer_decay.LayerwiseSGD` with
         `layer_decay`), a `keras.optimizers.SGD`. With accumulation the schedule counts
         batches (Keras schedules see every batch), so its lengths are scaled
         by `accumulation_steps` here: `total_steps` stays in updates.
@@ -257,7 +257,7 @@ def pretrain_optimizer(
         model: the model to train; required with `layer_decay`.
 
     Returns:
-        A `keras.optimizers.AdamW` (`keras_vit.layer_decay.LayerwiseAdamW`
+        A `keras.optimizers.AdamW` (`keras_vit.training.layer_decay.LayerwiseAdamW`
         with `layer_decay`).
     """
     accumulation = _accumulation(accumulation_steps)
@@ -380,7 +380,7 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
         # must run on the training thread: the weights would go on changing under the save.
         return self.save_freq == "epoch"
 
-    # In a multi-process run (`keras_vit.multihost`) process 0 alone writes
+    # In a multi-process run (`keras_vit.training.multihost`) process 0 alone writes
     # and deletes the backup; every process restores from it, so the folder
     # must be one that all processes see.
 

@@ -1,7 +1,7 @@
 """The settings of the `keras-vit finetune` job, each declared once.
 
 `SETTINGS` is the one list: a `Setting` names an argument of
-`keras_vit.finetune.finetune`, its type, its default, its help and its
+`keras_vit.training.finetune.finetune`, its type, its default, its help and its
 check. From it come the fields of `FinetuneConfig`, the checks of
 `make_config`, the signature and `Args:` shown by `help(finetune)`, the
 `keras-vit finetune` flags (`--name-with-dashes`) and the table of
@@ -104,7 +104,7 @@ def _output_folder(name, value):
 
 
 def _distribution(name, value):
-    """`strategy` or `precision`: one of `keras_vit.distribute.STRATEGIES` / `PRECISIONS`."""
+    """`strategy` or `precision`: one of `keras_vit.training.distribute.STRATEGIES` / `PRECISIONS`."""
     from keras_vit.training import distribute
     from keras_vit.utils import validation
 

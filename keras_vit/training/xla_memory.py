@@ -2,10 +2,9 @@
 
 By default XLA's CPU compiler orders a training step's operations to run
 independent ones concurrently, and keeps more intermediate buffers alive at
-once for it. Its other scheduler orders them to keep fewer alive: on a 2-core
-Intel Xeon a ViT-B/16 training step at batch 8 on JAX peaked 13 % lower at
-the same speed, and 47 % lower with `remat=True` (`jax.checkpoint` saves
-nothing under the concurrent schedule; README, "Training memory").
+once for it. Its other scheduler orders them to keep fewer alive: a lower
+training peak at the same speed, much lower with `remat=True`
+(docs/performance.md, "Training memory, fix by fix").
 `keras-vit finetune` turns it on; `schedule_xla_cpu_for_memory()` does the
 same in a script. It changes nothing on a GPU or TPU, whose compilers
 schedule for memory already.

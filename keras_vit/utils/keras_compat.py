@@ -1,62 +1,38 @@
-"""The one place keras_vit touches Keras internals or goes around a Keras op.
+"""The one place keras_vit uses private Keras, torch or JAX names or goes around a Keras op.
 
-Keras has no public hook for some things keras_vit needs, so this module
-uses private names of Keras 3.15 (and one each of torch's and JAX's), or
-calls the backend itself where Keras's op costs memory, and nothing else
-does:
+Each entry buys what its line says; docs/performance.md, "What each Keras
+workaround buys", has the measurement behind it. tests/test_keras_compat.py
+has one test per internal that fails, naming the change, when Keras (or
+torch, JAX) changes it; the tested Keras range is pinned in pyproject.toml.
 
-- the optimizer: `_use_weight_decay(variable)` (does `exclude_from_weight_decay`
-  exclude it), `_get_variable_index(variable)` (its position in the built
-  optimizer), and the `_apply_weight_decay(variables)` step that Keras runs
-  before `update_step` with the global learning rate (layer-wise rates
-  need it per variable, so `PerVariableWeightDecay` turns it off);
-- the SGD update: `SGD.momentums` (one buffer per variable, in build order)
-  and `_backend_update_step(grads, variables, learning_rate)`, the step that
-  updates all variables at once (`SyncFreeSGDUpdate` replaces Keras's torch
-  version, which reads the learning rate back to the host);
-- `keras.callbacks.BackupAndRestore`: `_save_model()` writes the backup
-  into `_weights_path` and `_training_metadata_path` from `_current_epoch`
-  and `_last_batch_seen` (`AtomicBackupWrites` hands them to an atomic
-  writer).
-- `Layer._flatten_layers(include_self=False, recursive=True)`: every layer
-  inside a layer (only models have a public `.layers`, one level deep);
-  the quantized sublayers of a composite layer go into its config.
-- `keras.src.saving.serialization_lib.tf`, the lazy TensorFlow module Keras's
-  serializer asks `tf.available` before its `isinstance(obj, tf.TensorShape)`
-  checks: asking imports TensorFlow, so every `layer.get_config()` imports it
-  on the JAX and PyTorch backends too. `serializer_imports_no_tensorflow()`
-  makes it answer "available" only once TensorFlow is imported (no object can
-  be a TensorFlow type before that).
-- on torch, `torch.utils.checkpoint._StopRecomputationError`, the exception
-  that ends an early-stopped recomputation (`remat` clears the frames it
-  leaves behind; without the name it turns the early stop off instead);
-- JAX's `jax._src.xla_bridge.backends_are_initialized()`: whether JAX has
-  created its backends, when XLA reads `XLA_FLAGS` (JAX has no public way to
-  ask without creating them); `jax_backends_initialized` answers False when
-  the name is gone, and its test says so;
-- `Layer._remat_mode` (set under Keras's `RematScope`): `call_sublayer`
-  leaves such a sublayer to `Layer.__call__`, which rematerializes it;
-- on torch, `torch.nn.functional.scaled_dot_product_attention` called
-  directly (`dot_product_attention`): Keras's torch `dot_product_attention`
-  copies the query, key and value into contiguous heads-first tensors, and
-  its output then needs one more copy (no Keras op avoids it);
-- on torch, `torch.addmm` called directly (`dense`): Keras's `Dense` adds
-  its bias after the product, a second output-sized tensor per call (no
-  Keras op fuses them);
-- on torch, `keras.src.backend.torch.random.torch_seed_generator(seed)`, the
-  generator Keras's torch `random.uniform` draws from: `uniform` draws the
-  same numbers into one tensor, where Keras's returns `(maxval - minval) *
-  rand + minval` (two more tensors of the result's size, no Keras op draws
-  in place);
-- the global seed of `keras.utils.set_random_seed` (`GLOBAL_RANDOM_SEED`
-  and the global `SeedGenerator` in `keras.src.backend.common.global_state`):
-  `set_random_seed` sets them without importing TensorFlow, which Keras's
-  own function does whenever TensorFlow is installed.
-
-tests/test_keras_compat.py has one test per internal; each fails with a
-message naming the Keras change. The tested Keras range is pinned in
-pyproject.toml (`keras>=3.15.1,<3.16`); a new Keras minor version is
-admitted after those tests pass on it.
+- `uses_weight_decay`, `variable_index`, `PerVariableWeightDecay` (the
+  optimizer's `_use_weight_decay`, `_get_variable_index`,
+  `_apply_weight_decay`): layer-wise learning rates with decoupled weight
+  decay, which Keras has no public hook for.
+- `SyncFreeSGDUpdate` (`_backend_update_step`, `SGD.momentums`,
+  `torch._foreach_*`): a torch SGD update that never reads the learning
+  rate back to the host (GPU training throughput, one compiled graph).
+- `AtomicBackupWrites` (`BackupAndRestore._save_model` and its paths):
+  backups written atomically.
+- `sublayers` (`Layer._flatten_layers`): every layer inside a layer.
+- `serializer_imports_no_tensorflow` (`serialization_lib.tf`): the command
+  line reads configs on JAX and PyTorch without importing TensorFlow.
+- `remat` (`torch.utils.checkpoint._StopRecomputationError`, Keras's
+  `AutocastScope`): torch's remat frees what it recomputed at once, and
+  recomputes in the forward pass's mixed-precision dtype.
+- `jax_backends_initialized` (`jax._src.xla_bridge`): an XLA flag set too
+  late is refused instead of silently ignored.
+- `call_sublayer` (`Layer.__call__` skipped, `Layer._remat_mode`): Keras's
+  per-call overhead off a block's sublayers (eager torch speed).
+- `dot_product_attention` (torch's `scaled_dot_product_attention` called
+  directly): no copies of the query, key, value and output on torch.
+- `padded_fused_attention`: cuDNN's fused attention in JAX training at an
+  odd number of tokens.
+- `dense` (`torch.addmm`): the bias added inside the product on torch.
+- `uniform` (`keras.src.backend.torch.random`): random weights drawn in
+  place on torch.
+- `set_random_seed` (`keras.src.backend.common.global_state`): seeding
+  without importing TensorFlow on JAX and PyTorch.
 
 Example:
 
@@ -101,16 +77,10 @@ class PerVariableWeightDecay:
 class SyncFreeSGDUpdate:
     """`keras.optimizers.SGD` mixin: on torch, the update never reads the learning rate back to the host.
 
-    Keras's torch SGD passes the learning rate, a device tensor (a variable,
-    or a schedule's value at this step), as the `alpha` of
-    `torch._foreach_add_`, which takes a Python number: every update reads it
-    back, once without momentum and twice with it. On a GPU each read waits for
-    the backward pass to finish before the update is even queued, so the
-    device idles while Python catches up; under `torch.compile` each read is
-    a graph break, and a schedule's new rate every step recompiles the update
-    until torch gives up and runs it eagerly. Here the rate stays a tensor:
-    `addcmul` multiplies the gradients by it in place, on the device (torch's
-    own SGD, given a tensor rate, also multiplies by it). The arithmetic is
+    Keras's torch SGD passes the learning rate, a device tensor, as the
+    Python-number `alpha` of `torch._foreach_add_`: each update waits for the
+    device, and under `torch.compile` breaks the graph. Here `addcmul`
+    multiplies the gradients by the rate on the device. The arithmetic is
     Keras's (`m = momentum * m - lr * g`, then `w += m`, or with Nesterov
     `w += momentum * m - lr * g`); the other backends keep Keras's update.
     """
@@ -163,10 +133,9 @@ class AtomicBackupWrites:
 def call_sublayer(layer, *args, **kwargs):
     """Runs a built sublayer from inside its parent layer's `call`, without Keras's `Layer.__call__`.
 
-    `Layer.__call__` costs about 150 microseconds of Python per call in eager
-    torch, which a ViT pays ~15 times per block: ~26 ms of a 46 ms ViT-Ti/16
-    forward pass at batch 1. Inside a parent's call it has nothing left to do
-    for keras_vit's sublayers: they are built, take tensors of the parent's
+    `Layer.__call__`'s Python overhead is most of a small ViT's eager torch
+    forward pass. Inside a parent's call it has nothing left to do for
+    keras_vit's sublayers: they are built, take tensors of the parent's
     compute dtype, run in the parent's autocast scope (they share its dtype
     policy), get `training` passed explicitly, carry no masks, losses or
     activity regularizers, and the parent's own `__call__` still sets the
@@ -198,10 +167,8 @@ def fused_attention_compiles(dtype):
     """Whether `keras.ops.dot_product_attention` compiles for `dtype` here.
 
     JAX's implementation multiplies float16 queries and keys into float32
-    logits, a product XLA's CPU backend does not have: under `jit` (every
-    `fit` and `predict` on JAX) it fails with "The precision 'F16_F16_F32' is
-    not supported by dot_general on CPU" (JAX 0.10, Keras 3.15), while the
-    same product in eager mode runs.
+    logits, a product XLA's CPU backend cannot compile (under `jit`: every
+    `fit` and `predict` on JAX).
     """
     import keras
 
@@ -218,14 +185,10 @@ def flash_attention_argument(training=False, tokens=None):
     A global choice, `keras.config.enable_flash_attention()` or
     `disable_flash_attention()`, is passed on unchanged. Otherwise:
 
-    - torch: `False`. Left to Keras (`None`), the torch backend asks torch
-      whether the flash kernel applies by building a
-      `torch.backends.cuda.SDPAParams` on every call, an object torch.compile
-      cannot trace: each attention call breaks the compiled graph (a one-block
-      ViT trained with `jit_compile=True` becomes 22 graphs instead of 17 and
-      takes ~15 % longer to compile on a CPU). `False` calls
-      `scaled_dot_product_attention` without forcing a kernel, so torch picks
-      its own, flash included on a GPU when the inputs allow.
+    - torch: `False`. Left to Keras (`None`), the torch backend builds a
+      `torch.backends.cuda.SDPAParams` on every call, which breaks a
+      torch.compile graph; `False` calls `scaled_dot_product_attention`
+      without forcing a kernel, so torch still picks its own (flash included).
     - JAX, training calls over an odd number of tokens (197 at 224 px): `False`.
       cuDNN's fused attention has no backward pass for an odd length, which
       Keras's inference-only check does not ask; on a GPU
@@ -249,19 +212,13 @@ def dot_product_attention(query, key, value, flash_attention=None):
     """`keras.ops.dot_product_attention(query, key, value, flash_attention=...)` without Keras's copies on torch.
 
     Inputs of shape `(batch, tokens, heads, head_dim)`, as Keras takes them;
-    the output has that shape too. Keras's torch backend calls
-    `scaled_dot_product_attention` on contiguous heads-first copies of the
-    query, key and value unless it forces the flash kernel (which it refuses
-    on a CPU). torch's kernels write the output in the query's layout, so the
-    output comes back heads-first as well, and the `(batch, tokens, hidden)`
-    reshape after it is one more copy, which the output projection keeps for
-    the backward pass beside the kernel's own output: 4.6 MiB per block of a
-    ViT-B/16 at batch 8, 55 MiB in all. Here torch's kernel gets the strided
-    heads-first views of the token-major inputs (the layout timm passes it),
-    writes a token-major output, and the reshape is a view. torch picks the
-    kernel either way (flash included on a GPU where the inputs allow), and
-    the values are those of Keras's op. A `flash_attention=True` (forced) and
-    the other backends go to `keras.ops.dot_product_attention` as they are.
+    the output has that shape too. Keras's torch backend copies the query,
+    key and value into contiguous heads-first tensors, and its heads-first
+    output costs one more copy, kept for the backward pass. Here torch's
+    kernel gets strided heads-first views of the token-major inputs (as timm
+    passes them) and writes a token-major output: the same values, no
+    copies. A `flash_attention=True` (forced) and the other backends go to
+    `keras.ops.dot_product_attention` as they are.
     """
     import keras
 
@@ -292,11 +249,9 @@ def padded_fused_attention(query, key, value, implementation=None, multiple=None
     """JAX's `dot_product_attention` over a sequence padded to a multiple of `multiple` tokens, padded keys masked.
 
     Buys cuDNN's fused attention in training at 197 tokens (its backward pass
-    refuses odd lengths), where Keras falls back to XLA's attention, which
-    keeps every attention matrix for the backward pass (docs/performance.md,
-    "JAX on a GPU"). The padded query rows are sliced off, and the padded keys
-    are hidden by the kernel's own length mask, so every real query attends
-    to exactly the keys it had.
+    refuses odd lengths; Keras falls back to XLA's attention). The padded
+    query rows are sliced off, and the kernel's length mask hides the padded
+    keys, so every real query attends to exactly the keys it had.
     """
     import jax
     import jax.numpy as jnp
@@ -317,15 +272,10 @@ def dense(layer, inputs):
     the product on torch.
 
     Keras's `Dense` computes `matmul(inputs, kernel)` and then `add(..., bias)`:
-    on torch two output-sized tensors per call, the first freed at once. In a
-    ViT-B/16 training step that is ~500 MiB more allocated at batch 8 and, in
-    glibc's heap, ~400 MiB more peak resident memory at batch 32 (`python -m
-    benchmarks.memory`). Here torch folds the leading axes into rows itself (a
-    view of contiguous inputs, as `torch.nn.functional.linear` does, without
-    the ~40 microseconds of Python of a `keras.ops.reshape` on torch) and
+    on torch two output-sized tensors per call. Here torch folds the leading
+    axes into rows (a view, as `torch.nn.functional.linear` does) and
     `torch.addmm(bias, rows, kernel)` (what `torch.nn.Linear` calls) writes the
-    output once, with the bias added in the product's accumulation: equal to
-    Keras's result up to float rounding.
+    output once: equal to Keras's result up to float rounding.
 
     Only a plain float `Dense` on torch takes that path: the kernel and bias as
     the layer reads them (cast by Keras's autocast scope under mixed
@@ -368,12 +318,11 @@ def _plain_dense(layer):
 def uniform(shape, minval, maxval, dtype=None, seed=None):
     """`keras.random.uniform(shape, minval, maxval, dtype, seed)`, the same numbers, drawn in place on torch.
 
-    Keras's torch version draws `rand` and returns `(maxval - minval) * rand +
-    minval`, two more tensors of the result's size freed at once: the holes
-    they leave between a model's weights in glibc's heap stay resident (see
-    `keras_vit.layers.initializers.GlorotUniform`). Here the same generator
-    fills one tensor and the same two operations scale it in place. Other
-    backends, scalars and the symbolic "meta" device run Keras's own.
+    Keras's torch version returns `(maxval - minval) * rand + minval`, two
+    more tensors of the result's size, whose holes between a model's weights
+    stay resident in the heap. Here the same generator fills one tensor,
+    scaled in place. Other backends, scalars and the symbolic "meta" device
+    run Keras's own.
     """
     import keras
 
@@ -407,18 +356,12 @@ def remat(function):
     metadata"). So the scope open when `remat` is called is reopened around
     every run of `function`.
 
-    Keras's torch `remat` is `torch.utils.checkpoint` (non-reentrant), which
-    stops the recomputation as soon as the backward pass has every tensor it
-    needs, by raising torch's `_StopRecomputationError` through the layers.
-    Keras's layer calls re-raise it with their arguments in the frames it
-    passed, in reference cycles with the exception: only Python's cyclic
-    collector frees them, often long after the step, and they are the
-    recomputed activations (~700 MiB of a ViT-B/16 step at batch 8, alive
-    into the next step's peak). The frames the exception left are cleared
-    before it goes on to torch, which only catches it; any other exception
-    keeps its frames for debugging. (Turning the early stop off avoids the
-    exception too, but recomputes each block's last matmul: ~10 % more
-    step time at B/16.)
+    Keras's torch `remat` is `torch.utils.checkpoint`, which ends the
+    recomputation early by raising torch's `_StopRecomputationError` through
+    the layers; Keras's layer calls keep it, with the recomputed activations
+    in their frames, in reference cycles that only Python's cyclic collector
+    frees, often after the next step's peak. The frames it left are cleared
+    before it goes on to torch; any other exception keeps its frames.
     """
     import keras
 
@@ -499,7 +442,7 @@ def set_random_seed(seed):
     `keras.random` without a seed), PyTorch on the torch backend, and
     TensorFlow where it is the backend or already imported (tf.data), exactly
     as Keras does; Keras's own function imports TensorFlow whenever it is
-    installed (seconds of start-up, and its native log lines).
+    installed.
 
     Args:
         seed: int.
@@ -549,9 +492,12 @@ class _ImportedTensorFlow:
 def serializer_imports_no_tensorflow():
     """Stops Keras's serializer (`get_config`, saving) from importing TensorFlow just to ask whether it could.
 
-    Idempotent; `keras_vit` calls it at import. A TensorFlow object to
-    serialize exists only once TensorFlow is imported, and then the checks
-    run as before.
+    Keras's serializer asks its lazy `tensorflow` module whether it is
+    available before each of its `tf.TensorShape` checks, which imports
+    TensorFlow on the JAX and PyTorch backends too. Only the command line
+    calls this, before its command runs (never `import keras_vit`); it is
+    idempotent. A TensorFlow object to serialize exists only once TensorFlow
+    is imported, and then the checks run as before.
     """
     from keras.src.saving import serialization_lib
 

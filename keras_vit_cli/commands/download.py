@@ -6,10 +6,12 @@ HF_HUB_OFFLINE=1 (or KERAS_VIT_OFFLINE=1) there. The file is read and
 converted once to check it is complete.
 """
 
+from keras_vit_cli import options
+
 
 def add_arguments(parser):
     parser.add_argument("model", help="a constructor (ViTB16) or variant (B/16)")
-    parser.add_argument("--weights", required=True, help="a checkpoint tag, 'imagenet', hf://org/repo or an https URL")
+    options.add_weights(parser, None, help="a checkpoint tag, 'imagenet', hf://org/repo or an https URL", required=True)
     parser.add_argument(
         "--image-size", type=int, default=224, help="picks the tag's nearest resolution (default: %(default)s)"
     )
@@ -22,6 +24,8 @@ def run(args):
     from keras_vit.pretrained import loader, sources
     from keras_vit.utils import validation
 
+    if args.weights is None:
+        raise ValueError("--weights none: random weights, nothing to download")
     variant = constructor_for(args.model).variant
     size = validation.positive_int("image_size", args.image_size)
     source = sources.resolve_source(variant, args.weights, (size, size))

@@ -16,10 +16,14 @@ scikit-learn, split as `keras-vit finetune` splits them (no download).
 
 import sys
 
+from keras_vit_cli import options
+
+TENSORFLOW_ON = ("tensorflow", "jax", "torch")  # tf.data reads the images on every backend
+
 
 def add_arguments(parser):
     parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) or variant (B/16)")
-    parser.add_argument("--weights", default=None, help="a constructor's weights= argument (default: random init)")
+    options.add_weights(parser, None)
     parser.add_argument(
         "--reinitialize",
         action="store_true",

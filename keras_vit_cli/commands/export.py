@@ -14,6 +14,10 @@ four); the command says so when the pair cannot work. --int8 writes a
 post-training int8 artefact (litert, onnx; no calibration set needed).
 """
 
+from keras_vit_cli import options
+
+TENSORFLOW_ON = ("tensorflow", "jax")  # JAX exports through jax2tf
+
 
 def add_arguments(parser):
     parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) / variant (B/16)")
@@ -27,11 +31,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--int8", action="store_true", help="post-training int8 (litert: dynamic range; onnx: ONNX Runtime dynamic)"
     )
-    parser.add_argument(
-        "--weights",
-        default="imagenet",
-        help="for a constructor: tag, 'imagenet', file, hf:// or 'none' for random weights (default: %(default)s)",
-    )
+    options.add_weights(parser, "imagenet")
     parser.add_argument("--image-size", type=int, default=224, help="for a constructor: square input size")
 
 
@@ -54,8 +54,7 @@ def run(args):
         size = validation.positive_int("image_size", args.image_size)
         # Before the weights are fetched and converted (minutes for a large model), not after.
         deploy.check_target(args.out, args.format, name=inspect.signature(constructor).parameters["name"].default)
-        weights = None if args.weights.lower() == "none" else args.weights
-        model = constructor(weights=weights, input_shape=(size, size, 3))
+        model = constructor(weights=args.weights, input_shape=(size, size, 3))
     path = deploy.export(model, args.out, format=args.format, input_dtype=args.input_dtype, int8=args.int8)
     precision = "int8" if args.int8 else "float32"
     pixels = f"(batch, height, width, 3) {args.input_dtype} pixels in [0, 255]"

@@ -5,11 +5,13 @@ training_curves.png to --out, with history.csv (the per-epoch log) and
 checkpoint.keras (the last finished epoch); a killed run resumes from
 out/backup when restarted with the same command. With stdout piped or
 redirected and no --verbose, progress is one line per epoch (--verbose 2).
-Options left out take the defaults of `keras_vit.finetune.finetune`, which
+Options left out take the defaults of `keras_vit.training.finetune.finetune`, which
 also checks every value.
 """
 
 from keras_vit_cli import options
+
+TENSORFLOW_ON = ("tensorflow", "jax", "torch")  # tf.data reads the images on every backend
 
 
 def add_arguments(parser):

@@ -9,6 +9,8 @@ embedding_filters.png go to --out. Needs matplotlib
 
 import sys
 
+from keras_vit_cli import options
+
 
 def add_arguments(parser):
     parser.add_argument(
@@ -19,9 +21,7 @@ def add_arguments(parser):
         default="ViTB16",
         help="a constructor (ViTB16), a variant (B/16) or the path of a saved .keras model (default: %(default)s)",
     )
-    parser.add_argument(
-        "--weights", default=None, help="passed as the constructor's weights= argument (default: random weights)"
-    )
+    options.add_weights(parser, None)
     parser.add_argument("--image-size", type=int, default=None, help="a constructor's square input size")
     parser.add_argument("--out", default="inspect", help="folder for the PNGs (default: %(default)s)")
     parser.add_argument("--head-fusion", default="mean", help="rollout head fusion: mean, max or min")

@@ -4,7 +4,7 @@
 
 Each process runs `python -m keras_vit_cli COMMAND ...` with the
 KERAS_DISTRIBUTION_* settings of its rank and the coordinator on localhost
-(see `keras_vit.multihost`); if one process fails, the others are stopped
+(see `keras_vit.training.multihost`); if one process fails, the others are stopped
 and the exit code is the failed one's. For several hosts, run the command
 once per host with --coordinator, --num-processes and --process-id instead.
 """

@@ -14,9 +14,7 @@ from keras_vit_cli import options
 def add_arguments(parser):
     parser.add_argument("images", nargs="+", help="image files")
     options.add_model(parser, "ViTB16", saved_model=True)
-    parser.add_argument(
-        "--weights", default="imagenet", help="tag, 'imagenet', file or hf://org/repo (default: %(default)s)"
-    )
+    options.add_weights(parser, "imagenet")
     options.add_image_size(parser, help="square input size of a constructor")
     options.add_classes(parser, help="classes of the checkpoint's head")
     parser.add_argument("--top", type=int, default=5, help="how many classes to print (default: %(default)s)")

@@ -9,6 +9,9 @@ so the table comes at once.
 
 from keras_vit_cli import keras_free, options
 
+USES_KERAS = False
+TENSORFLOW_ON = ()
+
 
 def add_arguments(parser):
     options.add_image_size(parser)
