@@ -214,7 +214,7 @@ def test_bfloat16_safetensors_load_exactly(monkeypatch, tmp_path):
 
 
 def _random_model(variant, size, classes=5, representation_size=None, include_top=True, pooling=None):
-    model = keras_vit.models.build_model(
+    model = keras_vit.VisionTransformer(
         **keras_vit.VARIANTS[variant],
         input_shape=(size[0], size[1], 3),
         classes=classes,

@@ -277,7 +277,7 @@ def test_registry_tag_loads_from_a_preseeded_hub_cache(tmp_path, monkeypatch):
     import keras_vit
 
     ph.register_variant(monkeypatch, name="Ti/16", hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, patch_size=16)
-    source = keras_vit.models.build_model(**keras_vit.VARIANTS["Ti/16"], input_shape=(224, 224, 3), classes=1000)
+    source = keras_vit.VisionTransformer(**keras_vit.VARIANTS["Ti/16"], input_shape=(224, 224, 3), classes=1000)
     exported = pretrained.export_weights(source, tmp_path / "export.safetensors", "timm")
     info = pretrained.resolve("Ti/16", "augreg_in21k_ft_in1k", (224, 224))
     _seed_hub_cache(tmp_path / "hub", info.hub_repo, info.hub_filename, open(exported, "rb").read())

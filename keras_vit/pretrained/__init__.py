@@ -33,7 +33,7 @@ from keras_vit.pretrained.errors import (
     WeightsError,
 )
 from keras_vit.pretrained.export import export_weights
-from keras_vit.pretrained.loader import Checkpoint, build_pretrained, build_with_weights, load_checkpoint
+from keras_vit.pretrained.loader import Checkpoint, build_pretrained, load_checkpoint
 from keras_vit.pretrained.registry import CHECKPOINTS, CheckpointInfo, available_tags, checkpoints, resolve
 from keras_vit.pretrained.sources import WeightsSource, fetch, resolve_source
 
@@ -56,7 +56,6 @@ __all__ = [
     "WeightsSource",
     "available_tags",
     "build_pretrained",
-    "build_with_weights",
     "cache_dir",
     "checkpoints",
     "detect_format",
