@@ -315,7 +315,7 @@ def test_the_public_imports_are_unchanged():
             continue  # deprecated, with its own warning test
         assert importlib.import_module(f"keras_vit.{old}") is importlib.import_module(f"keras_vit.{new}")
     public = {
-        "keras_vit.models": ("Architecture", "build", "build_model", "find_vit"),
+        "keras_vit.models": ("VisionTransformer", "find_vit"),
         "keras_vit.metadata": ("ClassNames", "class_names", "find_vit", "load_classifier", "top_classes"),
         "keras_vit.pretrained": ("build_pretrained", "load_checkpoint", "available_tags"),
         "keras_vit.pretrained.export": ("export_weights", "convert_checkpoint", "write_weights"),

@@ -32,7 +32,7 @@ def sample_image_path():
     return str(importlib.resources.files("keras_vit") / "resources" / SAMPLE_IMAGE)
 
 
-def build_model(model, weights=None, image_size=None):
+def named_model(model, weights=None, image_size=None):
     """The model `keras-vit inspect --model ... --weights ...` names.
 
     Args:

@@ -13,7 +13,7 @@ import keras
 from keras_vit import layers as vit_layers
 from keras_vit.layers import resnet
 from keras_vit.models import preprocessing, variants
-from keras_vit.utils import validation
+from keras_vit.utils import keras_compat, validation
 
 OUTPUT_FORMATS = ("NHWC", "NLC")
 
@@ -232,8 +232,17 @@ class VisionTransformer(keras.Model):
         return pixels_per_token(self.patch_size, self.resnet_stages)
 
     def get_config(self):
-        # The policy is saved, as a functional model saves each layer's: a model reloads with the precision it had.
-        dtype = keras.dtype_policies.serialize(self.dtype_policy)
+        # The policy is saved, as a functional model saves each layer's: a model reloads with the precision it
+        # had, and a quantized one with its quantized layers (keras-hub's backbones save a `DTypePolicyMap` too).
+        policy_map = keras.dtype_policies.DTypePolicyMap
+        dtype = self.dtype_policy
+        default = dtype.default_policy if isinstance(dtype, policy_map) else dtype
+        quantized = policy_map(default_policy=default)
+        for layer in keras_compat.sublayers(self):
+            if layer.quantization_mode is not None:
+                policy = layer.dtype_policy
+                quantized[layer.path] = policy[layer.path] if isinstance(policy, policy_map) else policy
+        dtype = keras.dtype_policies.serialize(quantized if len(quantized) else default)
         return {"name": self.name, "trainable": self.trainable, "dtype": dtype, **self._arguments}
 
     def forward_intermediates(self, images, indices=None, output_fmt="NHWC", norm=False, return_attention=False):
@@ -476,6 +485,15 @@ def _embed(layers, images, training=None):
     return x, patch_grid
 
 
+def _head_dtype(dtype):
+    """float32, or the head's quantized policy in a quantized model's `DTypePolicyMap`."""
+    if isinstance(dtype, dict):
+        dtype = keras.dtype_policies.deserialize(dtype)
+    if isinstance(dtype, keras.dtype_policies.DTypePolicyMap) and dtype["head"].quantization_mode is not None:
+        return dtype
+    return "float32"
+
+
 def _graph(config, input_tensor, dtype):
     """`(inputs, outputs)` of the model's functional graph."""
     channels_first = keras.config.image_data_format() == "channels_first"
@@ -503,7 +521,7 @@ def _graph(config, input_tensor, dtype):
     if config["include_top"]:
         # Zero-initialised head (paper, "Fine-tuning and higher resolution"),
         # kept in float32 so mixed-precision logits and softmax stay exact.
-        x = keras.layers.Dense(config["classes"], kernel_initializer="zeros", dtype="float32", name="head")(x)
+        x = keras.layers.Dense(config["classes"], kernel_initializer="zeros", dtype=_head_dtype(dtype), name="head")(x)
         if config["classifier_activation"] is not None:
             x = keras.layers.Activation(config["classifier_activation"], dtype="float32", name="predictions")(x)
     model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else [inputs]
