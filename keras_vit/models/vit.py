@@ -193,11 +193,11 @@ class VisionTransformer(keras.Model):
             from keras_vit.pretrained import loader
 
             config, checkpoint = loader.prepare(config, weights, variant=variants.variant_of(config))
-        inputs, outputs = _graph(config, input_tensor, dtype)
+        inputs, images, outputs = _graph(config, input_tensor, dtype)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
         # An `input_tensor` computed by other layers puts them before the ViT's own: `forward_intermediates`
         # cannot run them (they are no part of the config either).
-        self._layers_before_the_vit = input_tensor is not None and input_tensor is not inputs[0]
+        self._layers_before_the_vit = all(images is not tensor for tensor in self.inputs)
         self._arguments = config
         for key, value in config.items():
             if key != "input_shape":  # `keras.Model.input_shape` already answers it, batch included
@@ -495,7 +495,7 @@ def _head_dtype(dtype):
 
 
 def _graph(config, input_tensor, dtype):
-    """`(inputs, outputs)` of the model's functional graph."""
+    """`(inputs, images, outputs)` of the model's functional graph (`images`: the tensor the ViT starts from)."""
     channels_first = keras.config.image_data_format() == "channels_first"
     if input_tensor is None:
         inputs = keras.Input(shape=config["input_shape"], name="images")
@@ -524,5 +524,8 @@ def _graph(config, input_tensor, dtype):
         x = keras.layers.Dense(config["classes"], kernel_initializer="zeros", dtype=_head_dtype(dtype), name="head")(x)
         if config["classifier_activation"] is not None:
             x = keras.layers.Activation(config["classifier_activation"], dtype="float32", name="predictions")(x)
-    model_inputs = keras.utils.get_source_inputs(input_tensor) if input_tensor is not None else [inputs]
-    return model_inputs, x
+    model_inputs = inputs
+    if input_tensor is not None:
+        sources = keras.utils.get_source_inputs(input_tensor)
+        model_inputs = sources[0] if len(sources) == 1 else sources
+    return model_inputs, inputs, x
