@@ -66,7 +66,7 @@ def test_finetune_then_predict_with_a_hybrid(tiny_hybrid, tmp_path, capsys):
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     assert metrics["steps"] == 2 and metrics["class_names"] == ["disc", "ring"]
     model = keras.saving.load_model(os.path.join(out, "model.keras"))
-    assert model.get_layer("patch_embedding").__class__.__name__ == "HybridPatchEmbedding"
+    assert keras_vit.models.find_vit(model).resnet_stages == ()
     image = _image(tmp_path)
     capsys.readouterr()
     assert cli.main(["predict", image, "--model", os.path.join(out, "model.keras"), "--top", "2"]) == 0

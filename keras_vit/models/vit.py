@@ -229,7 +229,7 @@ class VisionTransformer(keras.Model):
     @property
     def pixels_per_token(self):
         """`(height, width)`: image pixels per token side (the patch, times a hybrid ResNet's stride)."""
-        return pixels_per_token(self.patch_size, self.resnet_stages)
+        return resnet.pixels_per_token(self.patch_size, self.resnet_stages)
 
     def get_config(self):
         # The policy is saved, as a functional model saves each layer's: a model reloads with the precision it
@@ -344,18 +344,11 @@ def find_vit(model):
     )
 
 
-def pixels_per_token(patch_size, resnet_stages=None):
-    """`(height, width)`: image pixels per token side of a plain ViT's or a hybrid's patch embedding."""
-    if resnet_stages is None:
-        return vit_layers.PatchEmbedding.pixels_per_token_for(patch_size)
-    return resnet.HybridPatchEmbedding.pixels_per_token_for(patch_size, resnet_stages)
-
-
 def grid_size(config):
     """The patch grid the position embedding of a checked `config` is stored at: that of a fixed input size
     (padding included), else `embedding_grid`, else that of a 224 x 224 image."""
     height, width, _ = variants.channels_last(config["input_shape"], keras.config.image_data_format())
-    pixels = pixels_per_token(config["patch_size"], config["resnet_stages"])
+    pixels = resnet.pixels_per_token(config["patch_size"], config["resnet_stages"])
     # A hybrid's "same"-padded ResNet and padded patches give the same ceil(size / token) grid as a plain ViT.
     grid = vit_layers.patch_grid((height, width), pixels)
     if None not in grid:

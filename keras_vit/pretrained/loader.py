@@ -25,9 +25,10 @@ import re
 import keras
 import numpy as np
 
+from keras_vit.layers import resnet
 from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_embedding
 from keras_vit.layers.transformer import patch_grid
-from keras_vit.models import variants, vit
+from keras_vit.models import variants
 from keras_vit.pretrained import converters, io, sources
 from keras_vit.pretrained.errors import (
     CheckpointMismatchError,
@@ -243,7 +244,7 @@ def embedding_stages(weights):
 def pixels_per_token_of_weights(weights):
     """Image pixels per token side of keras_vit-named `weights`."""
     patch = tuple(int(size) for size in weights["patch_embedding/projection/kernel"].shape[:2])
-    return vit.pixels_per_token(patch, embedding_stages(weights))
+    return resnet.pixels_per_token(patch, embedding_stages(weights))
 
 
 def load_checkpoint(path, format=None):
@@ -474,35 +475,6 @@ def assign(model, values):
     for variable in model.weights:
         dtype = keras.backend.standardize_dtype(variable.dtype)
         variable.assign(np.asarray(values[variable.path], dtype=dtype))
-
-
-def build_pretrained(variant, weights, **kwargs):
-    """ViT-`variant` with pretrained weights: `VisionTransformer(**VARIANTS[variant], weights=weights, **kwargs)`.
-
-    Args:
-        variant: a key of `keras_vit.VARIANTS`, e.g. `"B/16"`.
-        weights: a tag of the variant (see `keras_vit.pretrained.available_tags`),
-            `"imagenet"` (the best ImageNet-1k classifier at the resolution
-            nearest `input_shape`), a local `.npz` / `.safetensors` file or
-            `save_pretrained` directory, or `"hf://org/repo[/file][@revision]"`.
-        **kwargs: the other arguments of `keras_vit.VisionTransformer`
-            (include_top, input_shape, classes, representation_size,
-            resample_method, ...). `representation_size=None` keeps the
-            checkpoint's `pre_logits` only when its pretrained head is kept
-            (the head needs it) and drops it otherwise, as the paper does for
-            fine-tuning.
-
-    Returns:
-        A `keras_vit.VisionTransformer` whose every weight came from the
-        checkpoint (or, for a new head, is zero), or an exception and no model.
-
-    Raises:
-        UnknownWeightsError: before any download, for unknown tags.
-        DownloadError / OfflineError: the file cannot be fetched.
-        CheckpointFormatError / CorruptCheckpointError: unreadable file.
-        CheckpointMismatchError: the checkpoint does not fit the model.
-    """
-    return vit.VisionTransformer(**variants.VARIANTS[variant], weights=weights, **kwargs)
 
 
 def _names_a_file(weights):
