@@ -55,7 +55,7 @@ def _checkpoint_for(info, folder):
     from keras_vit.pretrained import export
 
     row = variants.VARIANTS[info.variant]
-    model = vit.build_model(
+    model = vit.VisionTransformer(
         **row,
         input_shape=(info.resolution, info.resolution, 3),
         include_top=info.classes is not None,

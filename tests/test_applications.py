@@ -17,7 +17,7 @@ import pytest
 
 import keras_vit
 from keras_vit.layers.resampling import resample_position_embedding
-from keras_vit.models import Architecture, preprocessing
+from keras_vit.models import preprocessing
 from keras_vit.models.applications import CONSTRUCTORS
 from keras_vit.models.variants import VARIANTS
 from tests.helpers import BACKEND, run_model_saving_test, run_precision_test, to_numpy
@@ -69,7 +69,7 @@ def test_application_notop_custom_input_shape(tiny_variants, data_format, name):
     model = CONSTRUCTORS[name](weights=None, include_top=False, input_shape=shape)
     axis = 1 if data_format == "channels_first" else -1
     assert model.outputs[0].shape[axis] == 16
-    side = -(-123 // Architecture.from_model(model).pixels_per_token[0])
+    side = -(-123 // model.pixels_per_token[0])
     out = to_numpy(model(np.zeros((1, *shape), "float32")))
     assert out.shape == ((1, 16, side, side) if axis == 1 else (1, side, side, 16))
 

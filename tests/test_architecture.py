@@ -1,6 +1,6 @@
 """The shape of the house, checked: imports run one way between rooms, and no private name crosses a module.
 
-The rooms (README "Architecture"), lowest first; a module may import its own
+The rooms (docs/architecture.md), lowest first; a module may import its own
 room and the rooms below it, never one above. A room is a set of module paths
 (a folder, or one module of a folder); a module belongs to the room of its
 longest matching path:
@@ -40,7 +40,11 @@ ROOMS = (
     ("command line", ("keras_vit_cli",)),
 )
 # Dependencies that point the wrong way today, each with the change that removes it.
-KNOWN_EXCEPTIONS = {}
+KNOWN_EXCEPTIONS = {
+    # `VisionTransformer(weights=...)` reads the checkpoint (its grid, its pre_logits) before it builds its graph,
+    # importing the loader only when weights are asked for; a `from_preset` classmethod above both would remove it.
+    ("keras_vit.models.vit", "keras_vit.pretrained.loader"): "weights= of the model class",
+}
 
 
 def module_name(path):
@@ -68,8 +72,8 @@ def room_of(module):
     ]
     if not matches:
         raise AssertionError(
-            f"{module} belongs to no room: add it to ROOMS in tests/test_architecture.py (and to the README's "
-            "Architecture section), in the lowest room whose modules it needs."
+            f"{module} belongs to no room: add it to ROOMS in tests/test_architecture.py (and to "
+            "docs/architecture.md), in the lowest room whose modules it needs."
         )
     _, level, room = max(matches)
     return level, room
@@ -281,7 +285,7 @@ def test_the_public_imports_are_unchanged():
     for name in keras_vit.layers.__all__:
         assert getattr(importlib.import_module("keras_vit.layers"), name) is not None, name
     public = {
-        "keras_vit.models": ("Architecture", "build", "build_model", "find_vit"),
+        "keras_vit.models": ("VisionTransformer", "find_vit"),
         "keras_vit.models.metadata": ("ClassNames", "class_names", "find_vit", "load_classifier", "top_classes"),
         "keras_vit.pretrained": ("build_pretrained", "load_checkpoint", "available_tags"),
         "keras_vit.pretrained.export": ("export_weights", "convert_checkpoint", "write_weights"),

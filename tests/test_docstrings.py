@@ -123,17 +123,17 @@ def test_constructor_docstring_is_complete_and_states_its_variant(name):
         assert part in doc
 
 
-def test_builders_share_build_model_argument_texts():
-    # VisionTransformer and the named constructors describe each shared argument with build_model's own entry.
-    from keras_vit.models import build_model
-
-    source = _args(build_model)
-    for function in (keras_vit.VisionTransformer, keras_vit.ViTB16, keras_vit.ViTRTi16):
+def test_constructors_share_the_vision_transformer_argument_texts():
+    # The named constructors describe each shared argument with VisionTransformer's own entry.
+    source = _args(keras_vit.VisionTransformer)
+    parameters = inspect.signature(keras_vit.VisionTransformer).parameters
+    assert list(source) == [name for name in parameters if name != "kwargs"]
+    for function in (keras_vit.ViTB16, keras_vit.ViTRTi16):
         entries = _args(function)
         assert list(entries) == list(inspect.signature(function).parameters)
         shared = [name for name in entries if name != "weights"]
         assert shared and all(entries[name] == source[name] for name in shared)
-    assert "this same architecture" in _args(keras_vit.VisionTransformer)["weights"]
+    assert "this same architecture" in source["weights"]
 
 
 def test_help_shows_the_signature_and_the_rendered_docstring():

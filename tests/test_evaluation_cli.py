@@ -114,7 +114,7 @@ def test_a_trained_model_beats_its_random_init_at_ten_shots(tmp_path):
     keras.utils.set_random_seed(0)
     train, test = finetune.digits_sources()
     model = keras_vit.VisionTransformer(**TINY, classes=10, classifier_activation=None)
-    random_init = keras.models.clone_model(model)
+    random_init = keras_vit.VisionTransformer.from_config(model.get_config())
     images, labels = zip(*train[0].as_numpy_iterator())
     pixels = keras.ops.convert_to_numpy(keras.ops.image.resize(np.stack(images).astype("float32"), (16, 16)))
     model.compile(keras.optimizers.AdamW(2e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))

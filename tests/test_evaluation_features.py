@@ -138,7 +138,7 @@ def test_a_channels_first_model_and_a_hybrid_of_any_size_give_their_features():
     np.testing.assert_allclose(features.features, expected.features, atol=1e-5)
     np.testing.assert_allclose(features.outputs, expected.outputs, atol=1e-5)
     # A hybrid that takes any size is fed its stored grid's images: tokens of 4 px (a stem-only ResNet).
-    hybrid = keras_vit.models.build_model(
+    hybrid = keras_vit.VisionTransformer(
         patch_size=1, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, include_top=False,
         resnet_stages=(), resnet_width=32,
     )  # fmt: skip

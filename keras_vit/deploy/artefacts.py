@@ -51,7 +51,6 @@ import numpy as np
 from keras_vit.deploy import writers
 from keras_vit.deploy.writers import CLASS_NAMES_FILE, OUTPUT_NAME
 from keras_vit.models import metadata
-from keras_vit.models.architecture import Architecture
 from keras_vit.utils import extras, files, keras_compat, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
@@ -166,7 +165,7 @@ def serving_model(model, input_dtype="uint8"):
     # Rescaling casts to float32 first: x / 127.5 - 1, the ViT preprocessing, unless the ViT
     # scales raw pixels itself (include_preprocessing=True, the default), or the user's model around
     # it scales them in its own layers (a Rescaling or Normalization of its own): then only the cast.
-    own_scaling = Architecture.from_model(model).include_preprocessing or _scales_pixels_around_the_vit(model)
+    own_scaling = metadata.find_vit(model).include_preprocessing or _scales_pixels_around_the_vit(model)
     scale, offset = (1.0, 0.0) if own_scaling else (1.0 / 127.5, -1.0)
     scaled = keras.layers.Rescaling(scale, offset=offset, name="pixel_scaling")(inputs)
     serving = keras.Model(inputs, model(scaled), name=f"{model.name}_serving")

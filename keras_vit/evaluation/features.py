@@ -30,8 +30,7 @@ import dataclasses
 import keras
 import numpy as np
 
-from keras_vit import layers as vit_layers
-from keras_vit.models import architecture, metadata, preprocessing
+from keras_vit.models import metadata, preprocessing
 from keras_vit.utils import validation
 
 REPRESENTATIONS = ("pre_logits", "token", "gap", "max")
@@ -91,9 +90,6 @@ class Representation:
 def find_backbone(model):
     """The keras_vit ViT inside `model` (the model itself, or one nested in it at any depth).
 
-    The one place this module relies on how a keras_vit model is found, so
-    that a description of the architecture can replace it.
-
     Raises:
         ValueError: `model` holds no keras_vit ViT.
     """
@@ -133,29 +129,17 @@ def representation(model, image_size=None, num_classes=None):
         ValueError: `model` holds no keras_vit ViT.
     """
     backbone = find_backbone(model)
-    layers = backbone.layers
-    by_name = {layer.name: layer for layer in layers}
-    pooling = [layer for layer in layers if isinstance(layer, vit_layers.TokenPooling)]
-    last_block = max(index for index, layer in enumerate(layers) if isinstance(layer, vit_layers.TransformerBlock))
-    norms = [layer for layer in layers[last_block:] if isinstance(layer, keras.layers.LayerNormalization)]
-    if "pre_logits" in by_name:
-        kind, tensor, from_sequence = "pre_logits", by_name["pre_logits"].output, False
-    elif pooling:
-        kind, tensor, from_sequence = pooling[0].mode, pooling[0].output, False
-    elif norms:
-        has_class_token = any(isinstance(layer, vit_layers.ClassToken) for layer in layers)
-        kind, tensor, from_sequence = ("token" if has_class_token else "gap"), norms[0].output, True
+    if backbone.representation_size is not None:
+        kind, tensor, from_sequence = "pre_logits", backbone.get_layer("pre_logits").output, False
+    elif backbone.pooling is not None:
+        kind, tensor, from_sequence = backbone.pooling, backbone.get_layer("pooling").output, False
     else:
-        raise ValueError(f"Model {backbone.name!r} has no final LayerNormalization after its last block.")
-    arch = architecture.Architecture.from_model(backbone)
-    channels_first = architecture.vit_layers(backbone).channels_first
-    if image_size is not None:
-        size = validation.pair("image_size", image_size)
-    else:
-        # A ViT that takes any size is fed the size of its stored position-embedding grid.
-        size = arch.grid_image_size if None in arch.image_size else arch.image_size
+        kind, tensor, from_sequence = "token", backbone.get_layer("encoder_norm").output, True
+    channels_first = backbone.channels_first
+    # A ViT that takes any size is fed the size of its stored position-embedding grid.
+    size = backbone.default_image_size if image_size is None else validation.pair("image_size", image_size)
     size = tuple(int(side) for side in size)
-    scale = not any(isinstance(layer, keras.layers.Rescaling) for layer in layers)
+    scale = not backbone.include_preprocessing
     outputs, classifier = tensor, None
     if num_classes is not None and has_head(model, num_classes):
         if backbone is model:

@@ -1,11 +1,9 @@
 """What a Vision Transformer has learned, as NumPy arrays (paper section 4.5).
 
-The functions that take a model re-run the model's own layers eagerly, with
-`return_attention_scores=True` on each `TransformerBlock`, so the model itself
-is never modified: its normal forward pass keeps the fused
-`keras.ops.dot_product_attention` path. The functions that take arrays
-(`rollout`, `class_token_rollout`, `attention_distance`) are plain NumPy, so
-they can be checked by hand and reused on attention from anywhere.
+The functions that take a model run it through `VisionTransformer.forward_intermediates`, which returns each
+block's outputs and attention weights without changing the model: its normal forward pass keeps the fused
+`keras.ops.dot_product_attention` path. The functions that take arrays (`rollout`, `class_token_rollout`,
+`attention_distance`) are plain NumPy, so they can be checked by hand and reused on attention from anywhere.
 """
 
 import collections
@@ -14,47 +12,16 @@ import contextlib
 import keras
 import numpy as np
 
-from keras_vit import layers as vit_layers
-from keras_vit.layers import resnet
-from keras_vit.models import architecture
-from keras_vit.models.architecture import EMBEDDINGS
+from keras_vit.models.vit import find_vit
 from keras_vit.utils import patches, validation
 
 HEAD_FUSIONS = ("mean", "max", "min")
+# The tokens before the patches: a keras_vit ViT has one, its class token.
+NUM_PREFIX_TOKENS = 1
 
 NO_LINEAR_FILTERS = (
     "A hybrid ViT has no linear patch filters: its tokens are projections of a ResNet feature map, not of "
     "pixels, so the paper's RGB embedding filters (Figure 7, left) do not exist for it."
-)
-
-
-def is_hybrid_embedding(layer):
-    """Whether `layer` is a hybrid's patch embedding (ResNet + projection)."""
-    return isinstance(layer, resnet.HybridPatchEmbedding)
-
-
-def _linear_patch_kernel(model):
-    embedding = vit_parts(model).patch_embedding
-    if is_hybrid_embedding(embedding):
-        raise ValueError(NO_LINEAR_FILTERS)
-    return embedding.projection.kernel
-
-
-# The layers up to the last block that the inspection pass knows how to
-# re-run (dropout and patch dropout are the identity at inference).
-_KNOWN_LAYERS = (
-    keras.layers.InputLayer,
-    keras.layers.Rescaling,
-    keras.layers.Permute,  # a channels-first model's images, to channels-last
-    keras.layers.Reshape,  # the patch tokens of models saved before `PatchTokens`
-    vit_layers.PatchTokens,
-    vit_layers.PatchEmbedding,
-    resnet.HybridPatchEmbedding,
-    vit_layers.ClassToken,
-    vit_layers.PositionEmbedding,
-    keras.layers.Dropout,
-    vit_layers.PatchDropout,
-    vit_layers.TransformerBlock,
 )
 
 FilterComponents = collections.namedtuple("FilterComponents", ["components", "explained_variance_ratio"])
@@ -68,74 +35,42 @@ Attributes:
 """
 
 
-def vit_parts(model):
-    """The `keras_vit.models.architecture.ViTLayers` of a keras_vit model, checked for the inspection pass.
+def vision_transformer(model):
+    """The `keras_vit.VisionTransformer` in `model` (itself, or nested in it).
 
     Raises:
         TypeError: `model` is not a `keras.Model`.
-        ValueError: `model`'s own layers are not a ViT's (a ViT nested in
-            another model must be passed itself), or a layer before the last
-            block is one the pass cannot re-run.
+        ValueError: `model` holds no keras_vit ViT.
     """
     if not isinstance(model, keras.Model):
         raise TypeError(
             "Expected a keras_vit model (a `keras.Model` built by e.g. `keras_vit.ViTB16` or "
             f"loaded with `keras.saving.load_model`). Received: model of type {type(model).__name__}"
         )
-    counts = {
-        kind: sum(isinstance(layer, kind) for layer in model.layers)
-        for kind in (EMBEDDINGS, vit_layers.ClassToken, vit_layers.PositionEmbedding, vit_layers.TransformerBlock)
-    }
-    embeddings, class_tokens, positions, blocks = counts.values()
-    if embeddings != 1 or positions != 1 or class_tokens > 1 or not blocks:
-        raise ValueError(
-            "Expected a keras_vit Vision Transformer with one PatchEmbedding, at most one "
-            "ClassToken, one PositionEmbedding and at least one TransformerBlock among "
-            f"`model.layers`. Received: model {model.name!r} with {embeddings} "
-            f"PatchEmbedding, {class_tokens} ClassToken, {positions} "
-            f"PositionEmbedding and {blocks} TransformerBlock layers. A ViT nested inside "
-            "another model must be passed itself (e.g. `outer.get_layer('vit_b16')`)."
-        )
-    parts = architecture.vit_layers(model)
-    _check_known_layers(model, parts.blocks[-1])
-    return parts
-
-
-def _check_known_layers(model, last_block):
-    """Refuses models with layers the inspection pass would silently skip
-    (e.g. a preprocessing layer before the patch embedding)."""
-    for layer in model.layers[: model.layers.index(last_block)]:
-        if not isinstance(layer, _KNOWN_LAYERS):
-            raise ValueError(
-                "The inspection pass re-runs the embedding and the transformer blocks of a "
-                f"keras_vit model, but found layer {layer.name!r} ({type(layer).__name__}) "
-                "before the last block, which it cannot re-run. Pass the Vision Transformer "
-                "itself and apply other layers (such as preprocessing) to the images first."
-            )
+    return find_vit(model)
 
 
 def is_hybrid(model):
     """Whether `model` is a hybrid ViT (ResNet features): it has no linear patch filters."""
-    return isinstance(vit_parts(model).patch_embedding, resnet.HybridPatchEmbedding)
+    return vision_transformer(model).resnet_stages is not None
 
 
-def image_shape(parts):
+def _linear_patch_kernel(model):
+    vit = vision_transformer(model)
+    if vit.resnet_stages is not None:
+        raise ValueError(NO_LINEAR_FILTERS)
+    return vit.get_layer("patch_embedding").projection.kernel
+
+
+def image_shape(vit):
     """The `(height, width, channels)` an image is resized to for the model: its input size, or for a model
     that takes any size, the size its position embedding was built for."""
-    arch = architecture.Architecture.from_model(parts.model)
-    size = arch.grid_image_size if None in arch.image_size else arch.image_size
-    return (*size, arch.channels)
+    return (*vit.default_image_size, vit.image_shape[2])
 
 
-def _input_shape(parts):
-    """The images the model takes, batch left out, in its own data format (None: any size)."""
-    arch = architecture.Architecture.from_model(parts.model)
-    return arch.input_shape("channels_first" if parts.channels_first else "channels_last")
-
-
-def _prepare_images(parts, images):
+def _prepare_images(vit, images):
     images = np.asarray(keras.ops.convert_to_numpy(images), dtype="float32")
-    expected = _input_shape(parts)
+    expected = tuple(vit.input_shape[1:])
     fits = images.ndim == 4 and all(want in (None, got) for want, got in zip(expected, images.shape[1:]))
     if not fits:
         hint = " For one image, pass `image[None]`." if images.ndim == 3 else ""
@@ -150,10 +85,6 @@ def _prepare_images(parts, images):
     return images
 
 
-def _require_batch_size(batch_size):
-    return validation.positive_int("batch_size", batch_size)
-
-
 def _no_grad():
     # The pass is inference only; on PyTorch this keeps it from recording an
     # autograd graph for every block.
@@ -164,58 +95,26 @@ def _no_grad():
     return contextlib.nullcontext()
 
 
-def _run_blocks(parts, images, batch_size, with_attention, keep):
-    """Runs the model's own layers eagerly, chunk by chunk.
-
-    Returns `(tokens, weights)`: dicts from each block index in `keep` to its
-    float32 NumPy token outputs, and (if `with_attention`) from every block
-    index to its attention weights, concatenated over the chunks.
-    """
-    last = len(parts.blocks) - 1 if with_attention else max(keep)
-    tokens_out = {index: [] for index in keep}
-    weights_out = {index: [] for index in range(last + 1)} if with_attention else {}
-    flatten_grid = vit_layers.PatchTokens()
+def _forward_in_chunks(vit, images, batch_size, **options):
+    """`vit.forward_intermediates(chunk, **options)` over chunks of `batch_size` images, as float32 NumPy
+    arrays concatenated over the chunks (a list per output list)."""
+    images = _prepare_images(vit, images)
+    batch_size = validation.positive_int("batch_size", batch_size)
+    chunks = []
     with _no_grad():
         for start in range(0, images.shape[0], batch_size):
-            pixels = images[start : start + batch_size]
-            for layer in _pixel_layers(parts):
-                pixels = layer(pixels)
-            # The patch grid (batch, rows, cols, hidden), plain or hybrid: it also tells the position
-            # embedding which grid to resample to.
-            patch_grid = parts.patch_embedding(pixels)
-            tokens = flatten_grid(patch_grid)
-            if parts.class_token is not None:
-                tokens = parts.class_token(tokens)
-            tokens = parts.position_embedding(tokens, patch_grid=patch_grid)
-            for index, block in enumerate(parts.blocks[: last + 1]):
-                if with_attention:
-                    tokens, weights = block(tokens, training=False, return_attention_scores=True)
-                    weights_out[index].append(_to_numpy(weights))
-                else:
-                    tokens = block(tokens, training=False)
-                if index in tokens_out:
-                    tokens_out[index].append(_to_numpy(tokens))
-    return _concatenate_chunks(tokens_out), _concatenate_chunks(weights_out)
+            result = vit.forward_intermediates(images[start : start + batch_size], **options)
+            chunks.append(result if options.get("return_attention") else (result,))
+    return [
+        [np.concatenate([_to_numpy(chunk[part][index]) for chunk in chunks]) for index in range(len(chunks[0][part]))]
+        for part in range(len(chunks[0]))
+    ]
 
 
-def _token_grid(parts, images):
+def _token_grid(vit, images):
     """The patch grid of `images` (a model that takes any size resamples its position embedding to it)."""
     shape = tuple(keras.ops.shape(images))
-    return patches.patch_grid(
-        shape[2:4] if parts.channels_first else shape[1:3], parts.patch_embedding.pixels_per_token
-    )
-
-
-def _pixel_layers(parts):
-    """The model's layers before the patch embedding that act on the pixels (scaling, the channels-first
-    permute), in the model's order."""
-    layers = parts.model.layers
-    before = layers[: layers.index(parts.patch_embedding)]
-    return [layer for layer in before if isinstance(layer, (keras.layers.Rescaling, keras.layers.Permute))]
-
-
-def _concatenate_chunks(chunks):
-    return {index: np.concatenate(arrays, axis=0) for index, arrays in chunks.items()}
+    return patches.patch_grid(shape[2:4] if vit.channels_first else shape[1:3], vit.pixels_per_token)
 
 
 def _to_numpy(tensor):
@@ -225,10 +124,10 @@ def _to_numpy(tensor):
 def attention_maps(model, images, batch_size=16):
     """The attention weights of every block and head of a keras_vit model.
 
-    The model's embedding layers and blocks are re-run eagerly with
-    `return_attention_scores=True`; the model is not changed, so its normal
-    forward pass keeps the fused attention path. Works for models from the
-    constructors and for models reloaded with `keras.saving.load_model`.
+    From `VisionTransformer.forward_intermediates(return_attention=True)`;
+    the model is not changed, so its normal forward pass keeps the fused
+    attention path. Works for models from the constructors and for models
+    reloaded with `keras.saving.load_model`.
 
     Args:
         model: a keras_vit model (any head, any pooling).
@@ -250,11 +149,10 @@ def attention_maps(model, images, batch_size=16):
     >>> attention_maps(model, np.zeros((1, 32, 24, 3))).shape
     (2, 1, 2, 13, 13)
     """
-    parts = vit_parts(model)
-    images = _prepare_images(parts, images)
-    batch_size = _require_batch_size(batch_size)
-    _, weights = _run_blocks(parts, images, batch_size, with_attention=True, keep=())
-    return np.stack([weights[index] for index in range(len(parts.blocks))])
+    _, weights = _forward_in_chunks(
+        vision_transformer(model), images, batch_size, output_fmt="NLC", return_attention=True
+    )
+    return np.stack(weights)
 
 
 def intermediate_features(model, images, layers=None, reshape=False, batch_size=16):
@@ -285,8 +183,8 @@ def intermediate_features(model, images, layers=None, reshape=False, batch_size=
     >>> intermediate_features(model, np.zeros((1, 32, 24, 3)), layers=-1, reshape=True).shape
     (1, 4, 3, 16)
     """
-    parts = vit_parts(model)
-    num_layers = len(parts.blocks)
+    vit = vision_transformer(model)
+    num_layers = vit.num_layers
     single = isinstance(layers, (int, np.integer)) and not isinstance(layers, bool)
     requested = list(range(num_layers)) if layers is None else [layers] if single else list(layers)
     for index in requested:
@@ -298,16 +196,8 @@ def intermediate_features(model, images, layers=None, reshape=False, batch_size=
     if not requested:
         raise ValueError(f"`layers` must name at least one block. Received: layers={layers!r}")
     wanted = sorted({int(index) % num_layers for index in requested})
-    images = _prepare_images(parts, images)
-    batch_size = _require_batch_size(batch_size)
-    features, _ = _run_blocks(parts, images, batch_size, with_attention=False, keep=wanted)
-    if reshape:
-        prefix = parts.position_embedding.num_prefix_tokens
-        grid_h, grid_w = parts.position_embedding.grid_size
-        features = {
-            index: value[:, prefix:].reshape(value.shape[0], grid_h, grid_w, value.shape[-1])
-            for index, value in features.items()
-        }
+    (outputs,) = _forward_in_chunks(vit, images, batch_size, indices=wanted, output_fmt="NHWC" if reshape else "NLC")
+    features = dict(zip(wanted, outputs))
     result = [features[int(index) % num_layers] for index in requested]
     return result[0] if single else result
 
@@ -449,14 +339,13 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
     >>> attention_rollout(model, np.zeros((2, 32, 24, 3))).shape
     (2, 4, 3)
     """
-    parts = vit_parts(model)
     attention = attention_maps(model, images, batch_size=batch_size)
     return class_token_rollout(
         attention,
-        _token_grid(parts, images),
+        _token_grid(vision_transformer(model), images),
         head_fusion=head_fusion,
         discard_ratio=discard_ratio,
-        num_prefix_tokens=parts.position_embedding.num_prefix_tokens,
+        num_prefix_tokens=NUM_PREFIX_TOKENS,
     )
 
 
@@ -556,13 +445,10 @@ def mean_attention_distance(model, images, batch_size=16):
     >>> mean_attention_distance(model, np.zeros((1, 32, 24, 3))).shape
     (2, 2)
     """
-    parts = vit_parts(model)
+    vit = vision_transformer(model)
     attention = attention_maps(model, images, batch_size=batch_size)
     return attention_distance(
-        attention,
-        _token_grid(parts, images),
-        parts.patch_embedding.pixels_per_token,
-        num_prefix_tokens=parts.position_embedding.num_prefix_tokens,
+        attention, _token_grid(vit, images), vit.pixels_per_token, num_prefix_tokens=NUM_PREFIX_TOKENS
     )
 
 
@@ -590,7 +476,7 @@ def position_embedding_similarity(model):
     >>> similarity.shape, round(float(similarity[1, 2, 1, 2]), 6)
     ((4, 3, 4, 3), 1.0)
     """
-    layer = vit_parts(model).position_embedding
+    layer = vision_transformer(model).get_layer("position_embedding")
     grid_h, grid_w = layer.grid_size
     embedding = np.asarray(keras.ops.convert_to_numpy(layer.embedding), dtype="float64")[0]
     embedding = embedding[layer.num_prefix_tokens :]

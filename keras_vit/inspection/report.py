@@ -32,7 +32,7 @@ def sample_image_path():
     return str(importlib.resources.files("keras_vit") / "resources" / SAMPLE_IMAGE)
 
 
-def build_model(model, weights=None, image_size=None):
+def named_model(model, weights=None, image_size=None):
     """The model `keras-vit inspect --model ... --weights ...` names.
 
     Args:
@@ -107,9 +107,8 @@ def write_report(
         raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
     if preprocess is None:
         from keras_vit.models.preprocessing import preprocess_input as preprocess
-    classifier, model = model, metadata.find_vit(model)
-    parts = analysis.vit_parts(model)
-    height, width, _ = analysis.image_shape(parts)
+    classifier, model = model, analysis.vision_transformer(model)
+    height, width, _ = analysis.image_shape(model)
     if isinstance(image, (str, os.PathLike)):
         pixels = load_image(os.fspath(image), (height, width))
     else:
@@ -120,18 +119,18 @@ def write_report(
                 f"a file path to have it resized). Received: shape {pixels.shape}"
             )
     inputs = preprocess(pixels[None].astype("float32"))
-    if parts.channels_first:
+    if model.channels_first:
         inputs = np.transpose(inputs, (0, 3, 1, 2))  # the model's own layout
     attention = analysis.attention_maps(model, inputs)
-    grid = parts.position_embedding.grid_size
-    prefix = parts.position_embedding.num_prefix_tokens
+    grid = model.embedding_grid
+    prefix = analysis.NUM_PREFIX_TOKENS
     title = f"Attention rollout (head fusion: {head_fusion}, discard ratio: {discard_ratio:g})"
     if metadata.class_names(classifier) is not None:
         outputs = keras.ops.convert_to_numpy(classifier(inputs, training=False))
         name, probability = metadata.top_classes(classifier, outputs, top=1)[0][0]
         title = f"{title}\npredicted: {name} ({probability:.2f})"
     rollout_map = analysis.class_token_rollout(attention, grid, head_fusion, discard_ratio, prefix)
-    distances = analysis.attention_distance(attention, grid, parts.patch_embedding.pixels_per_token, prefix)
+    distances = analysis.attention_distance(attention, grid, model.pixels_per_token, prefix)
     hybrid = analysis.is_hybrid(model)
     if not hybrid:
         components = analysis.embedding_filters(

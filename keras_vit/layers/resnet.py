@@ -550,3 +550,11 @@ class HybridPatchEmbedding(keras.layers.Layer):
             }
         )
         return config
+
+
+def pixels_per_token(patch_size, stage_depths=None):
+    """`(height, width)`: image pixels per token side of a plain ViT's patch embedding (`stage_depths` None) or
+    a hybrid's (`HybridPatchEmbedding` with these ResNet stages)."""
+    if stage_depths is None:
+        return vit_layers.PatchEmbedding.pixels_per_token_for(patch_size)
+    return HybridPatchEmbedding.pixels_per_token_for(patch_size, stage_depths)

@@ -1,21 +1,17 @@
-"""The Vision Transformer as functional Keras models.
+"""The Vision Transformer as a Keras model.
 
-- `architecture`: `Architecture`, the immutable description of a ViT, read
-  from a built model (`Architecture.from_model`) or checkpoint weights, and
-  `find_vit`, which finds a ViT nested in a user's model;
-- `vit`: `build_model`, the one builder of every ViT and hybrid (`build`
-  builds an `Architecture`);
+- `vit`: `VisionTransformer`, the one model class of every ViT and hybrid
+  (its config is its constructor arguments), and `find_vit`, which finds
+  one nested in a user's model;
 - `variants`: the variant table (`"B/16"` -> sizes) and the shape rules;
-- `applications`: the public constructors (`keras_vit.ViTB16`, ...), which
-  add the weights loader to `build_model`;
+- `applications`: the public constructors (`keras_vit.ViTB16`, ...);
 - `preprocessing`, `metadata`: pixels in, class names out;
 - `flops`: analytic FLOP counts.
 
-Only `vit` is imported here: `applications` sits above the weights machinery
-(`keras_vit.pretrained`), which itself builds through `build_model`.
+Only `vit` is imported here: its weights loader (`keras_vit.pretrained`) sits above it and is imported when
+`weights=` asks for it.
 """
 
-from keras_vit.models.architecture import Architecture, find_vit
-from keras_vit.models.vit import build, build_model
+from keras_vit.models.vit import VisionTransformer, find_vit
 
-__all__ = ["Architecture", "build", "build_model", "find_vit"]
+__all__ = ["VisionTransformer", "find_vit"]

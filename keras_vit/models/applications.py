@@ -2,25 +2,22 @@
 
 Each function (`ViTB16`, ...) has the `keras.applications` signature, so a
 `ViTB16` replaces a `keras.applications.ConvNeXtTiny` without editing the
-call, plus the ViT options. They all build through one private helper:
-the architecture from `keras_vit.models.build_model` with the row of
-`keras_vit.models.variants.VARIANTS`, and pretrained weights through
-`keras_vit.pretrained` when `weights` is not None.
-
-`VisionTransformer` is the same for any size (`patch_size`, `hidden_dim`,
-...), with `weights=` a local file or `hf://` handle of that architecture.
+call, plus the ViT options. Each returns a `keras_vit.VisionTransformer`
+with the row of `keras_vit.models.variants.VARIANTS`, which loads pretrained
+weights through `keras_vit.pretrained` when `weights` is not None.
 
 The docstrings are assembled (`keras_vit.utils.docstrings`): every argument
-is described once, in `build_model`'s docstring (`weights` here), and each
+is described once, in `VisionTransformer`'s docstring (`weights` here), and each
 constructor's text is `_VARIANT_DOCSTRING` filled from its row of the table.
 """
 
 import inspect
 import textwrap
 
-from keras_vit import models, pretrained
+from keras_vit import pretrained
 from keras_vit.layers import resnet
 from keras_vit.models.variants import VARIANTS
+from keras_vit.models.vit import VisionTransformer
 from keras_vit.pretrained import registry
 from keras_vit.utils import docstrings
 
@@ -43,35 +40,12 @@ PARAMETER_COUNTS = {
     "R50+L/32": 328_994_856,
 }
 
-# Each argument's text, written once: `build_model`'s `Args:` plus the `weights` of the builders here.
-_ARGS = docstrings.args_entries(models.build_model)
+# Each argument's text, written once: `VisionTransformer`'s `Args:` plus the `weights` of the constructors here.
+_ARGS = docstrings.args_entries(VisionTransformer)
 _LOCAL_WEIGHTS = (
     "a local `.npz` or `.safetensors` checkpoint or `save_pretrained` folder; "
     'or `"hf://org/repo[/file.safetensors][@revision]"`'
 )
-
-_VISION_TRANSFORMER_DOCSTRING = """Builds a Vision Transformer of any size, optionally with weights.
-
-The architecture is `keras_vit.models.build_model`: patches, class
-token, position embedding, `num_layers` pre-LayerNorm blocks, final
-LayerNorm, then the pooling, optional `pre_logits` and head. The named
-constructors (`keras_vit.ViTB16`, ...) build the published sizes.
-
-{args}
-
-Returns:
-    A `keras.Model`.
-
-Example:
-
-A backbone for images of any size, pooled to one vector per image:
-
->>> backbone = VisionTransformer(
-...     patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64,
-...     include_top=False, pooling="gap")
->>> keras.ops.shape(backbone(np.zeros((2, 40, 24, 3))))
-(2, 32)
-"""
 
 _VARIANT_DOCSTRING = """
 Builds ViT-{variant}: {hidden_dim} hidden, {num_layers} layers, {num_heads} heads, MLP {mlp_dim}.
@@ -86,7 +60,7 @@ Builds ViT-{variant}: {hidden_dim} hidden, {num_layers} layers, {num_heads} head
 {args}
 
 Returns:
-    A `keras.Model`.
+    A `keras_vit.VisionTransformer`.
 """
 
 
@@ -132,51 +106,6 @@ def _weights_entry(variant):
     return _wrap(f"weights: `None` (random initialisation, the default); {published}; {_LOCAL_WEIGHTS}.")
 
 
-def VisionTransformer(
-    patch_size,
-    hidden_dim,
-    num_layers,
-    num_heads,
-    mlp_dim,
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    return_sequence=False,
-    representation_size=None,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    drop_path_rate=0.0,
-    gelu_approximate=False,
-    remat=False,
-    patch_dropout_rate=0.0,
-    name="vision_transformer",
-):
-    options = dict(locals())
-    architecture = {key: options.pop(key) for key in ("patch_size", "hidden_dim", "num_layers", "num_heads", "mlp_dim")}
-    weights = options.pop("weights")
-    if weights is None:
-        return models.build_model(**architecture, **options)
-    return pretrained.build_with_weights(architecture, weights, **options)
-
-
-VisionTransformer.__doc__ = docstrings.render(
-    _VISION_TRANSFORMER_DOCSTRING,
-    VisionTransformer,
-    _ARGS
-    | dict(
-        weights=_wrap(
-            f"weights: `None` (random initialisation, the default); {_LOCAL_WEIGHTS}: a checkpoint of this same "
-            "architecture (its position embedding is resampled to the grid of `input_shape`). Checkpoint tags "
-            'and `"imagenet"` name published variants: use their constructors (`ViTB16(weights="imagenet")`).'
-        )
-    ),
-)
-
 # The named constructors by function name, in table order; filled by
 # `register_constructor`.
 CONSTRUCTORS = {}
@@ -221,11 +150,9 @@ def register_constructor(variant):
     return register
 
 
-def _build_variant(variant, weights=None, **options):
+def _build_variant(variant, **options):
     """The one body of every named constructor: `options` are its arguments."""
-    if weights is None:
-        return models.build_model(**VARIANTS[variant], **options)
-    return pretrained.build_pretrained(variant, weights, **options)
+    return VisionTransformer(**VARIANTS[variant], **options)
 
 
 # fmt: off

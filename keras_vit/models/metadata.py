@@ -7,7 +7,7 @@ survive `keras.saving.load_model(..., safe_mode=True)` on every backend, and
 it computes nothing, so exported graphs are unchanged. `class_names(model)`
 reads them back from the model or any model nested in it.
 
-`find_vit(model)` (from `keras_vit.models.architecture`, re-exported here) finds
+`find_vit(model)` (from `keras_vit.models.vit`, re-exported here) finds
 the keras_vit backbone inside a user's model (a `Sequential([vit, Dense(...)])`,
 a functional model around it, or the ViT itself), which is what the `predict`,
 `inspect` and `convert` commands work on.
@@ -20,7 +20,7 @@ Example:
 >>> model = with_class_names(vit, ["cat", "dog"])
 >>> class_names(model)
 ('cat', 'dog')
->>> find_vit(model) is model
+>>> find_vit(model) is vit
 True
 """
 
@@ -30,7 +30,7 @@ import zipfile
 import keras
 import numpy as np
 
-from keras_vit.models.architecture import find_vit
+from keras_vit.models.vit import find_vit
 from keras_vit.utils.serialization import register
 
 __all__ = ["ClassNames", "class_names", "find_vit", "load_classifier", "top_classes", "with_class_names"]
@@ -109,23 +109,25 @@ def class_names(model):
 
 
 def with_class_names(model, names):
-    """Returns a functional model with `model`'s inputs, outputs and weights
-    plus a `ClassNames` layer on its output.
+    """Returns a functional model that calls `model` and adds a `ClassNames` layer on its output.
 
     Args:
-        model: a single-output `keras.Model` built on `keras.Input`s (the
-            keras_vit constructors build such models).
+        model: a single-input, single-output `keras.Model` (a keras_vit
+            model, or a user's model around one).
         names: the class names, one per output unit.
 
     Returns:
-        A `keras.Model` sharing `model`'s layers (and so its weights).
+        A `keras.Model` holding `model` (and so its weights), which
+        `find_vit` finds inside it.
     """
-    if len(model.outputs) != 1:
-        raise ValueError(f"`model` must have one output. Received: {len(model.outputs)} outputs")
-    outputs = ClassNames(names, name="class_names")(model.outputs[0])
-    # One input stays a tensor, not a one-element list: callers pass a tensor.
-    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    return keras.Model(inputs, outputs, name=model.name)
+    if len(model.inputs) != 1 or len(model.outputs) != 1:
+        raise ValueError(
+            f"`model` must have one input and one output. Received: {len(model.inputs)} inputs, "
+            f"{len(model.outputs)} outputs"
+        )
+    inputs = keras.Input(shape=model.inputs[0].shape[1:], dtype=model.inputs[0].dtype, name="images")
+    outputs = ClassNames(names, name="class_names")(model(inputs))
+    return keras.Model(inputs, outputs, name=f"{model.name}_classifier")
 
 
 def load_classifier(path):

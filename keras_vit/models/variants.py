@@ -25,7 +25,7 @@ SIZES = {
 }
 
 # The published size/patch combinations, keyed by the paper's notation. Each
-# value is the architecture's keyword arguments for `keras_vit.models.build_model`;
+# value is the architecture's keyword arguments for `keras_vit.VisionTransformer`;
 # a new family (e.g. hybrids) adds rows with whatever extra keys its builder takes.
 VARIANTS = {
     "Ti/16": dict(SIZES["Ti"], patch_size=16),
@@ -61,6 +61,21 @@ def num_heads_for(hidden_dim):
     (12, None)
     """
     return {size["hidden_dim"]: size["num_heads"] for size in SIZES.values()}.get(hidden_dim)
+
+
+def variant_of(config):
+    """The `VARIANTS` key whose row `config` (a model's arguments) has, or None (not a published size).
+
+    >>> variant_of(dict(VARIANTS["B/16"], patch_size=(16, 16), resnet_stages=None))
+    'B/16'
+    """
+    for variant, row in VARIANTS.items():
+        wanted = dict(row, patch_size=validation.pair("patch_size", row["patch_size"]))
+        if all(config.get(key) == value for key, value in wanted.items()) and config.get("resnet_stages") == (
+            wanted.get("resnet_stages")
+        ):
+            return variant
+    return None
 
 
 def constructor_name(variant):

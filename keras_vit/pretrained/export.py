@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from keras_vit.layers.transformer import patch_grid
-from keras_vit.models.architecture import Architecture, find_vit, pixels_per_token_of_weights
+from keras_vit.models.vit import find_vit
 from keras_vit.pretrained import converters, io
 from keras_vit.utils import files
 
@@ -28,18 +28,18 @@ def model_weights(model):
 
 
 def hf_config(architecture, weights):
-    """A `transformers` `ViTConfig` dict for these weights of an `Architecture`."""
-    grid, patch = architecture.grid_size, architecture.patch_size
+    """A `transformers` `ViTConfig` dict for these weights of a model of `architecture` (its arguments)."""
+    grid, patch = architecture["embedding_grid"], architecture["patch_size"]
     if patch[0] != patch[1]:
         raise ValueError(f"transformers' ViT needs square patches. Received: patch_size={patch}")
     image_size = [grid[0] * patch[0], grid[1] * patch[1]]
     config = {
         "model_type": "vit",
-        "hidden_size": architecture.hidden_dim,
-        "num_hidden_layers": architecture.num_layers,
-        "num_attention_heads": architecture.num_heads,
-        "intermediate_size": architecture.mlp_dim,
-        "hidden_act": "gelu_pytorch_tanh" if architecture.gelu_approximate else "gelu",
+        "hidden_size": architecture["hidden_dim"],
+        "num_hidden_layers": architecture["num_layers"],
+        "num_attention_heads": architecture["num_heads"],
+        "intermediate_size": architecture["mlp_dim"],
+        "hidden_act": "gelu_pytorch_tanh" if architecture.get("gelu_approximate") else "gelu",
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
         "initializer_range": 0.02,
@@ -86,14 +86,15 @@ def export_weights(model, path, format="hf", replace=True):
     if format not in EXPORT_FORMATS:
         raise ValueError(f"`format` must be one of {EXPORT_FORMATS}. Received: format={format!r}")
     vit = find_vit(model)
-    return write_weights(model_weights(vit), path, format, Architecture.from_model(vit), replace=replace)
+    return write_weights(model_weights(vit), path, format, vit.get_config(), replace=replace)
 
 
 def write_weights(weights, path, format, architecture, replace=True):
-    """Writes keras_vit-named `weights` of an `Architecture` to `path` in `format` (see `export_weights`)."""
+    """Writes keras_vit-named `weights` of a model of `architecture` (its `VisionTransformer` arguments) to
+    `path` in `format` (see `export_weights`)."""
     path = os.fspath(path)
-    tensors = converters.from_keras(weights, format, num_heads=architecture.num_heads)
-    grid = architecture.grid_size
+    tensors = converters.from_keras(weights, format, num_heads=architecture["num_heads"])
+    grid = architecture["embedding_grid"]
     if format == "official":
         io.write_npz(path, tensors, replace=replace)
         return path
@@ -157,7 +158,7 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None, r
     checkpoint = loader.load_checkpoint(src)
     grid = None
     if image_size is not None:
-        pixels = pixels_per_token_of_weights(checkpoint.weights)
+        pixels = loader.pixels_per_token_of_weights(checkpoint.weights)
         grid = loader.checkpoint_grid(checkpoint, target_grid=patch_grid(image_size, pixels))
     architecture = checkpoint.architecture(num_heads, grid)
     return write_weights(checkpoint.weights, dst, format, architecture, replace=replace), format

@@ -20,16 +20,18 @@ import dataclasses
 import logging
 import math
 import os
+import re
 
 import keras
 import numpy as np
 
+from keras_vit.layers import resnet
 from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_embedding
 from keras_vit.layers.transformer import patch_grid
-from keras_vit.models import variants, vit
-from keras_vit.models.architecture import Architecture, pixels_per_token_of_weights
+from keras_vit.models import variants
 from keras_vit.pretrained import converters, errors, io, sources
 from keras_vit.pretrained.errors import CheckpointError, mismatch_error
+from keras_vit.utils import validation
 
 logger = logging.getLogger("keras_vit.pretrained")
 
@@ -99,14 +101,14 @@ class Checkpoint:
         )
         return heads
 
-    def architecture(self, num_heads=None, grid_size=None, **options):
-        """The `Architecture` of this checkpoint, read from its tensors' shapes (see `Architecture.from_weights`).
+    def architecture(self, num_heads=None, grid_size=None):
+        """The `VisionTransformer` arguments of this checkpoint, read from its tensors' shapes (see
+        `architecture_of_weights`).
 
         Args:
             num_heads: the attention heads, see `num_heads`.
             grid_size: the position embedding's grid; None takes it from the
                 file (`checkpoint_grid`).
-            **options: other `Architecture` fields.
 
         Raises:
             CheckpointError: the tensors are not a ViT's, or do not fit the heads or grid.
@@ -114,7 +116,7 @@ class Checkpoint:
         heads = self.num_heads(num_heads)
         grid = checkpoint_grid(self) if grid_size is None else grid_size
         try:
-            return Architecture.from_weights(self.weights, heads, grid, **options)
+            return architecture_of_weights(self.weights, heads, grid)
         except (KeyError, IndexError, ValueError) as error:
             raise CheckpointError(f"{self.path} ({self.layout}) is not a ViT keras_vit builds: {error}") from error
 
@@ -124,10 +126,117 @@ class Checkpoint:
         try:
             # Fused attention tensors fit any head count that divides the width: 1 reads the shapes, and the
             # summary says the heads are not stored rather than echoing the model's count as the file's.
-            record = self.architecture(declared or 1)
+            architecture = self.architecture(declared or 1)
         except CheckpointError:
             return "unrecognised shapes"
-        return record.describe() if declared else record.replace(num_heads=None).describe()
+        return describe(architecture if declared else dict(architecture, num_heads=None))
+
+
+def describe(architecture):
+    """A one-line summary of `VisionTransformer` arguments for logs and messages."""
+    patch, grid = architecture["patch_size"], architecture["embedding_grid"]
+    parts = [
+        f"hidden {architecture['hidden_dim']}",
+        f"{architecture['num_layers']} blocks",
+        f"{architecture['num_heads']} heads" if architecture["num_heads"] else "heads not stored",
+        f"patch {patch[0]}x{patch[1]}",
+        f"grid {grid[0]}x{grid[1]}",
+    ]
+    if architecture["resnet_stages"] is not None:
+        parts.append(f"ResNet stages {architecture['resnet_stages']}")
+    parts.append(f"{architecture['classes']}-class head" if architecture["include_top"] else "no head")
+    if architecture["representation_size"]:
+        parts.append(f"pre_logits {architecture['representation_size']}")
+    return ", ".join(parts)
+
+
+# The variable path of a hybrid's first convolution: its presence marks a hybrid's weights.
+ROOT_KERNEL = "patch_embedding/backbone/conv_root/kernel"
+
+
+def architecture_of_weights(weights, num_heads, grid_size=None):
+    """The `VisionTransformer` arguments of keras_vit-named checkpoint weights, read from their shapes.
+
+    Sizes come from the tensors' shapes: hidden size and patch from the
+    patch kernel, the MLP size from the first block's `fc1` kernel, the
+    blocks and a hybrid's ResNet units from which blocks and units have
+    weights, classes and `pre_logits` from the head's. The attention heads
+    cannot be read from a fused `qkv` kernel, so the caller passes them.
+
+    Args:
+        weights: `{keras_vit variable path: array}`, e.g. a converted checkpoint.
+        num_heads: int, the attention heads.
+        grid_size: `(rows, cols)` of the position embedding; None takes a
+            square grid from its number of rows.
+
+    Returns:
+        A dict of `VisionTransformer` arguments (`embedding_grid` the grid;
+        the input size left open).
+
+    Raises:
+        ValueError: the weights are not a ViT's, or `grid_size` does not
+            match the position embedding's rows.
+    """
+    patch_kernel = weights["patch_embedding/projection/kernel"]
+    positions = int(weights["position_embedding/embedding"].shape[1]) - 1
+    grid_size = _square_grid(positions) if grid_size is None else validation.pair("grid_size", grid_size)
+    if grid_size[0] * grid_size[1] != positions:
+        raise ValueError(
+            f"The position embedding has {positions} patch rows, but grid_size {grid_size} has "
+            f"{grid_size[0] * grid_size[1]}."
+        )
+    stages = embedding_stages(weights)
+    head = weights.get("head/kernel")
+    pre_logits = weights.get("pre_logits/kernel")
+    channels = int((weights[ROOT_KERNEL] if stages is not None else patch_kernel).shape[2])
+    return dict(
+        patch_size=tuple(int(size) for size in patch_kernel.shape[:2]),
+        hidden_dim=int(patch_kernel.shape[-1]),
+        num_layers=num_blocks(weights),
+        num_heads=validation.positive_int("num_heads", num_heads),
+        mlp_dim=int(weights["encoder_block_0/mlp/fc1/kernel"].shape[-1]),
+        embedding_grid=grid_size,
+        input_shape=(None, None, channels),
+        resnet_stages=stages,
+        resnet_width=int(weights[ROOT_KERNEL].shape[-1]) if stages is not None else 64,
+        include_top=head is not None,
+        classes=None if head is None else int(head.shape[-1]),
+        representation_size=None if pre_logits is None else int(pre_logits.shape[-1]),
+    )
+
+
+def _square_grid(positions):
+    side = math.isqrt(positions)
+    if side * side != positions:
+        raise ValueError(
+            f"The position embedding has {positions} patch rows, which is not a square grid: pass grid_size."
+        )
+    return (side, side)
+
+
+def num_blocks(weights):
+    """The number of transformer blocks in keras_vit-named `weights` (numbered 0..N-1)."""
+    indices = {int(match.group(1)) for name in weights if (match := re.match(r"encoder_block_(\d+)/", name))}
+    if indices != set(range(len(indices))):
+        raise ValueError(f"The transformer blocks are not numbered 0..N-1: found {sorted(indices)}.")
+    return len(indices)
+
+
+def embedding_stages(weights):
+    """A hybrid's ResNet units per stage in keras_vit-named `weights` (`()` for the root only), None if plain."""
+    if ROOT_KERNEL not in weights:
+        return None
+    units = {}
+    for name in weights:
+        if match := re.match(r"patch_embedding/backbone/block(\d+)_unit(\d+)/conv1/kernel$", name):
+            units.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+    return tuple(len(units[stage]) for stage in sorted(units))
+
+
+def pixels_per_token_of_weights(weights):
+    """Image pixels per token side of keras_vit-named `weights`."""
+    patch = tuple(int(size) for size in weights["patch_embedding/projection/kernel"].shape[:2])
+    return resnet.pixels_per_token(patch, embedding_stages(weights))
 
 
 def load_checkpoint(path, format=None):
@@ -142,9 +251,11 @@ def load_checkpoint(path, format=None):
 
     Raises:
         CheckpointError: an unreadable or malformed file (naming the
-            field), tensors that are not a ViT layout keras_vit reads (found
-            from the declared names and shapes, before any tensor is read or
-            decompressed), or NaN or infinite values (naming the tensors).
+            field).
+        CheckpointError: the tensors are not a ViT layout keras_vit
+            reads; found from the declared names and shapes, before any
+            tensor is read or decompressed.
+        CheckpointError: NaN or infinite values, naming the tensors.
     """
     tensors, metadata = io.read_checkpoint(path, lazy=True)
     detected_layout = converters.detect_layout(tensors)
@@ -230,36 +341,36 @@ def _plan_top(found, requested, source_name):
     """Decides head and pre_logits, logs every decision.
 
     Args:
-        found: the checkpoint's `Architecture`.
-        requested: the `Architecture` asked for.
+        found: the checkpoint's `VisionTransformer` arguments (`Checkpoint.architecture`).
+        requested: the checked arguments of the model asked for.
         source_name: the checkpoint, for the messages.
 
     Returns:
         `(plan, representation_size)`: what to load, and the `pre_logits`
         size the model gets (the checkpoint's when its head needs it).
     """
-    classes, representation_size = requested.classes, requested.representation_size
-    keep_head = requested.include_top and found.include_top and classes == found.classes
+    classes, representation_size = requested["classes"], requested["representation_size"]
+    keep_head = requested["include_top"] and found["include_top"] and classes == found["classes"]
     plan = {"keep_head": keep_head, "keep_pre_logits": False, "fresh_pre_logits": False}
-    if found.representation_size:
+    if found["representation_size"]:
         if representation_size is None and keep_head:
             # The pretrained head was trained on pre_logits: dropping it would
             # feed the head features it never saw.
-            representation_size = found.representation_size
+            representation_size = found["representation_size"]
             plan["keep_pre_logits"] = True
             logger.warning(
                 "Keeping the pre_logits layer (%d) of %s because its pretrained %d-class head uses it.",
-                found.representation_size,
+                found["representation_size"],
                 source_name,
-                found.classes,
+                found["classes"],
             )
         elif representation_size is None:
             logger.warning(
                 "Dropping the pre_logits layer (%d) of %s, as the paper does for fine-tuning; pass "
                 "representation_size=%d to keep it.",
-                found.representation_size,
+                found["representation_size"],
                 source_name,
-                found.representation_size,
+                found["representation_size"],
             )
         else:
             plan["keep_pre_logits"] = True  # A size mismatch is reported with the other shapes.
@@ -270,13 +381,13 @@ def _plan_top(found, requested, source_name):
             source_name,
             representation_size,
         )
-    if requested.include_top and not keep_head:
+    if requested["include_top"] and not keep_head:
         _log_new_head(found, classes, source_name)
     return plan, representation_size
 
 
 def _log_new_head(found, classes, source_name):
-    if not found.include_top:
+    if not found["include_top"]:
         logger.warning(
             "%s has no classification head: the model gets a new zero-initialised %d-class head (train it before use).",
             source_name,
@@ -287,7 +398,7 @@ def _log_new_head(found, classes, source_name):
             "classes=%s differs from the %d classes of %s: the model gets a new zero-initialised "
             "%s-class head instead of the pretrained one (the paper's fine-tuning recipe).",
             classes,
-            found.classes,
+            found["classes"],
             source_name,
             classes,
         )
@@ -358,45 +469,6 @@ def assign(model, values):
         variable.assign(np.asarray(values[variable.path], dtype=dtype))
 
 
-def build_pretrained(variant, weights, resample_method="official", resample_antialias=False, **kwargs):
-    """Builds ViT-`variant` with pretrained weights.
-
-    Args:
-        variant: a key of `keras_vit.models.variants.VARIANTS`, e.g. `"B/16"`.
-        weights: a tag of the variant (see `keras_vit.pretrained.available_tags`),
-            `"imagenet"` (the best ImageNet-1k classifier at the resolution
-            nearest `input_shape`), a local `.npz` / `.safetensors` file or
-            `save_pretrained` directory, or `"hf://org/repo[/file][@revision]"`.
-        resample_method: how the position embedding is moved to another
-            grid: `"official"` (default, `scipy.ndimage.zoom(order=1)`),
-            `"bilinear"` or `"bicubic"` (the latter is what Hugging Face's
-            `interpolate_pos_encoding` does).
-        resample_antialias: antialias when shrinking (half-pixel methods).
-        **kwargs: the constructor arguments of `keras_vit.models.build_model`
-            (include_top, input_shape, classes, representation_size, ...).
-            `representation_size=None` keeps the checkpoint's `pre_logits`
-            only when its pretrained head is kept (the head needs it) and
-            drops it otherwise, as the paper does for fine-tuning.
-
-    Returns:
-        A `keras.Model` whose every weight came from the checkpoint (or, for
-        a new head, is zero), or an exception and no model.
-
-    Raises:
-        ValueError: before any download, for unknown tags.
-        DownloadError: the file cannot be fetched (an `OSError`).
-        CheckpointError: an unreadable file, or one that does not fit the model (a `ValueError`).
-    """
-    return build_with_weights(
-        variants.VARIANTS[variant],
-        weights,
-        variant=variant,
-        resample_method=resample_method,
-        resample_antialias=resample_antialias,
-        **kwargs,
-    )
-
-
 def _names_a_file(weights):
     if not isinstance(weights, (str, os.PathLike)):
         return False
@@ -404,26 +476,52 @@ def _names_a_file(weights):
     return text.startswith(sources.HUB_SCHEME) or os.path.exists(text)
 
 
-def build_with_weights(
-    architecture, weights, variant=None, resample_method="official", resample_antialias=False, **kwargs
-):
-    """Builds the model of `architecture` with the weights `weights` names.
+@dataclasses.dataclass
+class _Loading:
+    """A checkpoint read and planned for a model: `load_into` assigns it once the model is built."""
+
+    checkpoint: Checkpoint
+    plan: dict
+    source_grid: tuple
+    config: dict
+    variant: str
+
+    def load_into(self, model):
+        values = assemble(
+            model,
+            self.checkpoint,
+            self.plan,
+            self.source_grid,
+            self.config["embedding_grid"],
+            self.config["resample_method"],
+            self.config["resample_antialias"],
+            variant=self.variant,
+        )
+        # Heads do not change a tensor's fused shape, so `assemble` (which reports every shape that differs)
+        # cannot see them differ: a file that declares its heads is held to the model's here.
+        self.checkpoint.num_heads(self.config["num_heads"])
+        assign(model, values)
+
+
+def prepare(config, weights, variant=None):
+    """Reads the checkpoint `weights` names for a model of `config`, before the model is built.
 
     Args:
-        architecture: the architecture keywords of `keras_vit.models.build_model`
-            (`patch_size`, `hidden_dim`, `num_layers`, `num_heads`, `mlp_dim`).
+        config: the checked arguments of a `keras_vit.VisionTransformer`.
         weights: as for `build_pretrained`; checkpoint tags and `"imagenet"`
             need `variant`.
-        variant: optional `VARIANTS` key the architecture belongs to.
-        resample_method: see `build_pretrained`.
-        resample_antialias: see `build_pretrained`.
-        **kwargs: the other arguments of `keras_vit.models.build_model`.
+        variant: the `VARIANTS` key of the architecture, or None.
 
     Returns:
-        A `keras.Model` (see `build_pretrained`).
+        `(config, loading)`: the arguments to build the model with (the
+        checkpoint's `pre_logits` kept when its head is, an open input size
+        given the checkpoint's grid), and what `loading.load_into(model)`
+        assigns to the built model.
     """
-    if resample_method not in RESAMPLING_METHODS:
-        raise ValueError(f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {resample_method!r}")
+    if config["resample_method"] not in RESAMPLING_METHODS:
+        raise ValueError(
+            f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {config['resample_method']!r}"
+        )
     if variant is None and not _names_a_file(weights):
         raise ValueError(
             "A model of a custom size takes `weights` as a local checkpoint file (.npz, .safetensors), a "
@@ -431,43 +529,24 @@ def build_with_weights(
             "'imagenet' name published variants: use their constructors, e.g. "
             f"keras_vit.ViTB16(weights='imagenet'). Received: weights={weights!r}"
         )
-    name = kwargs.pop("name", "vision_transformer")
-    # Images of another size resample the embedding at call time the way it is resampled here.
-    requested = Architecture.from_arguments(
-        **architecture, **kwargs, resample_method=resample_method, resample_antialias=resample_antialias
-    )
+    height, width, _ = variants.channels_last(config["input_shape"], keras.config.image_data_format())
     # An open input size keeps the checkpoint's own grid and resamples at call time to each image's.
-    open_size = None in requested.image_size
-    image_size = tuple(size or default for size, default in zip(requested.image_size, variants.DEFAULT_INPUT_SHAPE))
+    open_size = None in (height, width)
+    image_size = tuple(size or default for size, default in zip((height, width), variants.DEFAULT_INPUT_SHAPE))
     source = sources.resolve_source(variant, weights, image_size=image_size)
     path, expected_format = sources.fetch(source)
     checkpoint = load_checkpoint(path, format=expected_format)
-    source_grid = checkpoint_grid(checkpoint, source.info, None if open_size else requested.grid_size)
-    if checkpoint.format == "official" and not requested.gelu_approximate:
+    source_grid = checkpoint_grid(checkpoint, source.info, None if open_size else config["embedding_grid"])
+    if checkpoint.format == "official" and not config["gelu_approximate"]:
         logger.info(
             "%s comes from the official JAX code, which uses tanh-approximate GELU; this model uses exact "
             "GELU like timm and transformers (logits differ by ~1e-3). Pass gelu_approximate=True to "
             "match the JAX outputs exactly.",
             source.describe(),
         )
-    found = checkpoint.architecture(checkpoint.declared_heads() or requested.num_heads, source_grid)
-    plan, representation_size = _plan_top(found, requested, source.describe())
-    requested = requested.replace(
-        representation_size=representation_size, grid_size=source_grid if open_size else requested.grid_size
-    )
-    model = vit.build(requested, input_tensor=kwargs.get("input_tensor"), name=name)
-    values = assemble(
-        model,
-        checkpoint,
-        plan,
-        source_grid,
-        requested.grid_size,
-        resample_method,
-        resample_antialias,
-        variant=variant,
-    )
-    # Heads do not change a tensor's fused shape, so `assemble` (which reports every shape that differs) cannot
-    # see them differ: a file that declares its heads is held to the model's here; fused files take the model's.
-    checkpoint.num_heads(requested.num_heads)
-    assign(model, values)
-    return model
+    found = checkpoint.architecture(checkpoint.declared_heads() or config["num_heads"], source_grid)
+    plan, representation_size = _plan_top(found, config, source.describe())
+    config = dict(config, representation_size=representation_size)
+    if open_size:
+        config["embedding_grid"] = source_grid
+    return config, _Loading(checkpoint, plan, source_grid, config, variant)

@@ -66,7 +66,7 @@ def digits_sources(seed=0):
     )
 
 
-def build_model(model_name, weights, image_size, num_classes, remat=False, patch_dropout=0.0):
+def training_model(model_name, weights, image_size, num_classes, remat=False, patch_dropout=0.0):
     """The small default model or a named constructor, with logits output (`remat` and `patch_dropout`:
     the constructors' `remat` and `patch_dropout_rate`)."""
     import keras_vit
@@ -393,7 +393,7 @@ def compile_model(config, setup, num_classes, class_names):
     from keras_vit.models import metadata
 
     with setup.scope():
-        model = build_model(
+        model = training_model(
             config.model, config.weights, config.image_size, num_classes, config.remat, config.patch_dropout
         )
         if class_names:

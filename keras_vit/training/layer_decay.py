@@ -18,7 +18,7 @@ call `update_step`, but leaves subclasses alone.
 import keras
 from keras import ops
 
-from keras_vit.models import architecture
+from keras_vit.models.vit import find_vit
 from keras_vit.utils import keras_compat, serialization
 
 
@@ -26,10 +26,8 @@ def layer_decay_multipliers(model, decay):
     """The learning-rate multiplier of every layer of a ViT for a decay rate.
 
     Args:
-        model: a `keras_vit` model (or a model containing one): its patch
-            embedding and transformer blocks are found by their layer classes
-            (`keras_vit.models.architecture.vit_layers`), the blocks in the
-            order they are applied.
+        model: a `keras_vit.VisionTransformer` (or a model containing one,
+            see `keras_vit.models.find_vit`).
         decay: float in (0, 1], the per-block decay (0.65 to 0.75 is usual
             for B/16; 1.0 gives every layer the full rate).
 
@@ -48,18 +46,10 @@ def layer_decay_multipliers(model, decay):
     """
     if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 < decay <= 1.0:
         raise ValueError(f"`decay` must be a number in (0, 1]. Received: decay={decay!r}")
-    try:
-        parts = architecture.vit_layers(model)
-    except ValueError as error:
-        raise ValueError(
-            f"Layer-wise decay needs a keras_vit model (transformer blocks encoder_block_0 ... encoder_block_{{L-1}} "
-            f"after a patch embedding); model {model.name!r} has none. {error}"
-        ) from error
-    # The blocks in the order the model applies them: block i is the i-th, whatever its name.
-    depth = len(parts.blocks)
-    embeddings = (parts.patch_embedding, parts.class_token, parts.position_embedding)
-    multipliers = {layer.name: float(decay ** (depth + 1)) for layer in embeddings if layer is not None}
-    multipliers.update({block.name: float(decay ** (depth - index)) for index, block in enumerate(parts.blocks)})
+    depth = find_vit(model).num_layers
+    embeddings = ("patch_embedding", "class_token", "position_embedding")
+    multipliers = {name: float(decay ** (depth + 1)) for name in embeddings}
+    multipliers.update({f"encoder_block_{index}": float(decay ** (depth - index)) for index in range(depth)})
     return multipliers
 
 

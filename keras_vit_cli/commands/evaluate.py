@@ -101,7 +101,9 @@ def _model(args):
         model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3))
     if args.reinitialize:
         keras.utils.set_random_seed(args.seed)
-        model = keras.models.clone_model(model)  # the same layers, freshly initialised
+        # The same model rebuilt from its config, freshly initialised (`clone_model` would flatten a
+        # VisionTransformer into a plain functional model).
+        model = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
     return model
 
 

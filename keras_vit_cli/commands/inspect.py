@@ -45,7 +45,7 @@ def run(args):
         validation.positive_int("image_size", args.image_size)
     if args.weights is None and not args.model.endswith(".keras"):
         print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
-    model = report.build_model(args.model, weights=args.weights, image_size=args.image_size)
+    model = report.named_model(args.model, weights=args.weights, image_size=args.image_size)
     paths = report.write_report(
         model,
         args.image or report.sample_image_path(),
