@@ -1,6 +1,6 @@
 """The shape of the house, checked: imports run one way between rooms, and no private name crosses a module.
 
-The rooms (docs/architecture.md), lowest first; a module may import its own
+The rooms (docs/development.md, "How the code is laid out"), lowest first; a module may import its own
 room and the rooms below it, never one above. A room is a set of module paths
 (a folder, or one module of a folder); a module belongs to the room of its
 longest matching path:
@@ -73,7 +73,7 @@ def room_of(module):
     if not matches:
         raise AssertionError(
             f"{module} belongs to no room: add it to ROOMS in tests/test_architecture.py (and to "
-            "docs/architecture.md), in the lowest room whose modules it needs."
+            "docs/development.md), in the lowest room whose modules it needs."
         )
     _, level, room = max(matches)
     return level, room
