@@ -2,11 +2,8 @@
 Keras model within 1e-4 and has one input `images` and one output `outputs`,
 on each backend that can write the format; the pairs that cannot work say
 so; a folder target gets a named file; an export never replaces a file; a
-killed export leaves no artefact under its name, and the next one is not disturbed.
-
-Exports are the slow part (3-20 s each on 2 shared cores; tf2onnx and the
-TFLite converter are the slowest): the tests that only look at an artefact
-share one export per format (`exported`, module scope)."""
+killed export leaves no artefact under its name. Exports are slow: the tests
+that only look at an artefact share one export per format (`exported`)."""
 
 import collections
 import json
@@ -112,7 +109,6 @@ def exported(classifier, tmp_path_factory):
 
 @pytest.mark.parametrize("format", deploy.FORMATS)
 def test_artefact_matches_keras_in_its_own_runtime(format, classifier, exported, tmp_path):
-    # Cost: the shared export of `format` (3-20 s) and two calls in its runtime.
     ok, reason = deploy.supported(format)
     if not ok:
         with pytest.raises(ValueError, match="cannot be exported on the"):
@@ -132,8 +128,7 @@ def test_artefact_matches_keras_in_its_own_runtime(format, classifier, exported,
 
 @pytest.mark.parametrize("format", deploy.FORMATS)
 def test_artefact_has_one_input_and_one_output_in_its_own_runtime(format, exported):
-    # Cost: the shared export (made by the test above) and one load in its runtime. The OpenVINO IR
-    # that Keras's own export traces on TensorFlow had 10 outputs: the logits and 9 int32 batch sizes.
+    # Keras's own OpenVINO export on TensorFlow had one int32 output per unused shape slice beside the logits.
     ok, reason = deploy.supported(format)
     if not ok:
         pytest.skip(reason)
@@ -142,19 +137,12 @@ def test_artefact_has_one_input_and_one_output_in_its_own_runtime(format, export
         import openvino as ov
 
         (images,) = ov.Core().read_model(exported(format)).inputs
-        assert [
-            dimension.get_length() if dimension.is_static else None for dimension in images.get_partial_shape()
-        ] == [
-            None,
-            8,
-            8,
-            3,
-        ]
+        shape = [dimension.get_length() if dimension.is_static else None for dimension in images.get_partial_shape()]
+        assert shape == [None, 8, 8, 3]
 
 
 def test_loading_a_saved_model_logs_no_warning(exported, caplog):
-    # Cost: the shared SavedModel export and one load. From JAX (jax2tf) TensorFlow warned on every load that the
-    # functions' custom gradients were not saved, which serving never asks for.
+    # From JAX (jax2tf) TensorFlow warned on every load that the custom gradients were not saved.
     ok, reason = deploy.supported("saved_model")
     if not ok:
         pytest.skip(reason)
@@ -164,9 +152,7 @@ def test_loading_a_saved_model_logs_no_warning(exported, caplog):
 
 
 def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm(exported):
-    # Cost: the shared OpenVINO export and reading its IR. What keeps the OpenVINO artefact fast: one Split of the
-    # fused QKV (slices ran a reference kernel), and from torch OpenVINO's fused GELU and MVN (TensorFlow's GELU and
-    # LayerNorm arrive as elementwise arithmetic that OpenVINO does not fuse; docs/performance.md).
+    # What keeps the artefact fast: one Split of the fused QKV, and from torch OpenVINO's fused GELU and MVN.
     ok, reason = deploy.supported("openvino")
     if not ok:
         pytest.skip(reason)
@@ -189,7 +175,7 @@ def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm
 
 
 def test_litert_class_names_sit_beside_the_artefact_under_its_own_name(exported):
-    # Cost: the shared LiteRT export (made above). Another model's class_names.json in the folder stays as it was.
+    # Another model's class_names.json in the folder stays as it was.
     ok, reason = deploy.supported("litert")
     if not ok:
         pytest.skip(reason)
@@ -201,7 +187,7 @@ def test_litert_class_names_sit_beside_the_artefact_under_its_own_name(exported)
 
 
 def test_feature_map_artefact_has_one_output(tmp_path):
-    # Cost: one export (3-15 s). The feature map's reshape computes the batch size as well.
+    # The feature map's reshape computes the batch size too: still one output (OpenVINO first, where it showed).
     format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])
     backbone = VisionTransformer(**TINY, include_top=False, pooling=None)
     helpers.randomize_weights(backbone)
@@ -215,8 +201,7 @@ def test_feature_map_artefact_has_one_output(tmp_path):
 
 
 def test_backbone_nested_in_a_saved_user_model_exports(tmp_path):
-    # Cost: one export (3-15 s).
-    format = next(f for f in ("saved_model", "openvino") if deploy.supported(f)[0])
+    format = _cheapest_format()
     backbone = VisionTransformer(**TINY, include_top=False, pooling="gap")
     inputs = keras.Input((8, 8, 3))
     user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(inputs)))
@@ -229,7 +214,6 @@ def test_backbone_nested_in_a_saved_user_model_exports(tmp_path):
 
 
 def test_a_user_model_that_scales_its_own_pixels_is_not_scaled_twice(tmp_path):
-    # Cost: one export (3-15 s).
     format = _cheapest_format()
     backbone = VisionTransformer(**TINY, include_top=False, pooling="gap", include_preprocessing=False)
     inputs = keras.Input((8, 8, 3))
@@ -243,8 +227,7 @@ def test_a_user_model_that_scales_its_own_pixels_is_not_scaled_twice(tmp_path):
 
 
 def test_a_mixed_precision_model_is_exported_computing_in_float32(tmp_path):
-    # Cost: one export (3-15 s). ONNX Runtime refused the graph of a mixed_bfloat16 model (float16 beside bfloat16),
-    # OpenVINO and LiteRT failed to convert it.
+    # ONNX Runtime refused a mixed_bfloat16 graph; OpenVINO and LiteRT failed to convert one.
     format = _cheapest_format()
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
@@ -271,7 +254,6 @@ def test_a_model_quantized_by_keras_is_refused_where_its_conversion_is_wrong(tmp
 
 
 def test_export_refuses_bad_arguments(tmp_path):
-    # Cost: none of these exports starts (each fails before the trace).
     model = _classifier()
     format = _cheapest_format()
     with pytest.raises(ValueError, match="format"):
@@ -287,8 +269,7 @@ def test_export_refuses_bad_arguments(tmp_path):
 
 @pytest.mark.parametrize("format", deploy.FORMATS)
 def test_export_never_replaces_a_file(format, tmp_path):
-    # Cost: none (refused before the trace). Any file the export would write, companions and the
-    # LiteRT class names included, stops it, and is left as it was.
+    # Any file the export would write, companions included, stops it before the trace and is left as it was.
     if not deploy.supported(format)[0]:
         pytest.skip(deploy.supported(format)[1])
     model = _classifier()
@@ -309,8 +290,7 @@ def test_export_never_replaces_a_file(format, tmp_path):
 
 @pytest.mark.parametrize("format", deploy.FORMATS)
 def test_a_file_that_appears_during_the_export_is_left_as_it_is(format, tmp_path, monkeypatch):
-    # Cost: none (the writer is replaced). The names are checked before the minutes an export takes; a file
-    # written meanwhile under the last of them (OpenVINO's .bin, the LiteRT class names) must still stand.
+    # The names are checked before the export's long work; a file written meanwhile must still stand.
     if not deploy.supported(format)[0]:
         pytest.skip(deploy.supported(format)[1])
     targets = deploy.artefact_files(deploy.artefact_path(str(tmp_path / "vit"), format), format)
@@ -330,8 +310,7 @@ def test_a_file_that_appears_during_the_export_is_left_as_it_is(format, tmp_path
 
 
 def test_folder_targets_get_a_named_file(tmp_path):
-    # Cost: none (paths only; the CLI test below writes into a folder, and `exported` writes a SavedModel
-    # then the other formats to one `out`). `keras-vit export model.keras DIR/` used to write a hidden DIR/.onnx.
+    # `keras-vit export model.keras DIR/` once wrote a hidden DIR/.onnx.
     assert deploy.artefact_path("served/", "onnx", name="model") == os.path.join("served", "model.onnx")
     assert deploy.artefact_path("served/", "litert", name="vit_b16") == os.path.join("served", "vit_b16.tflite")
     assert deploy.artefact_path(ROOT, "openvino", name="model") == os.path.join(ROOT, "model.xml")
@@ -349,11 +328,10 @@ def test_folder_targets_get_a_named_file(tmp_path):
 
 
 def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys):
-    # Cost: one export (3-15 s); the other commands fail before any export.
     import keras_vit_cli
 
     _classifier().save(tmp_path / "model.keras")
-    format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])
+    format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])  # a file format where it can
     # An existing folder for a file format (gets model.xml + model.bin); a new SavedModel folder given with "/".
     out = tmp_path / "served" if format == "openvino" else tmp_path / "served" / "vit"
     os.makedirs(tmp_path / "served")
@@ -383,8 +361,6 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys)
 
 
 def test_cli_exports_a_constructor_with_random_weights(tmp_path, monkeypatch, capsys):
-    # Cost: building ViT-Ti/16 at 32 px (the export itself is replaced). `--weights none`: no download, for a try
-    # offline or a benchmark of the artefact.
     import keras_vit_cli
 
     built = []
@@ -431,7 +407,6 @@ def _export_in_a_child(script, tmp_path, *arguments):
 # TensorFlow, through jax2tf (18 s in a jax run).
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX exports the tensorflow run's saved_model folder")
 def test_a_killed_export_leaves_no_artefact_and_the_next_one_succeeds(tmp_path):
-    # Cost: one export in a fresh process (Keras import + export, 10-25 s) and one here (3-15 s).
     format = _cheapest_format()
     result, served = _export_in_a_child(KILLED_EXPORT, tmp_path, format)
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
@@ -471,7 +446,6 @@ sys.exit(keras_vit_cli.main(["export", *sys.argv[1:]]))
 
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX exports the tensorflow run's saved_model folder")
 def test_ctrl_c_during_an_export_is_one_line_and_leaves_nothing(tmp_path):
-    # Cost: one export in a fresh process (Keras import + export, 10-25 s).
     result, served = _export_in_a_child(INTERRUPTED_EXPORT, tmp_path, "--format", _cheapest_format())
     assert result.returncode == 130, result.stderr[-3000:]
     # (The run's environment may let TensorFlow's native log lines through; the command's own output is one line.)
@@ -482,7 +456,6 @@ def test_ctrl_c_during_an_export_is_one_line_and_leaves_nothing(tmp_path):
 
 @pytest.mark.parametrize("format", deploy.INT8_FORMATS)
 def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_path):
-    # Cost: one int8 export (10-20 s, TensorFlow only).
     if keras.backend.backend() != "tensorflow":
         pytest.skip("the int8 formats are written on the TensorFlow backend; one backend is enough")
     # LiteRT leaves weights with fewer than 1024 elements float: hidden 32 makes the attention and MLP int8.

@@ -1,11 +1,9 @@
 """Serving artefacts: export a keras_vit model and run what was exported.
 
 `export` writes a TensorFlow SavedModel, ONNX, LiteRT or OpenVINO artefact
-(`keras_vit.deploy.artefacts`, format by format in `keras_vit.deploy.writers`)
 with one input `images` and one output `outputs`; `load_artefact` runs one in
 its own runtime and `artefact_class_names` reads the class names stored with
-it. See the `artefacts` module's documentation for which backend writes which
-format.
+it.
 """
 
 from keras_vit.deploy.artefacts import (

@@ -1,46 +1,19 @@
 """Export a keras_vit model as a serving artefact, and run the artefact.
 
-`export(model_or_path, out, format)` writes a TensorFlow SavedModel, an ONNX
-file, a LiteRT (`.tflite`) flatbuffer or an OpenVINO IR (`.xml` + `.bin`)
-(`keras_vit.deploy.writers`). The artefact takes what a serving client has,
-one input `images`: a batch of RGB images with pixels in [0, 255] (`uint8`
-by default, `float32` on request), channels last; the ViT scaling to
-[-1, 1] is inside it. It has one output, `outputs` (the model's
-`[batch, classes]`, or its feature map), named so in every format. The batch
-size is dynamic; the resolution is the model's (fixed).
+`export` writes a TensorFlow SavedModel, an ONNX file, a LiteRT (`.tflite`)
+flatbuffer or an OpenVINO IR (`.xml` + `.bin`). Every artefact has one input,
+`images`: RGB pixels in [0, 255] (`uint8` by default, or `float32`), channels
+last, any batch size, the model's resolution; the ViT scaling is inside. Its
+one output, `outputs`, is the model's `[batch, classes]` or its feature map.
+An export never replaces a file, and appears whole or not at all.
+`load_artefact` runs an artefact in its own runtime, never through Keras.
 
-Where it goes: `out` names the artefact (the format's suffix is added when
-missing); a path ending in `/`, or an existing folder (not a SavedModel),
-gets `<name>.<suffix>` inside it, `<name>` being the `.keras` file's stem or
-the model's name. A SavedModel is a folder of its own: `out` is that folder.
-An export never replaces a file: when any file it would write exists, it
-refuses before any work. It is staged next to the target through
-`keras_vit.utils.files` and appears whole or not at all (a killed export
-may leave a `.keras_vit-tmp-*` folder beside it, never a partial artefact).
-
-`load_artefact(path, format)` runs an artefact in its own runtime
-(TensorFlow, ONNX Runtime, LiteRT, OpenVINO), never through Keras, for the
-parity tests and the benchmark.
-
-Which Keras backend can write which format (Keras 3.15):
-
-| format | tensorflow | jax | torch |
-|---|---|---|---|
-| saved_model | yes | yes (jax2tf) | no |
-| onnx | yes (tf2onnx) | no (needs `jax2onnx`) | no (the exporter fails on the attention) |
-| litert | yes | no | no (needs `litert-torch`) |
-| openvino | yes | no (XlaCallModule) | yes (TorchScript trace) |
-
-`UNSUPPORTED` holds the reasons; `export` raises them.
-
-`export(..., int8=True)` writes a post-training int8 artefact for the formats
-in `INT8_FORMATS`, without a calibration set: LiteRT dynamic-range
-quantization (int8 weights; XNNPACK quantizes activations per call) and ONNX
-Runtime dynamic quantization (`quantize_onnx_int8`). Which is faster than
-float32 depends on the model size and the CPU: see docs/deploy-int8.md.
+`UNSUPPORTED` says which backend cannot write which format, and why
+(docs/deploy.md has the table). `int8=True` writes a post-training int8
+artefact for the formats in `INT8_FORMATS`, without a calibration set
+(docs/deploy-int8.md).
 """
 
-import contextlib
 import json
 import logging
 import os
@@ -55,8 +28,8 @@ from keras_vit.utils import extras, files, keras_compat, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
 INPUT_DTYPES = ("uint8", "float32")
+INT8_FORMATS = ("litert", "onnx")
 _SUFFIXES = {"saved_model": "", "onnx": ".onnx", "litert": ".tflite", "openvino": ".xml"}
-# The backends on which Keras 3.15 writes each format, and why not elsewhere.
 UNSUPPORTED = {
     ("onnx", "jax"): "Keras 3.15 exports ONNX from JAX through the `jax2onnx` package, which pulls in flax, orbax "
     "and tensorstore; keras_vit does not pin it",
@@ -68,8 +41,7 @@ UNSUPPORTED = {
     ("litert", "torch"): "Keras exports LiteRT from torch through the separate `litert-torch` package, "
     "which keras_vit does not pin",
 }
-# What Keras's exporter imports for each format (SavedModel from JAX goes through jax2tf, TensorFlow), and
-# the runtime that runs the artefact (`load_artefact`): all of them come with the `deploy` extra.
+# What Keras's exporter imports for each format, and the runtime that runs the artefact.
 EXPORT_MODULES = {
     "saved_model": ("tensorflow",),
     "onnx": ("tensorflow", "tf2onnx", "onnx"),
@@ -82,8 +54,6 @@ RUNTIME_MODULES = {
     "litert": "ai_edge_litert",
     "openvino": "openvino",
 }
-# Post-training int8 without calibration (see the module docstring).
-INT8_FORMATS = ("litert", "onnx")
 
 
 def supported(format, backend=None):
@@ -93,46 +63,38 @@ def supported(format, backend=None):
         `(True, "")` or `(False, reason)`.
     """
     validation.one_of("format", format, FORMATS)
-    backend = backend or keras.backend.backend()
-    reason = UNSUPPORTED.get((format, backend))
+    reason = UNSUPPORTED.get((format, backend or keras.backend.backend()))
     return (reason is None, reason or "")
 
 
 def artefact_path(out, format, name="model"):
     """The file or folder `export` writes for `format` at `out`.
 
-    `out` with the format's suffix added when missing; for the file formats,
-    a path ending in `/`, or an existing folder that is not a SavedModel,
-    gets `name` + suffix inside it (so `served/vit` means `served/vit.onnx`
-    beside a SavedModel `served/vit`). A SavedModel is a folder: `out`
-    itself (a trailing `/` dropped).
+    The format's suffix is added when missing. For the file formats, a path
+    ending in `/`, or an existing folder that is not a SavedModel, gets
+    `name` + suffix inside it. A SavedModel is a folder: `out` itself.
 
     >>> artefact_path("served/", "onnx", name="vit")
     'served/vit.onnx'
     >>> artefact_path("served/vit", "openvino")
     'served/vit.xml'
-    >>> artefact_path("served/vit/", "saved_model")
-    'served/vit'
     """
     validation.one_of("format", format, FORMATS)
     out = os.fspath(out)
     suffix = _SUFFIXES[format]
-    saved_model = os.path.isfile(os.path.join(out, "saved_model.pb"))
-    folder = out.endswith(("/", os.sep)) or (os.path.isdir(out) and not saved_model)
     if not suffix:
         return out.rstrip("/" + os.sep) or out
-    if folder:
+    saved_model = os.path.isfile(os.path.join(out, "saved_model.pb"))
+    if out.endswith(("/", os.sep)) or (os.path.isdir(out) and not saved_model):
         out = os.path.join(out, name)
     return out if out.endswith(suffix) else out + suffix
 
 
 def artefact_files(path, format):
-    """Every file `export` may write for the artefact at `path` (the artefact first).
+    """Every file `export` may write for the artefact at `path`, the artefact first.
 
     >>> artefact_files("served/vit.xml", "openvino")
     ['served/vit.xml', 'served/vit.bin']
-    >>> artefact_files("served/vit.tflite", "litert")
-    ['served/vit.tflite', 'served/vit.class_names.json']
     """
     if format == "openvino":
         return [path, path[: -len(".xml")] + ".bin"]
@@ -145,9 +107,7 @@ def serving_model(model, input_dtype="uint8"):
     """Wraps `model` so it takes raw pixels: `(batch, H, W, 3)` in [0, 255].
 
     Args:
-        model: a keras_vit model (or a model containing one): one that
-            scales raw pixels itself (`include_preprocessing=True`) or one
-            that takes images scaled to [-1, 1].
+        model: a keras_vit model, or a model containing one.
         input_dtype: `"uint8"` or `"float32"`, the dtype of the pixels.
 
     Returns:
@@ -162,59 +122,50 @@ def serving_model(model, input_dtype="uint8"):
             f"Received: input_shape={model.input_shape}"
         )
     inputs = keras.Input(shape=shape, dtype=input_dtype, name="images")
-    # Rescaling casts to float32 first: x / 127.5 - 1, the ViT preprocessing, unless the ViT
-    # scales raw pixels itself (include_preprocessing=True, the default), or the user's model around
-    # it scales them in its own layers (a Rescaling or Normalization of its own): then only the cast.
+    # x / 127.5 - 1, unless the ViT (include_preprocessing=True) or the user's model around it scales pixels itself.
     own_scaling = metadata.find_vit(model).include_preprocessing or _scales_pixels_around_the_vit(model)
     scale, offset = (1.0, 0.0) if own_scaling else (1.0 / 127.5, -1.0)
     scaled = keras.layers.Rescaling(scale, offset=offset, name="pixel_scaling")(inputs)
     serving = keras.Model(inputs, model(scaled), name=f"{model.name}_serving")
-    # Keras exports only models that have run once (it traces their call).
+    # Keras exports only models that have run once.
     serving(np.zeros((1, *shape), input_dtype))
     return serving
 
 
 def _scales_pixels_around_the_vit(model):
-    """Whether a user's model holding the ViT has pixel-scaling layers of its own (outside the ViT)."""
     if metadata.find_vit(model) is model:
         return False
     return any(isinstance(layer, (keras.layers.Rescaling, keras.layers.Normalization)) for layer in model.layers)
 
 
-def _policy_names(model):
-    return {layer.dtype_policy.name for layer in [model, *keras_compat.sublayers(model)]}
-
-
-def is_quantized(model):
-    """Whether any layer of `model` runs quantized (`model.quantize(...)`)."""
-    return any(layer.quantization_mode is not None for layer in [model, *keras_compat.sublayers(model)])
+def _layers(model):
+    return [model, *keras_compat.sublayers(model)]
 
 
 def float32_copy(model):
-    """`model` computing in float32: a mixed-precision model rebuilt with float32 layers and its own weights.
+    """`model` computing in float32: a mixed-precision model is rebuilt with float32 layers and its weights.
 
-    Mixed precision keeps the weights in float32 and computes in bfloat16 or
-    float16; an artefact computes in float32, which every runtime runs (ONNX
-    Runtime refuses a graph mixing float16 and bfloat16; OpenVINO and LiteRT
-    fail to convert one). Other models are returned as they are.
+    Every runtime runs float32; ONNX Runtime refuses a graph mixing float16
+    and bfloat16, and OpenVINO and LiteRT fail to convert one. Other models
+    are returned as they are.
     """
-    if is_quantized(model) or not any(name.startswith("mixed_") for name in _policy_names(model)):
-        return model
 
     def mixed(value):
         return isinstance(value, str) and value.startswith("mixed_")
 
+    quantized = any(layer.quantization_mode is not None for layer in _layers(model))
+    if quantized or not any(mixed(layer.dtype_policy.name) for layer in _layers(model)):
+        return model
+
     def to_float32(node):
         # A layer's policy is serialized as a `DTypePolicy` entry, or as a bare name under "dtype".
-        if isinstance(node, dict):
-            if node.get("class_name") == "DTypePolicy" and mixed(node["config"].get("name")):
-                return {**node, "config": {**node["config"], "name": "float32"}}
-            return {
-                key: "float32" if key == "dtype" and mixed(value) else to_float32(value) for key, value in node.items()
-            }
         if isinstance(node, list):
             return [to_float32(value) for value in node]
-        return node
+        if not isinstance(node, dict):
+            return node
+        if node.get("class_name") == "DTypePolicy" and mixed(node["config"].get("name")):
+            return {**node, "config": {**node["config"], "name": "float32"}}
+        return {key: "float32" if key == "dtype" and mixed(value) else to_float32(value) for key, value in node.items()}
 
     copy = keras.saving.deserialize_keras_object(to_float32(keras.saving.serialize_keras_object(model)))
     copy.set_weights(model.get_weights())
@@ -222,23 +173,15 @@ def float32_copy(model):
 
 
 def check_target(out, format, name="model"):
-    """Checks, before any work, that `export` can write its artefact at `out`.
-
-    Args:
-        out, format, name: as for `artefact_path` (`name`: the model's name
-            or the `.keras` file's stem, for a folder target).
-
-    Returns:
-        The artefact's path (`artefact_path`).
+    """Checks, before any work, that `export` can write its artefact at `out`; returns its path.
 
     Raises:
-        FileExistsError: a file or folder the export would write exists (an
-            export never replaces one).
-        NotADirectoryError, FileNotFoundError, PermissionError: the folder
-            it would write into cannot hold it (`files.check_output_folder`).
+        FileExistsError: a file or folder the export would write exists.
+        NotADirectoryError, PermissionError: the folder it would write into
+            cannot hold it.
     """
     path = artefact_path(out, format, name=name)
-    files.check_output_folder(os.path.dirname(os.path.abspath(path)))  # a file in the way, no write access
+    files.check_output_folder(os.path.dirname(os.path.abspath(path)))
     for existing in artefact_files(path, format):
         if os.path.lexists(existing):
             what = "a folder" if os.path.isdir(existing) else "a file"
@@ -248,19 +191,15 @@ def check_target(out, format, name="model"):
     return path
 
 
-def _check_source(model_or_path):
+def _source_name(model_or_path):
+    """The artefact's name in a folder target: the model's name, or the `.keras` file's stem."""
     if isinstance(model_or_path, keras.Model):
-        return
-    if not (isinstance(model_or_path, (str, os.PathLike)) and os.fspath(model_or_path).endswith(".keras")):
-        raise ValueError(
-            f"`model_or_path` must be a keras.Model or a `.keras` file. Received: model_or_path={model_or_path!r}"
-        )
-
-
-def _load(model_or_path):
-    if isinstance(model_or_path, keras.Model):
-        return model_or_path
-    return metadata.load_classifier(os.fspath(model_or_path))
+        return model_or_path.name
+    if isinstance(model_or_path, (str, os.PathLike)) and os.fspath(model_or_path).endswith(".keras"):
+        return os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0]
+    raise ValueError(
+        f"`model_or_path` must be a keras.Model or a `.keras` file. Received: model_or_path={model_or_path!r}"
+    )
 
 
 def _check_arguments(format, input_dtype, int8):
@@ -278,16 +217,8 @@ def _check_arguments(format, input_dtype, int8):
             f"format={format!r} cannot be exported on the {keras.backend.backend()} backend: {reason}. "
             "Set KERAS_BACKEND=tensorflow (every format) or see the README's Deploy table."
         )
-    # Checked before the model is loaded or traced.
     needed = EXPORT_MODULES[format] + (("onnxruntime",) if int8 and format == "onnx" else ())
     extras.check(*needed, needed_for=f"a {format} export", extra="deploy")
-
-
-def _default_name(model_or_path):
-    """The artefact's name in a folder target: the `.keras` file's stem, or the model's name."""
-    if isinstance(model_or_path, keras.Model):
-        return model_or_path.name
-    return os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0]
 
 
 def _class_names(source, model, class_names):
@@ -306,32 +237,18 @@ def _class_names(source, model, class_names):
 def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_names=None, int8=False, verbose=False):
     """Exports a keras_vit model as a serving artefact.
 
-    The artefact has one input, `images` (`INPUT_NAME`), and one output,
-    `outputs` (`OUTPUT_NAME`), in every format.
-
     Args:
         model_or_path: a `keras.Model` (a constructor's output, a backbone
-            inside a user's model...) or the path of a `.keras` file such as
-            the `finetune` job's `model.keras`.
-        out: the artefact's path; the format's suffix (`.onnx`, `.tflite`,
-            `.xml`) is added when missing. A path ending in `/`, or an
-            existing folder (not a SavedModel), gets `<name>.<suffix>` inside it (`<name>`: the
-            `.keras` file's stem or the model's name; see `artefact_path`).
-            Nothing the export would write may exist yet (`artefact_files`):
-            an export never replaces a file.
+            inside a user's model...) or the path of a `.keras` file.
+        out: the artefact's path (see `artefact_path`). Nothing the export
+            would write may exist yet (`artefact_files`).
         format: one of `"saved_model"`, `"onnx"`, `"litert"`, `"openvino"`.
         input_dtype: `"uint8"` (default) or `"float32"` pixels in [0, 255].
         class_names: optional list of str stored with the artefact (default:
-            the names saved in the model, `keras_vit.models.metadata.class_names`): ONNX
-            metadata `class_names` (JSON), OpenVINO `model_info/labels`,
-            `assets.extra/class_names.json` in a SavedModel, and for
-            `vit.tflite` the file `vit.class_names.json` beside it.
-            `artefact_class_names` reads them back.
-        int8: bool, write a post-training int8 artefact instead of float32
-            (`format="litert"`: dynamic-range quantization, int8 weights,
-            run by XNNPACK's int8 kernels; `format="onnx"`: ONNX Runtime
-            dynamic quantization, int8 MatMul weights per channel). No
-            calibration set is needed. Other formats raise `ValueError`.
+            the names saved in the model); `artefact_class_names` reads them.
+        int8: bool, write a post-training int8 artefact (`"litert"`:
+            dynamic-range quantization; `"onnx"`: ONNX Runtime dynamic
+            quantization).
         verbose: bool, let Keras print its export messages.
 
     Returns:
@@ -349,11 +266,11 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     (3, 2)
     """
     _check_arguments(format, input_dtype, int8)
-    _check_source(model_or_path)
-    path = check_target(out, format, name=_default_name(model_or_path))
-    targets = artefact_files(path, format)
-    source = _load(model_or_path)
-    if is_quantized(source) and format in ("openvino", "litert"):
+    path = check_target(out, format, name=_source_name(model_or_path))
+    source = model_or_path
+    if not isinstance(source, keras.Model):
+        source = metadata.load_classifier(os.fspath(source))
+    if format in ("openvino", "litert") and any(layer.quantization_mode is not None for layer in _layers(source)):
         raise ValueError(
             f"A model quantized by Keras cannot be exported to {format}: the conversion of its int8 layers fails "
             "(LiteRT) or gives other outputs (OpenVINO). Export the float32 model with int8=True (LiteRT), or "
@@ -366,8 +283,7 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
         with files.atomic_directory(path, replace=False) as staged:
             writers.write(model, format, staged, **options)
         return path
-    # One set: the OpenVINO .xml with its .bin, the .tflite with its class names.
-    names = [os.path.basename(target) for target in targets]
+    names = [os.path.basename(target) for target in artefact_files(path, format)]
     if format == "litert" and class_names is None:
         names = names[:1]
     with files.atomic_files(os.path.dirname(os.path.abspath(path)), names, replace=False) as staged:
@@ -375,43 +291,33 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     return path
 
 
-class _CustomGradientNotice(logging.Filter):
-    """TensorFlow's warning, on loading a SavedModel written from JAX (jax2tf), that its functions' custom
-    gradients were not saved: true, and of no concern to an artefact that serves predictions."""
-
-    def filter(self, record):
-        return "with ops with unsaved custom gradients" not in record.getMessage()
-
-
-@contextlib.contextmanager
-def _without_custom_gradient_notice():
-    logger, notice = logging.getLogger("absl"), _CustomGradientNotice()
-    logger.addFilter(notice)
-    try:
-        yield
-    finally:
-        logger.removeFilter(notice)
+def _not_the_custom_gradient_notice(record):
+    # jax2tf's SavedModel makes TensorFlow warn on each load that custom gradients were not saved: serving needs none.
+    return "with ops with unsaved custom gradients" not in record.getMessage()
 
 
 def load_artefact(path, format):
     """Loads an exported artefact in its own runtime.
 
     Args:
-        path: what `export` returned (or another one-input, one-output
-            artefact of the format, such as one from an earlier version).
+        path: what `export` returned.
         format: the format it was written in.
 
     Returns:
         A function from a NumPy batch of images to the NumPy values of the
-        artefact's one output (`outputs`).
+        artefact's one output.
     """
     validation.one_of("format", format, FORMATS)
     extras.check(RUNTIME_MODULES[format], needed_for=f"running a {format} artefact", extra="deploy")
     if format == "saved_model":
         import tensorflow as tf
 
-        with _without_custom_gradient_notice():
-            loaded = tf.saved_model.load(path)  # kept alive: `serve` refers to its variables
+        absl = logging.getLogger("absl")
+        absl.addFilter(_not_the_custom_gradient_notice)
+        try:
+            loaded = tf.saved_model.load(path)
+        finally:
+            absl.removeFilter(_not_the_custom_gradient_notice)
 
         def run(images):
             outputs = loaded.serve(tf.constant(images))
@@ -432,8 +338,7 @@ def load_artefact(path, format):
         return lambda images: next(iter(signature(**{name: images}).values()))
     import openvino as ov
 
-    # float32 as exported: on a CPU with native bfloat16 (AVX-512 BF16, AMX) OpenVINO otherwise computes in bfloat16
-    # (a tiny ViT's outputs off by up to 4e-3 on an Intel Xeon with AVX-512 BF16).
+    # As exported: on a CPU with native bfloat16 OpenVINO would otherwise compute in bfloat16.
     compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     return lambda images: compiled(images)[0]
 
@@ -441,13 +346,8 @@ def load_artefact(path, format):
 def artefact_class_names(path, format):
     """The class names stored with an exported artefact, or `None`.
 
-    Args:
-        path: what `export` returned.
-        format: the format it was written in.
-
-    Returns:
-        A list of str, or `None` when the artefact has none. OpenVINO keeps
-        them space-separated, so a space inside a name comes back as `_`.
+    OpenVINO keeps them space-separated, so a space inside a name comes back
+    as `_`.
     """
     validation.one_of("format", format, FORMATS)
     if format == "onnx":
@@ -460,8 +360,10 @@ def artefact_class_names(path, format):
 
         ov_model, key = ov.Core().read_model(path), ["model_info", "labels"]
         return ov_model.get_rt_info(key).astype(str).split() if ov_model.has_rt_info(key) else None
-    names_file = os.path.join(path, "assets.extra", CLASS_NAMES_FILE) if format == "saved_model" else None
-    names_file = names_file or writers.class_names_path(path)
+    if format == "saved_model":
+        names_file = os.path.join(path, "assets.extra", CLASS_NAMES_FILE)
+    else:
+        names_file = writers.class_names_path(path)
     if not os.path.isfile(names_file):
         return None
     with open(names_file) as handle:

@@ -1,25 +1,11 @@
-"""Write one serving artefact into a staging folder: one input, one output.
-
-Every artefact has exactly one input, `images` (`INPUT_NAME`), and one
-output, `outputs` (`OUTPUT_NAME`): the model's `[batch, classes]` (or its
-feature map), under that name in every runtime (the ONNX graph output, the
-OpenVINO output tensor, the LiteRT and SavedModel signature output).
+"""Write one serving artefact into a staging folder: one input `images`, one output `outputs`.
 
 On the TensorFlow and JAX backends, the SavedModel, LiteRT and OpenVINO
-artefacts are all converted from one trace: a Keras `ExportArchive` whose
-endpoint returns `{"outputs": model(images)}`. The SavedModel is that
-archive; LiteRT and OpenVINO convert it as a SavedModel, which names their
-output after the signature and keeps only what the signature computes. (OpenVINO
-converting the traced function itself, as Keras's `export(format="openvino")`
-does, turns every tensor without a consumer into an output: TensorFlow's
-`keras.ops.shape` slices every dynamic dimension, used or not, so the IR had
-one int32 batch-size output per unused slice beside the real one.) ONNX
-(tf2onnx, which keeps only the traced outputs) and OpenVINO on torch
-(TorchScript) go through Keras's own export, and their one output is renamed.
-
-Intermediate files (the SavedModel a conversion reads, the float32 ONNX an
-int8 one is quantized from) are written next to the staged artefact, inside
-the caller's staging folder, and leave with it.
+artefacts are converted from one Keras `ExportArchive` whose endpoint returns
+`{"outputs": model(images)}`: converting that SavedModel keeps only what the
+signature computes (OpenVINO converting the traced function, as Keras does,
+makes every unused shape slice an output). ONNX (tf2onnx) and OpenVINO on
+torch go through Keras's own export, and their one output is renamed.
 """
 
 import json
@@ -33,16 +19,11 @@ from keras_vit.utils import extras, files
 INPUT_NAME = "images"
 OUTPUT_NAME = "outputs"
 CLASS_NAMES_FILE = "class_names.json"
-CLASS_NAMES_SUFFIX = ".class_names.json"
 
 
 def class_names_path(tflite_path):
-    """Where the class names of a LiteRT artefact are: `vit.tflite` -> `vit.class_names.json`.
-
-    >>> class_names_path("served/vit.tflite")
-    'served/vit.class_names.json'
-    """
-    return os.path.splitext(os.fspath(tflite_path))[0] + CLASS_NAMES_SUFFIX
+    """Where the class names of a LiteRT artefact are: `vit.tflite` -> `vit.class_names.json`."""
+    return os.path.splitext(os.fspath(tflite_path))[0] + "." + CLASS_NAMES_FILE
 
 
 def write(serving, format, staged, class_names=None, int8=False, verbose=False):
@@ -57,7 +38,6 @@ def write(serving, format, staged, class_names=None, int8=False, verbose=False):
         int8: post-training int8 (`"litert"` and `"onnx"` only).
         verbose: let Keras print its export messages.
     """
-    # Scratch space beside the staged artefact: in the staging folder, named after it so no output can clash.
     scratch = staged + ".scratch"
     os.mkdir(scratch)
     if format == "saved_model":
@@ -76,7 +56,6 @@ def write(serving, format, staged, class_names=None, int8=False, verbose=False):
 
 
 def _archive(serving):
-    """The one trace: a Keras `ExportArchive`, endpoint `serve`: images -> {OUTPUT_NAME: output}."""
     archive = keras.export.ExportArchive()
     archive.track(serving)
     spec = keras.InputSpec(shape=serving.input_shape, dtype=serving.inputs[0].dtype, name=INPUT_NAME)
@@ -97,7 +76,7 @@ def _saved_model(serving, scratch):
 def _write_litert(serving, staged, scratch, int8):
     import tensorflow as tf
 
-    # The settings of Keras's own LiteRT export (TFLite builtins, TF ops where none fits), from the SavedModel.
+    # The settings of Keras's own LiteRT export (TFLite builtins, TF ops where none fits).
     converter = tf.lite.TFLiteConverter.from_saved_model(_saved_model(serving, scratch))
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
     converter.experimental_enable_resource_variables = True
@@ -106,17 +85,6 @@ def _write_litert(serving, staged, scratch, int8):
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     with open(staged, "wb") as handle:
         handle.write(converter.convert())
-
-
-def _only(outputs, format):
-    """The artefact's one output; anything else is a bug in the export, said plainly."""
-    outputs = list(outputs)
-    if len(outputs) != 1:
-        raise RuntimeError(
-            f"The {format} export produced {len(outputs)} outputs, expected exactly one; please report this "
-            f"with your Keras ({keras.__version__}) and backend ({keras.backend.backend()}) versions."
-        )
-    return outputs[0]
 
 
 def _write_onnx(serving, staged, scratch, class_names, int8, verbose):
@@ -129,8 +97,10 @@ def _write_onnx(serving, staged, scratch, class_names, int8, verbose):
     if int8:
         traced = quantize_onnx_int8(traced, os.path.join(scratch, "int8.onnx"))
     proto = onnx.load(traced)
-    _rename_onnx_tensor(proto.graph, _only(proto.graph.input, "onnx").name, INPUT_NAME)
-    _rename_onnx_tensor(proto.graph, _only(proto.graph.output, "onnx").name, OUTPUT_NAME)
+    (images,) = proto.graph.input
+    (outputs,) = proto.graph.output
+    _rename_onnx_tensor(proto.graph, images.name, INPUT_NAME)
+    _rename_onnx_tensor(proto.graph, outputs.name, OUTPUT_NAME)
     if class_names is not None:
         entry = proto.metadata_props.add()
         entry.key, entry.value = "class_names", json.dumps(list(class_names))
@@ -138,8 +108,6 @@ def _write_onnx(serving, staged, scratch, class_names, int8, verbose):
 
 
 def _rename_onnx_tensor(graph, old, new):
-    if old == new:
-        return
     for value in [*graph.input, *graph.output]:
         if value.name == old:
             value.name = new
@@ -157,24 +125,23 @@ def _write_openvino(serving, staged, scratch, class_names, verbose):
         ov_model = ov.Core().read_model(traced)
     else:
         ov_model = ov.convert_model(_saved_model(serving, scratch))
-    images = _only(ov_model.inputs, "openvino")
+    (images,) = ov_model.inputs
+    (outputs,) = ov_model.outputs
     images.get_tensor().set_names({INPUT_NAME})
-    _only(ov_model.outputs, "openvino").get_tensor().set_names({OUTPUT_NAME})
-    # Torch's trace leaves every input dimension dynamic: the model's own sizes (the batch stays dynamic) let
-    # OpenVINO plan for them and refuse a wrong image size at the input rather than deep inside the graph.
-    # (Only where they differ: a reshape re-derives the graph's shape arithmetic, a few more shape ops.)
+    outputs.get_tensor().set_names({OUTPUT_NAME})
+    # Torch's trace leaves every dimension dynamic: fix the image size (the batch stays dynamic), so a wrong
+    # image size is refused at the input.
     sizes = ov.PartialShape([-1 if size is None else size for size in serving.input_shape])
     if images.get_partial_shape() != sizes:
         ov_model.reshape({images: sizes})
     if class_names is not None:
-        # OpenVINO's own place for a classifier's labels (model_info/labels), space-separated.
+        # OpenVINO's own place for a classifier's labels, space-separated.
         ov_model.set_rt_info(" ".join(name.replace(" ", "_") for name in class_names), ["model_info", "labels"])
     ov.save_model(ov_model, staged, compress_to_fp16=False)
 
 
 def _register_erfc_for_tf2onnx():
-    """TensorFlow computes exact GELU with `Erfc`, which ONNX lacks and
-    tf2onnx 1.17 does not convert; it is `1 - Erf`, and ONNX has `Erf`."""
+    """TensorFlow's exact GELU uses `Erfc`, which tf2onnx does not convert: it becomes `1 - Erf`."""
     from tf2onnx import utils as tf2onnx_utils
     from tf2onnx.handler import tf_op
 
@@ -196,9 +163,10 @@ def _register_erfc_for_tf2onnx():
 
 
 def quantize_onnx_int8(path, out):
-    """Post-training int8 of an ONNX artefact with ONNX Runtime's dynamic
-    quantization: int8 weights (per channel) for every MatMul, activations
-    quantized at run time, so no calibration set is needed.
+    """Post-training int8 of an ONNX file with ONNX Runtime's dynamic quantization.
+
+    Int8 weights (per channel) for every MatMul, activations quantized at run
+    time: no calibration set is needed.
 
     Args:
         path: an ONNX file written by `export`.
@@ -211,10 +179,6 @@ def quantize_onnx_int8(path, out):
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     out = os.fspath(out)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"No ONNX file at {path!r}.")
-    if os.path.exists(out):
-        raise FileExistsError(f"{out} exists: choose a new path or remove it first.")
     with files.atomic_file(out, replace=False) as staged:
         quantize_dynamic(path, staged, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
     return out

@@ -1,12 +1,10 @@
 """What a classifier's head does on a held-out split: top-1/top-5, per class, confusion, calibration.
 
 The functions take the model's outputs (logits or probabilities) and the
-labels as arrays, so they serve `keras-vit evaluate` and `keras-vit
-finetune` alike. Calibration is the expected calibration error of Guo et al.
-2017 ("On Calibration of Modern Neural Networks"): the confidence (top
-probability) is binned into 15 equal-width bins, and the gaps between each
-bin's accuracy and mean confidence are averaged, weighted by the bin's share
-of the images.
+labels as arrays; `keras-vit evaluate` and `keras-vit finetune` both use them.
+Calibration is the expected calibration error of Guo et al. 2017: the top
+probability binned into 15 equal-width bins, the gaps between each bin's
+accuracy and mean confidence averaged, weighted by the bin's share.
 
 Example:
 
@@ -51,14 +49,10 @@ def expected_calibration_error(outputs, labels, num_bins=ECE_BINS):
     """The expected calibration error of the top-1 predictions (0 = perfectly calibrated)."""
     probs = probabilities(outputs)
     confidence, correct = probs.max(axis=1), probs.argmax(axis=1) == np.asarray(labels)
-    # Bins (i/n, (i+1)/n]; a confidence of exactly 0 cannot occur for a distribution.
+    # Bins (i/n, (i+1)/n]; each bin's share times |accuracy - confidence| is |sum correct - sum confidence| / N.
     bins = np.clip(np.ceil(confidence * validation.positive_int("num_bins", num_bins)).astype(int) - 1, 0, num_bins - 1)
-    error = 0.0
-    for index in range(num_bins):
-        members = bins == index
-        if members.any():
-            error += members.mean() * abs(correct[members].mean() - confidence[members].mean())
-    return float(error)
+    gaps = np.bincount(bins, weights=correct, minlength=num_bins) - np.bincount(bins, confidence, minlength=num_bins)
+    return float(np.abs(gaps).sum() / len(bins))
 
 
 def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
@@ -126,7 +120,7 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
         if batch_labels.ndim == 2:
             batch_labels = batch_labels.argmax(axis=1)
         keep = np.asarray(batch[2]) > 0 if len(batch) > 2 else np.ones(len(batch_labels), bool)
-        batch_outputs = np.asarray(keras.ops.convert_to_numpy(model.predict_on_batch(batch[0])))
+        batch_outputs = keras.ops.convert_to_numpy(model.predict_on_batch(batch[0]))
         outputs.append(batch_outputs[keep])
         labels.append(batch_labels[keep])
     if not outputs:
@@ -136,14 +130,13 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
 
 def plot_confusion(report, path, dpi=100):
     """Draws the confusion matrix of a `heldout_report` (rows: true class), with class names, into a PNG."""
-    matplotlib = extras.require("matplotlib", "the confusion-matrix figure", extra="inspect")
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    extras.require("matplotlib", "the confusion-matrix figure", extra="inspect")
+    from matplotlib.figure import Figure
 
     matrix, names = np.asarray(report["confusion"]), report["class_names"]
     side = min(max(4.0, 0.45 * len(names) + 2.0), 40.0)
-    figure, axis = plt.subplots(figsize=(side, side))
+    figure = Figure(figsize=(side, side), layout="tight")
+    axis = figure.subplots()
     image = axis.imshow(matrix, cmap="Blues")
     figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
     axis.set_xticks(range(len(names)), names, rotation=90)
@@ -156,7 +149,5 @@ def plot_confusion(report, path, dpi=100):
             if count:
                 color = "white" if count > matrix.max() / 2 else "black"
                 axis.text(column, row, str(count), ha="center", va="center", color=color, fontsize=8)
-    figure.tight_layout()
     with files.atomic_file(path) as staged:
         figure.savefig(staged, dpi=dpi, format="png")
-    plt.close(figure)

@@ -1,12 +1,10 @@
 """Weighted k-nearest-neighbour classification on frozen features (the DINO evaluation).
 
 Features are L2-normalised; each test image takes its `k` most cosine-similar
-training images and each neighbour votes for its class with weight
-`exp(similarity / temperature)` (Wu et al. 2018, "Unsupervised Feature
-Learning via Non-Parametric Instance Discrimination", and DINO's
-`eval_knn.py`, both with `k = 20` and `temperature = 0.07`). The prediction is
-the class with the largest total vote. The test split is processed in chunks,
-so memory stays `chunk_size x num_train`.
+training images, and each neighbour votes for its class with weight
+`exp(similarity / temperature)` (Wu et al. 2018 and DINO's `eval_knn.py`, both
+with `k = 20` and `temperature = 0.07`). The test split is processed in
+chunks, so memory stays `chunk_size x num_train`.
 
 Example:
 
@@ -17,18 +15,16 @@ Example:
 
 import numpy as np
 
-from keras_vit.evaluation.extraction import check_classes, check_split, check_splits
+from keras_vit.evaluation.extraction import check_splits
 from keras_vit.utils import validation
 
 DEFAULT_K = 20
 DEFAULT_TEMPERATURE = 0.07
 
 
-def normalize(features):
-    """Rows scaled to unit L2 norm (a zero row stays zero)."""
+def _normalize(features):
     features = np.asarray(features, dtype="float64")
-    norms = np.linalg.norm(features, axis=1, keepdims=True)
-    return features / np.maximum(norms, 1e-12)
+    return features / np.maximum(np.linalg.norm(features, axis=1, keepdims=True), 1e-12)
 
 
 def knn_predict(
@@ -52,9 +48,7 @@ def knn_predict(
         chunk_size: int, test images per similarity block.
 
     Returns:
-        int array `(M,)`. Neighbours are taken by decreasing similarity and
-        their votes summed in that order; among equally similar neighbours
-        at the k-th place the choice is arbitrary.
+        int array `(M,)`.
     """
     (train_x, train_y), (test_x, _), num_classes = check_splits(
         train_features, train_labels, test_features, np.zeros(len(test_features), dtype="int64"), num_classes
@@ -63,24 +57,22 @@ def knn_predict(
     validation.finite_float("temperature", temperature, minimum=0, include_minimum=False)
     validation.positive_int("chunk_size", chunk_size)
     k = min(k, len(train_x))
-    train_x, test_x = normalize(train_x), normalize(test_x)
+    train_x, test_x = _normalize(train_x), _normalize(test_x)
     predictions = []
     for start in range(0, len(test_x), chunk_size):
         similarity = test_x[start : start + chunk_size] @ train_x.T
-        candidates = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
         rows = np.arange(len(similarity))[:, None]
-        order = np.argsort(-similarity[rows, candidates], axis=1, kind="stable")
-        neighbours = candidates[rows, order]
-        weights = np.exp(similarity[rows, neighbours] / temperature)
+        candidates = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
+        # The neighbours by decreasing similarity: their votes are summed in that order.
+        neighbours = candidates[rows, np.argsort(-similarity[rows, candidates], axis=1, kind="stable")]
         votes = np.zeros((len(similarity), num_classes))
-        for column in range(k):  # in order of similarity, one neighbour per row at a time
-            np.add.at(votes, (rows[:, 0], train_y[neighbours[:, column]]), weights[:, column])
+        np.add.at(votes, (rows, train_y[neighbours]), np.exp(similarity[rows, neighbours] / temperature))
         predictions.append(votes.argmax(axis=1))
     return np.concatenate(predictions)
 
 
 def knn_accuracy(train_features, train_labels, test_features, test_labels, **kwargs):
     """The accuracy of `knn_predict` on the test split (same keyword arguments)."""
-    test_x, test_y = check_split(test_features, test_labels, "test")
-    check_classes(kwargs.get("num_classes"), np.asarray(train_labels), test_y)
-    return float(np.mean(knn_predict(train_features, train_labels, test_x, **kwargs) == test_y))
+    check_splits(train_features, train_labels, test_features, test_labels, kwargs.get("num_classes"))
+    predictions = knn_predict(train_features, train_labels, test_features, **kwargs)
+    return float(np.mean(predictions == np.asarray(test_labels)))

@@ -1,12 +1,11 @@
-"""Linear probe: multinomial logistic regression on frozen features.
+"""Linear probe: scikit-learn's multinomial logistic regression on frozen features.
 
 The features are standardised with the training split's mean and standard
-deviation; the objective is the mean softmax cross-entropy plus
-`weight_decay / 2 * ||W||²` (the bias is not penalised), minimised with
-SciPy's L-BFGS. This is scikit-learn's `LogisticRegression` with
-`C = 1 / (weight_decay * num_images)`. The weight decay is chosen from a grid
-by the accuracy on a stratified held-out part of the training split, then
-the probe is refitted on the whole training split.
+deviation (+1e-5); the objective is the mean softmax cross-entropy plus
+`weight_decay / 2 * ||W||²` (the bias is not penalised), i.e.
+`LogisticRegression(C=1 / (weight_decay * num_images))`. The weight decay is
+chosen from a grid by the accuracy on a stratified held-out part of the
+training split, then the probe is refitted on the whole training split.
 
 Example:
 
@@ -54,51 +53,11 @@ class ProbeResult:
         }
 
 
-def _loss_and_gradient(params, x, onehot, weight_decay):
-    dim, classes = x.shape[1], onehot.shape[1]
-    weights, bias = params[: dim * classes].reshape(dim, classes), params[dim * classes :]
-    logits = x @ weights + bias
-    logits -= logits.max(axis=1, keepdims=True)
-    log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
-    count = len(x)
-    loss = -np.sum(onehot * log_probs) / count + 0.5 * weight_decay * np.sum(weights * weights)
-    error = (np.exp(log_probs) - onehot) / count
-    gradient = np.concatenate([(x.T @ error + weight_decay * weights).ravel(), error.sum(axis=0)])
-    return loss, gradient
-
-
-def fit_logistic(features, labels, num_classes, weight_decay, initial=None, max_iterations=MAX_ITERATIONS):
-    """Minimises the probe's objective; returns the flat parameters (`W` row-major, then the bias).
-
-    Args:
-        features: float array `(N, D)`, already standardised.
-        labels: int array `(N,)`.
-        num_classes: int.
-        weight_decay: float >= 0.
-        initial: optional flat parameters to start from (a warm start).
-        max_iterations: int, L-BFGS iterations at most.
-    """
-    from scipy import optimize
-
-    features = np.asarray(features, dtype="float64")
-    onehot = np.eye(num_classes)[labels]
-    start = np.zeros(features.shape[1] * num_classes + num_classes) if initial is None else initial
+def _fit(probe, features, labels, weight_decay):
+    """`probe` (a `LogisticRegression`) fitted with `weight_decay` on the mean loss."""
+    probe.set_params(C=1.0 / (weight_decay * len(features)) if weight_decay else np.inf)
     with single_threaded():
-        result = optimize.minimize(
-            _loss_and_gradient,
-            start,
-            args=(features, onehot, weight_decay),
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": max_iterations, "gtol": 1e-6, "ftol": 1e-12},
-        )
-    return result.x
-
-
-def predict_logistic(params, features, num_classes):
-    """The logits `(N, num_classes)` of flat probe parameters on standardised `features`."""
-    dim = features.shape[1]
-    return features @ params[: dim * num_classes].reshape(dim, num_classes) + params[dim * num_classes :]
+        return probe.fit(features, labels)
 
 
 def _holdout_split(labels, fraction, rng):
@@ -110,22 +69,6 @@ def _holdout_split(labels, fraction, rng):
         held.append(members[:count])
         fit.append(members[count:])
     return np.concatenate(fit), np.concatenate(held)
-
-
-def _select(x, labels, num_classes, weight_decays, fraction, seed, max_iterations):
-    """`{weight_decay: held-out accuracy}`, fitted from the strongest decay down with warm starts."""
-    fit, held = _holdout_split(labels, fraction, np.random.default_rng(seed))
-    if not len(held):
-        raise ValueError(
-            "Choosing the probe's weight decay needs a held-out part of the training split, and it is empty: "
-            "give more training images or a single weight decay."
-        )
-    scores, params = {}, None
-    for decay in sorted(weight_decays, reverse=True):
-        params = fit_logistic(x[fit], labels[fit], num_classes, decay, initial=params, max_iterations=max_iterations)
-        predictions = predict_logistic(params, x[held], num_classes).argmax(axis=1)
-        scores[decay] = float(np.mean(predictions == labels[held]))
-    return scores
 
 
 def linear_probe(
@@ -156,7 +99,9 @@ def linear_probe(
     Returns:
         A `ProbeResult`.
     """
-    (train_x, train_y), (test_x, test_y), num_classes = check_splits(
+    from sklearn.linear_model import LogisticRegression
+
+    (train_x, train_y), (test_x, test_y), _ = check_splits(
         train_features, train_labels, test_features, test_labels, num_classes
     )
     grid = (weight_decays,) if np.isscalar(weight_decays) else tuple(weight_decays)
@@ -166,11 +111,19 @@ def linear_probe(
     validation.finite_float("holdout_fraction", holdout_fraction, minimum=0, maximum=1, include_minimum=False)
     mean, std = train_x.mean(axis=0), train_x.std(axis=0) + 1e-5
     train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
-    scores = (
-        _select(train_x, train_y, num_classes, grid, holdout_fraction, seed, max_iterations) if len(grid) > 1 else {}
-    )
+    scores = {}
+    if len(grid) > 1:
+        fit, held = _holdout_split(train_y, holdout_fraction, np.random.default_rng(seed))
+        if not len(held):
+            raise ValueError(
+                "Choosing the probe's weight decay needs a held-out part of the training split, and it is empty: "
+                "give more training images or a single weight decay."
+            )
+        # From the strongest decay down, each fit starting from the last.
+        probe = LogisticRegression(max_iter=max_iterations, tol=1e-6, warm_start=True)
+        for decay in sorted(grid, reverse=True):
+            scores[decay] = _fit(probe, train_x[fit], train_y[fit], decay).score(train_x[held], train_y[held])
     # Ties go to the stronger decay (the simpler model).
     best = max(grid, key=lambda decay: (scores.get(decay, 0.0), decay))
-    params = fit_logistic(train_x, train_y, num_classes, best, max_iterations=max_iterations)
-    accuracy = float(np.mean(predict_logistic(params, test_x, num_classes).argmax(axis=1) == test_y))
-    return ProbeResult(accuracy, best, scores)
+    probe = _fit(LogisticRegression(max_iter=max_iterations, tol=1e-6), train_x, train_y, best)
+    return ProbeResult(float(probe.score(test_x, test_y)), best, scores)

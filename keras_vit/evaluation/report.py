@@ -1,10 +1,9 @@
 """The `keras-vit evaluate` job: every evaluation of one model on one dataset, as a table and files.
 
 `evaluate` extracts the frozen representation of the training and test
-splits once, then runs the linear few-shot evaluation at each shot count,
-the linear probe and the k-NN classifier on it, and, when the model has a
-head for the dataset's classes, the held-out report of that head. With
-`out` it writes, as one set (`keras_vit.utils.files.atomic_files`):
+splits once, then runs the linear few-shot evaluation, the linear probe and
+the k-NN classifier on it, and, when the model has a head for the dataset's
+classes, the held-out report of that head. With `out` it writes, as one set:
 
 * `metrics.json`: every number, and the settings;
 * `fewshot.png`: few-shot accuracy against shots (mean and spread of the
@@ -90,18 +89,14 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
         `linear_probe`, `knn`, `heldout` (`None` without a head for these
         classes), the representation and the split sizes.
     """
-    known = [name for name, p in inspect.signature(evaluate_features).parameters.items() if p.kind == p.KEYWORD_ONLY]
-    unknown = sorted(set(settings) - set(known))
+    unknown = sorted(set(settings) - set(inspect.signature(evaluate_features).parameters))
     if unknown:
-        raise TypeError(f"Unknown evaluation setting(s) {unknown}; the settings are {known}.")
-    caches = {
-        name: (os.path.join(cache_dir, f"{name}.npz") if cache_dir is not None else None) for name in ("train", "test")
-    }
+        raise TypeError(f"Unknown evaluation setting(s) {unknown}; see `evaluate_features`.")
     # A split where no image decodes fails now, before the other one is extracted.
     for source in (train, test):
         extraction.check_source(source)
     common = dict(image_size=image_size, batch_size=batch_size, verbose=verbose)
-    train_features = extraction.extract_features(model, train, cache=caches["train"], **common)
+    train_features = extraction.extract_features(model, train, cache=_cache(cache_dir, "train"), **common)
     # Too few images for the shots asked fails now, before the test split is read.
     shots = settings.get("shots", fewshot_lsr.DEFAULT_SHOTS)
     fewshot_lsr.draw_shots(
@@ -111,24 +106,29 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
         train_features.num_classes,
         train_features.class_names,
     )
-    test_features = extraction.extract_features(model, test, with_outputs=True, cache=caches["test"], **common)
+    test_features = extraction.extract_features(
+        model, test, with_outputs=True, cache=_cache(cache_dir, "test"), **common
+    )
     metrics = evaluate_features(train_features, test_features, **settings)
     if out is not None:
         write_results(metrics, out)
     return metrics
 
 
+def _cache(cache_dir, split):
+    return None if cache_dir is None else os.path.join(cache_dir, f"{split}.npz")
+
+
 def plot_shots(metrics, path, dpi=100):
     """Few-shot accuracy against shots (mean, and the spread of the draws), with the other methods as lines."""
-    matplotlib = extras.require("matplotlib", "the few-shot figure", extra="inspect")
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    extras.require("matplotlib", "the few-shot figure", extra="inspect")
+    from matplotlib.figure import Figure
 
     counts = sorted(int(count) for count in metrics["fewshot"])
     means = [metrics["fewshot"][str(count)]["mean"] for count in counts]
     spreads = [metrics["fewshot"][str(count)]["std"] for count in counts]
-    figure, axis = plt.subplots(figsize=(6, 4))
+    figure = Figure(figsize=(6, 4), layout="tight")
+    axis = figure.subplots()
     axis.errorbar(counts, means, yerr=spreads, marker="o", capsize=3, label="linear few-shot")
     lines = [("linear probe (all images)", metrics["linear_probe"]["accuracy"], "--")]
     lines.append((f"k-NN, k={metrics['knn']['k']} (all images)", metrics["knn"]["accuracy"], ":"))
@@ -143,10 +143,8 @@ def plot_shots(metrics, path, dpi=100):
     axis.set_ylim(0, 1.02)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
-    figure.tight_layout()
     with files.atomic_file(path) as staged:
         figure.savefig(staged, dpi=dpi, format="png")
-    plt.close(figure)
 
 
 def write_results(metrics, out):
@@ -171,7 +169,8 @@ def format_table(metrics):
     """The metrics as a plain-text table, one method per row."""
     rows = []
     for count, result in sorted(metrics["fewshot"].items(), key=lambda item: int(item[0])):
-        rows.append((f"{count}-shot linear", f"{result['mean']:.4f} ± {result['std']:.4f}", f"l2 {_l2s(result)}"))
+        l2s = ", ".join(f"{value:g}" for value in sorted(set(result["l2"])))
+        rows.append((f"{count}-shot linear", f"{result['mean']:.4f} ± {result['std']:.4f}", f"l2 {l2s}"))
     probed = metrics["linear_probe"]
     rows.append(("linear probe", f"{probed['accuracy']:.4f}", f"weight decay {probed['weight_decay']:g}"))
     rows.append(
@@ -186,8 +185,3 @@ def format_table(metrics):
     lines = [f"{'method':<{width}}  {'accuracy':<17}  notes"]
     lines += [f"{name:<{width}}  {value:<17}  {note}".rstrip() for name, value, note in rows]
     return "\n".join(lines)
-
-
-def _l2s(result):
-    values = sorted(set(result["l2"]))
-    return ", ".join(f"{value:g}" for value in values)

@@ -1,14 +1,12 @@
 """Figures of what a Vision Transformer has learned, after the paper's section 4.5.
 
-matplotlib is an optional dependency (`pip install "keras-vision-transformer[inspect]"`),
-imported on first use. Figures are built on the Agg canvas without pyplot, so
-nothing here opens a window or touches pyplot's global state. Every function
-writes a PNG (atomically: a complete file or none) and returns the figure;
-figures have a fixed size, so a PNG is `figsize * dpi` pixels.
+matplotlib (the `inspect` extra) is imported on first use. Figures are built
+without pyplot, so nothing here opens a window or touches pyplot's state.
+Every function writes a PNG (a complete file or none) and returns the figure;
+a PNG is `figsize * dpi` pixels.
 """
 
 import math
-import os
 
 import numpy as np
 
@@ -18,12 +16,9 @@ from keras_vit.utils import extras, files, validation
 
 def _figure(width, height):
     extras.require("matplotlib", "keras_vit.inspection's plots")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
+    return Figure(figsize=(width, height), layout="constrained")
 
 
 def _colormap(name):
@@ -33,9 +28,7 @@ def _colormap(name):
 
 
 def _save(figure, path, dpi):
-    path = os.fspath(path)
     validation.finite_float("dpi", dpi, minimum=0, include_minimum=False)
-    # Staged and renamed (keras_vit.utils.files): an interrupted run leaves no truncated PNG behind.
     with files.atomic_file(path) as staged:
         figure.savefig(staged, format="png", dpi=dpi)
     return figure
@@ -97,11 +90,6 @@ def _batched(array, rank, name):
     return array
 
 
-def _hide_ticks(axes):
-    axes.set_xticks([])
-    axes.set_yticks([])
-
-
 def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=0.5, dpi=100):
     """Draws attention-rollout maps over their images (paper Figure 6).
 
@@ -140,7 +128,7 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
         masked = image * (mask[..., None] if image.ndim == 3 else mask)
         axes[row, 2].imshow(masked, cmap="gray")
         for axis in axes[row]:
-            _hide_ticks(axis)
+            axis.set(xticks=[], yticks=[])
     for column, label in enumerate(("Input", "Rollout heat map", "Input x rollout")):
         axes[0, column].set_title(label)
     figure.colorbar(heat, ax=axes[:, 1], location="bottom", shrink=0.8, label="attention (scaled to max)")
@@ -194,7 +182,7 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
         axes[head + 1].imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
         axes[head + 1].set_title(f"Head {head + 1}")
     for axis in axes:
-        _hide_ticks(axis)
+        axis.set(xticks=[], yticks=[])
     for axis in axes[num_heads + 1 :]:
         axis.set_axis_off()
     figure.suptitle(f"Class-token attention, layer {layer % num_layers + 1} of {num_layers}")
@@ -325,7 +313,7 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
         tile = _unit_range(component if component.shape[-1] == 3 else component.mean(axis=-1))
         axes[index].imshow(tile, cmap="gray", interpolation="nearest")
     for axis in axes:
-        _hide_ticks(axis)
+        axis.set(xticks=[], yticks=[])
     for axis in axes[count:]:
         axis.set_axis_off()
     if title is None:
