@@ -1,4 +1,4 @@
-"""Recipes: schedules, optimizers, weight-decay exclusions, losses, accumulation,
+"""Recipes: schedules, optimizers, weight-decay exclusions, losses,
 XLA + steps_per_execution, and the atomic checkpoint callbacks."""
 
 import json
@@ -218,26 +218,6 @@ def test_torch_compile_traces_the_fine_tune_update_without_a_break(options):
     assert explanation.graph_break_count == 1 and "backward" in reasons[0], reasons
 
 
-def test_gradient_accumulation_equals_one_big_batch():
-    images, labels = _data(8)
-    weights = _tiny_model().get_weights()
-
-    def train(batch_size, accumulation):
-        model = _tiny_model()
-        model.set_weights(weights)
-        optimizer = keras.optimizers.SGD(0.5, gradient_accumulation_steps=accumulation)
-        model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        model.fit(images, labels, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
-        return model.get_weights()
-
-    accumulated, big_batch = train(4, 2), train(8, None)
-    changed = False
-    for a, b, start in zip(accumulated, big_batch, weights):
-        np.testing.assert_allclose(a, b, atol=1e-5)
-        changed |= not np.allclose(a, start)
-    assert changed
-
-
 def test_release_gradients_frees_them_and_changes_no_update():
     images, labels = _data(8)
     weights = _tiny_model().get_weights()
@@ -258,12 +238,6 @@ def test_release_gradients_frees_them_and_changes_no_update():
         # Keras's torch train step leaves them on the variables until after the next forward pass.
         assert all(variable.value.grad is not None for variable in kept.trainable_variables)
         assert all(variable.value.grad is None for variable in released.trainable_variables)
-
-
-def test_release_gradients_leaves_keras_free_to_read_the_logs_on_another_thread():
-    # Keras reads every step's logs back to the host on the training thread (a device sync per step) as soon as one
-    # callback defines `on_train_batch_end`.
-    assert training.ReleaseGradients.on_train_batch_end is keras.callbacks.Callback.on_train_batch_end
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="only the torch backend keeps gradients between steps")

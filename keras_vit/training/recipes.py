@@ -361,7 +361,7 @@ class StopAtIteration(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         optimizer = self.model.optimizer
         self.start_iteration = int(ops.convert_to_numpy(optimizer.iterations))
-        self._batches_per_call = getattr(self.model, "steps_per_execution", None) or 1
+        self._batches_per_call = self.model.steps_per_execution
         # Whole updates from the restored count: batches left in the accumulators by a backup run without an update.
         self._batches_left = (self.iterations - self.start_iteration) * (optimizer.gradient_accumulation_steps or 1)
 
