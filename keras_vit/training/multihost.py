@@ -189,14 +189,6 @@ def is_primary():
     return process_info().is_primary
 
 
-def sync(name):
-    """Waits until every process reaches the barrier called `name`."""
-    if process_info().count > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
 def check_same(name, value):
     """`value` (ints), after checking on every process that all processes hold the same; `name` says what it is."""
     info = process_info()
