@@ -182,7 +182,7 @@ def step(model):
 
 single_loss, single_weights = step(single)
 
-with distribute.data_parallel().scope():
+with keras.distribution.DataParallel().scope():
     dp = build()
     dp.set_weights(initial)
     dp_loss, dp_weights = step(dp)

@@ -84,7 +84,6 @@ def test_a_single_process_run_is_untouched(no_cluster_env, tmp_path):
     assert multihost.split_batches(dataset) is dataset
     assert multihost.run_on_primary(lambda: "done", "write") == "done"
     assert multihost.check_same("the step", 3) == 3
-    multihost.sync("nothing to wait for")
     with pytest.raises(ValueError, match="global_batch_size"):
         multihost.per_process_batch_size(0)
     with pytest.raises(ValueError, match="heartbeat_timeout"):

@@ -1,6 +1,6 @@
 """XLA's CPU scheduler for memory: the flag added once, the user's own choice kept, a call too late refused.
 
-The memory it saves is measured by `python -m benchmarks.memory` (README, "Training memory"), never asserted here.
+The memory it saves is measured by `python -m benchmarks.memory`, never asserted here.
 """
 
 import os
@@ -15,12 +15,18 @@ from keras_vit.training import xla_memory
 FLAG = xla_memory.FLAG
 
 
-def test_the_flag_is_added_once_and_a_users_setting_stands():
-    assert xla_memory.with_memory_schedule("") == f"{FLAG}=false"
-    once = xla_memory.with_memory_schedule("--xla_dump_to=/tmp/x")
-    assert once == f"--xla_dump_to=/tmp/x {FLAG}=false"
-    assert xla_memory.with_memory_schedule(once) == once
-    assert xla_memory.with_memory_schedule(f"{FLAG}=true") == f"{FLAG}=true"
+def test_the_flag_is_added_once_and_a_users_setting_stands(monkeypatch):
+    from keras_vit.utils import keras_compat
+
+    monkeypatch.setattr(keras_compat, "jax_backends_initialized", lambda: False)  # as in a fresh process
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    assert xla_memory.schedule_xla_cpu_for_memory() is True
+    assert os.environ["XLA_FLAGS"] == f"--xla_dump_to=/tmp/x {FLAG}=false"
+    assert xla_memory.schedule_xla_cpu_for_memory() is True
+    assert os.environ["XLA_FLAGS"] == f"--xla_dump_to=/tmp/x {FLAG}=false"
+    monkeypatch.setenv("XLA_FLAGS", f"{FLAG}=true")
+    assert xla_memory.schedule_xla_cpu_for_memory() is False
+    assert os.environ["XLA_FLAGS"] == f"{FLAG}=true"
 
 
 def test_a_users_flag_is_kept_even_after_jax_has_computed(monkeypatch):

@@ -14,7 +14,6 @@ other modules are imported when used.
 """
 
 from keras_vit.training.recipes import (
-    DECAYS,
     NO_WEIGHT_DECAY_NAMES,
     AtomicModelCheckpoint,
     FaultTolerantBackup,
@@ -29,12 +28,10 @@ from keras_vit.training.recipes import (
     decays_weight,
     finetune_optimizer,
     pretrain_optimizer,
-    warmup_decay,
 )
 from keras_vit.training.xla_memory import schedule_xla_cpu_for_memory
 
 __all__ = [
-    "DECAYS",
     "NO_WEIGHT_DECAY_NAMES",
     "AtomicModelCheckpoint",
     "FaultTolerantBackup",
@@ -50,5 +47,4 @@ __all__ = [
     "finetune_optimizer",
     "pretrain_optimizer",
     "schedule_xla_cpu_for_memory",
-    "warmup_decay",
 ]

@@ -1,26 +1,19 @@
 """Training across processes (several hosts, or several processes on one host) with JAX.
 
-Keras 3 has no `tf.distribute.MultiWorkerMirroredStrategy`; beyond one
-process the supported path is the JAX backend: every process runs the same
-program, `initialize` connects it to the others through JAX's distributed
-runtime, and `keras.distribution` (see `keras_vit.training.distribute.configure`) lays
-the model out over the global device mesh, the devices of all processes.
-Each process then feeds only its own part of every global batch
-(`data_shard`, `per_process_batch_size`, `split_batches`), and files are
-written by one process (`run_on_primary`) while the others wait.
+Keras 3 has no `MultiWorkerMirroredStrategy`; beyond one process the
+supported path is the JAX backend. Every process runs the same program:
+`initialize` joins JAX's distributed runtime, `keras.distribution` lays the
+model out over the devices of all processes
+(`keras_vit.training.distribute.configure`), each process feeds its own part
+of every global batch (`data_shard`, `per_process_batch_size`,
+`split_batches`) and process 0 alone writes files (`run_on_primary`).
 
-The settings come from the arguments or the environment Keras documents for
-`keras.distribution.initialize` (`KERAS_DISTRIBUTION_JOB_ADDRESSES`, the
-first address being the coordinator's, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
+The settings come from the arguments or the environment variables of
+`keras.distribution.initialize` (`KERAS_DISTRIBUTION_JOB_ADDRESSES`, whose
+first address is the coordinator's, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
 `KERAS_DISTRIBUTION_PROCESS_ID`) or JAX's `JAX_COORDINATOR_ADDRESS`. With
-`coordinator_address="auto"` JAX detects the cluster itself (Cloud TPU pod
-slices, SLURM, Open MPI, Kubernetes). With nothing set the program stays a
-single process and every function here is a no-op.
-
-On CPU devices the processes exchange gradients through JAX's CPU
-collectives (gloo), which is how the two-process tests run on one machine.
-If a process dies, JAX's heartbeat notices it and terminates the others
-(after `heartbeat_timeout` seconds) instead of letting them wait forever.
+nothing set the program is one process and every function here is a
+no-op. If a process dies, JAX's heartbeat ends the others.
 """
 
 import dataclasses
@@ -29,7 +22,6 @@ import socket
 
 from keras_vit.utils import validation
 
-AUTO = "auto"
 ENV_JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 ENV_NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 ENV_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
@@ -74,10 +66,7 @@ def _env_int(name):
 
 
 def settings(coordinator_address=None, num_processes=None, process_id=None):
-    """Resolves the multi-process settings from the arguments and the environment.
-
-    Arguments win over environment variables. Returns `None` when nothing is
-    set (a single-process run).
+    """The multi-process settings: the arguments, else the environment.
 
     Args:
         coordinator_address: `"host:port"` of process 0, `"auto"` (JAX
@@ -102,7 +91,7 @@ def settings(coordinator_address=None, num_processes=None, process_id=None):
         process_id = _env_int(ENV_PROCESS_ID)
     if coordinator_address is None and num_processes is None and process_id is None:
         return None
-    if coordinator_address == AUTO:
+    if coordinator_address == "auto":
         if num_processes is not None or process_id is not None:
             raise ValueError(
                 "With coordinator_address='auto' JAX detects the number of processes and the process id; do not "
@@ -124,39 +113,26 @@ def settings(coordinator_address=None, num_processes=None, process_id=None):
     return Settings(coordinator_address, num_processes, process_id)
 
 
-def initialize(
-    coordinator_address=None,
-    num_processes=None,
-    process_id=None,
-    *,
-    seed=None,
-    heartbeat_timeout=100,
-    initialization_timeout=300,
-):
+def initialize(coordinator_address=None, num_processes=None, process_id=None, *, seed=None, heartbeat_timeout=100):
     """Connects this process to the others of a multi-process run (JAX backend).
 
-    Call it on every process before anything else touches JAX (before a model
-    is built or a seed set); it returns at once in a single-process run
-    (nothing set, see `settings`). Afterwards `jax.devices()` and
-    `keras.distribution.list_devices()` list the devices of all processes.
+    Call it on every process before anything computes with JAX; in a
+    single-process run (nothing set, see `settings`) it returns at once.
 
     Args:
-        coordinator_address, num_processes, process_id: see `settings`.
-        seed: int, Keras's global random seed, set on every process so
-            that they all create the same initial weights; `None`: one that
-            process 0 draws.
-        heartbeat_timeout: int, seconds without a heartbeat after which a
-            process counts as dead and JAX terminates the others.
-        initialization_timeout: int, seconds to wait for all processes to
-            connect.
+        coordinator_address: see `settings`.
+        num_processes: see `settings`.
+        process_id: see `settings`.
+        seed: int, Keras's global seed, set on every process so that they
+            all create the same initial weights; `None`: one that process 0
+            draws.
+        heartbeat_timeout: int, seconds without a heartbeat after which JAX
+            counts a process as dead and ends the others.
 
     Returns:
         The `ProcessInfo` of this process.
     """
-    if seed is not None:
-        validation.non_negative_int("seed", seed)
     validation.positive_int("heartbeat_timeout", heartbeat_timeout)
-    validation.positive_int("initialization_timeout", initialization_timeout)
     resolved = settings(coordinator_address, num_processes, process_id)
     if resolved is None:
         return process_info()
@@ -171,15 +147,11 @@ def initialize(
 
     if jax.distributed.is_initialized():
         return process_info()
-    # CPU devices talk through gloo (already JAX's default on Linux; set so
-    # that a different default cannot silently leave CPU processes alone).
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
     try:
         jax.distributed.initialize(
             coordinator_address=resolved.coordinator_address,
             num_processes=resolved.num_processes,
             process_id=resolved.process_id,
-            initialization_timeout=initialization_timeout,
             heartbeat_timeout_seconds=heartbeat_timeout,
         )
     except RuntimeError as error:
@@ -188,8 +160,7 @@ def initialize(
             f"{resolved.process_id} of {resolved.num_processes}: {error} Call initialize() first thing, before "
             "any JAX computation, and check that every process uses the same coordinator address and count."
         ) from error
-    # Every process creates every variable from its own initial value: the
-    # values, hence the seeds, must agree.
+    # Every process creates every variable from its own initial value: the seeds must agree.
     if seed is None:
         import numpy as np
         from jax.experimental import multihost_utils
@@ -218,24 +189,8 @@ def is_primary():
     return process_info().is_primary
 
 
-def sync(name):
-    """Waits until every process reaches the barrier called `name`."""
-    if process_info().count > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
 def check_same(name, value):
-    """Raises on every process unless all processes hold the same `value`.
-
-    Args:
-        name: str, what `value` is, for the message.
-        value: an int (or array of ints).
-
-    Returns:
-        `value`.
-    """
+    """`value` (ints), after checking on every process that all processes hold the same; `name` says what it is."""
     info = process_info()
     if info.count == 1:
         return value
@@ -254,15 +209,11 @@ def check_same(name, value):
 def run_on_primary(function, name):
     """Runs `function()` on process 0 only; the others wait for it.
 
-    If it raises, process 0 re-raises the error and every other process
-    raises a `RuntimeError` naming `name`, so no process waits forever.
-
-    `function` runs outside the global `keras.distribution`: under it,
-    creating a variable (which `model.save` does) is a step all processes
-    must take together. Read the model on every process before (in a
-    callback: `self.model`, which on JAX gathers the training state
-    everywhere), write it here. Variables must be whole on process 0
-    (data parallel, or model shards within one process).
+    If it raises, process 0 re-raises the error and the others raise a
+    `RuntimeError` naming `name`. It runs outside the global
+    `keras.distribution` (where creating a variable, as `model.save` does,
+    is a step of all processes): read the model on every process first (in
+    a callback, `self.model` gathers the training state on JAX).
 
     Args:
         function: a callable without arguments (e.g. writing a file).
@@ -305,24 +256,14 @@ def run_on_primary(function, name):
 def data_shard():
     """`(num_shards, index)` of this process's part of the input, or `None` in a single process.
 
-    Pass it as `shard=` to `keras_vit.training.data.train_pipeline`: `tf.data`'s
-    `shard` gives every process a disjoint part of the examples and together
-    they cover all of them, so within an epoch no example is read twice and
-    none is skipped.
+    Pass it as `shard=` to `keras_vit.training.data.train_pipeline`.
     """
     info = process_info()
     return None if info.count == 1 else (info.count, info.index)
 
 
 def per_process_batch_size(global_batch_size):
-    """The batch each process feeds: the global batch divided evenly.
-
-    Args:
-        global_batch_size: int, the examples of one step over all processes.
-
-    Returns:
-        An int.
-    """
+    """The batch each process feeds: `global_batch_size` divided evenly over the processes."""
     validation.positive_int("global_batch_size", global_batch_size)
     count = process_info().count
     if global_batch_size % count:
@@ -336,11 +277,9 @@ def per_process_batch_size(global_batch_size):
 def split_batches(dataset):
     """This process's part of every batch of a dataset that yields global batches.
 
-    For evaluation: every process builds the same complete, padded pipeline
-    (`keras_vit.training.data.eval_pipeline(..., static_shapes=True)`) with the global
-    batch size, and reads only its slice of each batch, so the global batches
-    are exactly those of a single-process run (the same split Keras's
-    `DataParallel` makes with `auto_shard_dataset=True`).
+    For evaluation: every process builds the same padded pipeline of global
+    batches and reads its slice of each, as Keras's `DataParallel` does
+    with `auto_shard_dataset=True`.
 
     Args:
         dataset: a `tf.data.Dataset` with a static batch dimension.
@@ -357,8 +296,7 @@ def split_batches(dataset):
     if batch is None:
         raise ValueError("`split_batches` needs batches of a static size: batch with drop_remainder=True.")
     slices = dataset.rebatch(per_process_batch_size(batch)).shard(info.count, info.index)
-    # Each global batch gives every process one slice: as many batches as the input. tf.data loses that count
-    # in `rebatch`, and Keras reads the end of a dataset of unknown length as data running out (a warning).
+    # One slice per global batch: the count `rebatch` loses, without which Keras warns that the data ran out.
     batches = int(dataset.cardinality())
     return slices.apply(tf.data.experimental.assert_cardinality(batches)) if batches >= 0 else slices
 

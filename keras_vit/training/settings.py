@@ -1,19 +1,10 @@
 """The settings of the `keras-vit finetune` job, each declared once.
 
-`SETTINGS` is the one list: a `Setting` names an argument of
-`keras_vit.training.finetune.finetune`, its type, its default, its help and its
-check. From it come the fields of `FinetuneConfig`, the checks of
-`make_config`, the signature and `Args:` shown by `help(finetune)`, the
-`keras-vit finetune` flags (`--name-with-dashes`) and the table of
-`docs/finetune.md`. A new setting is one more `Setting(...)` line; its use
-is then `config.<name>` in the job.
-
-A default of `None` with a `shown` text is resolved by `make_config` from
-the data and weights (the digits job and a fine-tune differ); the checks
-apply to values given, and to `None` only where `None` is not the default.
-
-This module imports nothing at module level: the command line reads it to
-build its flags without importing Keras.
+`SETTINGS` gives the fields of `FinetuneConfig`, the checks and the
+signature of `keras_vit.training.finetune.finetune`, the command line's
+flags and the table of `docs/finetune.md`. A `None` default with a `shown`
+text is resolved from the data and weights by `make_config`. The command
+line reads this module before Keras is imported: it imports nothing else.
 
 Example:
 
@@ -28,6 +19,8 @@ import dataclasses
 DIGITS = "digits"
 SMALL_MODEL = "small"
 OPTIMIZERS = ("auto", "sgd", "adamw")
+STRATEGIES = ("auto", "default", "mirrored", "tpu")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,13 +31,10 @@ class Setting:
         name: the argument's name; the flag is `--` and the name with dashes.
         type: `str`, `int`, `float` or `bool` (a flag without value).
         default: the value when it is not given.
-        help: what it does, one line (the flag's help, the docs' table).
-        check: `check(name, value) -> value`, raising `ValueError` with the
-            name and the accepted values; or None (any value).
-        shown: how the default reads where it is not the value itself
-            (`None` resolved from the data, or read from the environment).
-        choices: the accepted values, for the flag and checked before
-            `check`; or None.
+        help: what it does, in one line.
+        check: `check(name, value) -> value`, raising `ValueError`; or None.
+        shown: how the default reads where it is not the value itself.
+        choices: the accepted values, or None.
     """
 
     name: str
@@ -60,7 +50,6 @@ class Setting:
         return "--" + self.name.replace("_", "-")
 
     def validate(self, value):
-        """`value` checked (`ValueError` naming the setting), as the job uses it."""
         if self.choices is not None:
             value = _validation("one_of", choices=self.choices)(self.name, value)
         return value if self.check is None else self.check(self.name, value)
@@ -97,18 +86,10 @@ def _switch(name, value):
 
 
 def _output_folder(name, value):
-    """`out`: a folder that results can be written into (a file there, or no write access, fails before any work)."""
+    # A file in the way, or no write access, fails before any work.
     from keras_vit.utils import files
 
     return files.check_output_folder(_text(name, value))
-
-
-def _distribution(name, value):
-    """`strategy` or `precision`: one of `keras_vit.training.distribute.STRATEGIES` / `PRECISIONS`."""
-    from keras_vit.training import distribute
-    from keras_vit.utils import validation
-
-    return validation.one_of(name, value, {"strategy": distribute.STRATEGIES, "precision": distribute.PRECISIONS}[name])
 
 
 _POSITIVE = _validation("positive_int")
@@ -151,9 +132,9 @@ SETTINGS = (
             "for one more forward pass of the blocks", _validation("boolean")),
     Setting("patch_dropout", float, 0.0, "PatchDropout: the fraction of patch tokens each training image drops, "
             "in [0, 1), e.g. 0.5 (0: off); evaluation and predictions use every token", _validation("rate")),
-    Setting("strategy", str, "auto", "tf.distribute strategy: auto, default, mirrored or tpu", _distribution),
+    Setting("strategy", str, "auto", "tf.distribute strategy: auto, default, mirrored or tpu", choices=STRATEGIES),
     Setting("precision", str, "auto", "auto (mixed_bfloat16 where supported, else float32), float32, "
-            "mixed_bfloat16 or mixed_float16", _distribution),
+            "mixed_bfloat16 or mixed_float16", choices=PRECISIONS),
     Setting("backup_every", int, 0, "batches between resumable backups (0: every epoch)", _NON_NEGATIVE),
     Setting("out", str, "outputs/finetune", "output folder", _output_folder),
     Setting("seed", int, 0, "seed of the data order, augmentation and initialisation", _NON_NEGATIVE),
