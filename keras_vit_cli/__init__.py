@@ -142,7 +142,10 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         _check_backend_setting()
-        _prepare_frameworks(command_module(args.command))
+        module = command_module(args.command)
+        if hasattr(module, "check"):
+            module.check(args)  # a command's own checks that need no framework: they fail before any import
+        _prepare_frameworks(module)
         return args.run(args)
     except BrokenPipeError as error:
         if _stdout_reader_gone():

@@ -9,7 +9,7 @@ Options left out take the defaults of `keras_vit.training.finetune.finetune`, wh
 also checks every value.
 """
 
-from keras_vit_cli import options
+from keras_vit_cli import keras_free, options
 
 TENSORFLOW_ON = ("tensorflow", "jax", "torch")  # tf.data reads the images on every backend
 
@@ -19,16 +19,16 @@ def add_arguments(parser):
     options.add_settings(parser, options.library_module("keras_vit.training.settings").SETTINGS)
 
 
+def check(args):
+    """Before any framework is imported (seconds): an unprepared TFDS dataset offline fails at once, in one line."""
+    if getattr(args, "data", "").startswith("tfds:"):
+        (data,) = keras_free.load("keras_vit.training.data")
+        data.check_tfds_source(args.data[len("tfds:") :], getattr(args, "data_dir", None))
+
+
 def run(args):
     import os
     import sys
-
-    from keras_vit_cli import keras_free
-
-    if getattr(args, "data", "").startswith("tfds:"):
-        # Before Keras is imported (seconds): an unprepared dataset offline fails at once, in one line.
-        (data,) = keras_free.load("keras_vit.training.data")
-        data.check_tfds_source(args.data[len("tfds:") :], getattr(args, "data_dir", None))
 
     # Before anything computes: XLA's CPU compiler keeps fewer buffers alive (JAX; keras_vit.training.xla_memory).
     (xla_memory,) = keras_free.load("keras_vit.training.xla_memory")
