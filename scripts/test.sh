@@ -6,7 +6,7 @@
 #   BACKENDS="jax" scripts/test.sh -k attention   # one backend; extra arguments go to pytest
 #   PYTEST_WORKERS=0 scripts/test.sh              # no pytest-xdist workers (serial, one process)
 #
-# Each backend runs as `KERAS_BACKEND=<backend> .venv/bin/python -m pytest -n $PYTEST_WORKERS "$@"` and ends with
+# Each backend runs as `KERAS_BACKEND=<backend> .venv/bin/python -m pytest -n $PYTEST_WORKERS --dist worksteal "$@"` and ends with
 # its 25 slowest tests; a test over pytest-timeout's limit (pyproject.toml) fails. Expects .venv from
 # scripts/bootstrap.sh (`make test` runs that first). pytest's exit code 5 (no test collected) counts as a failure.
 set -uo pipefail
@@ -41,7 +41,8 @@ for backend in $BACKENDS; do
     echo
     echo "=============================== KERAS_BACKEND=$backend ==============================="
     start=$SECONDS
-    KERAS_BACKEND="$backend" "$PYTHON" -m pytest -n "$PYTEST_WORKERS" "$@" 2>&1 | tee "$logs/$backend"
+    # worksteal: a worker that runs out of tests takes the other's queued ones, so one long test ends no run alone.
+    KERAS_BACKEND="$backend" "$PYTHON" -m pytest -n "$PYTEST_WORKERS" --dist worksteal "$@" 2>&1 | tee "$logs/$backend"
     rc=${PIPESTATUS[0]}
     if [[ $rc -eq 0 ]]; then
         summary+=("test.sh: KERAS_BACKEND=$backend: ok in $((SECONDS - start)) s")
