@@ -323,16 +323,19 @@ def jax_profile(run, count, folder, top=25):
                 "top": sorted(((ms, name[:120]) for name, ms in names.items()), reverse=True)[:top],
             }
     ranked = sorted(((ms, name, calls / count) for name, (ms, calls) in kernels.items()), reverse=True)
+    return dict(_summary(wall_ms, ranked, jax_kernel_kind, top), lines_ms=lines, trace=path)
+
+
+def _summary(wall_ms, kernels, kind_of, top):
+    """A profile's report from `(milliseconds, name, calls)` per kernel, largest first."""
     kinds = {}
-    for milliseconds, name, _ in ranked:
-        kinds[jax_kernel_kind(name)] = kinds.get(jax_kernel_kind(name), 0.0) + milliseconds
+    for milliseconds, name, _ in kernels:
+        kinds[kind_of(name)] = kinds.get(kind_of(name), 0.0) + milliseconds
     return {
         "wall_ms": wall_ms,
-        "device_ms": sum(milliseconds for milliseconds, _, _ in ranked),
+        "device_ms": sum(milliseconds for milliseconds, _, _ in kernels),
         "kinds_ms": dict(sorted(kinds.items(), key=lambda item: -item[1])),
-        "top": [{"ms": ms, "calls": calls, "kernel": name[:160]} for ms, name, calls in ranked[:top]],
-        "lines_ms": lines,
-        "trace": path,
+        "top": [{"ms": ms, "calls": calls, "kernel": name[:160]} for ms, name, calls in kernels[:top]],
     }
 
 
@@ -357,15 +360,7 @@ def profile(run, count, top=15):
         if milliseconds > 0:
             kernels.append((milliseconds, event.key, event.count / count))
     kernels.sort(reverse=True)
-    kinds = {}
-    for milliseconds, name, _ in kernels:
-        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + milliseconds
-    return {
-        "wall_ms": wall_ms,
-        "device_ms": sum(milliseconds for milliseconds, _, _ in kernels),
-        "kinds_ms": dict(sorted(kinds.items(), key=lambda item: -item[1])),
-        "top": [{"ms": ms, "calls": calls, "kernel": name[:160]} for ms, name, calls in kernels[:top]],
-    }
+    return _summary(wall_ms, kernels, kernel_kind, top)
 
 
 def serve(session, commands):

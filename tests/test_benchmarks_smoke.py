@@ -66,12 +66,13 @@ def test_accelerator_benchmark(tmp_path):
         *TINY_VARIANT,
         *("--configurations", "keras_vit torch eager", "--precision", "float32", "--classes", "2"),
         *("--train-batch-size", "2", "--inference-batch-size", "2", "--rounds", "1", "--steps", "1", "--calls", "1"),
-        *("--matmul-size", "64", "--output", str(output)),
+        *("--matmul-size", "64", "--profile", "1", "--output", str(output)),
     )
     report = json.loads(output.read_text())
     assert {"arguments", "records", "summary", "table"} <= set(report)
-    assert report["records"]["keras_vit torch eager"]["status"] == "ok"
-    assert "| keras_vit torch eager |" in report["table"]
+    record = report["records"]["keras_vit torch eager"]
+    assert record["status"] == "ok" and "| keras_vit torch eager |" in report["table"]
+    assert set(record["profile"]) == {"train", "infer"} and record["profile"]["train"]["device_ms"] > 0
 
 
 @on_backend("torch")
