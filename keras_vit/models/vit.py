@@ -193,12 +193,15 @@ class VisionTransformer(keras.Model):
             from keras_vit.pretrained import loader
 
             config, checkpoint = loader.prepare(config, weights, variant=variants.variant_of(config))
+        # The graph is laid out in the global image data format of this moment (also when a saved model reloads).
+        channels_first = keras.config.image_data_format() == "channels_first"
         inputs, images, outputs = _graph(config, input_tensor, dtype)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
         # An `input_tensor` computed by other layers puts them before the ViT's own: `forward_intermediates`
         # cannot run them (they are no part of the config either).
         self._layers_before_the_vit = all(images is not tensor for tensor in self.inputs)
         self._arguments = config
+        self.channels_first = channels_first
         for key, value in config.items():
             if key != "input_shape":  # `keras.Model.input_shape` already answers it, batch included
                 setattr(self, key, value)
@@ -220,11 +223,6 @@ class VisionTransformer(keras.Model):
             return (height, width)
         pixels = self.pixels_per_token
         return (self.embedding_grid[0] * pixels[0], self.embedding_grid[1] * pixels[1])
-
-    @property
-    def channels_first(self):
-        """Whether the model takes channels-first images (it was built under that image data format)."""
-        return any(layer.name == "channels_last" for layer in self.layers)
 
     @property
     def pixels_per_token(self):
