@@ -5,51 +5,56 @@ import numpy as np
 import pytest
 
 from keras_vit import layers
-from tests.helpers import randomize_weights, run_layer_test, to_numpy
+from tests.helpers import assert_config_round_trip, randomize_weights, run_layer_test, to_numpy
 
 HIDDEN = 16
 
 
-def test_patch_embedding_contract(tmp_path):
+ATTENTION_PARAMS = HIDDEN * 3 * HIDDEN + 3 * HIDDEN + HIDDEN * HIDDEN + HIDDEN
+MLP_PARAMS = HIDDEN * 32 + 32 + 32 * HIDDEN + HIDDEN
+CONTRACTS = {
     # Non-square and padded: 16x10 images, 4x4 patches -> a 4x3 grid.
-    run_layer_test(
+    "patch_embedding": (
         layers.PatchEmbedding,
         dict(hidden_dim=HIDDEN, patch_size=4),
-        input_shape=(2, 16, 10, 3),
-        expected_output_shape=(2, 4, 3, HIDDEN),
-        expected_num_trainable_weights=2,
-        expected_num_params=4 * 4 * 3 * HIDDEN + HIDDEN,
-        workdir=tmp_path,
-    )
-
-
-def test_class_token_contract(tmp_path):
-    run_layer_test(
-        layers.ClassToken, {}, (2, 5, HIDDEN), (2, 6, HIDDEN), 1, expected_num_params=HIDDEN, workdir=tmp_path
-    )
-
-
-def test_position_embedding_contract(tmp_path):
-    run_layer_test(
+        (2, 16, 10, 3),
+        (2, 4, 3, HIDDEN),
+        2,
+        4 * 4 * 3 * HIDDEN + HIDDEN,
+    ),
+    "class_token": (layers.ClassToken, {}, (2, 5, HIDDEN), (2, 6, HIDDEN), 1, HIDDEN),
+    "position_embedding": (
         layers.PositionEmbedding,
         dict(grid_size=(2, 3)),
         (2, 7, HIDDEN),
         (2, 7, HIDDEN),
         1,
-        expected_num_params=7 * HIDDEN,
-        workdir=tmp_path,
-    )
-
-
-def test_attention_contract(tmp_path):
-    run_layer_test(
-        layers.MultiHeadSelfAttention,
-        dict(num_heads=2),
+        7 * HIDDEN,
+    ),
+    "mlp_block": (
+        layers.MLPBlock,
+        dict(mlp_dim=32, gelu_approximate=True),
         (2, 5, HIDDEN),
         (2, 5, HIDDEN),
         4,
-        expected_num_params=HIDDEN * 3 * HIDDEN + 3 * HIDDEN + HIDDEN * HIDDEN + HIDDEN,
-        workdir=tmp_path,
+        MLP_PARAMS,
+    ),
+    "transformer_block": (
+        layers.TransformerBlock,
+        dict(num_heads=2, mlp_dim=32, drop_path_rate=0.1),
+        (2, 5, HIDDEN),
+        (2, 5, HIDDEN),
+        12,
+        4 * HIDDEN + ATTENTION_PARAMS + MLP_PARAMS,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CONTRACTS)
+def test_layer_contract(name, tmp_path):
+    layer, kwargs, input_shape, output_shape, num_weights, num_params = CONTRACTS[name]
+    run_layer_test(
+        layer, kwargs, input_shape, output_shape, num_weights, expected_num_params=num_params, workdir=tmp_path
     )
 
 
@@ -60,66 +65,37 @@ def test_attention_contract_with_scores(tmp_path):
         (2, 5, HIDDEN),
         [(2, 5, HIDDEN), (2, 4, 5, 5)],
         4,
+        expected_num_params=ATTENTION_PARAMS,
         call_kwargs=dict(return_attention_scores=True),
         workdir=tmp_path,
-        fresh_process=False,
     )
 
 
-def test_mlp_block_contract(tmp_path):
-    run_layer_test(
-        layers.MLPBlock,
-        dict(mlp_dim=32, gelu_approximate=True),
-        (2, 5, HIDDEN),
-        (2, 5, HIDDEN),
-        4,
-        expected_num_params=HIDDEN * 32 + 32 + 32 * HIDDEN + HIDDEN,
-        workdir=tmp_path,
-    )
+@pytest.mark.parametrize(
+    "layer, kwargs",
+    [
+        (layers.TokenPooling, dict(mode="gap")),
+        (layers.PatchTokens, {}),
+        (layers.DropPath, dict(rate=0.2, seed=3)),
+        (layers.PatchFeatureMap, dict(grid_size=2)),
+    ],
+)
+def test_weightless_layer_config_round_trip(layer, kwargs):
+    assert_config_round_trip(layer(**kwargs))
 
 
-def test_transformer_block_contract(tmp_path):
-    per_block = (
-        4 * HIDDEN + (3 * HIDDEN * HIDDEN + 3 * HIDDEN) + (HIDDEN * HIDDEN + HIDDEN) + (2 * HIDDEN * 32 + 32 + HIDDEN)
-    )
-    run_layer_test(
-        layers.TransformerBlock,
-        dict(num_heads=2, mlp_dim=32, dropout_rate=0.0, drop_path_rate=0.1),
-        (2, 5, HIDDEN),
-        (2, 5, HIDDEN),
-        12,
-        expected_num_params=per_block,
-        workdir=tmp_path,
-    )
+def test_weightless_layers_in_a_functional_model():
+    inputs = keras.Input((2, 3, HIDDEN))
+    tokens = layers.ClassToken()(layers.PatchTokens()(inputs))
+    assert tuple(layers.PatchFeatureMap()(tokens, patch_grid=inputs).shape) == (None, 2, 3, HIDDEN)
+    assert tuple(layers.TokenPooling("token")(tokens).shape) == (None, HIDDEN)
+    assert tuple(layers.PatchTokens().compute_output_shape((None, None, 4, HIDDEN))) == (None, None, HIDDEN)
 
 
-def test_token_pooling_contract(tmp_path):
-    # No weights: wrap it after a PatchEmbedding-free identity; the helper
-    # needs something trainable, so pool the output of a position embedding.
-    layer = layers.TokenPooling("gap")
-    config = layer.get_config()
-    assert layers.TokenPooling.from_config(config).get_config() == config
-    inputs = keras.Input((5, HIDDEN))
-    model = keras.Model(inputs, layers.TokenPooling("token")(layers.PositionEmbedding((2, 2))(inputs)))
-    assert tuple(model.output.shape) == (None, HIDDEN)
-
-
-def test_patch_tokens_contract():
-    # No weights, so the helper's gradient and saving checks have nothing to
-    # check: the config round trip, the declared shape and row-major order.
-    layer = layers.PatchTokens()
-    config = layer.get_config()
-    assert layers.PatchTokens.from_config(config).get_config() == config
-    assert tuple(layer.compute_output_shape((None, 3, 4, HIDDEN))) == (None, 12, HIDDEN)
-    assert tuple(layer.compute_output_shape((None, None, 4, HIDDEN))) == (None, None, HIDDEN)
+def test_patch_tokens_are_row_major():
     grid = np.arange(2 * 3 * 4 * HIDDEN, dtype="float32").reshape(2, 3, 4, HIDDEN)
-    np.testing.assert_array_equal(to_numpy(layer(grid)), grid.reshape(2, 12, HIDDEN))
-    assert tuple(layer(grid[:0]).shape) == (0, 12, HIDDEN)
-
-
-def test_drop_path_contract():
-    layer = layers.DropPath(0.2, seed=3)
-    assert layers.DropPath.from_config(layer.get_config()).get_config() == layer.get_config()
+    np.testing.assert_array_equal(to_numpy(layers.PatchTokens()(grid)), grid.reshape(2, 12, HIDDEN))
+    assert tuple(layers.PatchTokens()(grid[:0]).shape) == (0, 12, HIDDEN)
 
 
 # Behaviour ----------------------------------------------------------------
@@ -189,25 +165,18 @@ def test_drop_path_is_per_sample_and_unbiased():
     np.testing.assert_array_equal(to_numpy(layer(x, training=False)), x)
 
 
-def test_patch_embedding_layout_is_row_major_hwio():
-    layer = layers.PatchEmbedding(hidden_dim=2, patch_size=2)
-    images = np.random.default_rng(2).normal(size=(1, 4, 6, 3)).astype("float32")
-    layer.build(images.shape)
-    kernel, bias = to_numpy(layer.weights)
-    assert kernel.shape == (2, 2, 3, 2)
-    grid = to_numpy(layer(images))
-    # Grid row 1, column 1: pixels [2:4, 2:4].
-    expected = np.einsum("hwc,hwcd->d", images[0, 2:4, 2:4], kernel) + bias
-    np.testing.assert_allclose(grid[0, 1, 1], expected, atol=1e-5)
-
-
-def test_patch_embedding_pads_bottom_right_with_zeros():
+def test_patch_embedding_is_row_major_hwio_and_pads_bottom_right_with_zeros():
     # timm's dynamic_img_pad: a 5x7 image is a 6x8 image with zero rows/columns at the bottom/right.
     layer = layers.PatchEmbedding(hidden_dim=4, patch_size=2)
     images = np.random.default_rng(3).normal(size=(2, 5, 7, 3)).astype("float32")
     padded = np.zeros((2, 6, 8, 3), "float32")
     padded[:, :5, :7] = images
-    np.testing.assert_allclose(to_numpy(layer(images)), to_numpy(layer(padded)), atol=1e-6)
+    grid = to_numpy(layer(images))
+    np.testing.assert_allclose(grid, to_numpy(layer(padded)), atol=1e-6)
+    kernel, bias = to_numpy(layer.weights)
+    assert kernel.shape == (2, 2, 3, 4)
+    # Grid row 1, column 2: pixels [2:4, 4:6].
+    np.testing.assert_allclose(grid[0, 1, 2], np.einsum("hwc,hwcd->d", images[0, 2:4, 4:6], kernel) + bias, atol=1e-5)
     assert tuple(layer.compute_output_shape((None, 5, None, 3))) == (None, 3, None, 4)
 
 
@@ -238,11 +207,14 @@ def _called_twice(layer, first, second):
         (lambda: layers.MultiHeadSelfAttention(num_heads=3).build((1, 5, 16)), "num_heads=3"),
         (lambda: layers.TransformerBlock(2, 8, drop_path_rate=1.0), "drop_path_rate=1.0"),
         (lambda: layers.TokenPooling("min"), "mode='min'"),
-        (lambda: layers.PositionEmbedding((2, 2))(np.zeros((1, 4, 8))), "expects 5 tokens"),
-        (lambda: _called_twice(layers.PositionEmbedding((2, 2)), (1, 5, 8), (1, 10, 8)), "expects 5 tokens"),
+        (lambda: layers.PositionEmbedding((2, 2))(np.zeros((1, 4, 8))), r"\(1, 4, 8\)"),
+        (lambda: _called_twice(layers.PositionEmbedding((2, 2)), (1, 5, 8), (1, 10, 8)), r"\(1, 10, 8\)"),
+        (lambda: layers.PositionEmbedding((2, 2), resample_antialias=True), "resample_method='official'"),
+        (lambda: layers.MLPBlock(8, gelu_approximate="yes"), "gelu_approximate='yes'"),
+        (lambda: layers.TransformerBlock(num_heads=2, mlp_dim=8, remat="yes"), "remat='yes'"),
     ],
 )
-def test_bad_arguments_say_what_was_received(make, message):
+def test_bad_arguments_name_the_value(make, message):
     with pytest.raises(ValueError, match=message):
         make()
 

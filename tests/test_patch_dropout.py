@@ -9,7 +9,7 @@ import pytest
 
 import keras_vit
 from keras_vit import layers
-from tests.helpers import BACKEND, random_inputs, randomize_weights, run_model_test, to_numpy
+from tests.helpers import BACKEND, assert_config_round_trip, random_inputs, randomize_weights, run_model_test, to_numpy
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32)
 
@@ -32,15 +32,10 @@ def test_patch_dropout_model_contract(tmp_path):
 
 
 def test_patch_dropout_layer_config_and_arguments():
-    layer = layers.PatchDropout(0.25, num_prefix_tokens=2, seed=7, name="drop")
-    config = layer.get_config()
-    assert layers.PatchDropout.from_config(config).get_config() == config
-    assert {key: config[key] for key in ("rate", "num_prefix_tokens", "seed")} == dict(
-        rate=0.25, num_prefix_tokens=2, seed=7
-    )
-    with pytest.raises(ValueError, match=r"Received: rate=1\.0"):
+    assert_config_round_trip(layers.PatchDropout(0.25, num_prefix_tokens=2, seed=7, name="drop"))
+    with pytest.raises(ValueError, match=r"rate=1\.0"):
         layers.PatchDropout(1.0)
-    with pytest.raises(ValueError, match="Received: patch_dropout_rate=-0.1"):
+    with pytest.raises(ValueError, match="patch_dropout_rate=-0.1"):
         keras_vit.VisionTransformer(**TINY, input_shape=(8, 8, 3), patch_dropout_rate=-0.1)
     with pytest.raises(ValueError, match="feature map"):
         keras_vit.VisionTransformer(**TINY, include_top=False, patch_dropout_rate=0.5)
@@ -91,28 +86,22 @@ def test_inference_is_the_identity():
     np.testing.assert_array_equal(to_numpy(layers.PatchDropout(0.5)(tokens)), tokens)
 
 
-def test_off_adds_no_layer_and_changes_nothing():
-    plain = keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3)
-    off = keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3, patch_dropout_rate=0.0)
+def test_off_adds_no_layer_and_inference_never_drops():
+    plain, off, dropping = (
+        keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3, **options)
+        for options in ({}, dict(patch_dropout_rate=0.0), dict(patch_dropout_rate=0.5))
+    )
     assert json.dumps(off.get_config(), sort_keys=True) == json.dumps(plain.get_config(), sort_keys=True)
     assert not any(isinstance(layer, layers.PatchDropout) for layer in off.layers)
     randomize_weights(plain)
     off.set_weights(plain.get_weights())
-    inputs = random_inputs((2, 16, 12, 3))
-    np.testing.assert_array_equal(to_numpy(off(inputs, training=True)), to_numpy(plain(inputs, training=True)))
-
-
-def test_a_model_with_it_predicts_exactly_as_without():
-    plain = keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3)
-    dropping = keras_vit.VisionTransformer(**TINY, input_shape=(16, 12, 3), classes=3, patch_dropout_rate=0.5)
-    randomize_weights(plain)
     dropping.set_weights(plain.get_weights())
     inputs = random_inputs((2, 16, 12, 3))
-    np.testing.assert_array_equal(
-        to_numpy(dropping.predict(inputs, verbose=0)), to_numpy(plain.predict(inputs, verbose=0))
-    )
+    expected = to_numpy(plain(inputs, training=True))
+    np.testing.assert_array_equal(to_numpy(off(inputs, training=True)), expected)
+    assert not np.array_equal(to_numpy(dropping(inputs, training=True)), expected)
+    np.testing.assert_array_equal(to_numpy(dropping.predict(inputs, verbose=0)), plain.predict(inputs, verbose=0))
     np.testing.assert_array_equal(to_numpy(dropping(inputs)), to_numpy(plain(inputs)))
-    assert not np.array_equal(to_numpy(dropping(inputs, training=True)), to_numpy(plain(inputs, training=True)))
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])

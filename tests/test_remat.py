@@ -10,13 +10,11 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import layers
 from tests.helpers import (
     BACKEND,
     import_tensorflow_if_installed,
     random_inputs,
     randomize_weights,
-    run_layer_test,
     to_numpy,
     trainable_gradients,
 )
@@ -38,17 +36,6 @@ def _pair(**options):
 def _assign(model, values):
     for variable, value in zip(model.variables, values, strict=True):
         variable.assign(value)
-
-
-def test_remat_block_contract(tmp_path):
-    run_layer_test(
-        layers.TransformerBlock,
-        dict(num_heads=2, mlp_dim=32, drop_path_rate=0.1, remat=True),
-        (2, 5, 16),
-        (2, 5, 16),
-        12,
-        workdir=tmp_path,
-    )
 
 
 @pytest.mark.parametrize("options", [{}, RANDOM], ids=["deterministic", "dropout"])
@@ -151,16 +138,6 @@ def test_remat_is_in_the_config_and_the_saved_model(tmp_path):
     assert all(loaded.get_layer(f"encoder_block_{i}").remat for i in range(TINY["num_layers"]))
     inputs = random_inputs((2, 8, 12, 3))
     np.testing.assert_array_equal(to_numpy(loaded(inputs)), to_numpy(model(inputs)))
-
-
-def test_the_named_constructors_take_remat():
-    model = keras_vit.ViTTi16(input_shape=(32, 32, 3), classes=2, remat=True)
-    assert model.get_layer("encoder_block_11").remat
-
-
-def test_remat_must_be_a_bool():
-    with pytest.raises(ValueError, match="Received: remat='yes'"):
-        layers.TransformerBlock(num_heads=2, mlp_dim=8, remat="yes")
 
 
 def test_a_remat_training_step_leaves_nothing_for_the_cyclic_collector():

@@ -1,17 +1,4 @@
-"""The Vision Transformer's layers, in `keras.ops` only (TensorFlow, JAX and PyTorch backends).
-
-- `transformer`: patch embedding, class token, position embedding, the
-  pre-LayerNorm transformer block and its parts, pooling and the feature map;
-- `resnet`: the ResNet v2 stem and hybrid patch embedding of the paper's hybrids;
-- `scaling`: the pixel scaling in front of the model (Keras's `Rescaling`, traceable by `torch.compile`);
-- `resampling`: the interpolation matrices that resample a position embedding
-  to another patch grid;
-- `initializers`: the transformer kernels' Glorot-uniform initializer
-  (Keras's values, drawn without temporaries on torch).
-
-Every layer (and the initializer) is registered as `keras_vit>ClassName`, so a saved model revives
-after `import keras_vit`.
-"""
+"""The Vision Transformer's layers, registered as `keras_vit>ClassName` so saved models revive."""
 
 from keras_vit.layers.resnet import BottleneckUnit, HybridPatchEmbedding, ResNetBackbone, StandardizedConv2D
 from keras_vit.layers.scaling import PixelScaling

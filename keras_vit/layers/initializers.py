@@ -1,4 +1,4 @@
-"""The Glorot-uniform initializer of the transformer's kernels, drawn without temporaries on torch."""
+"""The Glorot-uniform initializer of the transformer's kernels."""
 
 import math
 
@@ -8,7 +8,7 @@ from keras_vit.utils import keras_compat
 
 
 def _fans(shape):
-    """`(fan_in, fan_out)` of a kernel as Keras counts them: the receptive field times the last two axes."""
+    """`(fan_in, fan_out)` of a kernel as Keras counts them."""
     if len(shape) == 0:
         return 1, 1
     if len(shape) == 1:
@@ -19,16 +19,7 @@ def _fans(shape):
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class GlorotUniform(keras.initializers.GlorotUniform):
-    """`keras.initializers.GlorotUniform`, the same values, without two kernel-sized temporaries on torch.
-
-    Keras's torch `random.uniform` returns `(maxval - minval) * rand + minval`:
-    two more tensors of the kernel's size, whose holes between a model's
-    weights stay resident in the heap (docs/performance.md, "Training memory,
-    fix by fix"). `keras_compat.uniform` draws the same numbers into one
-    tensor. Every other backend runs Keras's own call.
-
-    Args:
-        seed: int, `keras.random.SeedGenerator`, or None, as Keras's.
+    """`keras.initializers.GlorotUniform`, the same values, drawn without kernel-sized temporaries on torch.
 
     Example:
 

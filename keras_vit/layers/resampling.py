@@ -1,25 +1,15 @@
-"""Moving a position embedding from one patch grid to another.
+"""Resampling a position embedding to another patch grid, one interpolation matrix per axis.
 
-A ViT trained at 224 px with 16 px patches has a 14x14 grid of patch position
-embeddings; fine-tuning or evaluating at 384 px needs a 24x24 grid. The
-published implementations resample the grid as an image and keep the class
-token's row unchanged, but disagree on the interpolation:
-
-- `"official"` (default): the official code's `scipy.ndimage.zoom(order=1)`,
-  i.e. linear interpolation with the corner samples aligned.
-- `"bilinear"` / `"bicubic"`: half-pixel-centre interpolation like
-  `torch.nn.functional.interpolate(align_corners=False)` (bicubic with
-  a = -0.75, or PIL's a = -0.5 when antialiased); with `antialias=True` the kernel widens when shrinking, which
-  is timm's `resample_abs_pos_embed` default for its checkpoints.
-
-Resampling is separable: each axis is one interpolation matrix
-(`interpolation_matrix`, `keras.ops` only, so the layers use the same
-matrices at call time for images of any size), and non-square grids are no
-special case. `resample_position_embedding` applies them in float64 NumPy.
+- `"official"` (default): linear with the corners aligned, the official code's `scipy.ndimage.zoom(order=1)`.
+- `"bilinear"` / `"bicubic"`: half-pixel centres like `torch.nn.functional.interpolate(align_corners=False)`
+  (bicubic a = -0.75); `antialias=True` widens the kernel when shrinking (PIL's rule, bicubic a = -0.5), timm's
+  `resample_abs_pos_embed` default.
 """
 
 import numpy as np
 from keras import ops
+
+from keras_vit.utils import validation
 
 RESAMPLING_METHODS = ("official", "bilinear", "bicubic")
 
@@ -37,37 +27,17 @@ def _hat(x):
 
 
 def interpolation_matrix(in_size, out_size, method="official", antialias=False):
-    """The `(out_size, in_size)` matrix that resamples one axis of a grid.
-
-    Written with `keras.ops` only, for a static `in_size` (the grid a
-    position embedding was trained at) and an `out_size` that may be a
-    Python int or a scalar tensor (an image size known only at run time), so
-    the same function serves `resample_position_embedding` at load time and
-    `keras_vit.layers.PositionEmbedding` at call time. Every method is a
-    kernel evaluated at the distance between each output sample's position on
-    the input axis and each input sample:
-
-    - `"official"`: linear, corners aligned (output `i` sits at
-      `i * (in - 1) / (out - 1)`), as `scipy.ndimage.zoom(order=1)`;
-    - `"bilinear"` / `"bicubic"`: half-pixel centres (`(i + 0.5) * in / out
-      - 0.5`) as `torch.nn.functional.interpolate(align_corners=False)`;
-      taps beyond the border repeat the border sample;
-    - with `antialias=True` the kernel widens by `in / out` when shrinking and
-      each row is renormalised over the taps inside the input (PIL's rule).
+    """The `(out_size, in_size)` float32 matrix that resamples one axis of a grid, in `keras.ops`.
 
     Args:
         in_size: int, the input axis length.
-        out_size: int or scalar integer tensor, the output axis length.
+        out_size: int or scalar integer tensor (an image size known only at run time).
         method: one of `RESAMPLING_METHODS`. Defaults to `"official"`.
         antialias: bool, half-pixel methods only. Defaults to `False`.
 
-    Returns:
-        A float32 tensor of shape `(out_size, in_size)`.
-
     Example:
 
-    >>> m = interpolation_matrix(2, 3)
-    >>> keras.ops.convert_to_numpy(m).tolist()
+    >>> keras.ops.convert_to_numpy(interpolation_matrix(2, 3)).tolist()
     [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
     """
     taps = ops.arange(in_size, dtype="float32")[None, :]
@@ -95,31 +65,21 @@ def interpolation_matrix(in_size, out_size, method="official", antialias=False):
     return matrix
 
 
-def _numpy_matrix(in_size, out_size, method, antialias):
-    return np.asarray(ops.convert_to_numpy(interpolation_matrix(in_size, out_size, method, antialias)), np.float64)
-
-
 def resample_position_embedding(
     embedding, source_grid, target_grid, num_prefix_tokens=1, method="official", antialias=False
 ):
-    """Resamples a position embedding from one patch grid to another.
+    """Resamples a position embedding from one patch grid to another, in float64 NumPy.
 
     Args:
-        embedding: array of shape `(1, num_prefix_tokens + gh * gw, dim)` or
-            `(num_prefix_tokens + gh * gw, dim)`, patches in row-major order
-            after the prefix (class) tokens.
+        embedding: array `(1, num_prefix_tokens + gh * gw, dim)` or `(num_prefix_tokens + gh * gw, dim)`.
         source_grid: `(gh, gw)` of `embedding`.
         target_grid: `(th, tw)` wanted.
         num_prefix_tokens: int, leading rows kept as they are. Defaults to `1`.
-        method: one of `"official"`, `"bilinear"`, `"bicubic"`; see the module
-            docstring. Defaults to `"official"`.
-        antialias: bool, widen the kernel when shrinking (half-pixel methods
-            only). Defaults to `False`.
+        method: one of `RESAMPLING_METHODS`. Defaults to `"official"`.
+        antialias: bool, half-pixel methods only. Defaults to `False`.
 
     Returns:
-        A NumPy array of shape `(1, num_prefix_tokens + th * tw, dim)` (or
-        without the leading 1 if the input had none), in the input's dtype.
-        Same-size resampling returns the input values unchanged.
+        A NumPy array on the target grid, of the input's rank and dtype.
 
     Example:
 
@@ -129,8 +89,7 @@ def resample_position_embedding(
     """
     embedding = np.asarray(embedding)
     source_grid, target_grid = tuple(source_grid), tuple(target_grid)
-    if method not in RESAMPLING_METHODS:
-        raise ValueError(f"`method` must be one of {RESAMPLING_METHODS}. Received: method={method!r}")
+    validation.one_of("method", method, RESAMPLING_METHODS)
     if antialias and method == "official":
         raise ValueError("`antialias=True` applies to the 'bilinear' and 'bicubic' methods only.")
     squeeze = embedding.ndim == 2
@@ -153,8 +112,10 @@ def resample_position_embedding(
 
     prefix = embedding[:, :num_prefix_tokens]
     grid = embedding[0, num_prefix_tokens:].reshape(source_grid + (-1,)).astype(np.float64)
-    rows = _numpy_matrix(source_grid[0], target_grid[0], method, antialias)
-    cols = _numpy_matrix(source_grid[1], target_grid[1], method, antialias)
+    rows, cols = (
+        ops.convert_to_numpy(interpolation_matrix(source, target, method, antialias)).astype(np.float64)
+        for source, target in zip(source_grid, target_grid)
+    )
     grid = np.einsum("ti,ijd,uj->tud", rows, grid, cols)
     patches = grid.reshape(1, target_grid[0] * target_grid[1], -1).astype(embedding.dtype)
     result = np.concatenate([prefix, patches], axis=1)
