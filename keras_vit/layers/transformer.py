@@ -414,8 +414,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
-        tokens: tensor `(batch, num_tokens, hidden_dim)`.
-        training: bool, whether attention dropout is active.
         return_attention_scores: bool, also return the weights `(batch, num_heads, num_tokens, num_tokens)`.
 
     Example:
@@ -587,8 +585,6 @@ class TransformerBlock(keras.layers.Layer):
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
-        tokens: tensor `(batch, num_tokens, hidden_dim)`.
-        training: bool, whether dropout and stochastic depth are active.
         return_attention_scores: bool, also return the attention weights.
 
     Example:

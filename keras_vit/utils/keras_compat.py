@@ -30,11 +30,7 @@ class PerVariableWeightDecay:
 
 
 class SyncFreeSGDUpdate:
-    """`keras.optimizers.SGD` mixin: on torch the rate multiplies the gradients on the device (no host read).
-
-    Keras's torch SGD passes the rate tensor as the Python-number `alpha` of `torch._foreach_add_`, which waits
-    for the device and breaks a torch.compile graph. The arithmetic is Keras's.
-    """
+    """`keras.optimizers.SGD` mixin: Keras's arithmetic, without reading the rate back to the host on torch."""
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         import keras
@@ -77,8 +73,8 @@ class AtomicBackupWrites:
 def call_sublayer(layer, *args, **kwargs):
     """Runs a built sublayer from its parent's `call` without `Layer.__call__` (most of a small ViT's eager time).
 
-    keras_vit's sublayers share the parent's dtype policy and autocast scope, get `training` explicitly and carry
-    no masks or losses. Symbolic inputs and a layer under Keras's `RematScope` still go through `__call__`.
+    Safe for keras_vit's sublayers: they share the parent's dtype policy and autocast scope and carry no masks or
+    losses. Symbolic inputs and a layer under Keras's `RematScope` still go through `__call__`.
     """
     import keras
 
@@ -136,10 +132,7 @@ def dot_product_attention(query, key, value, training=False):
 
 
 def padded_fused_attention(query, key, value, implementation=None, multiple=None):
-    """JAX's `dot_product_attention` over tokens padded to a multiple of `multiple`, the padded keys masked.
-
-    The padded query rows are sliced off and the length mask hides the padded keys: the unpadded attention.
-    """
+    """JAX's `dot_product_attention` over tokens padded to a multiple of `multiple`: the unpadded attention."""
     import jax
     import jax.numpy as jnp
 
@@ -313,10 +306,7 @@ class _ImportedTensorFlow:
 
 
 def serializer_imports_no_tensorflow():
-    """Stops Keras's serializer from importing TensorFlow to ask whether an object is a `tf.TensorShape`.
-
-    Called by the command line only (never `import keras_vit`); idempotent.
-    """
+    """Stops Keras's serializer from importing TensorFlow to ask whether an object is a `tf.TensorShape`."""
     from keras.src.saving import serialization_lib
 
     if not isinstance(serialization_lib.tf, _ImportedTensorFlow):
