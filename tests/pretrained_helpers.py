@@ -1,15 +1,14 @@
-"""Checkpoint factories for the pretrained-weights tests.
+"""Checkpoint factories for the pretrained-weights tests, independent of `keras_vit.pretrained`.
 
-The reference checkpoints are written here, independently of
-`keras_vit.pretrained`: Hugging Face files by `transformers` itself
-(`save_pretrained`), and the timm and official `.npz` layouts by mapping a
-`transformers` state dict with the published layouts' relations, written
-out again here rather than imported from the converters under test.
+Hugging Face files are written by `transformers` itself; the timm and official
+`.npz` layouts by mapping a `transformers` state dict with the published
+layouts' relations, written out again here rather than imported.
 """
 
 import contextlib
 import functools
 import http.server
+import os
 import threading
 
 import numpy as np
@@ -73,24 +72,16 @@ def random_hf_model(config, classifier=True, pooler=False, seed=0, zero_class_po
 
 
 def hf_logits(model, inputs, interpolate=False):
-    """Runs a `transformers` ViT on channels-last numpy images."""
+    """The logits of a `transformers` ViT classifier on channels-last numpy images."""
     import torch
 
     pixels = torch.from_numpy(np.ascontiguousarray(inputs.transpose(0, 3, 1, 2)))
     with torch.no_grad():
-        outputs = model(pixels, interpolate_pos_encoding=interpolate)
-    if hasattr(outputs, "logits"):
-        return outputs.logits.numpy()
-    return outputs
+        return model(pixels, interpolate_pos_encoding=interpolate).logits.numpy()
 
 
 def hf_state(model):
-    """The tensors as `save_pretrained` writes them (the names of the published files).
-
-    transformers 5 renames modules in memory (`vit.layers.0.attention.q_proj`)
-    and maps them back to the published names when saving, so the file, not
-    `state_dict()`, is the reference.
-    """
+    """The tensors as `save_pretrained` writes them: transformers 5 renames modules in memory, not in files."""
     import tempfile
 
     from safetensors.numpy import load_file
@@ -122,12 +113,9 @@ def hf_to_timm_state(state):
     }
     for i in range(num_layers_of(s)):
         h, t = f"encoder.layer.{i}.", f"blocks.{i}."
-        out[t + "attn.qkv.weight"] = np.concatenate(
-            [s[h + f"attention.attention.{n}.weight"] for n in ("query", "key", "value")], axis=0
-        )
-        out[t + "attn.qkv.bias"] = np.concatenate(
-            [s[h + f"attention.attention.{n}.bias"] for n in ("query", "key", "value")]
-        )
+        for kind in ("weight", "bias"):
+            qkv = [s[h + f"attention.attention.{n}.{kind}"] for n in ("query", "key", "value")]
+            out[t + f"attn.qkv.{kind}"] = np.concatenate(qkv, axis=0)
         for ours, theirs in (
             ("norm1", "layernorm_before"),
             ("norm2", "layernorm_after"),
@@ -149,23 +137,18 @@ def hf_to_official_state(state, num_heads, layout="plain", zero_head_classes=Non
     """The official JAX `.npz` names and shapes from a transformers state dict.
 
     Args:
-        layout: `"plain"` (vit_jax), `"opt_target"` (flax optimizer prefix and
-            an optimizer-state entry), `"big_vision"` (`params/`, per-type
-            numbering, top-level `pos_embedding` without the class row),
-            `"scanned"` / `"scanned_big_vision"` (blocks stacked on a leading axis).
-        zero_head_classes: add an all-zero head of this size, as the original
-            ImageNet-21k files have.
+        layout: `"plain"` (vit_jax), `"opt_target"` (flax optimizer prefix and state), `"big_vision"`
+            (`params/`, per-type numbering, `pos_embedding` without the class row), `"scanned"` or
+            `"scanned_big_vision"` (blocks stacked on a leading axis).
+        zero_head_classes: add an all-zero head of this size, as the original ImageNet-21k files have.
     """
     s = _strip(state)
     big_vision = "big_vision" in layout
     hidden = s["embeddings.cls_token"].shape[-1]
     head_dim = hidden // num_heads
-    names = (
-        ("LayerNorm_0", "MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0")
-        if big_vision
-        else ("LayerNorm_0", "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
-    )
-    ln1, mha, ln2, mlp = names
+    ln1, mha, ln2, mlp = ("LayerNorm_0", "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
+    if big_vision:
+        mha, ln2, mlp = "MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0"
     out = {
         "embedding/kernel": s["embeddings.patch_embeddings.projection.weight"].transpose(2, 3, 1, 0),
         "embedding/bias": s["embeddings.patch_embeddings.projection.bias"],
@@ -221,8 +204,7 @@ def hf_to_official_state(state, num_heads, layout="plain", zero_head_classes=Non
 
 
 def write_npz(path, tensors):
-    with open(path, "wb") as handle:
-        np.savez(handle, **tensors)
+    np.savez(path, **tensors)
     return str(path)
 
 
@@ -242,9 +224,7 @@ def keras_weights(model):
 def outputs(model, inputs):
     """The model's outputs on `inputs`, images in [-1, 1] as the references take them.
 
-    A model that scales pixels itself (include_preprocessing=True, the
-    default) gets the same images as raw [0, 255] pixels, so every parity
-    test also checks that its scaling is the checkpoints' own.
+    A model that scales pixels itself gets them as [0, 255] pixels, so every parity test also checks its scaling.
     """
     import keras
 
@@ -255,17 +235,11 @@ def outputs(model, inputs):
     return keras.ops.convert_to_numpy(model(inputs, training=False))
 
 
-REPO_ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def fake_hub(monkeypatch, path):
-    """Replaces the Hugging Face Hub fetch with one that returns `path`.
-
-    `path` may also be a function of `(repo_id, filename)` that returns the path.
-
-    Returns:
-        The list the fake appends `(repo_id, filename)` to for every fetch.
-    """
+    """Replaces the Hub fetch by one that returns `path` (or `path(repo_id, filename)`); returns the requests."""
     requested = []
 
     def fake_hf_download(repo_id, filename="model.safetensors", revision=None, **kwargs):

@@ -1,11 +1,8 @@
-"""The hybrid ViTs (ResNet features + ViT) against timm's, the independent reference.
+"""The hybrid ViTs (ResNet features + ViT) against timm's, built with random weights (no download).
 
-timm's hybrid is built with random weights (no download); its state dict is
-the "published timm layout", and the official `.npz` layout is checked by
-writing our weights in it and loading them with timm's own `.npz` loader.
-Logits must agree within 1e-4 on every backend (so the backends agree with
-each other), conversions must round-trip bit-identically, and parameter
-counts must equal timm's.
+timm's state dict is the published timm layout; the official `.npz` layout is
+checked by loading our weights with timm's own `.npz` loader. Logits agree
+within 1e-4 on every backend, conversions round-trip bit-identically.
 """
 
 import os
@@ -16,7 +13,8 @@ import pytest
 
 import keras_vit
 from keras_vit import models
-from keras_vit.pretrained import converters, io, loader
+from keras_vit.pretrained import converters, io, loader, registry
+from tests import pretrained_helpers as ph
 from tests import timm_reference
 from tests.helpers import (
     BACKEND,
@@ -35,22 +33,15 @@ TOLERANCE = 1e-4
 
 
 def _timm_tiny(config, image_size, classes, **kwargs):
-    return timm_reference.timm_hybrid_vit(
-        config["resnet_stages"],
-        config["resnet_width"],
-        config["patch_size"],
-        config["hidden_dim"],
-        config["num_layers"],
-        config["num_heads"],
-        config["mlp_dim"],
-        image_size,
-        classes,
-        **kwargs,
-    )
+    sizes = [config[key] for key in ("resnet_stages", "resnet_width", "patch_size", "hidden_dim", "num_layers")]
+    sizes += [config["num_heads"], config["mlp_dim"]]
+    return timm_reference.timm_hybrid_vit(*sizes, image_size, classes, **kwargs)
 
 
-def _keras_weights(model):
-    return {variable.path: to_numpy(variable) for variable in model.weights}
+def _timm_weights(reference):
+    weights, layout = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
+    assert "ResNet" in layout
+    return weights
 
 
 def _load(model, weights):
@@ -66,23 +57,17 @@ def _images(size, batch=2):
 
 
 def _one_stage_hybrid():
-    # One ResNet stage: the contract checks (config, gradients, saving, both mixed-precision policies, jit) are
-    # about the layers, which one stage has all of; JAX compiles every eager op, and the second stage cost a third
-    # of the contract's CPU (27 -> 19 s on jax). The two-stage layout is checked against timm below.
+    # One ResNet stage has every layer the contract checks; the two-stage layout is checked against timm below.
     return models.VisionTransformer(**dict(TINY, resnet_stages=(1,)), input_shape=(32, 32, 3), classes=5)
 
 
 def test_tiny_hybrid_contract(tmp_path):
-    # Mixed precision and the compiled fit are the tests below: together they take ~24 s on jax, nearly all of it
-    # compiling, and a JAX process compiles more slowly the more programs it holds (docs/development.md, run 7):
-    # apart, each stays far from the per-test limit late in a worker's run.
     run_model_test(
         _one_stage_hybrid,
         input_shape=(2, 32, 32, 3),
         expected_output_shape=(2, 5),
         workdir=tmp_path,
-        # One fresh-process revival (the ResNet layers registered by a plain `import keras_vit`) is enough: the
-        # tensorflow run does it.
+        # One fresh-process revival (the ResNet layers registered by `import keras_vit`) is enough.
         fresh_process=BACKEND == "tensorflow",
         mixed_precision=False,
         jit=False,
@@ -111,18 +96,15 @@ def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
     expected = timm_reference.run_torch(reference, images)
 
     # timm's layout (its state dict, as in the Hub's safetensors) -> keras_vit.
-    weights, layout = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
-    assert "ResNet" in layout
     model = models.VisionTransformer(
         **config, input_shape=(size, size, 3), classes=classes, classifier_activation=None, include_preprocessing=False
     )
-    got = to_numpy(_load(model, weights)(images))
+    got = to_numpy(_load(model, _timm_weights(reference))(images))
     np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
     assert np.abs(expected).max() > 0.5  # a real signal, not near-zero logits
 
     # keras_vit -> official .npz, read by timm's own loader of the official files.
-    ours = _keras_weights(model)
-    npz = converters.from_keras(ours, "official", num_heads=config["num_heads"])
+    npz = converters.from_keras(ph.keras_weights(model), "official", num_heads=config["num_heads"])
     assert "conv_root/kernel" in npz and "embedding/kernel" in npz
     path = os.path.join(tmp_path, "hybrid.npz")
     np.savez(path, **npz)
@@ -135,7 +117,7 @@ def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
 def test_hybrid_round_trips_are_bit_identical(format):
     model = models.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
     rng = np.random.default_rng(0)
-    ours = {path: rng.normal(size=value.shape).astype("float32") for path, value in _keras_weights(model).items()}
+    ours = {path: rng.normal(size=value.shape).astype("float32") for path, value in ph.keras_weights(model).items()}
     written = converters.from_keras(ours, format, num_heads=TINY["num_heads"])
     back, layout = converters.to_keras(written, format)
     assert "ResNet" in layout and set(back) == set(ours)
@@ -149,10 +131,8 @@ def test_plain_vit_files_keep_their_plain_layout():
     model = models.VisionTransformer(
         patch_size=8, hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64, input_shape=(16, 16, 3)
     )
-    written = converters.from_keras(_keras_weights(model), "timm")
-    _, layout = converters.to_keras(written)
-    assert layout == "timm safetensors"
-    assert loader.embedding_stages(converters.to_keras(written)[0]) is None
+    weights, layout = converters.to_keras(converters.from_keras(ph.keras_weights(model), "timm"))
+    assert layout == "timm safetensors" and loader.embedding_stages(weights) is None
 
 
 def test_r_ti16_loads_timm_safetensors_and_matches_timm(tmp_path):
@@ -190,7 +170,6 @@ def test_any_image_size_matches_timm(config, size):
     reference = timm_reference.randomize_torch(reference, scale=0.3)
     images = _images(size)
     expected = timm_reference.run_torch(reference, images)
-    weights, _ = converters.to_keras(timm_reference.state_dict_numpy(reference), "timm")
     model = models.VisionTransformer(
         **config,
         input_shape=(None, None, 3),
@@ -201,7 +180,7 @@ def test_any_image_size_matches_timm(config, size):
         classifier_activation=None,
         include_preprocessing=False,
     )
-    np.testing.assert_allclose(to_numpy(_load(model, weights)(images)), expected, atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(to_numpy(_load(model, _timm_weights(reference))(images)), expected, atol=TOLERANCE)
     assert np.abs(expected).max() > 0.5
 
 
@@ -209,9 +188,7 @@ def test_dynamic_hybrid_equals_a_model_built_at_that_size():
     # Built for any size, run at 37x45 == built at 37x45 with the embedding resampled at load.
     size = (37, 45)
     dynamic = models.VisionTransformer(**TINY, input_shape=(None, None, 3), classes=3)
-    rng = np.random.default_rng(0)
-    for variable in dynamic.weights:
-        variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype("float32"))
+    randomize_weights(dynamic)
     built = models.VisionTransformer(**TINY, input_shape=(*size, 3), classes=3)
     grid = tuple(-(-side // 8) for side in size)  # output stride 8, 1x1 patches
     for target, variable in zip(built.weights, dynamic.weights):
@@ -251,20 +228,13 @@ def test_forward_flops_equal_torch_flop_counter_on_timm(config, size):
     assert forward_flops(config, size, classes=7) == counter.get_total_flops() > 0
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="a count, backend-independent: the tensorflow run")
-def test_forward_flops_of_catalogued_hybrids_are_timms():
-    # torch's FlopCounterMode on timm's vit_tiny_r_s16_p8_224 and vit_base_r50_s16_224 (1000-class heads, explicit
-    # attention), docs/hybrid.md: too big to count live here.
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="counts and tables, backend-independent: the tensorflow run")
+def test_catalogued_hybrids_flops_and_checkpoints():
     from keras_vit.models.flops import forward_flops
 
+    # torch's FlopCounterMode on timm's vit_tiny_r_s16_p8_224 and vit_base_r50_s16_224 (docs/hybrid.md).
     assert forward_flops(keras_vit.models.variants.VARIANTS["R+Ti/16"]) == 867_363_840
     assert forward_flops(keras_vit.models.variants.VARIANTS["R50+B/16"]) == 43_070_717_952
-
-
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="pure table checks: the tensorflow run")
-def test_every_published_hybrid_checkpoint_is_catalogued():
-    from keras_vit import pretrained
-
     expected = {
         "R+Ti/16": {("augreg_in21k_ft_in1k", 224), ("augreg_in21k_ft_in1k", 384), ("augreg_in21k", 224)},
         "R26+S/32": {("augreg_in21k_ft_in1k", 224), ("augreg_in21k_ft_in1k", 384), ("augreg_in21k", 224)},
@@ -273,13 +243,8 @@ def test_every_published_hybrid_checkpoint_is_catalogued():
         "R50+L/32": {("augreg_in21k_ft_in1k", 224), ("augreg_in21k_ft_in1k", 384), ("augreg_in21k", 224)},
     }
     for variant, rows in expected.items():
-        infos = pretrained.checkpoints(variant)
-        assert {(info.tag, info.resolution) for info in infos} == rows, variant
-        for info in infos:
-            assert info.format == "timm" and info.license == "Apache-2.0"
-            assert info.hub_repo.startswith("timm/vit_") and info.hub_repo.endswith(f"_{info.resolution}.{info.tag}")
-            assert (info.top1 is not None) == info.tag.endswith("ft_in1k")
-    assert pretrained.resolve("R50+B/16", "imagenet", (384, 384)).top1 == 84.988
+        infos = registry.checkpoints(variant)
+        assert {(info.tag, info.resolution, info.format) for info in infos} == {row + ("timm",) for row in rows}
 
 
 def test_inspection_works_on_a_hybrid(tmp_path):

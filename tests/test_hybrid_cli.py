@@ -1,9 +1,7 @@
 """`keras-vit finetune / predict / convert / download` with a hybrid's name, run in-process through `cli.main`.
 
-The R+Ti/16 row of the variant table is shrunk for each test (the ResNet root with 32 channels, one block of
-32 wide): the command-line path is the real one (name -> constructor -> the table's hybrid row -> the ResNet
-layers, the hybrid weight layouts). Nothing is downloaded: the Hub fetch is replaced by a local file and the
-https-mirror path is served by a local HTTP server.
+The R+Ti/16 row of the variant table is shrunk (a 32-channel ResNet root, one block 32 wide); nothing is
+downloaded: the Hub fetch returns a local file and the https mirror is a local HTTP server.
 """
 
 import json
@@ -17,7 +15,7 @@ import keras_vit_cli as cli
 from keras_vit import models, pretrained
 from keras_vit.models.variants import VARIANTS
 from tests import pretrained_helpers as ph
-from tests.helpers import BACKEND
+from tests.helpers import BACKEND, randomize_weights
 
 ONE_BACKEND = pytest.mark.skipif(BACKEND != "tensorflow", reason="backend-independent or one run is enough: tensorflow")
 TINY_R_TI16 = dict(
@@ -33,9 +31,7 @@ def tiny_hybrid(monkeypatch):
 def _timm_file(tmp_path, classes=5, size=64):
     """A random tiny R+Ti/16 written in timm's layout (the Hub's safetensors); returns (path, its tensors)."""
     model = models.VisionTransformer(**TINY_R_TI16, input_shape=(size, size, 3), classes=classes)
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype("float32"))
+    randomize_weights(model)
     path = pretrained.export_weights(model, tmp_path / "r_ti16.safetensors", "timm")
     return str(path), pretrained.load_checkpoint(path).weights
 
@@ -48,8 +44,7 @@ def _image(tmp_path, shape=(45, 37, 3)):
     return str(path)
 
 
-# Training compiles the model (tens of seconds): one backend, like the plain ViT's folder run in test_finetune.py;
-# the hybrid's jit-compiled fit runs on every backend in test_hybrid.py's contract test.
+# Training compiles the model: one backend (the hybrid's compiled fit runs on every backend in test_hybrid.py).
 @ONE_BACKEND
 def test_finetune_then_predict_with_a_hybrid(tiny_hybrid, tmp_path, capsys):
     from PIL import Image
@@ -76,8 +71,7 @@ def test_finetune_then_predict_with_a_hybrid(tiny_hybrid, tmp_path, capsys):
 
 def test_predict_with_a_hybrid_constructor(tiny_hybrid, tmp_path, capsys):
     image = _image(tmp_path)
-    # The constructor with a local timm-layout file, at 72 px (no multiple of the 32 px token): the file's 2x2
-    # position embedding is resampled to ceil(72 / 32) = 3 per side, and the 45x37 image is resized to 72.
+    # At 72 px (no multiple of the 32 px token) the file's 2x2 position embedding is resampled to 3x3.
     weights, _ = _timm_file(tmp_path)
     argv = ["predict", image, "--model", "ViTRTi16", "--weights", weights, "--image-size", "72", "--classes", "5"]
     assert cli.main([*argv, "--top", "3"]) == 0

@@ -4,7 +4,7 @@
     python weights/catalogue.py --check    # exit 1 if README.md is out of date
     python weights/catalogue.py --write    # rewrite the table in README.md
 
-The registry (`keras_vit/pretrained/catalog.py`) is the single source; this
+The registry (`keras_vit/pretrained/registry.py`) is the single source; this
 table is generated from it so the two never disagree.
 """
 

@@ -6,7 +6,7 @@
 For each registry row it
 
 1. downloads the Hub copy through the same code path users get
-   (`keras_vit.pretrained.fetch`: the huggingface_hub cache),
+   (`keras_vit.pretrained.sources.fetch`: the huggingface_hub cache),
    and prints the file's sha256 (to fill the registry's `sha256` column);
 2. builds the keras_vit model from it (strict conversion, nothing missing or
    unexpected);

@@ -1,28 +1,344 @@
-"""Converting checkpoint layouts to and from keras_vit's weight names.
+"""The ViT checkpoint layouts as tables, and converting by them.
 
-keras_vit names every weight by its Keras variable path, e.g.
-`encoder_block_3/attention/qkv/kernel`. The layouts it reads and writes are
-declared as tables in `tables` (one per model part and format: the official
-JAX `.npz` with its variants, timm, Hugging Face `transformers`); this module
-picks the layout that accounts for a file's names and runs the table in the
-wanted direction (see `mapping`). Conversion is pure NumPy, so it is
-identical on every backend.
+One table (`Part`) per model part and format: the official JAX `.npz` (with
+flax's `opt/target/` prefix, big_vision's `params/` naming and scanned blocks),
+timm and Hugging Face `transformers` safetensors, and the hybrids' ResNet
+backbone. `to_keras` reads a file in the layout that accounts for its names;
+`from_keras` writes one. Our qkv kernel `(D, 3D)` is `[q | k | v]`, each in
+`(head, head_dim)` order; patch kernels are HWIO.
 
 Example:
 
 >>> import numpy as np
 >>> tensors = {"embedding/kernel": np.zeros((8, 8, 3, 4)), "embedding/bias": np.zeros(4), "cls": np.zeros((1, 1, 4))}
->>> detect_format(tensors)
+>>> detect_layout(tensors).format
 'official'
 """
 
-from keras_vit.pretrained import hybrid_tables, tables
+import dataclasses
+import itertools
+
 from keras_vit.pretrained.errors import CheckpointError
+from keras_vit.pretrained.mapping import (
+    IDENTITY,
+    MERGE_HEADS_BIAS,
+    MERGE_HEADS_IN,
+    MERGE_HEADS_OUT,
+    TORCH_CONV,
+    TRANSPOSE,
+    ZERO_CLASS_ROW,
+    Layout,
+    Part,
+    fuse,
+    rows,
+)
 
-# The plain ViT layouts first: a plain file ties with the hybrid layouts (which
-# only add the ResNet backbone) and so keeps its plain layout.
-LAYOUTS = tables.LAYOUTS + hybrid_tables.HYBRID_LAYOUTS
+BLOCKS = "encoder_block_{i}/"
+_QKV = ("query", "key", "value")
 
+# ---------------------------------------------------------------- official (flax) .npz
+
+OFFICIAL_EMBEDDING = Part(
+    "patch embedding",
+    rows(
+        ("patch_embedding/projection/kernel", "embedding/kernel"),
+        ("patch_embedding/projection/bias", "embedding/bias"),
+        ("class_token/token", "cls"),
+    ),
+)
+OFFICIAL_POSITIONS = Part(
+    "position embedding", rows(("position_embedding/embedding", "Transformer/posembed_input/pos_embedding"))
+)
+BIG_VISION_POSITIONS = Part(
+    "position embedding", rows(("position_embedding/embedding", "pos_embedding", ZERO_CLASS_ROW))
+)
+
+
+def official_blocks(norm1, attention, norm2, mlp):
+    """The blocks' part, given the file's names of a block's submodules."""
+    return Part(
+        "transformer blocks",
+        rows(
+            ("norm1/gamma", f"{norm1}/scale"),
+            ("norm1/beta", f"{norm1}/bias"),
+            ("attention/qkv/kernel", [f"{attention}/{n}/kernel" for n in _QKV], fuse(MERGE_HEADS_IN, 1)),
+            ("attention/qkv/bias", [f"{attention}/{n}/bias" for n in _QKV], fuse(MERGE_HEADS_BIAS, 0)),
+            ("attention/output/kernel", f"{attention}/out/kernel", MERGE_HEADS_OUT),
+            ("attention/output/bias", f"{attention}/out/bias"),
+            ("norm2/gamma", f"{norm2}/scale"),
+            ("norm2/beta", f"{norm2}/bias"),
+            ("mlp/fc1/kernel", f"{mlp}/Dense_0/kernel"),
+            ("mlp/fc1/bias", f"{mlp}/Dense_0/bias"),
+            ("mlp/fc2/kernel", f"{mlp}/Dense_1/kernel"),
+            ("mlp/fc2/bias", f"{mlp}/Dense_1/bias"),
+        ),
+        keras_root=BLOCKS,
+        key_root="Transformer/encoderblock_{i}/",
+    )
+
+
+# vit_jax numbers a block's submodules in order, big_vision per type.
+OFFICIAL_BLOCKS = official_blocks("LayerNorm_0", "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
+BIG_VISION_BLOCKS = official_blocks("LayerNorm_0", "MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0")
+OFFICIAL_NORM = Part(
+    "encoder norm",
+    rows(
+        ("encoder_norm/gamma", "Transformer/encoder_norm/scale"),
+        ("encoder_norm/beta", "Transformer/encoder_norm/bias"),
+    ),
+)
+OFFICIAL_PRE_LOGITS = Part(
+    "pre_logits",
+    rows(("pre_logits/kernel", "pre_logits/kernel"), ("pre_logits/bias", "pre_logits/bias")),
+    optional=True,
+)
+OFFICIAL_HEAD = Part("head", rows(("head/kernel", "head/kernel"), ("head/bias", "head/bias")), optional=True)
+
+NO_CLASS_TOKEN = (
+    "This official checkpoint has no class token (`cls`): it was trained with global average pooling and no "
+    "class token, which keras_vit's ViT (always with a class token) cannot reproduce."
+)
+
+
+def official_layouts():
+    """Every official layout variant; the plain vit_jax one (written on export) first."""
+    layouts = []
+    for prefix, big_vision, scanned, zero_class_row in itertools.product(
+        ("", "opt/target/", "params/"), (False, True), (False, True), (False, True)
+    ):
+        blocks = BIG_VISION_BLOCKS if big_vision else OFFICIAL_BLOCKS
+        if scanned:
+            blocks = dataclasses.replace(blocks, key_root="Transformer/encoderblock/", scan="i")
+        positions = BIG_VISION_POSITIONS if zero_class_row else OFFICIAL_POSITIONS
+        description = (
+            f"official .npz ({'big_vision' if big_vision else 'vit_jax'} naming, "
+            f"{'scanned' if scanned else 'per-block'}, prefix {prefix or '(none)'}"
+            f"{', no class-token position' if zero_class_row else ''})"
+        )
+        layouts.append(
+            Layout(
+                "official",
+                "official .npz",
+                description,
+                (OFFICIAL_EMBEDDING, positions, blocks, OFFICIAL_NORM, OFFICIAL_PRE_LOGITS, OFFICIAL_HEAD),
+                prefix=prefix,
+                ignore=("opt/state/",) if prefix == "opt/target/" else (),
+                requires=(("cls", NO_CLASS_TOKEN),),
+                writes=not (prefix or big_vision or scanned or zero_class_row),
+            )
+        )
+    return layouts
+
+
+# ---------------------------------------------------------------- timm
+
+TIMM_EMBEDDING = Part(
+    "patch embedding",
+    rows(
+        ("patch_embedding/projection/kernel", "patch_embed.proj.weight", TORCH_CONV),
+        ("patch_embedding/projection/bias", "patch_embed.proj.bias"),
+        ("class_token/token", "cls_token"),
+        ("position_embedding/embedding", "pos_embed"),
+    ),
+)
+TIMM_BLOCKS = Part(
+    "transformer blocks",
+    rows(
+        ("norm1/gamma", "norm1.weight"),
+        ("norm1/beta", "norm1.bias"),
+        ("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE),
+        ("attention/qkv/bias", "attn.qkv.bias"),
+        ("attention/output/kernel", "attn.proj.weight", TRANSPOSE),
+        ("attention/output/bias", "attn.proj.bias"),
+        ("norm2/gamma", "norm2.weight"),
+        ("norm2/beta", "norm2.bias"),
+        ("mlp/fc1/kernel", "mlp.fc1.weight", TRANSPOSE),
+        ("mlp/fc1/bias", "mlp.fc1.bias"),
+        ("mlp/fc2/kernel", "mlp.fc2.weight", TRANSPOSE),
+        ("mlp/fc2/bias", "mlp.fc2.bias"),
+    ),
+    keras_root=BLOCKS,
+    key_root="blocks.{i}.",
+)
+TIMM_NORM = Part("encoder norm", rows(("encoder_norm/gamma", "norm.weight"), ("encoder_norm/beta", "norm.bias")))
+
+
+def torch_dense(name, key, prefixed=True):
+    """An optional PyTorch `Linear` `key` as the keras_vit Dense `name`."""
+    return Part(
+        name,
+        rows((f"{name}/kernel", f"{key}.weight", TRANSPOSE), (f"{name}/bias", f"{key}.bias")),
+        optional=True,
+        prefixed=prefixed,
+    )
+
+
+NO_TIMM_PRE_LOGITS = (
+    "timm's VisionTransformer has no pre_logits (representation) layer since timm 0.6, so this model cannot be "
+    "expressed in its layout. Export to 'hf' (its pooler is pre_logits, without a head) or 'official', or build "
+    "the model without representation_size."
+)
+TIMM = Layout(
+    "timm",
+    "timm",
+    "timm safetensors",
+    # timm before 0.6 kept the representation layer as `pre_logits.fc`.
+    (TIMM_EMBEDDING, TIMM_BLOCKS, TIMM_NORM, torch_dense("pre_logits", "pre_logits.fc"), torch_dense("head", "head")),
+    refuses=(("pre_logits/", NO_TIMM_PRE_LOGITS),),
+    writes=True,
+)
+
+# ---------------------------------------------------------------- Hugging Face transformers
+
+HF_EMBEDDING = Part(
+    "patch embedding",
+    rows(
+        ("patch_embedding/projection/kernel", "embeddings.patch_embeddings.projection.weight", TORCH_CONV),
+        ("patch_embedding/projection/bias", "embeddings.patch_embeddings.projection.bias"),
+        ("class_token/token", "embeddings.cls_token"),
+        ("position_embedding/embedding", "embeddings.position_embeddings"),
+    ),
+)
+HF_BLOCKS = Part(
+    "transformer blocks",
+    rows(
+        ("norm1/gamma", "layernorm_before.weight"),
+        ("norm1/beta", "layernorm_before.bias"),
+        ("attention/qkv/kernel", [f"attention.attention.{n}.weight" for n in _QKV], fuse(TRANSPOSE, 1)),
+        ("attention/qkv/bias", [f"attention.attention.{n}.bias" for n in _QKV], fuse(IDENTITY, 0)),
+        ("attention/output/kernel", "attention.output.dense.weight", TRANSPOSE),
+        ("attention/output/bias", "attention.output.dense.bias"),
+        ("norm2/gamma", "layernorm_after.weight"),
+        ("norm2/beta", "layernorm_after.bias"),
+        ("mlp/fc1/kernel", "intermediate.dense.weight", TRANSPOSE),
+        ("mlp/fc1/bias", "intermediate.dense.bias"),
+        ("mlp/fc2/kernel", "output.dense.weight", TRANSPOSE),
+        ("mlp/fc2/bias", "output.dense.bias"),
+    ),
+    keras_root=BLOCKS,
+    key_root="encoder.layer.{i}.",
+)
+HF_NORM = Part(
+    "encoder norm", rows(("encoder_norm/gamma", "layernorm.weight"), ("encoder_norm/beta", "layernorm.bias"))
+)
+# ViTModel's pooler (Dense + tanh on the class token) is the original pre_logits;
+# ViTForImageClassification keeps its backbone under `vit.` but not its classifier.
+HF_PARTS = (
+    HF_EMBEDDING,
+    HF_BLOCKS,
+    HF_NORM,
+    torch_dense("pre_logits", "pooler.dense"),
+    torch_dense("head", "classifier", prefixed=False),
+)
+NO_HF_POOLER_WITH_HEAD = (
+    "transformers' ViTForImageClassification has no pre_logits (pooler) before its classifier, so a model with "
+    "both cannot be exported to the 'hf' layout. Export with include_top=False (ViTModel with pooler) or use the "
+    "'official' layout."
+)
+HF_CLASSIFIER = Layout(
+    "hf",
+    "Hugging Face transformers",
+    "Hugging Face transformers safetensors (ViTForImageClassification)",
+    HF_PARTS,
+    prefix="vit.",
+    ignore=("vit.embeddings.mask_token",),  # masked-image modelling only
+    refuses=(("pre_logits/", NO_HF_POOLER_WITH_HEAD),),
+    writes=True,
+    write_when="head/kernel",
+)
+HF_MODEL = Layout(
+    "hf",
+    "Hugging Face transformers",
+    "Hugging Face transformers safetensors (ViTModel)",
+    HF_PARTS,
+    ignore=("embeddings.mask_token",),
+    writes=True,
+)
+
+# ---------------------------------------------------------------- hybrids: the ResNet backbone
+# keras_vit (`keras_vit.layers.resnet`): `patch_embedding/backbone/conv_root`, `gn_root`,
+# `block{s}_unit{u}/{conv,gn}{1,2,3}` and `{conv,gn}_proj`, stages and units counted from 1 as in the
+# official files; timm (`vision_transformer_hybrid.py`) counts `stages.{s}.blocks.{u}` from 0.
+
+BACKBONE = "patch_embedding/backbone/"
+UNITS = BACKBONE + "block{s}_unit{u}/"
+# Present in every hybrid and only in hybrids.
+ROOT_KERNEL = BACKBONE + "conv_root/kernel"
+
+
+def conv_norm_rows(keras_conv, keras_norm, keys, conv_transform):
+    """A convolution kernel and its GroupNorm: `keys` are the file's (kernel, scale, bias)."""
+    kernel, scale, bias = keys
+    return rows(
+        (f"{keras_conv}/kernel", kernel, conv_transform),
+        (f"{keras_norm}/gamma", scale),
+        (f"{keras_norm}/beta", bias),
+    )
+
+
+def backbone_parts(root, unit, projection, key_root, conv_transform, offsets=None):
+    """The root, the units' three conv/norm pairs and the projection shortcuts of one layout.
+
+    `root` and `projection` are the file's (kernel, scale, bias) keys, `unit(r)` those of a unit's conv/norm `r`.
+    """
+    units = ()
+    for r in (1, 2, 3):
+        units += conv_norm_rows(f"conv{r}", f"gn{r}", unit(r), conv_transform)
+    where = dict(keras_root=UNITS, key_root=key_root, offsets=dict(offsets or {}))
+    return (
+        Part("ResNet root", conv_norm_rows(BACKBONE + "conv_root", BACKBONE + "gn_root", root, conv_transform)),
+        Part("ResNet units", units, **where),
+        # Only the units that change channels or stride have one.
+        Part("ResNet projections", conv_norm_rows("conv_proj", "gn_proj", projection, conv_transform), **where),
+    )
+
+
+OFFICIAL_BACKBONE = backbone_parts(
+    ("conv_root/kernel", "gn_root/scale", "gn_root/bias"),
+    lambda r: (f"conv{r}/kernel", f"gn{r}/scale", f"gn{r}/bias"),
+    ("conv_proj/kernel", "gn_proj/scale", "gn_proj/bias"),
+    key_root="block{s}/unit{u}/",
+    conv_transform=IDENTITY,
+)
+TIMM_BACKBONE = backbone_parts(
+    (
+        "patch_embed.backbone.stem.conv.weight",
+        "patch_embed.backbone.stem.norm.weight",
+        "patch_embed.backbone.stem.norm.bias",
+    ),
+    lambda r: (f"conv{r}.weight", f"norm{r}.weight", f"norm{r}.bias"),
+    ("downsample.conv.weight", "downsample.norm.weight", "downsample.norm.bias"),
+    key_root="patch_embed.backbone.stages.{s}.blocks.{u}.",
+    conv_transform=TORCH_CONV,
+    offsets={"s": -1, "u": -1},
+)
+# timm builds R+Ti/16's backbone as the bare root: no `stem.` level.
+TIMM_ROOT_ONLY = Part(
+    "ResNet root",
+    conv_norm_rows(
+        BACKBONE + "conv_root",
+        BACKBONE + "gn_root",
+        ("patch_embed.backbone.conv.weight", "patch_embed.backbone.norm.weight", "patch_embed.backbone.norm.bias"),
+        TORCH_CONV,
+    ),
+)
+
+
+def _hybrid(layout, parts, what, write_when):
+    return layout.with_parts(*parts, description=f"{layout.description} + {what}", write_when=write_when)
+
+
+# The plain layouts first: a plain file ties with the hybrid ones (which only add the backbone) and keeps its
+# plain layout; a hybrid file's backbone tensors make its hybrid layout score higher.
+LAYOUTS = (
+    tuple(official_layouts())
+    + (TIMM, HF_CLASSIFIER, HF_MODEL)
+    + tuple(_hybrid(layout, OFFICIAL_BACKBONE, "ResNet backbone", ROOT_KERNEL) for layout in official_layouts())
+    + (
+        _hybrid(TIMM, TIMM_BACKBONE, "ResNet stages", BACKBONE + "block1_unit1/conv1/kernel"),
+        _hybrid(TIMM, (TIMM_ROOT_ONLY,), "ResNet root only", ROOT_KERNEL),
+    )
+)
 FORMATS = tuple(dict.fromkeys(layout.format for layout in LAYOUTS))
 
 
@@ -38,35 +354,24 @@ def detect_layout(tensors, layouts=LAYOUTS):
         if score > best_score:
             best, best_score = layout, score
     if best is None:
-        sample = sorted(tensors)[:8]
         labels = ", ".join(dict.fromkeys(layout.label for layout in layouts))
         raise CheckpointError(
             f"This is not a ViT checkpoint in a layout keras_vit reads ({labels}): none of their "
-            f"patch-embedding tensors is present. First names: {sample}."
+            f"patch-embedding tensors is present. First names: {sorted(tensors)[:8]}."
         )
     return best
-
-
-def detect_format(tensors, layouts=LAYOUTS):
-    """Returns `"official"`, `"timm"` or `"hf"` from a checkpoint's tensor names.
-
-    Raises:
-        CheckpointError: none matches (the message shows some names).
-    """
-    return detect_layout(tensors, layouts).format
 
 
 def to_keras(tensors, format=None, layouts=LAYOUTS):
     """Converts a checkpoint dict to keras_vit names.
 
     Args:
-        tensors: `{name: np.ndarray}` as read from the file.
+        tensors: `{name: array}` as read from the file.
         format: `"official"`, `"timm"`, `"hf"` or None to detect it.
-        layouts: the layouts to choose from (a model family with more parts
-            passes its own, see `mapping.Layout.with_parts`).
+        layouts: the layouts to choose from.
 
     Returns:
-        `(weights, layout)`: the converted dict and a description of the layout.
+        `(weights, description)`: the converted dict and the layout's description.
     """
     layout = detect_layout(tensors, layouts)
     if format is not None and format != layout.format:
@@ -76,17 +381,13 @@ def to_keras(tensors, format=None, layouts=LAYOUTS):
     return layout.read(tensors), layout.description
 
 
-def writer(weights, format, layouts=LAYOUTS):
-    """The layout `from_keras` writes `weights` in for `format`."""
+def from_keras(weights, format, num_heads=None, layouts=LAYOUTS):
+    """Converts keras_vit weights to `format` (`"official"` needs `num_heads`)."""
     formats = tuple(dict.fromkeys(layout.format for layout in layouts))
     if format not in formats:
         raise ValueError(f"`format` must be one of {formats}. Received: format={format!r}")
     candidates = [layout for layout in layouts if layout.format == format and layout.writes]
     # A layout written only for some weights (a head, a ResNet backbone) wins over an unconditional one.
     candidates.sort(key=lambda layout: not layout.write_when)
-    return next(layout for layout in candidates if not layout.write_when or layout.write_when in weights)
-
-
-def from_keras(weights, format, num_heads=None, layouts=LAYOUTS):
-    """Converts keras_vit weights to `format` (`"official"` needs `num_heads`)."""
-    return writer(weights, format, layouts).write(weights, {"num_heads": num_heads})
+    layout = next(layout for layout in candidates if not layout.write_when or layout.write_when in weights)
+    return layout.write(weights, {"num_heads": num_heads})

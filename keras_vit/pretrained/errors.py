@@ -1,13 +1,7 @@
-"""The two errors of the pretrained-weights machinery, on the built-in bases a caller naturally catches.
+"""The two errors of the pretrained-weights machinery.
 
-- `CheckpointError(ValueError)`: a checkpoint that cannot be used (not a
-  format keras_vit reads, damaged, malformed, NaN/inf values, or tensors that
-  do not fit the model).
-- `DownloadError(OSError)`: a file that cannot be fetched (offline, host
-  unreachable, HTTP failure, wrong hash, truncated transfer).
-
-An unknown `weights=` value is a plain `ValueError`, as in `keras.applications`;
-a missing optional package is `keras_vit.utils.extras.MissingDependencyError`.
+`CheckpointError` (a `ValueError`): a checkpoint that cannot be used.
+`DownloadError` (an `OSError`): a file that cannot be fetched.
 """
 
 _LIST_LIMIT = 12
@@ -34,9 +28,11 @@ class DownloadError(OSError):
 
 
 def _summarise(names):
-    names = list(names)
-    shown = ", ".join(str(name) for name in names[:_LIST_LIMIT])
-    return shown + (f", ... ({len(names) - _LIST_LIMIT} more)" if len(names) > _LIST_LIMIT else "")
+    names = [str(name) for name in names]
+    shown = ", ".join(names[:_LIST_LIMIT])
+    if len(names) > _LIST_LIMIT:
+        shown += f", ... ({len(names) - _LIST_LIMIT} more)"
+    return shown
 
 
 def mismatch_error(what, missing=(), unexpected=(), mismatched=(), hint=""):
@@ -52,17 +48,3 @@ def mismatch_error(what, missing=(), unexpected=(), mismatched=(), hint=""):
     if hint:
         parts.append(hint)
     return CheckpointError(" ".join(parts), missing, unexpected, mismatched)
-
-
-def malformed(path, field, problem):
-    """The `CheckpointError` for one invalid field of a file (a header entry, a metadata value)."""
-    return CheckpointError(f"{path}: {field} {problem}. The file is damaged or was not written by a checkpoint tool.")
-
-
-def non_finite(path, names):
-    """The `CheckpointError` for NaN or infinite values in the tensors `names`."""
-    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    return CheckpointError(
-        f"{path} holds NaN or infinite values in {len(names)} tensor(s): {shown}. A model loaded from it "
-        "would only output NaN; the training run that wrote it diverged or the file is damaged."
-    )

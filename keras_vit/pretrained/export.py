@@ -1,29 +1,25 @@
 """Exporting a keras_vit model's weights to the timm, Hugging Face or official layout.
 
-So that fine-tuned models can leave: `export_weights(model, path, "hf")`
-writes a folder that `transformers.ViTForImageClassification.from_pretrained`
-(or `ViTModel`) opens; `"timm"` writes a `model.safetensors` for timm's
-`VisionTransformer`; `"official"` writes the vit_jax `.npz` layout. Only
-weights travel: architecture options that the target has no notion of
+`export_weights(model, path, "hf")` writes a folder that `transformers`'
+`ViTForImageClassification` (or `ViTModel`) opens; `"timm"` a
+`model.safetensors` for timm's `VisionTransformer`; `"official"` the vit_jax
+`.npz`. Only weights travel: options the target has no notion of
 (`pooling="gap"`, tanh GELU) are the user's to reproduce there.
 """
 
 import os
 
+import keras
 import numpy as np
 
 from keras_vit.layers.transformer import patch_grid
 from keras_vit.models.vit import find_vit
-from keras_vit.pretrained import converters, io
-from keras_vit.utils import files
-
-EXPORT_FORMATS = converters.FORMATS
+from keras_vit.pretrained import converters, io, loader
+from keras_vit.utils import files, validation
 
 
 def model_weights(model):
     """Returns `{variable path: np.ndarray}` of a keras_vit model."""
-    import keras
-
     return {variable.path: keras.ops.convert_to_numpy(variable).astype(np.float32) for variable in model.weights}
 
 
@@ -35,6 +31,7 @@ def hf_config(architecture, weights):
     image_size = [grid[0] * patch[0], grid[1] * patch[1]]
     config = {
         "model_type": "vit",
+        "architectures": ["ViTModel"],
         "hidden_size": architecture["hidden_dim"],
         "num_hidden_layers": architecture["num_layers"],
         "num_attention_heads": architecture["num_heads"],
@@ -55,26 +52,18 @@ def hf_config(architecture, weights):
         config["architectures"] = ["ViTForImageClassification"]
         config["id2label"] = {str(i): f"LABEL_{i}" for i in range(classes)}
         config["label2id"] = {f"LABEL_{i}": i for i in range(classes)}
-    else:
-        config["architectures"] = ["ViTModel"]
     return config
 
 
 def export_weights(model, path, format="hf", replace=True):
-    """Writes a keras_vit model's weights in another library's layout.
+    """Writes a keras_vit model's weights in another library's layout; returns the weights file's path.
 
     Args:
-        model: a model built by keras_vit (`ViTB16(...)`, `VisionTransformer`).
-        path: for `"hf"` a directory (gets `model.safetensors` and
-            `config.json`); for `"timm"` a `.safetensors` file; for
-            `"official"` an `.npz` file.
+        model: a keras_vit `VisionTransformer`, or a model with one inside.
+        path: for `"hf"` a folder (`model.safetensors` and `config.json`), for `"timm"` a `.safetensors`
+            file, for `"official"` an `.npz` file.
         format: `"hf"`, `"timm"` or `"official"`.
-        replace: bool. `False`: never replace what is at `path`
-            (`FileExistsError`, also for a file that appears while the
-            weights are written).
-
-    Returns:
-        The path of the weights file written.
+        replace: `False`: never replace what is at `path` (`FileExistsError`).
 
     Example:
 
@@ -83,77 +72,50 @@ def export_weights(model, path, format="hf", replace=True):
     >>> import os, tempfile
     >>> path = export_weights(model, os.path.join(tempfile.mkdtemp(), "vit.safetensors"), "timm")
     """
-    if format not in EXPORT_FORMATS:
-        raise ValueError(f"`format` must be one of {EXPORT_FORMATS}. Received: format={format!r}")
+    validation.one_of("format", format, converters.FORMATS)
     vit = find_vit(model)
     return write_weights(model_weights(vit), path, format, vit.get_config(), replace=replace)
 
 
 def write_weights(weights, path, format, architecture, replace=True):
-    """Writes keras_vit-named `weights` of a model of `architecture` (its `VisionTransformer` arguments) to
-    `path` in `format` (see `export_weights`)."""
+    """Writes keras_vit-named `weights` of a model of `architecture` (its arguments) to `path` in `format`."""
     path = os.fspath(path)
     tensors = converters.from_keras(weights, format, num_heads=architecture["num_heads"])
-    grid = architecture["embedding_grid"]
     if format == "official":
-        io.write_npz(path, tensors, replace=replace)
-        return path
+        return io.write_npz(path, tensors, replace=replace)
     # The grid is recorded so non-square position embeddings reload exactly.
+    grid = architecture["embedding_grid"]
     metadata = {"format": "pt", "keras_vit.grid_size": f"{grid[0]},{grid[1]}"}
-    if format == "hf":
-        # Weights and config.json appear together or not at all: transformers cannot open a mix.
-        with files.atomic_directory(path, replace=replace) as staged:
-            io.write_safetensors(os.path.join(staged, "model.safetensors"), tensors, metadata)
-            files.write_json(os.path.join(staged, "config.json"), hf_config(architecture, weights))
-        return os.path.join(path, "model.safetensors")
-    io.write_safetensors(path, tensors, metadata, replace=replace)
-    return path
-
-
-def format_for_path(path):
-    """The layout a path implies: `.npz` -> `"official"`, `.safetensors` -> `"timm"`, else `"hf"` (a folder)."""
-    path = os.fspath(path)
-    if path.endswith(".npz"):
-        return "official"
-    if path.endswith(".safetensors"):
-        return "timm"
-    return "hf"
+    if format == "timm":
+        return io.write_safetensors(path, tensors, metadata, replace=replace)
+    # Weights and config.json appear together or not at all: transformers cannot open a mix.
+    with files.atomic_directory(path, replace=replace) as staged:
+        io.write_safetensors(os.path.join(staged, "model.safetensors"), tensors, metadata)
+        files.write_json(os.path.join(staged, "config.json"), hf_config(architecture, weights))
+    return os.path.join(path, "model.safetensors")
 
 
 def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None, replace=True):
-    """Converts a checkpoint file (or a `.keras` model) to another layout.
+    """Converts a checkpoint (or a `.keras` model) to another layout; returns `(path written, format)`.
 
     Args:
-        src: a checkpoint (`.npz`, `.safetensors`, `save_pretrained` folder)
-            or a `.keras` model file.
+        src: a checkpoint (`.npz`, `.safetensors`, `save_pretrained` folder) or a `.keras` model file.
         dst: the output (see `export_weights`).
-        format: `"hf"`, `"timm"`, `"official"` or None to take it from `dst`
-            (`format_for_path`).
-        num_heads: attention heads. None takes them from the file where it
-            says them (the official layout's per-head tensors, a
-            transformers `config.json`), else from the variant table by
-            hidden size (logged); the timm layout fuses them.
-        image_size: `(height, width)` the position embedding is for; None
-            takes it from the file, else a square grid.
-        replace: bool. `False`: never replace what is at `dst` (see
-            `export_weights`).
-
-    Returns:
-        `(path written, format)`.
+        format: `"hf"`, `"timm"`, `"official"`, or None: `.npz` official, `.safetensors` timm, else hf.
+        num_heads: attention heads; None: the file's, else the variant table's for the hidden size (logged).
+        image_size: `(height, width)` the position embedding is for; None takes it from the file.
+        replace: `False`: never replace what is at `dst`.
     """
-    from keras_vit.pretrained import loader
-    from keras_vit.utils import validation
-
     src, dst = os.fspath(src), os.fspath(dst)
-    format = format_for_path(dst) if format is None else validation.one_of("format", format, EXPORT_FORMATS)
+    if format is None:
+        format = "official" if dst.endswith(".npz") else "timm" if dst.endswith(".safetensors") else "hf"
+    validation.one_of("format", format, converters.FORMATS)
     # Every argument is checked before the checkpoint is read.
     num_heads = None if num_heads is None else validation.positive_int("num_heads", num_heads)
     image_size = None if image_size is None else validation.pair("image_size", image_size)
     if src.endswith(".keras"):
         from keras_vit.models import metadata
 
-        # The ViT itself, also when it is nested in the user's model (a head
-        # on top of a nested ViT is no part of the ViT layouts).
         return export_weights(metadata.load_classifier(src), dst, format, replace=replace), format
     checkpoint = loader.load_checkpoint(src)
     grid = None

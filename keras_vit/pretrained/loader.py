@@ -1,19 +1,9 @@
 """Building a model with pretrained weights, all-or-nothing.
 
-The order matters and is the point of this module:
-
-1. `weights=` is resolved (tag, alias, file, Hub handle) before any download,
-   so an unknown tag fails at once and lists the valid ones.
-2. The file is fetched and read into NumPy (no pickle) and converted to
-   keras_vit's weight names with strict accounting.
-3. Every decision about the top is made and logged: a new zero-initialised
-   head when `classes` differs from the checkpoint's (the paper's
-   fine-tuning recipe), `pre_logits` kept or dropped.
-4. A fresh model is built, and a value for *every* variable is prepared and
-   checked (position embedding resampled to the model's grid, shapes equal).
-   Only then are the values assigned. Any problem raises one error listing
-   everything missing, unexpected or mis-shaped, and no model is returned,
-   so a partially loaded model never escapes.
+`weights=` is resolved before any download (an unknown tag fails at once),
+the file is fetched, read and converted, the top is decided and logged, and
+a value for every variable is prepared and checked before any is assigned:
+a problem raises one error listing everything wrong, and no model escapes.
 """
 
 import dataclasses
@@ -29,7 +19,8 @@ from keras_vit.layers import resnet
 from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_embedding
 from keras_vit.layers.transformer import patch_grid
 from keras_vit.models import variants
-from keras_vit.pretrained import converters, errors, io, sources
+from keras_vit.pretrained import converters, io, sources
+from keras_vit.pretrained.converters import ROOT_KERNEL
 from keras_vit.pretrained.errors import CheckpointError, mismatch_error
 from keras_vit.utils import validation
 
@@ -42,13 +33,10 @@ class Checkpoint:
 
     Attributes:
         weights: `{keras_vit variable path: np.ndarray}`.
-        format: `"official"`, `"timm"` or `"hf"`.
-        layout: human-readable description of the layout found.
-        metadata: safetensors metadata and a neighbouring `config.json`.
+        format, layout: `"official"`, `"timm"` or `"hf"`, and the description of the layout found.
+        metadata: safetensors metadata and a neighbouring `config.json` (under `"config"`).
         path: the file it was read from.
-        shape_facts: what the file's own tensor shapes say that the converted
-            weights no longer show (`{"num_heads": 12}` from flax's per-head
-            attention kernels; empty for fused layouts).
+        shape_facts: what the file's shapes say that the converted weights no longer show (`{"num_heads": 12}`).
     """
 
     weights: dict
@@ -58,19 +46,20 @@ class Checkpoint:
     path: str
     shape_facts: dict = dataclasses.field(default_factory=dict)
 
+    def _config(self):
+        config = self.metadata.get("config")
+        return config if isinstance(config, dict) and config.get("model_type") == "vit" else {}
+
     def declared_heads(self):
-        """The attention heads the file declares: its per-head tensor shapes, else a transformers
-        `config.json`'s `num_attention_heads`; None when it says nothing (fused `qkv` tensors)."""
+        """The attention heads the file declares (per-head shapes, or a transformers `config.json`), or None."""
         if "num_heads" in self.shape_facts:
             return self.shape_facts["num_heads"]
-        config = self.metadata.get("config") or {}
-        if isinstance(config, dict) and config.get("model_type") == "vit" and "num_attention_heads" in config:
-            return _positive_pair(self, "config.json num_attention_heads", config["num_attention_heads"])[0]
+        if "num_attention_heads" in self._config():
+            return self._positive_pair("config.json num_attention_heads", self._config()["num_attention_heads"])[0]
         return None
 
     def num_heads(self, num_heads=None):
-        """The attention heads: `num_heads` if given (checked against the file's), else the file's
-        (`declared_heads`), else the variant table's for the hidden size, which is logged.
+        """`num_heads` if given (checked against the file's), else the file's, else the variant table's.
 
         Raises:
             CheckpointError: `num_heads` contradicts the file, or nothing says the heads.
@@ -92,26 +81,17 @@ class Checkpoint:
                 "published ViT size, so nothing says its number of heads: pass num_heads."
             )
         logger.info(
-            "%s (%s) does not say its attention heads (fused tensors): taking %d from the variant table for hidden "
-            "size %d; pass num_heads if it differs.",
-            self.path,
-            self.layout,
-            heads,
-            hidden_dim,
+            f"{self.path} ({self.layout}) does not say its attention heads: taking {heads} from the variant table "
+            f"for hidden size {hidden_dim}; pass num_heads if it differs."
         )
         return heads
 
     def architecture(self, num_heads=None, grid_size=None):
-        """The `VisionTransformer` arguments of this checkpoint, read from its tensors' shapes (see
-        `architecture_of_weights`).
+        """The `VisionTransformer` arguments of this checkpoint, read from its tensors' shapes.
 
         Args:
             num_heads: the attention heads, see `num_heads`.
-            grid_size: the position embedding's grid; None takes it from the
-                file (`checkpoint_grid`).
-
-        Raises:
-            CheckpointError: the tensors are not a ViT's, or do not fit the heads or grid.
+            grid_size: the position embedding's grid; None takes it from the file.
         """
         heads = self.num_heads(num_heads)
         grid = checkpoint_grid(self) if grid_size is None else grid_size
@@ -121,65 +101,75 @@ class Checkpoint:
             raise CheckpointError(f"{self.path} ({self.layout}) is not a ViT keras_vit builds: {error}") from error
 
     def describe(self):
-        """A summary of the architecture for messages ("unrecognised shapes" when it has none)."""
+        """A one-line summary of the architecture for messages."""
         declared = self.declared_heads()
         try:
-            # Fused attention tensors fit any head count that divides the width: 1 reads the shapes, and the
-            # summary says the heads are not stored rather than echoing the model's count as the file's.
+            # Fused attention fits any head count that divides the width: 1 reads the shapes.
             architecture = self.architecture(declared or 1)
         except CheckpointError:
             return "unrecognised shapes"
-        return describe(architecture if declared else dict(architecture, num_heads=None))
+        patch, grid = architecture["patch_size"], architecture["embedding_grid"]
+        parts = [
+            f"hidden {architecture['hidden_dim']}",
+            f"{architecture['num_layers']} blocks",
+            f"{declared} heads" if declared else "heads not stored",
+            f"patch {patch[0]}x{patch[1]}",
+            f"grid {grid[0]}x{grid[1]}",
+        ]
+        if architecture["resnet_stages"] is not None:
+            parts.append(f"ResNet stages {architecture['resnet_stages']}")
+        parts.append(f"{architecture['classes']}-class head" if architecture["include_top"] else "no head")
+        if architecture["representation_size"]:
+            parts.append(f"pre_logits {architecture['representation_size']}")
+        return ", ".join(parts)
 
+    def _positive_pair(self, field, value):
+        """`value` as a pair of positive ints (an int means a square), else a `CheckpointError`."""
+        pair = [value, value] if isinstance(value, int) else value
+        if (
+            not isinstance(pair, (list, tuple))
+            or len(pair) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
+        ):
+            raise CheckpointError(
+                f"{self.path}: {field} must be a positive int or two, not {value!r}. The file is damaged or was "
+                "not written by a checkpoint tool."
+            )
+        return tuple(pair)
 
-def describe(architecture):
-    """A one-line summary of `VisionTransformer` arguments for logs and messages."""
-    patch, grid = architecture["patch_size"], architecture["embedding_grid"]
-    parts = [
-        f"hidden {architecture['hidden_dim']}",
-        f"{architecture['num_layers']} blocks",
-        f"{architecture['num_heads']} heads" if architecture["num_heads"] else "heads not stored",
-        f"patch {patch[0]}x{patch[1]}",
-        f"grid {grid[0]}x{grid[1]}",
-    ]
-    if architecture["resnet_stages"] is not None:
-        parts.append(f"ResNet stages {architecture['resnet_stages']}")
-    parts.append(f"{architecture['classes']}-class head" if architecture["include_top"] else "no head")
-    if architecture["representation_size"]:
-        parts.append(f"pre_logits {architecture['representation_size']}")
-    return ", ".join(parts)
-
-
-# The variable path of a hybrid's first convolution: its presence marks a hybrid's weights.
-ROOT_KERNEL = "patch_embedding/backbone/conv_root/kernel"
+    def declared_grid(self):
+        """The patch grid the file's metadata declares (keras_vit's `grid_size`, or a `config.json`), or None."""
+        grid = self.metadata.get("keras_vit.grid_size")
+        if grid:
+            parts = grid.split(",")
+            numbers = [int(part) if part.strip().isdigit() else part for part in parts]
+            return self._positive_pair("metadata['keras_vit.grid_size']", numbers)
+        if "image_size" in self._config():
+            size = self._positive_pair("config.json image_size", self._config()["image_size"])
+            patch = pixels_per_token_of_weights(self.weights)
+            patch = self._positive_pair("config.json patch_size", self._config().get("patch_size", patch[0]))
+            return (size[0] // patch[0], size[1] // patch[1])
+        return None
 
 
 def architecture_of_weights(weights, num_heads, grid_size=None):
-    """The `VisionTransformer` arguments of keras_vit-named checkpoint weights, read from their shapes.
-
-    Sizes come from the tensors' shapes: hidden size and patch from the
-    patch kernel, the MLP size from the first block's `fc1` kernel, the
-    blocks and a hybrid's ResNet units from which blocks and units have
-    weights, classes and `pre_logits` from the head's. The attention heads
-    cannot be read from a fused `qkv` kernel, so the caller passes them.
+    """The `VisionTransformer` arguments (input size open) of keras_vit-named weights, from their shapes.
 
     Args:
-        weights: `{keras_vit variable path: array}`, e.g. a converted checkpoint.
-        num_heads: int, the attention heads.
-        grid_size: `(rows, cols)` of the position embedding; None takes a
-            square grid from its number of rows.
-
-    Returns:
-        A dict of `VisionTransformer` arguments (`embedding_grid` the grid;
-        the input size left open).
-
-    Raises:
-        ValueError: the weights are not a ViT's, or `grid_size` does not
-            match the position embedding's rows.
+        weights: `{keras_vit variable path: array}`.
+        num_heads: the attention heads (a fused `qkv` kernel does not show them).
+        grid_size: `(rows, cols)` of the position embedding; None takes a square grid.
     """
     patch_kernel = weights["patch_embedding/projection/kernel"]
     positions = int(weights["position_embedding/embedding"].shape[1]) - 1
-    grid_size = _square_grid(positions) if grid_size is None else validation.pair("grid_size", grid_size)
+    if grid_size is None:
+        side = math.isqrt(positions)
+        if side * side != positions:
+            raise ValueError(
+                f"The position embedding has {positions} patch rows, which is not a square grid: pass grid_size."
+            )
+        grid_size = (side, side)
+    grid_size = validation.pair("grid_size", grid_size)
     if grid_size[0] * grid_size[1] != positions:
         raise ValueError(
             f"The position embedding has {positions} patch rows, but grid_size {grid_size} has "
@@ -188,7 +178,7 @@ def architecture_of_weights(weights, num_heads, grid_size=None):
     stages = embedding_stages(weights)
     head = weights.get("head/kernel")
     pre_logits = weights.get("pre_logits/kernel")
-    channels = int((weights[ROOT_KERNEL] if stages is not None else patch_kernel).shape[2])
+    first_kernel = weights[ROOT_KERNEL] if stages is not None else patch_kernel
     return dict(
         patch_size=tuple(int(size) for size in patch_kernel.shape[:2]),
         hidden_dim=int(patch_kernel.shape[-1]),
@@ -196,22 +186,13 @@ def architecture_of_weights(weights, num_heads, grid_size=None):
         num_heads=validation.positive_int("num_heads", num_heads),
         mlp_dim=int(weights["encoder_block_0/mlp/fc1/kernel"].shape[-1]),
         embedding_grid=grid_size,
-        input_shape=(None, None, channels),
+        input_shape=(None, None, int(first_kernel.shape[2])),
         resnet_stages=stages,
         resnet_width=int(weights[ROOT_KERNEL].shape[-1]) if stages is not None else 64,
         include_top=head is not None,
         classes=None if head is None else int(head.shape[-1]),
         representation_size=None if pre_logits is None else int(pre_logits.shape[-1]),
     )
-
-
-def _square_grid(positions):
-    side = math.isqrt(positions)
-    if side * side != positions:
-        raise ValueError(
-            f"The position embedding has {positions} patch rows, which is not a square grid: pass grid_size."
-        )
-    return (side, side)
 
 
 def num_blocks(weights):
@@ -240,28 +221,21 @@ def pixels_per_token_of_weights(weights):
 
 
 def load_checkpoint(path, format=None):
-    """Reads and converts a checkpoint file.
+    """Reads and converts a checkpoint file (`.npz`, `.safetensors` or a `save_pretrained` folder).
 
     Args:
-        path: `.npz`, `.safetensors`, or a `save_pretrained` directory.
-        format: expected layout, or None to detect it from the names.
+        path: the file or folder.
+        format: the expected layout, or None to detect it from the names.
 
     Returns:
         A `Checkpoint`.
-
-    Raises:
-        CheckpointError: an unreadable or malformed file (naming the
-            field).
-        CheckpointError: the tensors are not a ViT layout keras_vit
-            reads; found from the declared names and shapes, before any
-            tensor is read or decompressed.
-        CheckpointError: NaN or infinite values, naming the tensors.
     """
-    tensors, metadata = io.read_checkpoint(path, lazy=True)
-    detected_layout = converters.detect_layout(tensors)
-    # The tensors are `io.DeclaredTensor`s: the layout accounts for every declared name before it reads any
-    # value, so a small .npz declaring a huge member under a name no layout has is refused, never inflated.
-    weights, layout = converters.to_keras(tensors, format)
+    tensors, metadata = io.read_checkpoint(path)
+    try:
+        layout = converters.detect_layout(tensors)
+        weights, description = converters.to_keras(tensors, format)
+    except CheckpointError as error:
+        raise CheckpointError(f"{path}: {error}", error.missing, error.unexpected, error.mismatched) from None
     weights = {name: np.asarray(value) for name, value in weights.items()}
     non_finite = sorted(
         name
@@ -269,55 +243,20 @@ def load_checkpoint(path, format=None):
         if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all()
     )
     if non_finite:
-        raise errors.non_finite(path, non_finite)
-    shape_facts = detected_layout.shape_facts(tensors)
-    return Checkpoint(weights, detected_layout.format, layout, metadata, str(path), shape_facts)
-
-
-def _positive_pair(checkpoint, field, value):
-    """`value` as a pair of positive ints (an int means a square), else a `CheckpointError`."""
-    pair = [value, value] if isinstance(value, int) else value
-    if (
-        not isinstance(pair, (list, tuple))
-        or len(pair) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
-    ):
-        raise errors.malformed(checkpoint.path, field, f"must be a positive int or two, not {value!r}")
-    return tuple(pair)
-
-
-def _grid_from_metadata(checkpoint, patch_size):
-    grid = checkpoint.metadata.get("keras_vit.grid_size")
-    if grid:
-        parts = grid.split(",")
-        if not all(part.strip().isdigit() for part in parts):
-            raise errors.malformed(
-                checkpoint.path, "metadata['keras_vit.grid_size']", f"must be 'ROWS,COLUMNS', not {grid!r}"
-            )
-        return _positive_pair(checkpoint, "metadata['keras_vit.grid_size']", [int(part) for part in parts])
-    config = checkpoint.metadata.get("config") or {}
-    if isinstance(config, dict) and config.get("model_type") == "vit" and "image_size" in config:
-        size = _positive_pair(checkpoint, "config.json image_size", config["image_size"])
-        patch = _positive_pair(checkpoint, "config.json patch_size", config.get("patch_size", patch_size[0]))
-        return (size[0] // patch[0], size[1] // patch[1])
-    return None
+        shown = ", ".join(non_finite[:8]) + (f" and {len(non_finite) - 8} more" if len(non_finite) > 8 else "")
+        raise CheckpointError(
+            f"{path} holds NaN or infinite values in {len(non_finite)} tensor(s): {shown}. A model loaded from it "
+            "would only output NaN; the training run that wrote it diverged or the file is damaged."
+        )
+    return Checkpoint(weights, layout.format, description, metadata, str(path), layout.shape_facts(tensors))
 
 
 def checkpoint_grid(checkpoint, info=None, target_grid=None):
-    """The patch grid of the checkpoint's position embedding.
-
-    From (in order) the registry's resolution, the file's metadata
-    (`keras_vit.grid_size`, or `image_size` in a transformers `config.json`),
-    the model's own grid when the row count matches it (nothing to resample),
-    else the embedding is taken to be square.
-    """
+    """The checkpoint's patch grid: the registry's, the file's, the model's if the rows fit it, else a square."""
     patches = int(checkpoint.weights["position_embedding/embedding"].shape[1]) - 1
-    # A hybrid's tokens cover patch x ResNet stride pixels.
-    pixels = pixels_per_token_of_weights(checkpoint.weights)
-    grid = None
-    if info is not None:
-        grid = patch_grid((info.resolution, info.resolution), pixels)
-    grid = grid or _grid_from_metadata(checkpoint, pixels)
+    pixels = pixels_per_token_of_weights(checkpoint.weights)  # a hybrid's tokens cover patch x ResNet stride
+    grid = patch_grid((info.resolution, info.resolution), pixels) if info is not None else None
+    grid = grid or checkpoint.declared_grid()
     if grid is None and target_grid is not None and target_grid[0] * target_grid[1] == patches:
         grid = tuple(target_grid)
     if grid is None:
@@ -338,142 +277,76 @@ def checkpoint_grid(checkpoint, info=None, target_grid=None):
 
 
 def _plan_top(found, requested, source_name):
-    """Decides head and pre_logits, logs every decision.
-
-    Args:
-        found: the checkpoint's `VisionTransformer` arguments (`Checkpoint.architecture`).
-        requested: the checked arguments of the model asked for.
-        source_name: the checkpoint, for the messages.
-
-    Returns:
-        `(plan, representation_size)`: what to load, and the `pre_logits`
-        size the model gets (the checkpoint's when its head needs it).
-    """
+    """`(plan, representation_size)`: what of the top to load and the model's `pre_logits` size, logged."""
     classes, representation_size = requested["classes"], requested["representation_size"]
     keep_head = requested["include_top"] and found["include_top"] and classes == found["classes"]
     plan = {"keep_head": keep_head, "keep_pre_logits": False, "fresh_pre_logits": False}
-    if found["representation_size"]:
-        if representation_size is None and keep_head:
-            # The pretrained head was trained on pre_logits: dropping it would
-            # feed the head features it never saw.
-            representation_size = found["representation_size"]
-            plan["keep_pre_logits"] = True
-            logger.warning(
-                "Keeping the pre_logits layer (%d) of %s because its pretrained %d-class head uses it.",
-                found["representation_size"],
-                source_name,
-                found["classes"],
-            )
-        elif representation_size is None:
-            logger.warning(
-                "Dropping the pre_logits layer (%d) of %s, as the paper does for fine-tuning; pass "
-                "representation_size=%d to keep it.",
-                found["representation_size"],
-                source_name,
-                found["representation_size"],
-            )
-        else:
-            plan["keep_pre_logits"] = True  # A size mismatch is reported with the other shapes.
+    size = found["representation_size"]
+    if size and representation_size is None and keep_head:
+        # The pretrained head was trained on pre_logits: dropping it would feed the head features it never saw.
+        representation_size, plan["keep_pre_logits"] = size, True
+        logger.warning(f"Keeping the pre_logits layer ({size}) of {source_name} because its pretrained head uses it.")
+    elif size and representation_size is None:
+        logger.warning(
+            f"Dropping the pre_logits layer ({size}) of {source_name}, as the paper does for fine-tuning; pass "
+            f"representation_size={size} to keep it."
+        )
+    elif size:
+        plan["keep_pre_logits"] = True  # a size mismatch is reported with the other shapes
     elif representation_size is not None:
         plan["fresh_pre_logits"] = True
-        logger.warning(
-            "%s has no pre_logits layer: the requested pre_logits (%d) keeps its random initialisation.",
-            source_name,
-            representation_size,
-        )
+        logger.warning(f"{source_name} has no pre_logits layer: the requested pre_logits keeps its random init.")
     if requested["include_top"] and not keep_head:
-        _log_new_head(found, classes, source_name)
+        if found["include_top"]:
+            why = f"classes={classes} differs from the {found['classes']} classes of {source_name}"
+        else:
+            why = f"{source_name} has no classification head"
+        logger.warning(f"{why}: the model gets a new zero-initialised {classes}-class head (train it before use).")
     return plan, representation_size
 
 
-def _log_new_head(found, classes, source_name):
-    if not found["include_top"]:
-        logger.warning(
-            "%s has no classification head: the model gets a new zero-initialised %d-class head (train it before use).",
-            source_name,
-            classes,
-        )
-    else:
-        logger.warning(
-            "classes=%s differs from the %d classes of %s: the model gets a new zero-initialised "
-            "%s-class head instead of the pretrained one (the paper's fine-tuning recipe).",
-            classes,
-            found["classes"],
-            source_name,
-            classes,
-        )
-
-
-def _describe_model(model, variant):
-    return f"ViT-{variant}" if variant else f"the model {model.name!r}"
-
-
-def assemble(model, checkpoint, plan, source_grid, target_grid, method="official", antialias=False, variant=None):
-    """Prepares `{variable path: value}` for every variable of `model`.
-
-    Raises:
-        CheckpointError: listing all missing, unexpected and
-            mis-shaped tensors at once.
-    """
+def _values_for(model, loading):
+    """`{variable path: value}` for every variable of `model`, or one `CheckpointError` listing every problem."""
+    checkpoint, plan, config = loading.checkpoint, loading.plan, loading.config
+    source_grid, target_grid = loading.source_grid, config["embedding_grid"]
     remaining = dict(checkpoint.weights)
-    if not plan["keep_head"]:
-        remaining.pop("head/kernel", None)
-        remaining.pop("head/bias", None)
-    if not plan["keep_pre_logits"]:
-        remaining.pop("pre_logits/kernel", None)
-        remaining.pop("pre_logits/bias", None)
+    for name in ("head/kernel", "head/bias") if not plan["keep_head"] else ():
+        remaining.pop(name, None)
+    for name in ("pre_logits/kernel", "pre_logits/bias") if not plan["keep_pre_logits"] else ():
+        remaining.pop(name, None)
     values, missing, mismatched = {}, [], []
     for variable in model.weights:
         path, shape = variable.path, tuple(variable.shape)
         if path.startswith("head/") and not plan["keep_head"]:
-            values[path] = np.zeros(shape, "float32")  # The paper's zero-initialised new head.
+            values[path] = np.zeros(shape, "float32")  # the paper's zero-initialised new head
             continue
         if path.startswith("pre_logits/") and plan["fresh_pre_logits"]:
-            values[path] = keras.ops.convert_to_numpy(variable)  # Its own random initialisation.
+            values[path] = keras.ops.convert_to_numpy(variable)  # its own random initialisation
             continue
         if path not in remaining:
             missing.append(path)
             continue
         value = remaining.pop(path)
-        if path == "position_embedding/embedding" and value.ndim == 3 and source_grid != target_grid:
-            if value.shape[1] == 1 + source_grid[0] * source_grid[1]:
-                value = resample_position_embedding(value, source_grid, target_grid, method=method, antialias=antialias)
-                logger.info(
-                    "Resampled the position embedding from %dx%d to %dx%d (%s%s).",
-                    *source_grid,
-                    *target_grid,
-                    method,
-                    ", antialias" if antialias else "",
-                )
+        resample = path == "position_embedding/embedding" and source_grid != target_grid
+        if resample and value.ndim == 3 and value.shape[1] == 1 + source_grid[0] * source_grid[1]:
+            method, antialias = config["resample_method"], config["resample_antialias"]
+            value = resample_position_embedding(value, source_grid, target_grid, method=method, antialias=antialias)
+            logger.info(f"Resampled the position embedding from {source_grid} to {target_grid} ({method}).")
         if tuple(value.shape) != shape:
             mismatched.append((path, tuple(value.shape), shape))
             continue
         values[path] = value
     unexpected = sorted(remaining)
     if missing or unexpected or mismatched:
-        found = checkpoint.describe()
+        model_name = f"ViT-{loading.variant}" if loading.variant else f"the model {model.name!r}"
         raise mismatch_error(
-            f"{checkpoint.path} ({checkpoint.layout}; {found}) does not fit {_describe_model(model, variant)}. "
+            f"{checkpoint.path} ({checkpoint.layout}; {checkpoint.describe()}) does not fit {model_name}. "
             "Is it the checkpoint of another variant? No weights were loaded.",
             missing=missing,
             unexpected=unexpected,
             mismatched=mismatched,
         )
     return values
-
-
-def assign(model, values):
-    """Assigns prepared values (every variable must have one) in the variables' dtypes."""
-    for variable in model.weights:
-        dtype = keras.backend.standardize_dtype(variable.dtype)
-        variable.assign(np.asarray(values[variable.path], dtype=dtype))
-
-
-def _names_a_file(weights):
-    if not isinstance(weights, (str, os.PathLike)):
-        return False
-    text = os.fspath(weights)
-    return text.startswith(sources.HUB_SCHEME) or os.path.exists(text)
 
 
 @dataclasses.dataclass
@@ -487,42 +360,29 @@ class _Loading:
     variant: str
 
     def load_into(self, model):
-        values = assemble(
-            model,
-            self.checkpoint,
-            self.plan,
-            self.source_grid,
-            self.config["embedding_grid"],
-            self.config["resample_method"],
-            self.config["resample_antialias"],
-            variant=self.variant,
-        )
-        # Heads do not change a tensor's fused shape, so `assemble` (which reports every shape that differs)
-        # cannot see them differ: a file that declares its heads is held to the model's here.
+        values = _values_for(model, self)
+        # Heads do not change a fused tensor's shape: a file that declares its heads is held to the model's.
         self.checkpoint.num_heads(self.config["num_heads"])
-        assign(model, values)
+        for variable in model.weights:
+            dtype = keras.backend.standardize_dtype(variable.dtype)
+            variable.assign(np.asarray(values[variable.path], dtype=dtype))
 
 
 def prepare(config, weights, variant=None):
-    """Reads the checkpoint `weights` names for a model of `config`, before the model is built.
-
-    Args:
-        config: the checked arguments of a `keras_vit.VisionTransformer`.
-        weights: as for `build_pretrained`; checkpoint tags and `"imagenet"`
-            need `variant`.
-        variant: the `VARIANTS` key of the architecture, or None.
+    """Reads the checkpoint `weights` names for a model of `config` (checked arguments), before it is built.
 
     Returns:
-        `(config, loading)`: the arguments to build the model with (the
-        checkpoint's `pre_logits` kept when its head is, an open input size
-        given the checkpoint's grid), and what `loading.load_into(model)`
-        assigns to the built model.
+        `(config, loading)`: the arguments to build the model with, and what
+        `loading.load_into(model)` assigns to it.
     """
     if config["resample_method"] not in RESAMPLING_METHODS:
         raise ValueError(
             f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {config['resample_method']!r}"
         )
-    if variant is None and not _names_a_file(weights):
+    names_a_file = isinstance(weights, (str, os.PathLike)) and (
+        os.fspath(weights).startswith(sources.HUB_SCHEME) or os.path.exists(weights)
+    )
+    if variant is None and not names_a_file:
         raise ValueError(
             "A model of a custom size takes `weights` as a local checkpoint file (.npz, .safetensors), a "
             "`save_pretrained` folder or 'hf://org/repo' of the same architecture; checkpoint tags and "
@@ -539,10 +399,8 @@ def prepare(config, weights, variant=None):
     source_grid = checkpoint_grid(checkpoint, source.info, None if open_size else config["embedding_grid"])
     if checkpoint.format == "official" and not config["gelu_approximate"]:
         logger.info(
-            "%s comes from the official JAX code, which uses tanh-approximate GELU; this model uses exact "
-            "GELU like timm and transformers (logits differ by ~1e-3). Pass gelu_approximate=True to "
-            "match the JAX outputs exactly.",
-            source.describe(),
+            f"{source.describe()} comes from the official JAX code, which uses tanh-approximate GELU; pass "
+            "gelu_approximate=True to match its outputs exactly (logits differ by ~1e-3)."
         )
     found = checkpoint.architecture(checkpoint.declared_heads() or config["num_heads"], source_grid)
     plan, representation_size = _plan_top(found, config, source.describe())

@@ -1,37 +1,35 @@
-"""Looking up checkpoints in the catalogue, without touching the network.
+"""The published ViT checkpoints as data, and looking them up without touching the network.
 
-`resolve(variant, tag, image_size)` turns a tag (or the `"imagenet"` alias)
-into one `CheckpointInfo`; an unknown tag raises `ValueError` listing
-the variant's valid tags. Where a tag exists at several resolutions, the one
-nearest the requested image size wins (ties go to the larger resolution).
+One row per file: its Hub copy (`timm/...` in timm's layout, `google/...` in
+transformers'), the official bucket file it came from (provenance: the bucket
+refuses anonymous downloads) and its ImageNet-1k top-1 (timm's
+`results-imagenet.csv` unless a row says otherwise); sources: timm's
+`default_cfgs` and the vision_transformer README. `orig_*` tags are the
+paper's, `augreg_*` "How to train your ViT?" (Steiner et al. 2021), `augreg2_*`
+timm's further fine-tune; `"imagenet"` is the best ImageNet-1k classifier at
+the resolution nearest the model's input.
 """
 
 import dataclasses
 
-from keras_vit.models.variants import VARIANTS
-from keras_vit.pretrained import catalog
-from keras_vit.pretrained.converters import FORMATS
+BUCKET = "https://storage.googleapis.com/vit_models/"
+IMAGENET_ALIAS = "imagenet"
+IMAGENET_1K_TAGS = ("augreg2_in21k_ft_in1k", "augreg_in21k_ft_in1k", "orig_in21k_ft_in1k", "augreg_in1k")
+
+# Things worth saying about a variant when a user asks for what does not exist.
+VARIANT_NOTES = {
+    "H/14": (
+        "ViT-H/14 was only published as an ImageNet-21k backbone ('orig_in21k', with pre_logits and "
+        "no usable head); there is no public ImageNet-1k classifier. Load it with include_top=False, "
+        "or include_top=True and your own `classes` for a new zero-initialised head, and fine-tune."
+    ),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointInfo:
-    """One published checkpoint file and what is known about it.
-
-    Attributes:
-        variant: `"B/16"` etc., a key of `keras_vit.models.variants.VARIANTS`.
-        tag: the family, e.g. `"augreg_in21k_ft_in1k"`.
-        resolution: the square image size it was trained at.
-        classes: classes of its head, or `None` if the file has no head.
-        pre_logits: whether it carries the `pre_logits` layer.
-        hub_repo, hub_filename: the Hugging Face Hub copy.
-        format: layout of the Hub copy, one of `"timm"`, `"hf"`.
-        url: the official bucket `.npz` it came from (second source), or None.
-        sha256: hex digest of the Hub file if published, else None.
-        top1: published ImageNet-1k top-1 in percent, or None.
-        top1_source: where `top1` comes from.
-        license: the license of the weights.
-        preprocessing: dict with mean, std, crop_pct, interpolation.
-    """
+    """One published checkpoint file: its variant (`"B/16"`), tag, training resolution, head classes (None: no
+    head), whether it has `pre_logits`, its Hub copy and that copy's layout, the official file, top-1 and license."""
 
     variant: str
     tag: str
@@ -39,34 +37,176 @@ class CheckpointInfo:
     classes: object
     pre_logits: bool
     hub_repo: str
-    hub_filename: str
     format: str
     url: object
-    sha256: object
     top1: object
-    top1_source: object
-    license: str
-    preprocessing: dict
+    hub_filename: str = "model.safetensors"
+    license: str = "Apache-2.0"
 
     @property
     def name(self):
         return f"{self.variant} {self.tag} @{self.resolution}"
 
 
-def _validate(entry):
-    # Cheap consistency checks on the table, run at import: a typo here would
-    # otherwise only surface as a 404 on a user's machine.
-    if entry["variant"] not in VARIANTS:
-        raise AssertionError(f"catalogue row for unknown variant: {entry}")
-    if entry["format"] not in FORMATS:
-        raise AssertionError(f"catalogue row with unknown format: {entry}")
-    if entry["resolution"] % VARIANTS[entry["variant"]]["patch_size"]:
-        raise AssertionError(f"catalogue row whose resolution is not a multiple of the patch: {entry}")
-    return CheckpointInfo(**entry)
+_TIMM_NAMES = {
+    "Ti/16": "vit_tiny_patch16",
+    "S/16": "vit_small_patch16",
+    "S/32": "vit_small_patch32",
+    "B/8": "vit_base_patch8",
+    "B/16": "vit_base_patch16",
+    "B/32": "vit_base_patch32",
+    "L/16": "vit_large_patch16",
+    "L/32": "vit_large_patch32",
+    "R+Ti/16": "vit_tiny_r_s16_p8",
+    "R26+S/32": "vit_small_r26_s32",
+    "R50+B/16": "vit_base_r50_s16",
+    "R50+L/32": "vit_large_r50_s32",
+}
+_GOOGLE_NAMES = {
+    "B/16": "vit-base-patch16",
+    "B/32": "vit-base-patch32",
+    "L/16": "vit-large-patch16",
+    "L/32": "vit-large-patch32",
+    "H/14": "vit-huge-patch14",
+}
+
+# The AugReg runs encode their recipe in the file name: the ImageNet-21k run of each variant and the
+# learning rate of its ImageNet-1k fine-tunes.
+_AUGREG_I21K = {
+    "Ti/16": ("Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0", "0.03"),
+    "S/16": ("S_16-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0", "0.03"),
+    "S/32": ("S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0", "0.03"),
+    "B/8": ("B_8-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0", "0.01"),
+    "B/16": ("B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0", "0.01"),
+    "B/32": ("B_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.03-do_0.0-sd_0.0", "0.03"),
+    "L/16": ("L_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1", "0.01"),
+    "R+Ti/16": ("R_Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0", "0.03"),
+    "R26+S/32": ("R26_S_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.03-do_0.0-sd_0.0", "0.03"),
+    "R50+L/32": ("R50_L_32-i21k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.0-sd_0.0", "0.01"),
+}
+# Fine-tunes of another ImageNet-21k run than the variant's published one (timm's cfgs).
+_FINETUNED_FROM = {
+    ("B/32", 384): "B_32-i21k-300ep-lr_0.001-aug_light1-wd_0.1-do_0.0-sd_0.0",
+    ("R26+S/32", 224): "R26_S_32-i21k-300ep-lr_0.001-aug_light0-wd_0.03-do_0.1-sd_0.1",
+    ("R50+L/32", 224): "R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1",
+}
+_AUGREG_I1K = {
+    "S/16": "S_16-i1k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.0-sd_0.0",
+    "B/16": "B_16-i1k-300ep-lr_0.001-aug_strong2-wd_0.1-do_0.1-sd_0.1",
+    "B/32": "B_32-i1k-300ep-lr_0.001-aug_medium2-wd_0.1-do_0.1-sd_0.1",
+}
+
+# (variant, tag, resolution, classes, top-1) of the checkpoints timm keeps on the Hub; classes None: no head.
+_TIMM_ROWS = (
+    ("Ti/16", "augreg_in21k_ft_in1k", 224, 1000, 75.452),
+    ("Ti/16", "augreg_in21k_ft_in1k", 384, 1000, 78.438),
+    ("Ti/16", "augreg_in21k", 224, 21843, None),
+    ("S/16", "augreg_in21k_ft_in1k", 224, 1000, 81.402),
+    ("S/16", "augreg_in21k_ft_in1k", 384, 1000, 83.814),
+    ("S/16", "augreg_in21k", 224, 21843, None),
+    ("S/16", "augreg_in1k", 224, 1000, 78.842),
+    ("S/16", "augreg_in1k", 384, 1000, 81.130),
+    ("S/32", "augreg_in21k_ft_in1k", 224, 1000, 76.010),
+    ("S/32", "augreg_in21k_ft_in1k", 384, 1000, 80.476),
+    ("S/32", "augreg_in21k", 224, 21843, None),
+    ("B/8", "augreg2_in21k_ft_in1k", 224, 1000, 86.252),
+    ("B/8", "augreg_in21k_ft_in1k", 224, 1000, 85.838),
+    ("B/8", "augreg_in21k", 224, 21843, None),
+    ("B/16", "augreg2_in21k_ft_in1k", 224, 1000, 85.108),
+    ("B/16", "augreg_in21k_ft_in1k", 224, 1000, 84.534),
+    ("B/16", "augreg_in21k_ft_in1k", 384, 1000, 86.010),
+    ("B/16", "augreg_in21k", 224, 21843, None),
+    ("B/16", "augreg_in1k", 224, 1000, 79.154),
+    ("B/16", "augreg_in1k", 384, 1000, 81.102),
+    ("B/16", "orig_in21k_ft_in1k", 224, 1000, 81.782),
+    ("B/16", "orig_in21k_ft_in1k", 384, 1000, 84.212),
+    ("B/32", "augreg_in21k_ft_in1k", 224, 1000, 80.732),
+    ("B/32", "augreg_in21k_ft_in1k", 384, 1000, 83.358),
+    ("B/32", "augreg_in21k", 224, 21843, None),
+    ("B/32", "augreg_in1k", 224, 1000, 74.908),
+    ("B/32", "augreg_in1k", 384, 1000, 78.750),
+    ("L/16", "augreg_in21k_ft_in1k", 224, 1000, 85.856),
+    ("L/16", "augreg_in21k_ft_in1k", 384, 1000, 87.096),
+    ("L/16", "augreg_in21k", 224, 21843, None),
+    ("L/32", "orig_in21k_ft_in1k", 384, 1000, 81.508),
+    ("R+Ti/16", "augreg_in21k_ft_in1k", 224, 1000, 71.800),
+    ("R+Ti/16", "augreg_in21k_ft_in1k", 384, 1000, 75.962),
+    ("R+Ti/16", "augreg_in21k", 224, 21843, None),
+    ("R26+S/32", "augreg_in21k_ft_in1k", 224, 1000, 81.856),
+    ("R26+S/32", "augreg_in21k_ft_in1k", 384, 1000, 84.066),
+    ("R26+S/32", "augreg_in21k", 224, 21843, None),
+    ("R50+B/16", "orig_in21k_ft_in1k", 384, 1000, 84.988),
+    # timm's copy has neither head nor pre_logits (its cfg says num_classes=0).
+    ("R50+B/16", "orig_in21k", 224, None, None),
+    ("R50+L/32", "augreg_in21k_ft_in1k", 224, 1000, 84.434),
+    ("R50+L/32", "augreg_in21k_ft_in1k", 384, 1000, 86.188),
+    ("R50+L/32", "augreg_in21k", 224, 21843, None),
+)
+
+# The `google/vit-*` transformers copies of the paper's checkpoints; the in21k repos are `ViTModel`s whose
+# pooler is the original pre_logits (their all-zero 21843-class head dropped).
+_GOOGLE_ROWS = (
+    ("B/16", "orig_in21k", 224, None, None),
+    ("B/32", "orig_in21k", 224, None, None),
+    ("B/32", "orig_in21k_ft_in1k", 384, 1000, None),
+    ("L/16", "orig_in21k", 224, None, None),
+    ("L/16", "orig_in21k_ft_in1k", 224, 1000, 82.7),  # the vision_transformer README's expected accuracy
+    ("L/16", "orig_in21k_ft_in1k", 384, 1000, None),
+    ("L/32", "orig_in21k", 224, None, None),
+    ("H/14", "orig_in21k", 224, None, None),
+)
 
 
-CHECKPOINTS = tuple(_validate(entry) for entry in catalog.CHECKPOINTS)
-IMAGENET_ALIAS = catalog.IMAGENET_ALIAS
+def _official_url(variant, tag, resolution):
+    """The official bucket file of a checkpoint; None for timm's own augreg2 fine-tunes."""
+    if tag in ("orig_in21k", "orig_in21k_ft_in1k"):
+        backbone, _, vit = variant.rpartition("+")
+        name = f"{backbone}+ViT-" if backbone else "ViT-"
+        name += vit.replace("/", "_")
+        if tag == "orig_in21k":
+            return f"{BUCKET}imagenet21k/{name}.npz"
+        return f"{BUCKET}imagenet21k+imagenet2012/{name}{'-224' if resolution == 224 else ''}.npz"
+    if tag == "augreg_in21k":
+        return f"{BUCKET}augreg/{_AUGREG_I21K[variant][0]}.npz"
+    if tag == "augreg_in21k_ft_in1k":
+        stem, lr = _AUGREG_I21K[variant]
+        stem = _FINETUNED_FROM.get((variant, resolution), stem)
+    elif tag == "augreg_in1k":
+        stem, lr = _AUGREG_I1K[variant], "0.01"
+    else:
+        return None
+    return f"{BUCKET}augreg/{stem}--imagenet2012-steps_20k-lr_{lr}-res_{resolution}.npz"
+
+
+def _rows():
+    for variant, tag, resolution, classes, top1 in _TIMM_ROWS:
+        yield CheckpointInfo(
+            variant,
+            tag,
+            resolution,
+            classes,
+            pre_logits=False,
+            hub_repo=f"timm/{_TIMM_NAMES[variant]}_{resolution}.{tag}",
+            format="timm",
+            url=_official_url(variant, tag, resolution),
+            top1=top1,
+        )
+    for variant, tag, resolution, classes, top1 in _GOOGLE_ROWS:
+        suffix = "-in21k" if tag == "orig_in21k" else ""
+        yield CheckpointInfo(
+            variant,
+            tag,
+            resolution,
+            classes,
+            pre_logits=tag == "orig_in21k",
+            hub_repo=f"google/{_GOOGLE_NAMES[variant]}-{resolution}{suffix}",
+            format="hf",
+            url=_official_url(variant, tag, resolution),
+            top1=top1,
+        )
+
+
+CHECKPOINTS = tuple(_rows())
 
 
 def checkpoints(variant=None):
@@ -77,20 +217,15 @@ def checkpoints(variant=None):
 def available_tags(variant):
     """Returns the sorted tags of `variant`, plus `"imagenet"` where an ImageNet-1k classifier exists."""
     tags = sorted({info.tag for info in checkpoints(variant)})
-    if any(tag in catalog.IMAGENET_1K_TAGS for tag in tags):
+    if any(tag in IMAGENET_1K_TAGS for tag in tags):
         tags.append(IMAGENET_ALIAS)
     return tags
 
 
 def _nearest(candidates, image_size):
-    """The candidate whose resolution is nearest `image_size` (height, width)."""
     size = (image_size[0] + image_size[1]) / 2
-    # Nearest by the mean side; on a tie prefer the larger (finer) training size.
+    # Nearest by the mean side; on a tie the larger (finer) training size.
     return min(candidates, key=lambda info: (abs(info.resolution - size), -info.resolution))
-
-
-def is_tag(variant, weights):
-    return isinstance(weights, str) and weights in available_tags(variant)
 
 
 def unknown_tag_message(variant, weights):
@@ -100,32 +235,28 @@ def unknown_tag_message(variant, weights):
         f"{', '.join(tags) if tags else '(none published)'}. `weights` also accepts None, a local "
         "checkpoint file (.npz, .safetensors) or directory, or a Hub handle 'hf://org/repo'."
     )
-    note = catalog.VARIANT_NOTES.get(variant)
+    note = VARIANT_NOTES.get(variant)
     return f"{message} {note}" if note else message
 
 
 def resolve(variant, tag, image_size=(224, 224)):
-    """Returns the `CheckpointInfo` for `tag` nearest `image_size`.
+    """Returns the `CheckpointInfo` of `tag` nearest `image_size`, without touching the network.
 
     Args:
         variant: `"B/16"` etc.
         tag: a tag from `available_tags(variant)` or `"imagenet"`.
         image_size: `(height, width)` the model will be built at.
 
-    Returns:
-        A `CheckpointInfo`.
-
     Raises:
-        ValueError: the tag does not exist for the variant (the
-            message lists the valid ones). Never touches the network.
+        ValueError: the tag does not exist for the variant (the message lists the valid ones).
     """
     entries = checkpoints(variant)
     if tag == IMAGENET_ALIAS:
-        classifiers = [info for info in entries if info.tag in catalog.IMAGENET_1K_TAGS and info.top1 is not None]
+        classifiers = [info for info in entries if info.tag in IMAGENET_1K_TAGS and info.top1 is not None]
         if not classifiers:
             raise ValueError(
                 f"No ImageNet-1k classifier is published for ViT-{variant}, so weights='imagenet' has "
-                f"nothing to load. {catalog.VARIANT_NOTES.get(variant, '')} "
+                f"nothing to load. {VARIANT_NOTES.get(variant, '')} "
                 f"Valid tags: {', '.join(available_tags(variant)) or '(none)'}."
             )
         resolution = _nearest(classifiers, image_size).resolution

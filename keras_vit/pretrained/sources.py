@@ -1,30 +1,20 @@
 """What `weights=` can name, and fetching it.
 
-`resolve_source` only parses and looks up (it never touches the network), so
-a typo fails fast; `fetch` then brings the file into a cache.
+`resolve_source` only parses and looks up (never the network), so a typo
+fails fast; `fetch` then brings the file into a cache.
 """
 
 import dataclasses
-import logging
 import os
 
 from keras_vit.pretrained import download, registry
-
-logger = logging.getLogger("keras_vit.pretrained")
 
 HUB_SCHEME = "hf://"
 
 
 @dataclasses.dataclass(frozen=True)
 class WeightsSource:
-    """A resolved `weights=` value.
-
-    Attributes:
-        kind: `"registry"`, `"file"`, `"hub"` or `"url"`.
-        info: the `CheckpointInfo` for registry tags, else None.
-        path: the local path for files, the URL for URLs.
-        repo_id, filename, revision: the Hub location for `hf://` handles.
-    """
+    """A resolved `weights=` value: `kind` `"registry"` (with `info`), `"file"` or `"url"` (`path`), or `"hub"`."""
 
     kind: str
     info: object = None
@@ -43,40 +33,30 @@ class WeightsSource:
 
 def parse_hub_handle(handle):
     """Parses `hf://org/repo[/path/file.safetensors][@revision]`."""
-    body = handle[len(HUB_SCHEME) :]
-    revision = None
-    if "@" in body:
-        body, revision = body.rsplit("@", 1)
+    body, at, revision = handle[len(HUB_SCHEME) :].rpartition("@")
+    if not at:
+        body = revision
     parts = [part for part in body.split("/") if part]
-    if len(parts) < 2 or revision == "":
+    if len(parts) < 2 or (at and not revision):
         raise ValueError(
-            f"A Hub handle is 'hf://org/repo', optionally followed by '/file.safetensors' and "
+            "A Hub handle is 'hf://org/repo', optionally followed by '/file.safetensors' and "
             f"'@revision'. Received: {handle!r}"
         )
     filename = "/".join(parts[2:]) or "model.safetensors"
-    return WeightsSource("hub", repo_id="/".join(parts[:2]), filename=filename, revision=revision or None)
+    return WeightsSource("hub", repo_id="/".join(parts[:2]), filename=filename, revision=revision if at else None)
 
 
 def resolve_source(variant, weights, image_size=(224, 224)):
-    """Interprets `weights` for `variant` without any network access.
+    """The `WeightsSource` `weights` names for `variant`, without any network access.
 
     Args:
         variant: `"B/16"` etc.
-        weights: a tag or `"imagenet"`, a local file or directory,
-            `"hf://org/repo[/file][@revision]"`, or an https URL of a
-            checkpoint file (a mirror).
-        image_size: `(height, width)` the model is built at (picks the
-            nearest resolution of a tag).
-
-    Returns:
-        A `WeightsSource`.
-
-    Raises:
-        ValueError: nothing matches; lists the variant's tags.
+        weights: a tag or `"imagenet"`, a local file or folder, `"hf://org/repo[/file][@revision]"` or a URL.
+        image_size: `(height, width)` the model is built at (picks the nearest resolution of a tag).
     """
     if not isinstance(weights, (str, os.PathLike)):
         raise ValueError(
-            f"`weights` must be None, a checkpoint tag, a file path or 'hf://org/repo'. "
+            "`weights` must be None, a checkpoint tag, a file path or 'hf://org/repo'. "
             f"Received: weights={weights!r} of type {type(weights).__name__}"
         )
     text = os.fspath(weights)
@@ -87,7 +67,7 @@ def resolve_source(variant, weights, image_size=(224, 224)):
             return WeightsSource("url", path=download.check_url(text))
         except ValueError as error:
             raise ValueError(f"{error} (or 'hf://org/repo' for the Hugging Face Hub)") from None
-    if registry.is_tag(variant, text):
+    if text in registry.available_tags(variant):
         return WeightsSource("registry", info=registry.resolve(variant, text, image_size))
     if os.path.exists(text):
         return WeightsSource("file", path=text)
@@ -98,16 +78,9 @@ def resolve_source(variant, weights, image_size=(224, 224)):
 
 
 def fetch(source):
-    """Brings the source's file into the cache.
+    """Brings the source's file into the cache; returns `(path, format)` (format None: found from the names).
 
-    Registry checkpoints come from their Hugging Face Hub copy only: the
-    official bucket URL recorded beside them (provenance) has refused
-    anonymous downloads since February 2026, so trying it would only add
-    time and a second error.
-
-    Returns:
-        `(path, format)`: the local file and its layout if known (None for
-        files, URLs and Hub handles: detected from the tensor names).
+    Registry checkpoints come from their Hub copy only: the official bucket refuses anonymous downloads.
     """
     if source.kind == "file":
         return source.path, None
@@ -115,5 +88,4 @@ def fetch(source):
         return download.hf_download(source.repo_id, source.filename, source.revision), None
     if source.kind == "url":
         return download.download_url(source.path), None
-    info = source.info
-    return download.hf_download(info.hub_repo, info.hub_filename), info.format
+    return download.hf_download(source.info.hub_repo, source.info.hub_filename), source.info.format
