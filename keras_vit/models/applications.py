@@ -39,7 +39,7 @@ Returns:
 """
 
 
-def _build(variant, arguments):
+def _build_variant(variant, arguments):
     """The one body of every constructor: `arguments` are its `locals()`."""
     kwargs = arguments.pop("kwargs")
     return VisionTransformer(**VARIANTS[variant], **arguments, **kwargs)
@@ -57,7 +57,7 @@ def ViTTi16(
     name="vit_ti16",
     **kwargs,
 ):
-    return _build("Ti/16", locals())
+    return _build_variant("Ti/16", locals())
 
 
 def ViTS16(
@@ -72,7 +72,7 @@ def ViTS16(
     name="vit_s16",
     **kwargs,
 ):
-    return _build("S/16", locals())
+    return _build_variant("S/16", locals())
 
 
 def ViTS32(
@@ -87,7 +87,7 @@ def ViTS32(
     name="vit_s32",
     **kwargs,
 ):
-    return _build("S/32", locals())
+    return _build_variant("S/32", locals())
 
 
 def ViTB8(
@@ -102,7 +102,7 @@ def ViTB8(
     name="vit_b8",
     **kwargs,
 ):
-    return _build("B/8", locals())
+    return _build_variant("B/8", locals())
 
 
 def ViTB16(
@@ -117,7 +117,7 @@ def ViTB16(
     name="vit_b16",
     **kwargs,
 ):
-    return _build("B/16", locals())
+    return _build_variant("B/16", locals())
 
 
 def ViTB32(
@@ -132,7 +132,7 @@ def ViTB32(
     name="vit_b32",
     **kwargs,
 ):
-    return _build("B/32", locals())
+    return _build_variant("B/32", locals())
 
 
 def ViTL16(
@@ -147,7 +147,7 @@ def ViTL16(
     name="vit_l16",
     **kwargs,
 ):
-    return _build("L/16", locals())
+    return _build_variant("L/16", locals())
 
 
 def ViTL32(
@@ -162,7 +162,7 @@ def ViTL32(
     name="vit_l32",
     **kwargs,
 ):
-    return _build("L/32", locals())
+    return _build_variant("L/32", locals())
 
 
 def ViTH14(
@@ -177,7 +177,7 @@ def ViTH14(
     name="vit_h14",
     **kwargs,
 ):
-    return _build("H/14", locals())
+    return _build_variant("H/14", locals())
 
 
 def ViTRTi16(
@@ -192,7 +192,7 @@ def ViTRTi16(
     name="vit_r_ti16",
     **kwargs,
 ):
-    return _build("R+Ti/16", locals())
+    return _build_variant("R+Ti/16", locals())
 
 
 def ViTR26S32(
@@ -207,7 +207,7 @@ def ViTR26S32(
     name="vit_r26_s32",
     **kwargs,
 ):
-    return _build("R26+S/32", locals())
+    return _build_variant("R26+S/32", locals())
 
 
 def ViTR26B32(
@@ -222,7 +222,7 @@ def ViTR26B32(
     name="vit_r26_b32",
     **kwargs,
 ):
-    return _build("R26+B/32", locals())
+    return _build_variant("R26+B/32", locals())
 
 
 def ViTR50B16(
@@ -237,7 +237,7 @@ def ViTR50B16(
     name="vit_r50_b16",
     **kwargs,
 ):
-    return _build("R50+B/16", locals())
+    return _build_variant("R50+B/16", locals())
 
 
 def ViTR50L32(
@@ -252,7 +252,7 @@ def ViTR50L32(
     name="vit_r50_l32",
     **kwargs,
 ):
-    return _build("R50+L/32", locals())
+    return _build_variant("R50+L/32", locals())
 
 
 CONSTRUCTORS = {

@@ -271,9 +271,10 @@ def find_vit(model):
 def _block_indices(indices, num_layers):
     if indices is None:
         return list(range(num_layers))
-    if validation.is_int(indices) and 1 <= indices <= num_layers:
-        return list(range(num_layers - int(indices), num_layers))
-    chosen = [] if validation.is_int(indices) or isinstance(indices, str) else list(indices)
+    if validation.is_int(indices):
+        chosen = range(num_layers - indices, num_layers) if 1 <= indices <= num_layers else []
+    else:
+        chosen = list(indices)
     if not chosen or not all(validation.is_int(index) and -num_layers <= index < num_layers for index in chosen):
         raise ValueError(
             f"`indices` must be None, a number of last blocks in [1, {num_layers}] or block indices in "
