@@ -137,26 +137,18 @@ class VisionTransformer(keras.Model):
             resnet_stages=resnet_stages,
             resnet_width=resnet_width,
         )
-        checkpoint = None
-        if weights is not None:
-            # The weights machinery sits above the models: imported only when weights are asked for.
-            from keras_vit.pretrained import loader
-
-            config, checkpoint = loader.prepare(config, weights, variant=variants.variant_of(config))
-        inputs = _image_input(config["input_shape"], input_tensor)
+        config, checkpoint = _read_weights(config, weights)
+        model_inputs, images = _image_input(config["input_shape"], input_tensor)
         layers = _layers(config, dtype)
-        x, patch_grid = _embed(layers, inputs)
+        x, patch_grid = _embed(layers, images)
         for index in range(config["num_layers"]):
             x = layers[f"encoder_block_{index}"](x)
         x = layers["encoder_norm"](x)
-        outputs = _top(config, x, patch_grid, dtype)
-        model_inputs = inputs
-        if input_tensor is not None:
-            sources = keras.utils.get_source_inputs(input_tensor)
-            model_inputs = sources[0] if len(sources) == 1 else sources
-        super().__init__(inputs=model_inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
+        super().__init__(
+            inputs=model_inputs, outputs=_top(config, x, patch_grid, dtype), dtype=dtype, name=name, **kwargs
+        )
         # Layers that computed an `input_tensor` run before the ViT's own, which `forward_intermediates` cannot run.
-        self._layers_before_the_vit = model_inputs is not inputs
+        self._layers_before_the_vit = model_inputs is not images
         self._arguments = config
         # The graph is laid out in the image data format of this moment (also when a saved model reloads).
         self.channels_first = keras.config.image_data_format() == "channels_first"
@@ -367,12 +359,26 @@ def _embedding_grid(config):
     return vit_layers.patch_grid(variants.DEFAULT_INPUT_SHAPE[:2], pixels)
 
 
+def _read_weights(config, weights):
+    """`(config, checkpoint)`: the arguments to build with and the checkpoint `weights` names, or None."""
+    if weights is None:
+        return config, None
+    # The weights machinery sits above the models: imported only when weights are asked for.
+    from keras_vit.pretrained import loader
+
+    return loader.prepare(config, weights, variant=variants.variant_of(config))
+
+
 def _image_input(input_shape, input_tensor):
+    """`(model_inputs, images)`: the model's inputs, and the tensor the ViT's own layers start from."""
     if input_tensor is None:
-        return keras.Input(shape=input_shape, name="images")
+        images = keras.Input(shape=input_shape, name="images")
+        return images, images
+    images = input_tensor
     if not keras.backend.is_keras_tensor(input_tensor):
-        return keras.Input(tensor=input_tensor, shape=input_shape, name="images")
-    return input_tensor
+        images = keras.Input(tensor=input_tensor, shape=input_shape, name="images")
+    sources = keras.utils.get_source_inputs(input_tensor)
+    return (sources[0] if len(sources) == 1 else sources), images
 
 
 def _layers(config, dtype):
