@@ -21,19 +21,18 @@ from tests.helpers import BACKEND, REPO_ROOT
 EXTRAS = ("tensorflow", "jax", "torch", "weights", "data", "inspect", "deploy")
 
 
-def _normalized(requirement):
-    return re.split(r"[<>=!~;\[ ]", requirement)[0].lower().replace("_", "-")
-
-
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="pyproject.toml against a table: one run is enough")
 def test_the_module_table_agrees_with_pyproject():
     with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as file:
         optional = tomllib.load(file)["project"]["optional-dependencies"]
-    listed = {(_normalized(requirement), extra) for extra in EXTRAS for requirement in optional[extra]}
-    for module, (distribution, extra) in extras.MODULES.items():
-        assert (distribution.lower().replace("_", "-"), extra) in listed, (module, distribution, extra)
-    covered = {distribution.lower().replace("_", "-") for distribution, _ in extras.MODULES.values()}
-    assert {distribution for distribution, _ in listed} <= covered
+    listed = {
+        (re.split(r"[<>=!~;\[ ]", requirement)[0].lower().replace("_", "-"), extra)
+        for extra in EXTRAS
+        for requirement in optional[extra]
+    }
+    table = {(distribution.lower().replace("_", "-"), extra) for distribution, extra in extras.MODULES.values()}
+    # Each module names one extra that installs it; every listed distribution has a module here.
+    assert table <= listed and {name for name, _ in table} == {name for name, _ in listed}
 
 
 DRIVER = """
@@ -48,11 +47,9 @@ for missing, argv in json.loads(sys.argv[1]):
         code = main(argv)
     except BaseException as error:  # a traceback would have ended the command: record what escaped
         code = f"escaped {type(error).__name__}: {error}"
-    for name, module in saved.items():
-        if module is None:
-            sys.modules.pop(name, None)
-        else:
-            sys.modules[name] = module
+    sys.modules.update(saved)
+    for name in [name for name, module in saved.items() if module is None]:
+        del sys.modules[name]
     results.append(code)
 print("RESULTS " + json.dumps(results))
 """

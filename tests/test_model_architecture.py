@@ -1,10 +1,6 @@
 """The model describes itself: its config is its arguments, its blocks answer `forward_intermediates`, and a
-checkpoint's tensor shapes say the arguments of the model they fit.
-
-`Checkpoint.architecture` reads a checkpoint's tensor shapes; the attention heads come from per-head tensors
-(official layout) or `config.json` (transformers) where the file has them, and from an explicit argument or the
-variant table otherwise.
-"""
+checkpoint's tensor shapes (with the heads from per-head tensors, `config.json`, an argument or the variant table)
+say the arguments of the model they fit."""
 
 import json
 import logging
@@ -51,7 +47,7 @@ def test_a_named_constructor_describes_its_architecture_and_from_config_rebuilds
     "arguments",
     [
         dict(input_shape=(24, 40, 3), classes=7, classifier_activation=None, gelu_approximate=True),
-        dict(patch_size=1, resnet_stages=(1, 1), resnet_width=32, input_shape=(32, 32, 3), classes=3),
+        dict(patch_size=1, resnet_stages=(1,), resnet_width=32, input_shape=(16, 16, 3), classes=3),
         dict(include_top=False, pooling="avg", representation_size=12),
         dict(include_top=False, embedding_grid=(3, 2), include_preprocessing=False),
         dict(include_top=False, return_sequence=True, dropout_rate=0.1, drop_path_rate=0.3, patch_dropout_rate=0.5),
@@ -73,9 +69,10 @@ def test_the_grid_rule_and_pixels_per_token():
     plain = VisionTransformer(**TINY, input_shape=(24, 40, 3), classes=7)
     assert plain.embedding_grid == (3, 5) and plain.pixels_per_token == (8, 8)
     # The hybrid's root divides by 4, its second stage by 2 more: 8 px per token, a 4x4 grid at 32 px.
-    hybrid = VisionTransformer(
-        **{**TINY, "patch_size": 1}, resnet_stages=(1, 1), resnet_width=32, input_shape=(32, 32, 3)
-    )
+    with keras.StatelessScope(initialize_variables=False):
+        hybrid = VisionTransformer(
+            **{**TINY, "patch_size": 1}, resnet_stages=(1, 1), resnet_width=32, input_shape=(32, 32, 3)
+        )
     assert hybrid.pixels_per_token == (8, 8) and hybrid.embedding_grid == (4, 4)
     assert hybrid.get_layer("patch_embedding").pixels_per_token == hybrid.pixels_per_token
     any_size = VisionTransformer(**TINY, include_top=False)
@@ -83,13 +80,13 @@ def test_the_grid_rule_and_pixels_per_token():
 
 
 def test_forward_intermediates_of_a_ti16_gives_every_block():
-    model = keras_vit.ViTTi16(weights=None, include_top=False, input_shape=(64, 48, 3))
-    images = random_inputs((1, 64, 48, 3)) * 127.5 + 127.5
+    model = keras_vit.ViTTi16(weights=None, include_top=False, input_shape=(32, 48, 3))
+    images = random_inputs((1, 32, 48, 3)) * 127.5 + 127.5
     maps = model.forward_intermediates(images)
-    assert len(maps) == 12 and all(tuple(keras.ops.shape(x)) == (1, 4, 3, 192) for x in maps)
+    assert len(maps) == 12 and all(tuple(keras.ops.shape(x)) == (1, 2, 3, 192) for x in maps)
     tokens, attention = model.forward_intermediates(images, indices=[0, -1], output_fmt="NLC", return_attention=True)
-    assert [tuple(keras.ops.shape(x)) for x in tokens] == [(1, 13, 192)] * 2
-    assert [tuple(keras.ops.shape(x)) for x in attention] == [(1, 3, 13, 13)] * 2
+    assert [tuple(keras.ops.shape(x)) for x in tokens] == [(1, 7, 192)] * 2
+    assert [tuple(keras.ops.shape(x)) for x in attention] == [(1, 3, 7, 7)] * 2
     np.testing.assert_allclose(to_numpy(attention[0]).sum(axis=-1), 1.0, rtol=1e-5)
 
 
@@ -120,19 +117,8 @@ def test_a_vit_nested_in_a_users_model_is_found_and_survives_saving(tmp_path):
     run_model_saving_test(wrapped, images, tmp_path)
     reloaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
     assert find_vit(reloaded).get_config() == backbone.get_config()
-
-
-def test_save_and_load_gives_the_same_model(tmp_path):
-    model = VisionTransformer(**TINY, input_shape=(16, 24, 3), classes=5, representation_size=8)
-    randomize_weights(model)
-    run_model_saving_test(model, random_inputs((2, 16, 24, 3)) * 127.5 + 127.5, tmp_path)
-    assert isinstance(keras.saving.load_model(tmp_path / "model.keras", safe_mode=True), VisionTransformer)
-
-
-def test_a_model_without_a_vit_is_a_clear_error():
-    inputs = keras.Input((8, 8, 3))
     with pytest.raises(ValueError, match="no keras_vit Vision Transformer"):
-        find_vit(keras.Model(inputs, keras.layers.Conv2D(2, 3)(inputs)))
+        find_vit(outer.layers[-1])
 
 
 # --- from a checkpoint's tensors ------------------------------------------------------------------
@@ -160,13 +146,6 @@ def test_official_checkpoint_says_its_heads_in_its_per_head_shapes(tmp_path, lay
     _expected(checkpoint.architecture())
     with pytest.raises(CheckpointError, match="3 attention heads"):
         checkpoint.architecture(num_heads=4)
-
-
-def test_hf_checkpoint_says_its_heads_in_config_json(tmp_path):
-    _hf_model().save_pretrained(tmp_path / "hf")
-    checkpoint = loader.load_checkpoint(tmp_path / "hf")
-    assert checkpoint.shape_facts == {} and checkpoint.declared_heads() == 3
-    _expected(checkpoint.architecture())
 
 
 def test_timm_checkpoint_fuses_its_heads_so_they_are_asked_for(tmp_path, caplog):
@@ -215,13 +194,12 @@ def test_checkpoint_architecture_builds_the_model_the_weights_fit(tmp_path):
     np.testing.assert_allclose(to_numpy(rebuilt(images)), to_numpy(model(images)), atol=1e-6)
 
 
-def test_convert_checkpoint_writes_the_files_heads(tmp_path):
+def test_a_converted_checkpoint_declares_its_heads_in_config_json(tmp_path):
     state = helpers.hf_state(_hf_model())
     npz = helpers.write_npz(tmp_path / "vit.npz", helpers.hf_to_official_state(state, 3))
     export.convert_checkpoint(npz, tmp_path / "hf")
-    config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert config["num_attention_heads"] == 3 and config["intermediate_size"] == 40
-    np.testing.assert_array_equal(
-        loader.load_checkpoint(tmp_path / "hf").weights["encoder_block_1/attention/qkv/kernel"],
-        loader.load_checkpoint(npz).weights["encoder_block_1/attention/qkv/kernel"],
-    )
+    checkpoint = loader.load_checkpoint(tmp_path / "hf")
+    assert checkpoint.shape_facts == {} and checkpoint.declared_heads() == 3
+    _expected(checkpoint.architecture())
+    name = "encoder_block_1/attention/qkv/kernel"
+    np.testing.assert_array_equal(checkpoint.weights[name], loader.load_checkpoint(npz).weights[name])

@@ -1,27 +1,14 @@
 """What a saved classifier says about itself: its class names, and where its ViT is.
 
-A `.keras` file keeps layers and their configs, nothing else, so the class
-names travel in a layer: `ClassNames`, an identity layer on the classifier's
-output whose config is the list of names. It is registered, so the names
-survive `keras.saving.load_model(..., safe_mode=True)` on every backend, and
-it computes nothing, so exported graphs are unchanged. `class_names(model)`
-reads them back from the model or any model nested in it.
+A `.keras` file keeps layers and their configs, so the class names travel in `ClassNames`, an identity layer on
+the classifier's output whose config is the list of names (it computes nothing: exported graphs are unchanged).
+`find_vit` finds the ViT inside a user's model, which is what `predict`, `inspect` and `convert` work on.
 
-`find_vit(model)` (from `keras_vit.models.vit`, re-exported here) finds
-the keras_vit backbone inside a user's model (a `Sequential([vit, Dense(...)])`,
-a functional model around it, or the ViT itself), which is what the `predict`,
-`inspect` and `convert` commands work on.
-
-Example:
-
->>> import keras_vit
->>> vit = keras_vit.VisionTransformer(patch_size=8, hidden_dim=16, num_layers=1,
-...     num_heads=2, mlp_dim=32, input_shape=(16, 16, 3), classes=2)
+>>> vit = keras_vit.VisionTransformer(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32,
+...     input_shape=(16, 16, 3), classes=2)
 >>> model = with_class_names(vit, ["cat", "dog"])
->>> class_names(model)
-('cat', 'dog')
->>> find_vit(model) is vit
-True
+>>> class_names(model), find_vit(model) is vit
+(('cat', 'dog'), True)
 """
 
 import os
@@ -41,25 +28,14 @@ class ClassNames(keras.layers.Layer):
     """An identity layer that records the class names of its input's last axis.
 
     Args:
-        class_names: a non-empty sequence of distinct strings, one per output
-            class, in label order.
-        **kwargs: base layer keyword arguments (`name`, `dtype`). The dtype
-            defaults to float32: the layer sits after the float32 head and
-            must not cast the logits down under a mixed-precision policy.
-
-    Call arguments:
-        inputs: the classifier's outputs `(..., len(class_names))`.
-
-    Returns:
-        `inputs`, unchanged.
+        class_names: a non-empty sequence of distinct strings, in label order.
+        **kwargs: base layer arguments; the dtype defaults to float32 so that the float32 logits are not cast.
     """
 
     def __init__(self, class_names, **kwargs):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
-        if isinstance(class_names, str) or not hasattr(class_names, "__len__"):
-            raise ValueError(f"`class_names` must be a sequence of strings. Received: class_names={class_names!r}")
-        names = tuple(class_names)
+        names = () if isinstance(class_names, str) else tuple(class_names)
         if not names or not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
             raise ValueError(
                 f"`class_names` must be a non-empty sequence of distinct strings. Received: class_names={class_names!r}"
@@ -72,7 +48,6 @@ class ClassNames(keras.layers.Layer):
                 f"ClassNames has {len(self.class_names)} names but its input has {input_shape[-1]} classes. "
                 f"Received: input_shape={input_shape}"
             )
-        self.built = True
 
     def call(self, inputs):
         return inputs
@@ -84,42 +59,19 @@ class ClassNames(keras.layers.Layer):
         return {**super().get_config(), "class_names": list(self.class_names)}
 
 
-def _all_layers(model):
-    """Every layer of `model` and of the models nested in it, outermost first."""
+def class_names(model):
+    """The class names saved with `model` or a model nested in it (a tuple of str), or None."""
     pending = [model]
     while pending:
         layer = pending.pop(0)
-        yield layer
-        pending.extend(getattr(layer, "layers", ()))
-
-
-def class_names(model):
-    """The class names saved with `model` (see `ClassNames`), or `None`.
-
-    Args:
-        model: a `keras.Model`, e.g. from `keras.saving.load_model`.
-
-    Returns:
-        A tuple of str, or `None` when the model carries no names.
-    """
-    for layer in _all_layers(model):
         if isinstance(layer, ClassNames):
             return layer.class_names
+        pending.extend(getattr(layer, "layers", ()))
     return None
 
 
 def with_class_names(model, names):
-    """Returns a functional model that calls `model` and adds a `ClassNames` layer on its output.
-
-    Args:
-        model: a single-input, single-output `keras.Model` (a keras_vit
-            model, or a user's model around one).
-        names: the class names, one per output unit.
-
-    Returns:
-        A `keras.Model` holding `model` (and so its weights), which
-        `find_vit` finds inside it.
-    """
+    """A functional model that calls the single-input, single-output `model` and records `names` on its output."""
     if len(model.inputs) != 1 or len(model.outputs) != 1:
         raise ValueError(
             f"`model` must have one input and one output. Received: {len(model.inputs)} inputs, "
@@ -131,18 +83,7 @@ def with_class_names(model, names):
 
 
 def load_classifier(path):
-    """Loads a `.keras` file that holds a keras_vit ViT (nested or not), safely.
-
-    Args:
-        path: the `.keras` file, e.g. `keras-vit finetune`'s `model.keras`.
-
-    Returns:
-        The `keras.Model` (`load_model(..., safe_mode=True)`).
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: not a `.keras` file (by name or content), or no keras_vit ViT inside.
-    """
+    """Loads a `.keras` file that holds a keras_vit ViT (nested or not) with `safe_mode=True`."""
     if not str(path).endswith(".keras"):
         raise ValueError(f"A saved model must be a .keras file. Received: {path!r}")
     if not os.path.isfile(path):
@@ -159,22 +100,13 @@ def load_classifier(path):
 
 
 def top_classes(model, outputs, top=5):
-    """Names and probabilities of the `top` classes of each row of `outputs`.
+    """The `top` `(name, probability)` pairs of each row of `outputs`, best first.
 
-    Args:
-        model: the model that produced `outputs` (for its class names).
-        outputs: array `(batch, classes)` of probabilities or logits: rows
-            that are not probability distributions go through a softmax
-            (`keras-vit finetune` saves logits models).
-        top: int, how many classes per row.
-
-    Returns:
-        A list per row of `(name, probability)` pairs, best first; the name
-        is the saved class name, else `"class <index>"`.
+    Rows that are not probability distributions (a logits model) go through a softmax; a model without saved
+    names gives `"class <index>"`.
     """
     outputs = np.asarray(outputs, dtype="float64")
-    is_distribution = np.all(outputs >= 0) and np.allclose(outputs.sum(axis=-1), 1.0, atol=1e-3)
-    if not is_distribution:
+    if not (np.all(outputs >= 0) and np.allclose(outputs.sum(axis=-1), 1.0, atol=1e-3)):
         shifted = np.exp(outputs - outputs.max(axis=-1, keepdims=True))
         outputs = shifted / shifted.sum(axis=-1, keepdims=True)
     names = class_names(model) or tuple(f"class {index}" for index in range(outputs.shape[-1]))

@@ -1,3 +1,2 @@
-"""Leaf helpers every room may use: argument checks, Keras registration, the
-one adapter to Keras internals, the one atomic file writer and docstrings
-assembled from shared argument texts. They import Keras and NumPy only."""
+"""Leaf helpers every room may use: argument checks, registration, atomic files, optional extras, docstrings and
+the one adapter to Keras internals (`keras_compat`). They import Keras and NumPy at most."""

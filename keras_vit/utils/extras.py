@@ -1,27 +1,15 @@
-"""Optional dependencies: which extra installs each, and one error that says so.
+"""Optional dependencies: which extra of `pyproject.toml` installs each, and the one-line error that says so.
 
-The extras are those of `pyproject.toml` (`[project.optional-dependencies]`,
-the source of truth; tests/test_extras.py checks that this table agrees with
-it). A missing one raises `MissingDependencyError`, an `ImportError` whose
-message is one line naming the extra:
-
-    keras-vit finetune: the digits dataset needs scikit-learn (module sklearn), which is not installed:
-    pip install "keras-vision-transformer[data]"
-
-Example:
-
->>> install_hint("sklearn")
-'pip install "keras-vision-transformer[data]"'
->>> require("math").sqrt(4.0)
-2.0
+>>> print(_error("sklearn", "the digits dataset"))
+the digits dataset needs scikit-learn (module sklearn), which is not installed: pip install "...[data]"
 """
 
 import importlib
 import importlib.util
 import sys
 
-DISTRIBUTION = "keras-vision-transformer"
-# module (the import name) -> (distribution on PyPI, the extra that installs it).
+# module (the import name) -> (distribution on PyPI, the extra that installs it); tests/test_extras.py checks it
+# against pyproject.toml.
 MODULES = {
     "tensorflow": ("tensorflow", "tensorflow"),
     "jax": ("jax", "jax"),
@@ -46,14 +34,16 @@ class MissingDependencyError(ImportError):
     """An optional dependency is not installed; the message names the extra that installs it."""
 
 
-def install_hint(module, extra=None):
-    """The `pip install` line of the extra that installs `module` (or of `extra`, where the use decides)."""
-    extra = extra or MODULES[module.split(".")[0]][1]
-    return f'pip install "{DISTRIBUTION}[{extra}]"'
+def _error(module, needed_for, extra=None):
+    top = module.split(".")[0]
+    distribution, default_extra = MODULES.get(top, (top, None))
+    named = distribution if distribution.replace("-", "_").lower() == top.lower() else f"{distribution} (module {top})"
+    hint = f'pip install "keras-vision-transformer[{extra or default_extra}]"'
+    return MissingDependencyError(f"{needed_for} needs {named}, which is not installed: {hint}")
 
 
-def missing(module):
-    """Whether `module` cannot be imported (looked up, not imported; a `None` entry in `sys.modules` is missing)."""
+def _missing(module):
+    # Looked up, not imported; a `None` entry in `sys.modules` is how Python marks a module unimportable.
     top = module.split(".")[0]
     if top in sys.modules:
         return sys.modules[top] is None
@@ -63,23 +53,14 @@ def missing(module):
         return True
 
 
-def error(module, needed_for, extra=None):
-    """The `MissingDependencyError` for `module`, which `needed_for` (e.g. "the digits dataset") needs."""
-    top = module.split(".")[0]
-    distribution = MODULES[top][0] if top in MODULES else top
-    named = distribution if distribution.replace("-", "_").lower() == top.lower() else f"{distribution} (module {top})"
-    return MissingDependencyError(f"{needed_for} needs {named}, which is not installed: {install_hint(top, extra)}")
-
-
 def check(*modules, needed_for="this command", extra=None):
     """Raises `MissingDependencyError` for the first of `modules` that is not installed, importing none of them.
 
-    For a job that needs several optional packages: it fails before the
-    work starts, not after an hour of training when it comes to plotting.
+    A job that needs several optional packages fails before the work starts, not when it comes to plotting.
     """
     for module in modules:
-        if missing(module):
-            raise error(module, needed_for, extra)
+        if _missing(module):
+            raise _error(module, needed_for, extra)
 
 
 def require(module, needed_for="this command", extra=None):
@@ -89,19 +70,15 @@ def require(module, needed_for="this command", extra=None):
     except ImportError as caught:
         if module.split(".")[0] not in MODULES and not isinstance(caught, ModuleNotFoundError):
             raise
-        raise error(module, needed_for, extra) from caught
+        raise _error(module, needed_for, extra) from caught
 
 
 def from_import_error(caught):
-    """The `MissingDependencyError` for an `ImportError` of an optional module, else None.
-
-    For the command line's last line of defence: a missing optional package
-    that no `require` or `check` caught still ends as one line.
-    """
+    """The `MissingDependencyError` for an `ImportError` of a known optional module, else None (the command
+    line's last line of defence)."""
     if isinstance(caught, MissingDependencyError):
         return caught
-    name = getattr(caught, "name", None) or ""
-    top = name.split(".")[0]
+    top = (getattr(caught, "name", None) or "").split(".")[0]
     if isinstance(caught, ModuleNotFoundError) and top in MODULES:
-        return error(top, "this command")
+        return _error(top, "this command")
     return None

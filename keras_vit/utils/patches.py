@@ -1,26 +1,12 @@
-"""The patch-grid rule: how many patches (tokens) an image gives.
-
-Pure Python (no Keras): the layers, the variant table, the analytic counts
-(`keras_vit.models.flops`) and the `keras-vit variants` command, which
-imports no framework, all follow this one rule.
-"""
+"""The patch-grid rule, in plain Python so that the keras-free variant table and counts share it with the layers."""
 
 from keras_vit.utils import validation
 
 
 def patch_grid(image_size, patch_size):
-    """The patch grid `(rows, cols)` of an image, padding included.
+    """The patch grid `(rows, cols)` of an image padded up to whole patches (timm's `dynamic_img_pad`).
 
-    Sides that are not a multiple of the patch are padded up to the next
-    multiple (timm's `dynamic_img_pad`), so the grid is the ceiling of
-    size / patch. Unknown sides (None) give None.
-
-    Args:
-        image_size: `(height, width)`; either may be None.
-        patch_size: int or `(height, width)`.
-
-    Returns:
-        `(rows, cols)`, each an int or None.
+    Unknown sides (None) give None.
 
     >>> patch_grid((224, 224), 16), patch_grid((123, 100), 16), patch_grid((None, 32), (8, 4))
     ((14, 14), (8, 7), (None, 8))

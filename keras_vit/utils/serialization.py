@@ -1,9 +1,4 @@
-"""The one registration decorator for keras_vit's serializable objects.
-
-Every layer, schedule, loss and optimizer of the package registers under the
-package name `keras_vit`, so saved configs read `keras_vit>ClassName` and
-`keras.saving.load_model` revives them after a plain `import keras_vit`.
-"""
+"""Registration under the `keras_vit` package, and the dtype entry of a composite layer's config."""
 
 import re
 
@@ -15,40 +10,24 @@ PACKAGE = "keras_vit"
 
 
 def register(cls):
-    """Registers `cls` with Keras under the `keras_vit` package name."""
+    """Registers `cls` with Keras as `keras_vit>ClassName`, so `load_model` revives it after `import keras_vit`."""
     return keras.saving.register_keras_serializable(package=PACKAGE)(cls)
 
 
 def dtype_config(layer):
-    """The `dtype` entry of a composite layer's config, quantized sublayers included.
+    """The `dtype` entry of a composite layer's config, its quantized sublayers' policies included.
 
-    Keras revives each layer of a functional model from its own config, so the
-    Dense layers a composite layer builds inside itself come back with the
-    composite's policy. After `model.quantize(mode)` that loses their
-    quantized policies, and the saved weights (kernel and scale) no longer fit
-    them. Here the quantized sublayers' policies go into the config as a
-    `keras.dtype_policies.DTypePolicyMap`, which the composite passes on to its
-    sublayers (`dtype=self.dtype_policy`), as keras-hub's backbones do. The
-    keys are `.*/<path below the layer>` patterns, so the map still applies
-    when the model is nested in another model or renamed.
+    Keras revives each layer from its own config, so the Dense layers a composite layer builds come back with the
+    composite's policy: after `model.quantize(mode)` their quantized policies must travel in a `DTypePolicyMap`
+    (as keras-hub's backbones do), keyed by `.*/<path below the layer>` so that it still applies when the model is
+    nested or renamed.
 
-    Args:
-        layer: a built `keras.layers.Layer`.
-
-    Returns:
-        The serialized dtype policy for `config["dtype"]`.
-
-    Example:
-
-    >>> layer = keras.layers.Dense(2)
-    >>> dtype_config(layer)["config"]["name"]
+    >>> dtype_config(keras.layers.Dense(2))["config"]["name"]
     'float32'
     """
     policy = layer.dtype_policy
     if isinstance(policy, keras.dtype_policies.DTypePolicyMap):
-        # A revived layer: rebuilt from its entries, because the map keeps the
-        # raw default-policy dict it was loaded from (with the file's
-        # shared-object ids), which would make the config differ.
+        # A revived layer: rebuilt from its entries, since the map keeps the raw dict it was loaded from.
         default, quantized = policy.default_policy, {key: policy[key] for key in policy}
     else:
         default, quantized, prefix = policy, {}, f"{layer.path}/"
