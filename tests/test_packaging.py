@@ -1,9 +1,6 @@
-"""The distribution: the sdist and the wheel build offline, the wheel installs into a fresh virtual environment,
-and the package imports from there (not from this source tree) with its `keras-vit` command working; an install
-with the torch extra holds everything `import keras_vit` needs.
-
-Built as `python -m build` would (the sdist from the source, the wheel from the unpacked sdist, so a file missing
-from the sdist fails here), with this environment's setuptools and no network (`--no-isolation`).
+"""The distribution: the sdist and the wheel build offline (as `python -m build` does: the wheel from the
+unpacked sdist), the wheel installs into a fresh virtual environment and runs from there; an install with the
+torch extra holds everything `import keras_vit` needs.
 """
 
 import importlib.metadata
@@ -20,7 +17,6 @@ import pytest
 
 from tests.helpers import BACKEND, REPO_ROOT
 
-# What the build reads is the repository minus what git ignores (and git's own folder).
 IGNORED = shutil.ignore_patterns(
     ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "outputs", ".pytest_cache", ".ipynb_checkpoints"
 )
@@ -44,8 +40,6 @@ def _fresh_venv(path):
     return python, own
 
 
-# Cost: two setuptools builds, a venv without pip, one offline pip install and two short interpreters (~20-40 s on
-# 2 cores). Once, on the tensorflow run: nothing here depends on the backend.
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the distribution is built once, on the tensorflow run")
 def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path):
     source = shutil.copytree(REPO_ROOT, tmp_path / "source", ignore=IGNORED, symlinks=True)
@@ -58,7 +52,7 @@ def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path)
         sdist.extractall(tmp_path / "unpacked", filter="data")
     shipped = {name.split("/", 2)[1] for name in names if name.count("/") >= 1}
     assert {"LICENSE", "README.md", "pyproject.toml", "keras_vit", "keras_vit_cli"} <= shipped
-    assert "tests" not in shipped, "the sdist ships no tests: they need the whole repository"
+    assert "tests" not in shipped
 
     _run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-q"]
@@ -77,7 +71,7 @@ def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path)
         [python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q", str(wheel)],
         env=environment,
     )
-    # From a folder outside the source tree, without PYTHONPATH: only the installed wheel can answer.
+    # Outside the source tree, without PYTHONPATH: only the installed wheel can answer.
     where = _run(
         [python, "-c", "import keras_vit_cli, keras_vit.models; print(keras_vit_cli.__file__, keras_vit.__file__)"],
         cwd=tmp_path,

@@ -1,7 +1,3 @@
-"""The `keras-vit` commands, one module each, in the order `keras-vit --help` lists them.
-
-Each module has a docstring (its help), `add_arguments(parser)` and
-`run(args) -> exit code`; see `keras_vit_cli` for the protocol.
-"""
+"""The `keras-vit` commands, one module each (see `keras_vit_cli`), in the order `keras-vit --help` lists them."""
 
 COMMANDS = ("demo", "variants", "inspect", "finetune", "evaluate", "launch", "download", "convert", "predict", "export")

@@ -1,17 +1,8 @@
 """Evaluate what a ViT has learned: linear few-shot, linear probe, k-NN, and its head.
 
-MODEL is a saved .keras model that holds a keras_vit ViT (nested in your
-model or not, e.g. `keras-vit finetune`'s model.keras) or a constructor
-(ViTB16, B/16) with --weights. The frozen representation (pre_logits where
-the model has it, else the class token after the final norm, or the mean
-token of a gap-pooled model) of the training and test splits is extracted
-once; then the paper's linear few-shot evaluation (closed-form ridge onto
-{-1, 1} targets, L2 2^10, 3 random draws per shot count), a logistic-
-regression probe and a k-NN classifier run on it, and, when the model has a
-head for the dataset's classes, its top-1, top-5, per-class accuracy and
-calibration. Prints one table; writes metrics.json, fewshot.png and
-confusion_matrix.png to --out. The default data is the digits bundled with
-scikit-learn, split as `keras-vit finetune` splits them (no download).
+MODEL is a saved .keras model or a constructor (ViTB16, B/16) with --weights.
+Prints one table and writes metrics.json, fewshot.png and confusion_matrix.png
+to --out. The default data is scikit-learn's digits, split as `finetune` does.
 """
 
 import sys
@@ -23,15 +14,9 @@ TENSORFLOW_ON = ("tensorflow", "jax", "torch")  # tf.data reads the images on ev
 
 def add_arguments(parser):
     parser.add_argument("model", help="a saved .keras model, or a constructor (ViTB16) or variant (B/16)")
-    options.add_weights(parser, None)
-    parser.add_argument(
-        "--reinitialize",
-        action="store_true",
-        help="evaluate the same architecture with fresh random weights (a baseline for the trained model)",
-    )
-    parser.add_argument(
-        "--data", default="digits", help="'digits', 'tfds:NAME' or an image folder (default: %(default)s)"
-    )
+    options.add_weights(parser)
+    parser.add_argument("--reinitialize", action="store_true", help="fresh random weights (a baseline)")
+    parser.add_argument("--data", default="digits", help="digits, tfds:NAME or an image folder (default: digits)")
     parser.add_argument("--train-split", default="train", help="the split the shots come from (default: train)")
     parser.add_argument("--test-split", default=None, help="the split measured (default: validation, val or test)")
     parser.add_argument("--data-dir", default=None, help="TFDS data directory (default: TFDS's own)")
@@ -40,35 +25,23 @@ def add_arguments(parser):
     parser.add_argument("--shots", default="1,5,10,25", help="comma-separated shot counts (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=3, help="random draws per shot count (default: %(default)s)")
     parser.add_argument("--l2", type=float, default=2.0**10, help="few-shot L2 strength (default: 1024)")
-    parser.add_argument(
-        "--select-l2", action="store_true", help="choose the few-shot L2 per draw on held-out training images"
-    )
+    parser.add_argument("--select-l2", action="store_true", help="choose the L2 per draw on held-out images")
     parser.add_argument("--k", type=int, default=20, help="k-NN neighbours (default: %(default)s)")
     parser.add_argument("--temperature", type=float, default=0.07, help="k-NN vote temperature (default: %(default)s)")
     parser.add_argument("--cache", default=None, help="folder to keep the features in and reuse (default: none)")
     parser.add_argument("--out", default="outputs/evaluate", help="output folder (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the draws and splits (default: %(default)s)")
-    parser.add_argument(
-        "--verbose",
-        type=int,
-        default=None,
-        choices=(0, 1),
-        help="1: progress bars (default on a terminal), 0: none (default when piped or redirected)",
-    )
+    parser.add_argument("--verbose", type=int, choices=(0, 1), help="1: progress bars (default on a terminal)")
 
 
 def _shots(text):
-    try:
-        shots = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        shots = ()
-    if not shots or min(shots) < 1:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) > 0 for part in parts):
         raise ValueError(f"--shots must be positive integers separated by commas, e.g. 1,5,10,25. Received: {text!r}")
-    return shots
+    return tuple(int(part) for part in parts)
 
 
 def _sources(args):
-    """The `(train, test)` sources of --data."""
     from keras_vit.training import data, finetune
 
     if args.data == "digits":
@@ -101,8 +74,7 @@ def _model(args):
         model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3))
     if args.reinitialize:
         keras.utils.set_random_seed(args.seed)
-        # The same model rebuilt from its config, freshly initialised (`clone_model` would flatten a
-        # VisionTransformer into a plain functional model).
+        # Rebuilt from its config, freshly initialised (`clone_model` would flatten a VisionTransformer).
         model = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
     return model
 
@@ -112,7 +84,7 @@ def run(args):
     from keras_vit.training import data
     from keras_vit.utils import extras, files, validation
 
-    # Before a model is built or data read: the data's packages ([data]) and the figures' matplotlib ([inspect]).
+    # Before a model is built or data read.
     data.check_dependencies(args.data)
     files.check_output_folder(args.out)
     extras.check("matplotlib", needed_for="keras-vit evaluate's figures", extra="inspect")
@@ -126,23 +98,11 @@ def run(args):
     model = _model(args)
     evaluation.find_backbone(model)  # not a keras_vit model: fail before reading any data
     train, test = _sources(args)
-    metrics = evaluation.evaluate(
-        model,
-        train,
-        test,
-        image_size=args.image_size,
-        batch_size=args.batch_size,
-        cache_dir=args.cache,
-        # Piped or redirected (a log file, CI): no progress bar's carriage returns in the log.
-        verbose=args.verbose if args.verbose is not None else int(sys.stdout.isatty()),
-        shots=shots,
-        seeds=args.seeds,
-        l2=args.l2,
-        l2_grid=True if args.select_l2 else None,
-        k=args.k,
-        temperature=args.temperature,
-        seed=args.seed,
-    )
+    verbose = int(sys.stdout.isatty()) if args.verbose is None else args.verbose  # no progress bar in a log file
+    extraction = dict(image_size=args.image_size, batch_size=args.batch_size, cache_dir=args.cache, verbose=verbose)
+    settings = dict(shots=shots, seeds=args.seeds, l2=args.l2, k=args.k, temperature=args.temperature, seed=args.seed)
+    l2_grid = True if args.select_l2 else None
+    metrics = evaluation.evaluate(model, train, test, l2_grid=l2_grid, **extraction, **settings)
     metrics.update(model=args.model, weights=args.weights, reinitialized=args.reinitialize, data=args.data)
     paths = evaluation.write_results(metrics, args.out)
     print(

@@ -1,10 +1,8 @@
 """Attention rollout and the paper's inspection figures for an image.
 
-Writes the paper's "Inspecting Vision Transformer" figures for one image:
-attention_rollout.png, class_token_attention.png (last layer, every head),
-mean_attention_distance.png, position_embedding_similarity.png and
-embedding_filters.png go to --out. Needs matplotlib
-(pip install "keras-vision-transformer[inspect]").
+Writes five PNGs (attention rollout, class-token attention, mean attention
+distance, position-embedding similarity, embedding filters) to --out. Needs
+matplotlib: pip install "keras-vision-transformer[inspect]".
 """
 
 import sys
@@ -13,15 +11,9 @@ from keras_vit_cli import options
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "image", nargs="?", default=None, help="the image file (default: the photograph bundled with keras_vit)"
-    )
-    parser.add_argument(
-        "--model",
-        default="ViTB16",
-        help="a constructor (ViTB16), a variant (B/16) or the path of a saved .keras model (default: %(default)s)",
-    )
-    options.add_weights(parser, None)
+    parser.add_argument("image", nargs="?", default=None, help="the image file (default: keras_vit's sample photo)")
+    options.add_model(parser, "ViTB16", saved_model=True)
+    options.add_weights(parser)
     parser.add_argument("--image-size", type=int, default=None, help="a constructor's square input size")
     parser.add_argument("--out", default="inspect", help="folder for the PNGs (default: %(default)s)")
     parser.add_argument("--head-fusion", default="mean", help="rollout head fusion: mean, max or min")
@@ -32,12 +24,11 @@ def add_arguments(parser):
 
 def run(args):
     from keras_vit.inspection import report
+    from keras_vit.models import metadata
     from keras_vit.utils import extras, files, validation
 
-    # Before the model is built: matplotlib (and the pillow it brings) draw and read the figures.
     extras.check("matplotlib", "PIL", needed_for="keras-vit inspect", extra="inspect")
     files.check_output_folder(args.out)
-    # Checked before the model is built (seconds for B/16) and before any note is printed.
     validation.rate("discard_ratio", args.discard_ratio)
     validation.positive_int("num_components", args.num_components)
     validation.finite_float("dpi", args.dpi, minimum=0, include_minimum=False)
@@ -46,19 +37,11 @@ def run(args):
     if args.weights is None and not args.model.endswith(".keras"):
         print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
     model = report.named_model(args.model, weights=args.weights, image_size=args.image_size)
-    paths = report.write_report(
-        model,
-        args.image or report.sample_image_path(),
-        args.out,
-        head_fusion=args.head_fusion,
-        discard_ratio=args.discard_ratio,
-        num_components=args.num_components,
-        dpi=args.dpi,
-    )
+    image = args.image or report.sample_image_path()
+    figures = dict(head_fusion=args.head_fusion, discard_ratio=args.discard_ratio, num_components=args.num_components)
+    paths = report.write_report(model, image, args.out, dpi=args.dpi, **figures)
     for path in paths.values():
         print(path)
-    from keras_vit.models import metadata
-
     names = metadata.class_names(model)
     if names is not None:
         print(f"class names ({len(names)}): {', '.join(names)}")
