@@ -50,3 +50,8 @@ def pytest_collection_finish(session):
 def pytest_unconfigure(config):
     if OWN_RUN_FOLDER:
         shutil.rmtree(os.environ["KERAS_VIT_TESTS_RUN_FOLDER"], ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items):
+    # Long tests first: under xdist's worksteal scheduling a long test left for last ends a backend's run alone.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

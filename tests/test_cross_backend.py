@@ -29,6 +29,7 @@ np.save(sys.argv[3], np.asarray(model.predict(np.load(sys.argv[2]), verbose=0)))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.cross_backend
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="run once, from the tensorflow run, against the other two")
 def test_same_weights_same_logits_on_every_backend(tmp_path):

@@ -98,6 +98,7 @@ def test_readme_lists_every_extra():
 
 # One process, on tensorflow: Keras's default backend (a reader who sets none gets it) and the one tf.data and
 # TFDS need anyway; the blocks are backend-agnostic and tested per backend elsewhere.
+@pytest.mark.slow
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the README runs once, on the tensorflow backend")
 def test_every_readme_block_runs(tmp_path):
     used = {}
