@@ -1,5 +1,5 @@
-"""Shared set-up: a fixed seed and the float32 policy restored for every test; fast XLA compiles; one folder of the
-run's own for compile caches and temporary files."""
+"""Shared set-up: a fixed seed and the float32 policy for every test, fast XLA compiles, and one temporary folder of
+the run's own for compile caches and temporary files."""
 
 import gc
 import os
@@ -9,29 +9,23 @@ import tempfile
 import xla_settings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-# On the tiny test models compiling, not running, is the cost: XLA's fast settings (tests/xla_settings.py), set
-# before any framework loads and inherited by subprocesses.
+# On the tiny test models compiling, not running, is the cost; set before any framework loads, inherited by children.
 os.environ["XLA_FLAGS"] = xla_settings.with_fast_compile(os.environ.get("XLA_FLAGS", ""))
 
-# One folder per run, made by the first process that loads this file (the xdist controller, or a plain pytest),
-# inherited by the workers and every interpreter the tests start, removed at the end; a user's caches are never
-# touched. JAX's compilation cache there is shared by all those processes (reading a program back is cheaper than
-# compiling it); TorchInductor's cache and TMPDIR (where it keeps its precompiled header, and pytest its tmp_path)
-# start empty, as on a fresh CI machine.
-_OWN_RUN_FOLDER = "KERAS_VIT_TESTS_RUN_FOLDER" not in os.environ
-if _OWN_RUN_FOLDER:
-    _run_folder = tempfile.mkdtemp(prefix="keras-vit-tests-")
-    os.environ["KERAS_VIT_TESTS_RUN_FOLDER"] = _run_folder
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(_run_folder, "jax")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_run_folder, "inductor")
-    os.environ["TMPDIR"] = os.path.join(_run_folder, "tmp")
-    for folder in ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR"):
-        os.mkdir(os.environ[folder])
-    # This process read TMPDIR already (mkdtemp above); the processes it starts read it afresh.
-    tempfile.tempdir = os.environ["TMPDIR"]
-    # Cache every program: most here compile in tens of milliseconds.
-    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+# One folder per run, made by the first process that loads this file (the xdist controller, or a plain pytest) and
+# inherited by the workers and every process the tests start: JAX's compilation cache shared by all of them, and
+# TorchInductor's cache and TMPDIR starting empty as on a fresh CI machine. A user's caches are never touched.
+OWN_RUN_FOLDER = "KERAS_VIT_TESTS_RUN_FOLDER" not in os.environ
+if OWN_RUN_FOLDER:
+    run_folder = tempfile.mkdtemp(prefix="keras-vit-tests-")
+    os.environ["KERAS_VIT_TESTS_RUN_FOLDER"] = run_folder
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(run_folder, "jax")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(run_folder, "inductor")
+    os.environ["TMPDIR"] = os.path.join(run_folder, "tmp")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # most programs here compile in milliseconds
+    for variable in ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR"):
+        os.mkdir(os.environ[variable])
+    tempfile.tempdir = os.environ["TMPDIR"]  # this process read TMPDIR already
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
@@ -41,21 +35,23 @@ from keras_vit.utils import keras_compat  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _isolated_keras_state():
-    # Keras's own set_random_seed imports TensorFlow on every backend (seconds per test process on jax/torch).
-    keras_compat.set_random_seed(0)
+    keras_compat.set_random_seed(0)  # Keras's own imports TensorFlow on every backend: seconds per process
     yield
     keras.config.set_dtype_policy("float32")
-    # free_memory=False: its full garbage collection costs 0.1-0.2 s after every test; Python's collector suffices.
-    keras.backend.clear_session(free_memory=False)
+    keras.backend.clear_session(free_memory=False)  # its full garbage collection costs 0.1-0.2 s per test
 
 
 def pytest_collection_finish(session):
-    # Keras runs full collections (clear_session, Dense.quantize); frozen, they skip the ~400,000 objects the imports
-    # and the collection made (0.4 s of CPU each with TensorFlow loaded).
+    # Keras runs full garbage collections; frozen, they skip the ~400,000 objects the imports and collection made.
     gc.collect()
     gc.freeze()
 
 
 def pytest_unconfigure(config):
-    if _OWN_RUN_FOLDER:
+    if OWN_RUN_FOLDER:
         shutil.rmtree(os.environ["KERAS_VIT_TESTS_RUN_FOLDER"], ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items):
+    # Long tests first: under xdist's worksteal scheduling a long test left for last ends a backend's run alone.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -1,5 +1,5 @@
-"""The example scripts and the Colab notebook, executed on tiny settings
-(an image folder written here, a few CPU steps, random weights)."""
+"""The example scripts and the Colab notebook, run on tiny settings: an image folder written here, a few CPU steps,
+random weights."""
 
 import os
 import re
@@ -15,6 +15,7 @@ from keras_vit.models.variants import VARIANTS
 from tests.helpers import BACKEND, REPO_ROOT
 
 EXAMPLES = os.path.join(REPO_ROOT, "examples")
+SCRIPTS = ("finetune_official_recipe.py", "distributed_training.py")
 pytestmark = pytest.mark.skipif(BACKEND != "tensorflow", reason="the examples run once, on the tensorflow run")
 
 
@@ -27,136 +28,85 @@ def folder(tmp_path):
         for name in ("a", "b"):
             os.makedirs(tmp_path / "images" / split / name)
             for index in range(count):
-                Image.fromarray(rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)).save(
-                    tmp_path / "images" / split / name / f"{index}.png"
-                )
+                pixels = rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(tmp_path / "images" / split / name / f"{index}.png")
     return str(tmp_path / "images")
 
 
-@pytest.fixture()
-def tiny_ti16(monkeypatch):
-    # The scripts build `CONSTRUCTORS[--model]`: the ViTTi16 they are given is shrunk from 12 blocks of
-    # width 192 to 1 block of width 16 (its row of the variant table, which the constructor reads), the 16 px
-    # patches kept. The path is the real one (name -> constructor -> table row -> model); tracing and compiling
-    # the 12 blocks was most of each script's cost (~34 s of CPU each on TensorFlow).
+def run_script(name, argv, monkeypatch):
+    """Runs an example's `main(argv)` with ViTTi16 cut to one block of width 16 (its row of the variant table)."""
     monkeypatch.setitem(VARIANTS, "Ti/16", dict(patch_size=16, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32))
-
-
-def _run_script(name, argv, monkeypatch):
     monkeypatch.setattr(sys, "argv", [name])
     module = runpy.run_path(os.path.join(EXAMPLES, name), run_name="example")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = module["main"](argv)
-    # What the scripts' quiet setup leaves visible: warnings meant for the user (Keras's "ran out of data", its
-    # shuffle note). A finished run shows none.
-    shown = [str(warning.message) for warning in caught if issubclass(warning.category, UserWarning)]
-    assert shown == [], shown
+    # A finished run shows the user no warning (Keras's "ran out of data", its shuffle note).
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []
     return result
 
 
-def test_finetune_official_recipe_script(tiny_ti16, folder, tmp_path, monkeypatch):
-    result = _run_script(
-        "finetune_official_recipe.py",
-        [
-            "--model",
-            "ViTTi16",
-            "--weights",
-            "none",
-            "--data",
-            folder,
-            "--image-size",
-            "16",
-            "--batch-size",
-            "4",
-            "--accumulation-steps",
-            "2",
-            "--steps",
-            "2",
-            "--warmup-steps",
-            "1",
-            "--eval-every",
-            "1",
-            "--layer-decay",
-            "0.75",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        monkeypatch,
-    )
+@pytest.mark.slow
+def test_finetune_official_recipe_script(folder, tmp_path, monkeypatch):
+    arguments = "--model ViTTi16 --weights none --image-size 16 --batch-size 4 --accumulation-steps 2 --steps 2"
+    arguments += " --warmup-steps 1 --eval-every 1 --layer-decay 0.75"
+    out = str(tmp_path / "out")
+    result = run_script(SCRIPTS[0], [*arguments.split(), "--data", folder, "--out", out], monkeypatch)
     assert 0.0 <= result["accuracy"] <= 1.0
-    assert os.path.exists(tmp_path / "out" / "model.keras")
+    assert os.path.exists(os.path.join(out, "model.keras"))
 
 
-def test_distributed_training_script(tiny_ti16, folder, monkeypatch):
-    history = _run_script(
-        "distributed_training.py",
-        ["--model", "ViTTi16", "--data", folder, "--image-size", "16", "--per-replica-batch", "4", "--steps", "2"],
-        monkeypatch,
-    )
+def test_distributed_training_script(folder, monkeypatch):
+    arguments = "--model ViTTi16 --image-size 16 --per-replica-batch 4 --steps 2".split()
+    history = run_script(SCRIPTS[1], [*arguments, "--data", folder], monkeypatch)
     assert len(history["loss"]) == 1 and np.isfinite(history["loss"][0])
 
 
-HELP_CODE = """
+def test_every_example_states_command_runtime_and_result():
+    for name in SCRIPTS:
+        with open(os.path.join(EXAMPLES, name)) as file:
+            header = file.read().split('"""')[1]
+        assert "python examples/" in header and "Runtime" in header and "%" in header, name
+
+
+# `--help` answers at once: the scripts and the benchmark import Keras and the frameworks after parsing arguments.
+HELP = """
 import contextlib, io, runpy, sys
 sys.argv = [sys.argv[1], "--help"]
-with contextlib.redirect_stdout(io.StringIO()) as shown:
-    try:
-        if sys.argv[0].endswith(".py"):
-            runpy.run_path(sys.argv[0], run_name="__main__")
-        else:
-            runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
-    except SystemExit:
-        pass
+with contextlib.redirect_stdout(io.StringIO()) as shown, contextlib.suppress(SystemExit):
+    if sys.argv[0].endswith(".py"):
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    else:
+        runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 heavy = ("keras", "keras_vit", "tensorflow", "jax", "torch")
 print("usage:" in shown.getvalue(), sorted(name for name in heavy if name in sys.modules))
 """
 
 
-@pytest.mark.parametrize("program", ["finetune_official_recipe.py", "distributed_training.py", "benchmarks"])
+@pytest.mark.parametrize("program", [*SCRIPTS, "benchmarks"])
 def test_help_answers_without_importing_a_framework(program):
-    # What makes `--help` instant (20-28 s when it imported Keras first): the scripts and the benchmark import
-    # Keras, keras_vit and the frameworks after parsing their arguments. Cost: one bare Python process, < 1 s.
     path = program if program == "benchmarks" else os.path.join(EXAMPLES, program)
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
     result = subprocess.run(
-        [sys.executable, "-c", HELP_CODE, path], capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=120
+        [sys.executable, "-c", HELP, path], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "True []", result.stdout
+    assert result.stdout.strip() == "True []"
 
 
-def test_every_example_states_command_runtime_and_result():
-    for name in ("finetune_official_recipe.py", "distributed_training.py"):
-        header = open(os.path.join(EXAMPLES, name)).read().split('"""')[1]
-        assert "python examples/" in header and "Runtime" in header and "%" in header, name
-
-
-# Cost: one Jupyter kernel, ~1-2 min on 2 CPU cores (the Keras import, two steps of a tiny ViT).
-def test_transfer_learning_notebook_runs_through_its_quick_switch(tmp_path):
-    # The notebook as shipped, run through its own quick/offline switch (KERAS_VIT_QUICK=1 sets QUICK = True):
-    # no cell is edited, nothing is downloaded, and the cells print no framework log lines.
+@pytest.mark.slow
+def test_transfer_learning_notebook_runs_through_its_quick_switch(tmp_path, monkeypatch):
+    # As shipped, through its own quick/offline switch: no cell edited, nothing downloaded, no framework log lines.
     import nbclient
     import nbformat
 
     notebook = nbformat.read(os.path.join(EXAMPLES, "transfer_learning.ipynb"), as_version=4)
-    switch = [cell for cell in notebook.cells if "QUICK = " in cell.source]
-    assert switch and notebook.cells.index(switch[0]) <= 3, "the switch sits in the first cells"
-    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "KERAS_VIT_QUICK", "TF_CPP_MIN_LOG_LEVEL")}
-    os.environ["PYTHONPATH"] = REPO_ROOT + (os.pathsep + saved["PYTHONPATH"] if saved["PYTHONPATH"] else "")
-    os.environ["KERAS_VIT_QUICK"] = "1"
-    os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the notebook quiets TensorFlow itself
-    try:
-        client = nbclient.NotebookClient(
-            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-        )
-        client.execute()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    switch = [index for index, cell in enumerate(notebook.cells) if "QUICK = " in cell.source]
+    assert switch and switch[0] <= 3, "the switch sits in the first cells"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("KERAS_VIT_QUICK", "1")
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # the notebook quiets TensorFlow itself
+    resources = {"metadata": {"path": str(tmp_path)}}
+    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", resources=resources).execute()
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     stdout = "".join(output.get("text", "") for output in outputs if output.get("name") == "stdout")
     stderr = "".join(output.get("text", "") for output in outputs if output.get("name") == "stderr")

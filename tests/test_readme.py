@@ -1,24 +1,27 @@
-"""The README is executable truth: every code block runs, and its lists match the code.
+"""Every code block of README.md runs, and the README's lists match the code.
 
-Every fenced block of README.md is Python (`python`), shell (`bash`, `shell`, `console`) or not code (`text`:
-a tree or a diagram). Each code block runs, in README order, in one fresh process on the tensorflow backend
-(`tests/readme_runner.py`), unless the line before it says why it cannot run here:
+A fenced block is `python`, shell (`bash`, `shell`, `console`) or `text` (a tree, a diagram). Every code block runs,
+in README order, in one fresh process on the tensorflow backend (this file run as a script, from a folder that
+stands in for a clone, with a fresh HOME), unless the line before it says why it cannot run here:
 
     <!-- not run by tests/test_readme.py: REASON -->
 
-The changes made to a block before it runs are the rows of SUBSTITUTIONS; what stands in for the reader's world
-(their photos, the Hub, a dataset download, the model sizes) is WORLD. Nothing else differs from the README.
+Shell commands run in that process: `keras-vit` through `keras_vit_cli.main`, `make TARGET` as the commands of its
+recipe (`make -n`; bootstrap built the environment this runs in); a command already run is not run again. What
+differs from the README: the SUBSTITUTIONS below, and the reader's world (`put_world_in_place`): every variant at
+2 blocks, 4 wide per head; the reader's files; a local Hugging Face Hub; tfds:cifar10 made from 24 random images;
+no XLA (compiling costs more than 2 training steps; tests/test_finetune.py trains with XLA).
 """
 
-import json
 import os
 import re
+import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
 
+import numpy as np
 import pytest
-import readme_world
 
 from keras_vit_cli.commands import COMMANDS
 from tests.helpers import BACKEND, REPO_ROOT
@@ -27,100 +30,13 @@ README = os.path.join(REPO_ROOT, "README.md")
 SHELL = ("bash", "shell", "console")
 LANGUAGES = ("python", "text", *SHELL)
 NOT_RUN = re.compile(r"<!-- not run by tests/test_readme\.py: (.*) -->")
-
-
-@dataclass(frozen=True)
-class Substitution:
-    language: str  # "python", or "shell" for each command of a shell block (continuation lines joined)
-    pattern: str  # a regular expression (re.sub)
-    replacement: str
-    why: str
-
-
-# Every change the test makes to a block before running it. Each row must apply somewhere
-# (test_every_substitution_applies), so the table cannot outlive the text it edits.
+# `(pattern, replacement)` for each shell command (re.sub), in order; each must apply somewhere.
 SUBSTITUTIONS = (
-    Substitution("shell", r"^make test\b", "make -n test", "`make test` is the suite this test runs in: dry run"),
-    Substitution("shell", r"^make run$", 'make run RUN_ARGS="--steps 2 --epochs 1"', "2 updates, not 1,500"),
-    Substitution(
-        "shell",
-        r"(?<!\S)finetune(?!\S).*",
-        r"\g<0> --steps 2 --epochs 1",
-        "2 updates in 1 epoch, not 1,500-10,000 (argparse: the last value given wins)",
-    ),
-    Substitution(
-        "shell",
-        r"(?<!\S)finetune(?!\S).*--data .*",
-        r"\g<0> --image-size 32 --batch-size 8",
-        "your own data at 32 px in batches of 8, not 224-384 px in batches of 512",
-    ),
+    (r"^make test\b", "make -n test"),  # the suite this test runs in: a dry run
+    (r"^make run$", 'make run RUN_ARGS="--steps 2 --epochs 1"'),  # 2 updates, not 1,500
+    (r"(?<!\S)finetune(?!\S).*", r"\g<0> --steps 2 --epochs 1"),  # argparse: the last value given wins
+    (r"(?<!\S)finetune(?!\S).*--data .*", r"\g<0> --image-size 32 --batch-size 8"),  # not 224-384 px, 512 a batch
 )
-
-# What stands in for the reader's world, put in place by tests/readme_world.py (one function per row, same keys).
-WORLD = {
-    "model sizes": "every VARIANTS row at 2 blocks, 4 wide per head, MLP twice the width (heads, patch size and "
-    "ResNet kept): a B/16 is 2 blocks of width 48 and trains in seconds",
-    "reader's files": "photo.jpg (the bundled sample photograph), photos/ and imagenet/ (a few random JPEGs per "
-    "class), my_model.keras (a small saved ViT)",
-    "Hugging Face Hub": "each catalogue file asked for is a random model of its variant, head and layout, written "
-    "locally (tests/pretrained_helpers.fake_hub); HOME is a fresh folder, so every cache starts empty",
-    "tfds:cifar10": "prepared in ~/tensorflow_datasets by TFDS's own CIFAR-10 builder from 24 random images in "
-    "the binary release's format (its download replaced)",
-    "XLA": "off (`distribute.configure` asks for no jit_compile): compiling costs more than 2 steps; "
-    "tests/test_finetune.py runs the job with XLA",
-}
-
-
-def _without_comment(line):
-    """`line` up to a `#` that starts a word outside quotes, as the shell reads it."""
-    quote = None
-    for index, character in enumerate(line):
-        if quote:
-            quote = None if character == quote else quote
-        elif character in "'\"":
-            quote = character
-        elif character == "#" and (index == 0 or line[index - 1].isspace()):
-            return line[:index].strip()
-    return line.strip()
-
-
-@dataclass(frozen=True)
-class Block:
-    line: int  # of the opening fence, 1-based
-    language: str
-    code: str
-    not_run: object  # the reason given in the README, or None
-
-    def commands(self):
-        """`(line, command)` for a shell block, continuation lines joined, blank lines and comments left out."""
-        commands, pending, start = [], "", None
-        for offset, text in enumerate(self.code.splitlines(), self.line + 1):
-            start = offset if not pending else start
-            pending += text.rstrip()
-            if pending.endswith("\\"):
-                pending = pending[:-1] + " "
-                continue
-            command = _without_comment(pending)
-            if command:
-                commands.append((start, re.sub(r"\s+", " ", command)))
-            pending = ""
-        return commands
-
-
-def blocks(text):
-    lines = text.splitlines()
-    found, index = [], 0
-    while index < len(lines):
-        opening = re.match(r"^```(.*)$", lines[index])
-        if not opening:
-            index += 1
-            continue
-        end = lines.index("```", index + 1)
-        marker = NOT_RUN.fullmatch(lines[index - 1].strip()) if index else None
-        code = "\n".join(lines[index + 1 : end]) + "\n"
-        found.append(Block(index + 1, opening.group(1).strip(), code, marker.group(1) if marker else None))
-        index = end + 1
-    return found
 
 
 def readme_text():
@@ -128,44 +44,43 @@ def readme_text():
         return file.read()
 
 
-def substitute(language, text, used):
-    for row in SUBSTITUTIONS:
-        if row.language == language:
-            text, count = re.subn(row.pattern, row.replacement, text, flags=re.MULTILINE)
-            used[row] = used.get(row, 0) + count
-    return text
+def readme_blocks():
+    """`(line, language, code, reason it is not run or None)` for every fenced block of the README."""
+    lines = readme_text().splitlines()
+    blocks = []
+    start = None
+    for index, line in enumerate(lines):
+        if start is None and line.startswith("```"):
+            start = index
+        elif start is not None and line == "```":
+            not_run = NOT_RUN.fullmatch(lines[start - 1].strip())
+            code = "\n".join(lines[start + 1 : index]) + "\n"
+            blocks.append((start + 1, lines[start][3:].strip(), code, not_run and not_run.group(1)))
+            start = None
+    return blocks
 
 
-def plan(used=None):
-    """The blocks to run, substituted, in the runner's plan format."""
-    used = {} if used is None else used
-    steps = []
-    for block in blocks(readme_text()):
-        if block.not_run is not None or block.language == "text":
-            continue
-        if block.language == "python":
-            steps.append({"line": block.line, "language": "python", "code": substitute("python", block.code, used)})
-        else:
-            commands = [(line, substitute("shell", command, used)) for line, command in block.commands()]
-            steps.append({"line": block.line, "language": "shell", "commands": commands})
-    return {"world": list(WORLD), "blocks": steps}
+def shell_commands(code, used):
+    """The commands of a shell block, comments dropped and SUBSTITUTIONS made; counts each substitution in `used`."""
+    commands = []
+    for line in code.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words:
+            command = shlex.join(words)
+            for pattern, replacement in SUBSTITUTIONS:
+                command, count = re.subn(pattern, replacement, command)
+                used[pattern] = used.get(pattern, 0) + count
+            commands.append(command)
+    return commands
 
 
-def test_every_block_is_code_of_a_known_language_or_says_why_it_is_not_run():
-    found = blocks(readme_text())
-    assert len(found) > 10
-    for block in found:
-        assert block.language in LANGUAGES, f"README.md:{block.line}: fence language {block.language!r}"
-        if block.not_run is not None:
-            assert block.language != "text" and len(block.not_run.split()) >= 4, f"README.md:{block.line}"
-    assert readme_text().count("not run by tests/test_readme.py") == sum(b.not_run is not None for b in found)
-
-
-def test_every_substitution_applies_and_the_world_is_the_runners():
-    used = {}
-    plan(used)
-    assert [row.pattern for row in SUBSTITUTIONS if not used.get(row)] == []
-    assert list(WORLD) == list(readme_world.WORLD)
+def test_every_block_is_code_or_text_and_says_why_it_is_not_run():
+    blocks = readme_blocks()
+    assert len(blocks) > 10
+    for line, language, _, not_run in blocks:
+        assert language in LANGUAGES, f"README.md:{line}: fence language {language!r}"
+        assert not_run is None or (language != "text" and len(not_run.split()) >= 4), f"README.md:{line}"
+    assert readme_text().count("not run by tests/test_readme.py") == sum(block[3] is not None for block in blocks)
 
 
 def test_readme_lists_every_command():
@@ -178,33 +93,31 @@ def test_readme_lists_every_extra():
     with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as file:
         extras = tomllib.load(file)["project"]["optional-dependencies"]
     install = readme_text().split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line.split("|")[1] for line in install.splitlines() if line.startswith("| `")]
-    assert sorted(name for cell in rows for name in re.findall(r"`([a-z]+)`", cell)) == sorted(extras)
+    cells = [line.split("|")[1] for line in install.splitlines() if line.startswith("| `")]
+    assert sorted(name for cell in cells for name in re.findall(r"`([a-z]+)`", cell)) == sorted(extras)
 
 
-def _clone(root):
-    """A working folder that stands in for a clone: the repository's files linked, outputs written beside them."""
-    os.makedirs(root)
-    for name in os.listdir(REPO_ROOT):
-        if name not in ("outputs", ".git") and not name.startswith(".pytest"):
-            os.symlink(os.path.join(REPO_ROOT, name), os.path.join(root, name))
-    return root
-
-
-# Cost: one process, ~15 s of TensorFlow import, then every block on small models (about a minute on 2 cores).
-# TensorFlow only: Keras's default backend (a reader who sets none gets it), the one the Deploy commands name, and
-# the one tf.data and TFDS need anyway; the blocks are backend-agnostic and tested per backend elsewhere.
+# One process, on tensorflow: Keras's default backend (a reader who sets none gets it) and the one tf.data and
+# TFDS need anyway; the blocks are backend-agnostic and tested per backend elsewhere.
+@pytest.mark.slow
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the README runs once, on the tensorflow backend")
 def test_every_readme_block_runs(tmp_path):
-    work = _clone(str(tmp_path / "clone"))
-    os.makedirs(tmp_path / "home")
-    with open(tmp_path / "plan.json", "w") as file:
-        json.dump(plan(), file)
+    used = {}
+    for _, language, code, not_run in readme_blocks():
+        if language in SHELL and not not_run:
+            shell_commands(code, used)
+    assert [pattern for pattern, _ in SUBSTITUTIONS if not used[pattern]] == []
+    clone = tmp_path / "clone"  # the repository's files linked, outputs written beside them
+    clone.mkdir()
+    for name in os.listdir(REPO_ROOT):
+        if name not in ("outputs", ".git") and not name.startswith(".pytest"):
+            os.symlink(os.path.join(REPO_ROOT, name), clone / name)
+    (tmp_path / "home").mkdir()
     environment = dict(os.environ, KERAS_BACKEND="tensorflow", HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="1")
-    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))
+    environment["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")])
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "tests", "readme_runner.py"), str(tmp_path / "plan.json")],
-        cwd=work,
+        [sys.executable, os.path.join(REPO_ROOT, "tests", "test_readme.py")],
+        cwd=clone,
         env=environment,
         capture_output=True,
         text=True,
@@ -212,7 +125,146 @@ def test_every_readme_block_runs(tmp_path):
         check=False,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
-    print("\n".join(line for line in result.stdout.splitlines() if line.startswith("readme_runner:")))  # -s: timings
-    # The README names every file the main job writes.
-    for name in os.listdir(os.path.join(work, "outputs", "finetune")):
-        assert f"`{name}`" in readme_text(), name
+    print(*[line for line in result.stdout.splitlines() if line.startswith("README.md:")], sep="\n")  # with -s
+    for name in os.listdir(clone / "outputs" / "finetune"):
+        assert f"`{name}`" in readme_text(), f"the README names every file the main job writes: {name}"
+
+
+# ---- The process that runs the blocks: `python tests/test_readme.py`, in the folder that stands in for a clone.
+
+
+def write_images(folder, classes, count, suffix, seed):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for name in classes:
+        os.makedirs(os.path.join(folder, name), exist_ok=True)
+        for index in range(count):
+            pixels = rng.integers(0, 256, (24, 20, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(os.path.join(folder, name, f"{index}{suffix}"))
+
+
+def write_cifar10_release(folder):
+    """CIFAR-10's binary release (a label byte and 3,072 pixel bytes per image), 4 random images per file."""
+    rng = np.random.default_rng(0)
+    os.makedirs(folder)
+    names = [f"data_batch_{index}.bin" for index in range(1, 6)] + ["test_batch.bin"]
+    for offset, name in enumerate(names):
+        records = [np.concatenate([[(index + offset) % 10], rng.integers(0, 256, 3072)]) for index in range(4)]
+        with open(os.path.join(folder, name), "wb") as file:
+            file.write(np.stack(records).astype(np.uint8).tobytes())
+    with open(os.path.join(folder, "batches.meta.txt"), "w") as file:
+        file.write("airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n")
+
+
+def put_world_in_place(patch):
+    """The reader's world, in the working folder and HOME (both temporary)."""
+    import dataclasses
+
+    import pretrained_helpers
+    import tensorflow_datasets as tfds
+
+    import keras_vit
+    from keras_vit import inspection
+    from keras_vit.models import variants
+    from keras_vit.pretrained import export, registry
+    from keras_vit.training import distribute
+
+    # Every variant at 2 blocks, 4 wide per head, the MLP twice the width; heads, patch and ResNet kept.
+    for name, row in list(variants.VARIANTS.items()):
+        width = 4 * row["num_heads"]
+        patch.setitem(variants.VARIANTS, name, dict(row, num_layers=2, hidden_dim=width, mlp_dim=2 * width))
+
+    # The reader's files.
+    os.symlink(inspection.sample_image_path(), "photo.jpg")
+    write_images("photos", ("cat", "dog"), count=5, suffix=".jpg", seed=0)
+    for split, count in (("train", 4), ("val", 2)):
+        write_images(os.path.join("imagenet", split), ("n01440764", "n01443537"), count, ".JPEG", seed=count)
+    small = dict(patch_size=8, hidden_dim=32, num_layers=2, num_heads=2, mlp_dim=64, input_shape=(32, 32, 3))
+    keras_vit.VisionTransformer(**small, classes=3).save("my_model.keras")
+
+    # The Hub: each catalogue file asked for is a random model of its (small) variant, head and layout.
+    catalogue = {info.hub_repo: info for info in registry.checkpoints()}
+    written = {}
+
+    def hub_file(repo_id, filename):
+        if repo_id not in written:
+            info = catalogue[repo_id]
+            row = variants.VARIANTS[info.variant]
+            model = keras_vit.VisionTransformer(
+                **row,
+                input_shape=(info.resolution, info.resolution, 3),
+                include_top=info.classes is not None,
+                classes=info.classes or 1000,
+                representation_size=row["hidden_dim"] if info.pre_logits else None,
+            )
+            target = os.path.abspath(os.path.join("hub", repo_id.replace("/", "--")))
+            path = export.export_weights(
+                model, target + ".safetensors" if info.format == "timm" else target, info.format
+            )
+            written[repo_id] = os.path.join(path, info.hub_filename) if os.path.isdir(path) else path
+        return written[repo_id]
+
+    pretrained_helpers.fake_hub(patch, hub_file)
+
+    # tfds:cifar10, prepared by TFDS's own builder from the release above (its download replaced).
+    release = os.path.abspath("cifar10_release")
+    write_cifar10_release(os.path.join(release, "cifar-10-batches-bin"))
+    with pytest.MonkeyPatch.context() as download:
+        download.setattr(tfds.download.DownloadManager, "download_and_extract", lambda self, url: release)
+        tfds.builder("cifar10", data_dir=os.path.expanduser("~/tensorflow_datasets")).download_and_prepare()
+
+    configure = distribute.configure
+    patch.setattr(distribute, "configure", lambda *a, **k: dataclasses.replace(configure(*a, **k), jit_compile=False))
+
+
+def run_command(command):
+    import keras_vit_cli
+
+    words = [os.path.expanduser(word) for word in shlex.split(command)]
+    if words[0] == "make":
+        recipe = ["make", "--no-print-directory", "-n", "-o", "bootstrap", *words[1:]]
+        dry_run = subprocess.run(recipe, capture_output=True, text=True, check=True).stdout
+        if "-n" not in words:
+            for line in filter(str.strip, dry_run.splitlines()):
+                run_command(line)
+        return
+    assert os.path.basename(words[0]) == "keras-vit", f"the README runner runs keras-vit and make only: {command}"
+    try:
+        code = keras_vit_cli.main(words[1:])
+    except SystemExit as exit:
+        code = exit.code
+    assert not code, f"exit code {code}: {command}"
+
+
+def run_python(code, line):
+    import keras
+
+    try:
+        # Padded so that a traceback names the README's own line numbers.
+        exec(compile("\n" * line + code, "README.md", "exec"), {"__name__": "__main__"})
+    finally:
+        keras.config.set_dtype_policy("float32")
+        keras.backend.clear_session()
+
+
+def main():
+    put_world_in_place(pytest.MonkeyPatch())
+    done = set()
+    for line, language, code, not_run in readme_blocks():
+        if not_run or language == "text":
+            continue
+        print(f"README.md:{line}: running the {language} block", flush=True)
+        start = time.perf_counter()
+        if language == "python":
+            run_python(code, line)
+        else:
+            for command in shell_commands(code, {}):
+                if command not in done:
+                    run_command(command)
+                    done.add(command)
+        print(f"README.md:{line}: ok in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,11 +1,7 @@
-"""timm's hybrid Vision Transformers as the independent reference in tests.
+"""timm's hybrid Vision Transformers, with random weights, as the independent reference in tests.
 
-timm imports torchvision at import time for names a ViT never calls, and
-torchvision has no CPU build on this project's index: `import_timm` puts the
-stand-in of `tests/stubs/` on `sys.path` only while timm is imported (when no
-real torchvision is installed) and takes it away again, so nothing else in the
-test process sees a torchvision. Models are built with random weights
-(`pretrained=False`): nothing is downloaded.
+timm imports torchvision names a ViT never calls, and torchvision has no CPU build on this project's index: while timm
+is imported (and only when no real torchvision is installed) the stand-in of `tests/stubs/` is on `sys.path`.
 """
 
 import contextlib
@@ -23,15 +19,14 @@ STUB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stubs")
 @contextlib.contextmanager
 def _torchvision_stand_in():
     if importlib.util.find_spec("torchvision") is not None:
-        yield  # a real torchvision: use it
+        yield
         return
     sys.path.insert(0, STUB_DIR)
     try:
         yield
     finally:
         sys.path.remove(STUB_DIR)
-        # timm keeps the few objects it took from the stand-in; nobody else
-        # may find a torchvision module afterwards.
+        # timm keeps the objects it took from the stand-in; nothing else may find a torchvision module.
         for name in [name for name in sys.modules if name == "torchvision" or name.startswith("torchvision.")]:
             del sys.modules[name]
 
@@ -51,9 +46,8 @@ def import_timm():
 
 
 def _conv_layer():
-    timm = import_timm()
-    # The hybrids' convolution, as timm's vision_transformer_hybrid builds it.
-    return functools.partial(timm.layers.StdConv2dSame, eps=1e-8)
+    """The hybrids' convolution, as timm's vision_transformer_hybrid builds it."""
+    return functools.partial(import_timm().layers.StdConv2dSame, eps=1e-8)
 
 
 def timm_resnet(stage_depths, width):
@@ -80,11 +74,8 @@ def timm_resnet(stage_depths, width):
 def timm_hybrid_vit(
     stage_depths, width, patch_size, hidden_dim, num_layers, num_heads, mlp_dim, image_size, classes=10, **kwargs
 ):
-    """A small timm hybrid ViT built exactly like timm's published ones, in eval mode.
-
-    `kwargs` go to timm's `VisionTransformer` (e.g. `dynamic_img_size=True, dynamic_img_pad=True` for images
-    of any size).
-    """
+    """A small timm hybrid ViT built like timm's published ones, in eval mode; `kwargs` go to its
+    `VisionTransformer` (e.g. `dynamic_img_size=True, dynamic_img_pad=True`)."""
     import torch
 
     timm = import_timm()
@@ -110,7 +101,7 @@ def timm_model(name, **kwargs):
 
 
 def randomize_torch(model, seed=0, scale=0.2):
-    """Random values for every tensor (zero-initialised ones would hide wiring mistakes)."""
+    """Random values for every tensor: zero-initialised ones would hide wiring mistakes."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
