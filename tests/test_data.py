@@ -1,7 +1,6 @@
 """tf.data pipelines against image folders and a TFDS dataset built here (no mocks, no network).
 
-The pipelines are tf.data on every backend; they are tested once, on the
-TensorFlow backend run of the suite.
+The pipelines are tf.data on every backend: the TensorFlow run tests them.
 """
 
 import os
@@ -96,24 +95,15 @@ def test_folder_where_no_image_decodes_is_one_error(tmp_path):
             data.check_readable(part, part_info)
     assert len(info.skipped()) == 6
     assert [str(w.message) for w in caught] == []  # one error, not a warning per file
-
-
-def test_check_readable_passes_a_partly_unreadable_folder(tmp_path):
+    # One readable file is enough; arrays have nothing to decode.
     from PIL import Image
 
-    from keras_vit.training import data
-
-    root = str(tmp_path / "partly")
-    _write_unreadable(os.path.join(root, "a"), 1)  # a/0.jpg: the first file read
-    os.makedirs(os.path.join(root, "b"))
-    for name in ("a", "b"):
-        Image.fromarray(np.full((6, 6, 3), 9, np.uint8)).save(os.path.join(root, name, "1.png"))
+    Image.fromarray(np.full((6, 6, 3), 9, np.uint8)).save(os.path.join(root, "b", "9.png"))
     dataset, info = data.load(root)
     data.check_readable(dataset, info)
-    assert len(list(dataset)) == 2 and len(list(dataset)) == 2
-    assert info.skipped() == [os.path.join(root, "a", "0.jpg")]
+    assert len(list(dataset)) == 1 and len(info.skipped()) == 6
     arrays, array_info = data.from_arrays(np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]))
-    data.check_readable(arrays, array_info)  # nothing to decode
+    data.check_readable(arrays, array_info)
     assert array_info.skipped() == []
 
 
@@ -151,14 +141,20 @@ def test_flat_layout_with_validation_split_partitions_the_files(tmp_path):
     assert data.folder_layout(root, "train") == "split" and data.folder_layout(flat, "train") == "flat"
 
 
-def test_train_pipeline_is_finite_unless_repeated(folder):
+def test_train_pipeline_shapes_static_batches_and_finite_unless_repeated(folder):
     import keras
 
     from keras_vit.training import data
 
     dataset, _ = data.load(folder, "train", shuffle_files=True, seed=0)
     pipeline = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=0)
-    assert len(list(pipeline)) == 2  # 10 readable images: two full batches, then the epoch ends
+    batches = [tuple(np.asarray(t) for t in batch) for batch in pipeline]
+    assert len(batches) == 2  # 10 readable images: two full batches, then the epoch ends
+    for images, labels in batches:
+        assert images.shape == (4, IMAGE_SIZE, IMAGE_SIZE, 3) and images.dtype == np.float32
+        assert images.min() >= 0.0 and images.max() <= 255.0  # raw pixels: the model scales them
+        assert set(labels.tolist()) <= {0, 1}
+    assert pipeline.element_spec[0].shape.as_list() == [4, IMAGE_SIZE, IMAGE_SIZE, 3]  # static, for XLA and TPUs
     repeated = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, repeat=True)
     assert len(list(repeated.take(7))) == 7
     inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3))
@@ -177,61 +173,37 @@ def test_train_pipeline_is_finite_unless_repeated(folder):
         (dict(image_size=0), "image_size"),
         (dict(area_range=(0.5, 0.2)), "area_range"),
         (dict(area_range=(0.0, 1.0)), "area_range"),
-        (dict(area_range=(0.1,)), "area_range"),
         (dict(num_classes=0), "num_classes"),
-        (dict(shuffle_buffer=0), "shuffle_buffer"),
-        (dict(shard=(2, 2)), "shard"),
-        (dict(seed=-1), "seed"),
         # Fewer images than one full batch: one pass would give none (Keras's fit then ends in StopIteration).
         (dict(batch_size=8), "has 4 images, fewer than one batch of 8"),
+        (dict(crop_fraction=0), "crop_fraction"),
     ],
 )
-def test_train_pipeline_rejects_bad_arguments(arguments, match):
+def test_pipelines_reject_bad_arguments(arguments, match):
     from keras_vit.training import data
 
     dataset, _ = data.from_arrays(np.zeros((4, 6, 6, 3), np.uint8), np.arange(4) % 2)
-    options = dict(image_size=4, batch_size=2, num_classes=2) | arguments
+    options = dict(image_size=4, batch_size=2) | arguments
     with pytest.raises(ValueError, match=match):
-        data.train_pipeline(dataset, **options)
-
-
-def test_eval_pipeline_rejects_bad_arguments():
-    from keras_vit.training import data
-
-    dataset, _ = data.from_arrays(np.zeros((4, 6, 6, 3), np.uint8), np.arange(4) % 2)
-    for arguments, match in ((dict(batch_size=0), "batch_size"), (dict(crop_fraction=0), "crop_fraction")):
-        with pytest.raises(ValueError, match=match):
-            data.eval_pipeline(dataset, **(dict(image_size=4, batch_size=2) | arguments))
+        if "crop_fraction" in arguments:
+            data.eval_pipeline(dataset, **options)
+        else:
+            data.train_pipeline(dataset, **(dict(num_classes=2) | options))
 
 
 def test_indexing_opens_no_file(tmp_path):
     from keras_vit.training import data
 
-    # 3,000 empty "images" in nested folders: indexing only lists names (an
-    # empty file would fail any decode attempt).
+    # Empty "images" in nested folders: indexing only lists names (an empty file would fail any decode).
     for label in range(3):
-        for sub in range(10):
+        for sub in range(3):
             folder = tmp_path / f"class_{label}" / f"part_{sub}"
             folder.mkdir(parents=True)
-            for index in range(100):
+            for index in range(10):
                 (folder / f"{index}.JPEG").touch()
     (tmp_path / "class_0" / "README").touch()
     dataset, info = data.load(str(tmp_path))
-    assert info.num_examples == 3000 and info.class_names == ("class_0", "class_1", "class_2")
-
-
-def test_train_pipeline_shapes_range_and_static_batches(folder):
-    from keras_vit.training import data
-
-    dataset, info = data.load(folder, "train")
-    pipeline = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=1)
-    for images, labels in pipeline.take(5):
-        images, labels = np.asarray(images), np.asarray(labels)
-        assert images.shape == (4, IMAGE_SIZE, IMAGE_SIZE, 3) and images.dtype == np.float32
-        assert images.min() >= 0.0 and images.max() <= 255.0  # raw pixels: the model scales them
-        assert set(labels.tolist()) <= {0, 1}
-    # Static batch dimension (drop_remainder) for TPUs and jit_compile.
-    assert pipeline.element_spec[0].shape.as_list() == [4, IMAGE_SIZE, IMAGE_SIZE, 3]
+    assert info.num_examples == 90 and info.class_names == ("class_0", "class_1", "class_2")
 
 
 def test_eval_pipeline_is_complete_and_deterministic(folder):
@@ -247,6 +219,12 @@ def test_eval_pipeline_is_complete_and_deterministic(folder):
     np.testing.assert_array_equal(labels, labels_again)
     assert labels.tolist() == [0, 0, 0, 1, 1, 1, 1]
     assert images.min() >= 0.0 and images.max() <= 255.0
+    # Static shapes: the last batch padded, with weight 0.
+    padded = data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3, static_shapes=True)
+    (padded_images, padded_labels, weights), batches = _collect(padded)
+    assert [b[0].shape[0] for b in batches] == [3, 3, 3] and weights.tolist() == [1.0] * 7 + [0.0] * 2
+    np.testing.assert_array_equal(padded_images[:7], images)
+    np.testing.assert_array_equal(padded_labels[:7], labels)
 
 
 def test_eval_pipeline_knows_a_folders_length_from_its_listing(folder):
@@ -287,20 +265,6 @@ def test_a_folders_fingerprint_follows_its_files(folder):
     assert info.fingerprint() != before
 
 
-def test_eval_static_shapes_pad_with_zero_weights(folder):
-    from keras_vit.training import data
-
-    dataset, _ = data.load(folder, "test")
-    plain, _ = _collect(data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3))
-    (images, labels, weights), batches = _collect(
-        data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3, static_shapes=True)
-    )
-    assert [b[0].shape[0] for b in batches] == [3, 3, 3]
-    assert weights.tolist() == [1.0] * 7 + [0.0] * 2
-    np.testing.assert_array_equal(images[:7], plain[0])
-    np.testing.assert_array_equal(labels[:7], plain[1])
-
-
 def test_eval_split_with_unknown_class_is_an_error(folder):
     from keras_vit.training import data
 
@@ -327,21 +291,12 @@ def test_arrays_validate_labels_and_grayscale():
     images = np.zeros((4, 6, 6), np.uint8)
     with pytest.raises(ValueError, match=r"\[0, num_classes=3\)"):
         data.from_arrays(images, np.array([0, 1, 2, 3]), num_classes=3)
-    with pytest.raises(ValueError, match="one label per image"):
+    with pytest.raises(ValueError, match=r"labels.shape=\(2,\)"):
         data.from_arrays(images, np.array([0, 1]))
     dataset, info = data.from_arrays(images + 255, np.array([0, 1, 2, 0]), num_classes=3)
     ((batch, labels),) = list(data.eval_pipeline(dataset, image_size=4, batch_size=8))
-    assert np.asarray(batch).shape == (4, 4, 4, 3)
-    np.testing.assert_allclose(np.asarray(batch), 255.0)  # grayscale 255 -> RGB 255, not rescaled
-
-
-def test_pipelines_hand_the_models_raw_pixels():
-    # The models scale to [-1, 1] themselves: the pipelines must not (no double scaling).
-    from keras_vit.training import data
-
-    out = data.model_input(np.array([0, 127.5, 255], np.float64))
-    assert out.dtype.name == "float32"
-    np.testing.assert_allclose(np.asarray(out), [0.0, 127.5, 255.0])
+    assert np.asarray(batch).shape == (4, 4, 4, 3) and np.asarray(batch).dtype == np.float32
+    np.testing.assert_allclose(np.asarray(batch), 255.0)  # grayscale 255 -> RGB 255: the models scale, not the data
 
 
 def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
@@ -355,8 +310,6 @@ def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
     assert sorted(sum(pixels, [])) == sorted(image.tobytes() for image, _ in whole.as_numpy_iterator())
     with pytest.raises(ValueError, match="fewer than the 1000 shards"):
         data.load(folder, "train", shard=(1000, 0))
-    with pytest.raises(ValueError, match="index < num_shards"):
-        data.load(folder, "train", shard=(2, 2))
 
 
 def test_sharding_splits_eval_without_overlap():
