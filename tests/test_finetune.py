@@ -103,6 +103,7 @@ def test_the_default_model_is_the_small_digits_vit():
     assert (model.num_layers, model.num_heads, model.mlp_dim) == (4, 4, 128)
 
 
+@one_backend
 def test_digits_split_is_fixed_and_stratified():
     (train, train_info), (evaluation, eval_info) = finetune.digits_sources()
     labels = np.array([int(label) for _, label in evaluation])
