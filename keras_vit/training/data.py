@@ -1,24 +1,18 @@
 """Input pipelines: `tf.data` for TFDS datasets, image folders and arrays.
 
-The paper's preprocessing, shared by every source: train with an Inception
-crop (5-100 % of the area, aspect 3/4-4/3), a random flip, optional
-RandAugment, MixUp and CutMix (Keras layers); evaluate with a resize, every
-example once, in order. Pixels reach the model as raw [0, 255] floats: the
-models scale them. TensorFlow is imported inside the functions.
-
-A source is `"tfds:NAME"` or an image folder, `root/<split>/<class>/*.jpg`
-(pass the split) or `root/<class>/*.jpg` (pass `split=None`, and
-`validation_split`, `subset` and `seed` as in
-`keras.utils.image_dataset_from_directory`); arrays go through `from_arrays`.
-A file that does not decode is skipped by `tf.data` (`ignore_errors`) and
-listed by `SourceInfo.skipped()`.
+The paper's preprocessing: train with an Inception crop, a random flip and
+optional RandAugment, MixUp and CutMix (Keras layers); evaluate with a
+resize, every example once, in order. Pixels reach the model as raw
+[0, 255] floats (the models scale them). A source is `"tfds:NAME"`, an
+image folder `root/<split>/<class>/` or `root/<class>/` (`load`), or arrays
+(`from_arrays`); a file that does not decode is skipped by `tf.data`
+(`ignore_errors`) and listed by `SourceInfo.skipped()`.
 
 Example:
 
 ```python
 train, info = keras_vit.training.data.load("tfds:cifar10", "train")
-train = keras_vit.training.data.train_pipeline(
-    train, image_size=224, batch_size=64, num_classes=info.num_classes)
+train = keras_vit.training.data.train_pipeline(train, image_size=224, batch_size=64, num_classes=info.num_classes)
 ```
 """
 

@@ -112,15 +112,6 @@ def configure(strategy="auto", precision="auto"):
 
     Returns:
         A `Setup`.
-
-    Example:
-
-    ```python
-    setup = keras_vit.training.distribute.configure()
-    with setup.scope():
-        model = keras_vit.ViTB16(weights="augreg_in21k_ft_in1k")
-        model.compile(..., jit_compile=setup.jit_compile)
-    ```
     """
     validation.one_of("strategy", strategy, STRATEGIES)
     backend = keras.backend.backend()
