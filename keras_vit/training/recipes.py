@@ -7,7 +7,6 @@ callbacks write their files atomically, so a killed run resumes.
 
 import math
 import os
-import threading
 import time
 
 import keras
@@ -378,38 +377,28 @@ class ThroughputMeter(keras.callbacks.Callback):
         self.batches = 0
         self.seconds = 0.0
         self._calls = 0
-        self._lock = threading.Lock()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
         self._first_batch = 0
-        self._last_batch = -1
-        self._end = None
-        self._compiling = False
+        self._ends = []
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self._calls >= 2:
-            return
-        self._calls += 1
-        if self._calls == 1:
-            self._compiling = True
-        elif self._compiling:
-            self._compiling = False
-            self._start = time.perf_counter()
-            self._first_batch = batch
+        # On the training thread, in order: the run's second call begins once the first, compiling, one is done.
+        if self._calls < 2:
+            self._calls += 1
+            if self._calls == 2:
+                self._start, self._first_batch = time.perf_counter(), batch
 
     def on_train_batch_end(self, batch, logs=None):
-        # With `steps_per_execution`, `batch` is the call's last index.
-        now = time.perf_counter()
-        with self._lock:
-            self._last_batch = max(self._last_batch, batch)
-            self._end = now if self._end is None else max(self._end, now)
+        # `batch` is the call's last index (`steps_per_execution`); `list.append` is safe across threads.
+        self._ends.append((batch, time.perf_counter()))
 
     def on_epoch_end(self, epoch, logs=None):
         # Keras has run all of the epoch's batch ends by now.
-        if self._end is not None and not self._compiling:
-            self.batches += self._last_batch + 1 - self._first_batch
-            self.seconds += self._end - self._start
+        if self._calls == 2 and self._ends:
+            self.batches += max(batch for batch, _ in self._ends) + 1 - self._first_batch
+            self.seconds += max(end for _, end in self._ends) - self._start
 
     @property
     def batches_per_second(self):
