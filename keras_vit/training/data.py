@@ -1,12 +1,7 @@
-"""Input pipelines: `tf.data` for TFDS datasets, image folders and arrays.
+"""Input pipelines: `tf.data` for TFDS datasets, image folders and arrays, with the paper's preprocessing.
 
-The paper's preprocessing: train with an Inception crop, a random flip and
-optional RandAugment, MixUp and CutMix (Keras layers); evaluate with a
-resize, every example once, in order. Pixels reach the model as raw
-[0, 255] floats (the models scale them). A source is `"tfds:NAME"`, an
-image folder `root/<split>/<class>/` or `root/<class>/` (`load`), or arrays
-(`from_arrays`); a file that does not decode is skipped by `tf.data`
-(`ignore_errors`) and listed by `SourceInfo.skipped()`.
+Pixels reach the model as raw [0, 255] floats (the models scale them). A file that does not decode is skipped by
+`tf.data` (`ignore_errors`) and listed by `SourceInfo.skipped()`.
 
 Example:
 
@@ -39,14 +34,8 @@ TFDS_PROBE_URL = "https://storage.googleapis.com"
 class SourceInfo:
     """What a loaded split holds.
 
-    Attributes:
-        num_examples: int (for folders: the image files listed), or `None`.
-        num_classes: int.
-        class_names: tuple of str, or `None`.
-        fingerprint: a function returning a digest of what the split holds
-            (files with sizes and times, arrays, TFDS version): keys caches.
-        folder, files, decoded: image folders only: the folder as messages
-            name it, the files, and a `tf.Variable` flagging each decoded one.
+    `num_examples` is `None` where unknown; `fingerprint()` digests what the split holds (a cache key). `folder`,
+    `files` and `decoded` (a `tf.Variable` flagging each decoded file) are set for image folders only.
     """
 
     num_examples: object
@@ -101,13 +90,10 @@ def load(
         split: `"train"`, `"train[:90%]"` (TFDS) or the split folder's name;
             `None` reads a folder in the flat layout `root/<class>/`.
         data_dir: TFDS data directory.
-        class_names: folders only: the class list, e.g. the training
-            split's, so that every split numbers the labels alike.
-        validation_split: folders only: the fraction in (0, 1) held out, as
-            in `keras.utils.image_dataset_from_directory`.
+        class_names: folders only: the class list, e.g. the training split's.
+        validation_split: folders only: the fraction held out, as in `keras.utils.image_dataset_from_directory`.
         subset: `"training"` or `"validation"`, with `validation_split`.
-        seed: int, the seed of the `validation_split` partition (required
-            with it) and of `shuffle_files`.
+        seed: int, the seed of the `validation_split` partition (required with it) and of `shuffle_files`.
         shuffle_files: bool, a new order of the files every epoch.
         shard: `(num_shards, index)`, this host's part, chosen before decoding.
 
@@ -115,16 +101,10 @@ def load(
         `(dataset, SourceInfo)`: a finite dataset of unbatched images.
     """
     if not isinstance(source, str):
-        raise ValueError(
-            "`source` must be 'tfds:NAME' or the path of an image folder; use "
-            f"`from_arrays` for arrays. Received: source={source!r}"
-        )
+        raise ValueError(f"`source` must be 'tfds:NAME' or a folder (`from_arrays` takes arrays). Received: {source!r}")
     if source.startswith("tfds:"):
         if validation_split is not None or subset is not None:
-            raise ValueError(
-                "`validation_split` and `subset` are for image folders; TFDS slices splits itself, e.g. "
-                f"split='train[:80%]'. Received: validation_split={validation_split!r}, subset={subset!r}"
-            )
+            raise ValueError("`validation_split` and `subset` are for image folders; slice TFDS splits: 'train[:80%]'.")
         if split is None:
             raise ValueError("A TFDS source needs a split, e.g. split='train'. Received: split=None")
         return _load_tfds(source[len("tfds:") :], split, data_dir, shuffle_files, seed, shard)
@@ -136,10 +116,7 @@ def load(
         )
         validation.one_of("subset", subset, ("training", "validation"))
         if seed is None:
-            raise ValueError(
-                "`validation_split` needs a `seed`, the same for both subsets, or they would overlap. "
-                "Received: seed=None"
-            )
+            raise ValueError("`validation_split` needs a `seed`, the same for both subsets. Received: seed=None")
     elif subset is not None:
         raise ValueError(f"`subset` needs a `validation_split`. Received: subset={subset!r}")
     return _load_folder(source, split, class_names, validation_split, subset, shuffle_files, seed, shard)
@@ -200,16 +177,10 @@ class DataNotPreparedError(OSError):
 
 
 def check_tfds_source(name, data_dir=None):
-    """Fails at once, in one line, if TFDS dataset `name` is on no disk here and cannot be downloaded.
+    """Raises `DataNotPreparedError` if TFDS dataset `name` is on no disk here and cannot be downloaded.
 
-    The one availability check of a `tfds:` source: a `dataset_info.json`
-    in the data dir, else (unless offline mode is declared) a short probe
-    of TFDS's host. It imports neither TensorFlow nor TFDS.
-
-    Raises:
-        MissingDependencyError: tensorflow-datasets is not installed.
-        DataNotPreparedError: no prepared copy, and offline or unreachable.
-        ValueError: an empty name.
+    It looks for a `dataset_info.json` in the data dir, else (unless offline) probes TFDS's host; it imports neither
+    TensorFlow nor TFDS.
     """
     if not name:
         raise ValueError(f"A TFDS source needs a dataset name, e.g. 'tfds:cifar10'. Received: {name!r}")
@@ -357,12 +328,7 @@ def _load_folder(root, split, class_names, validation_split, subset, shuffle_fil
 def check_readable(dataset, info):
     """Fails in one line if an image folder source has no image that decodes; other sources pass unread.
 
-    Reads up to the first image that decodes (one file on a healthy folder):
-    an empty epoch would end `fit` with an obscure `StopIteration`.
-
-    Raises:
-        ValueError: no file decodes; names the folder, the number of files
-            and the first one's reason.
+    An empty epoch would end `fit` with an obscure `StopIteration`.
     """
     if info.decoded is None:
         return
@@ -382,16 +348,13 @@ def check_readable(dataset, info):
 
 
 def from_arrays(images, labels, num_classes=None, class_names=None):
-    """Wraps in-memory images and integer labels as a source.
+    """Wraps in-memory images `(N, H, W[, 1 or 3])` in [0, 255] and int labels `(N,)` as `(dataset, SourceInfo)`.
 
     Args:
-        images: array `(N, H, W)`, `(N, H, W, 1)` or `(N, H, W, 3)` in [0, 255].
-        labels: int array `(N,)`.
+        images: array of images.
+        labels: int array.
         num_classes: int; defaults to `max(labels) + 1`.
         class_names: optional sequence of `num_classes` names.
-
-    Returns:
-        `(dataset, SourceInfo)` like `load`.
     """
     images = np.asarray(images)
     labels = np.asarray(labels)
@@ -435,22 +398,6 @@ def model_input(images):
     return tf.cast(images, tf.float32)
 
 
-def inception_crop(image, image_size, area_range=DEFAULT_AREA_RANGE, seed=None):
-    """A random crop of an `(H, W, C)` image covering `area_range` of its area, resized to `image_size` (float32)."""
-    tf = _tf()
-    begin, size, _ = tf.image.sample_distorted_bounding_box(
-        tf.shape(image),
-        bounding_boxes=tf.zeros((1, 0, 4)),
-        min_object_covered=0.0,
-        aspect_ratio_range=ASPECT_RATIO_RANGE,
-        area_range=area_range,
-        max_attempts=10,
-        use_image_if_no_bounding_boxes=True,
-        seed=seed,
-    )
-    return tf.image.resize(tf.slice(image, begin, size), image_size, method="bilinear")
-
-
 def train_pipeline(
     dataset,
     *,
@@ -473,24 +420,21 @@ def train_pipeline(
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`, the model's input size.
-        batch_size: int, the global batch size.
+        batch_size: int.
         num_classes: int, for one-hot labels with MixUp or CutMix.
-        area_range: `(min, max)` area fraction of the Inception crop,
-            `0 < min <= max <= 1`; `None` resizes the whole image instead.
+        area_range: `(min, max)` area fraction of the Inception crop; `None` resizes the whole image instead.
         flip: bool, random horizontal flips.
         randaugment: bool, `keras.layers.RandAugment` on the crop.
-        mixup_alpha: float >= 0, `keras.layers.MixUp` alpha; 0 disables it.
-        cutmix_alpha: float >= 0, `keras.layers.CutMix` alpha; 0 disables it.
+        mixup_alpha: float, `keras.layers.MixUp` alpha; 0 disables it.
+        cutmix_alpha: float, `keras.layers.CutMix` alpha; 0 disables it.
         shuffle_buffer: int, decoded examples in the shuffle buffer.
-        repeat: bool, repeat forever (pass `steps_per_epoch` to `fit`);
-            `False` gives one pass.
+        repeat: bool, repeat forever (pass `steps_per_epoch` to `fit`); `False` gives one pass.
         cache: bool, cache the decoded images in memory (small datasets).
         shard: `(num_shards, index)` to read only this host's part.
         seed: optional int for shuffling and augmentation.
 
     Returns:
-        A `tf.data.Dataset` of `(images float32 (B, H, W, 3), labels)`:
-        int32 `(B,)`, or one-hot float32 `(B, num_classes)` with MixUp or CutMix.
+        A `tf.data.Dataset` of `(images, labels)`, the labels one-hot with MixUp or CutMix.
     """
     import keras
 
@@ -520,10 +464,20 @@ def train_pipeline(
     randaugment_layer = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
 
     def augment(image, label):
-        if area_range is None:
-            image = tf.image.resize(image, image_size, method="bilinear")
-        else:
-            image = inception_crop(image, image_size, area_range, seed=seed)
+        if area_range is not None:
+            # The Inception crop: a random box covering `area_range` of the image.
+            begin, size, _ = tf.image.sample_distorted_bounding_box(
+                tf.shape(image),
+                bounding_boxes=tf.zeros((1, 0, 4)),
+                min_object_covered=0.0,
+                aspect_ratio_range=ASPECT_RATIO_RANGE,
+                area_range=area_range,
+                max_attempts=10,
+                use_image_if_no_bounding_boxes=True,
+                seed=seed,
+            )
+            image = tf.slice(image, begin, size)
+        image = tf.image.resize(image, image_size, method="bilinear")
         if flip:
             image = tf.image.random_flip_left_right(image, seed=seed)
         # The crop's size is data-dependent; the channels are not.
@@ -568,18 +522,15 @@ def eval_pipeline(
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`.
         batch_size: int.
-        crop_fraction: float in (0, 1], central crop before the resize
-            (1.0 is the official plain resize; timm uses 0.9 at 224).
-        static_shapes: bool, every batch full, the last one padded with
-            zero images of weight 0: yields `(images, labels, weights)`.
-        num_examples: optional int, `SourceInfo.num_examples` (before
-            `shard`): the batches are then known without reading the files;
-            yields `(images, labels, weights)`, weight 0 on unreadable files.
+        crop_fraction: float in (0, 1], central crop before the resize (1.0: the official plain resize).
+        static_shapes: bool, every batch full, the last one padded with zero images of weight 0.
+        num_examples: optional int, `SourceInfo.num_examples` (before `shard`): the batches are then known without
+            reading the files, weight 0 on unreadable ones.
         cache: bool, cache the resized images in memory.
         shard: `(num_shards, index)` to evaluate only this host's part.
 
     Returns:
-        A `tf.data.Dataset`.
+        A `tf.data.Dataset` of `(images, labels)`, or `(images, labels, weights)` with `static_shapes`/`num_examples`.
     """
     image_size = validation.pair("image_size", image_size)
     validation.positive_int("batch_size", batch_size)

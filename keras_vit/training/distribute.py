@@ -1,11 +1,4 @@
-"""The distribution strategy, the precision and XLA for the hardware.
-
-On TensorFlow, `configure` picks a `tf.distribute` strategy (`TPUStrategy`,
-`MirroredStrategy` over several local GPUs, else the default one); Keras 3
-has no `MultiWorkerMirroredStrategy`, so several processes train on JAX
-(`multihost`). On JAX it sets `keras.distribution.DataParallel` over all
-devices; `model_parallel()` also shards the attention and MLP kernels.
-"""
+"""The distribution strategy, the precision and XLA for the hardware (`tf.distribute` or `keras.distribution`)."""
 
 import contextlib
 import dataclasses
@@ -102,12 +95,10 @@ def select_precision(precision="auto", device="cpu"):
 def configure(strategy="auto", precision="auto"):
     """Picks strategy, precision and XLA for the hardware and sets the dtype policy.
 
-    XLA is on, except under `MirroredStrategy` (whose replicas' variables
-    XLA cannot reach) and on PyTorch.
+    XLA is on, except under `MirroredStrategy` (whose replicas' variables XLA cannot reach) and on PyTorch.
 
     Args:
-        strategy: `"auto"`, `"default"`, `"mirrored"` (all local GPUs, or
-            all logical CPUs) or `"tpu"`.
+        strategy: `"auto"`, `"default"`, `"mirrored"` (all local GPUs, or all logical CPUs) or `"tpu"`.
         precision: one of `settings.PRECISIONS`.
 
     Returns:
@@ -167,8 +158,7 @@ def model_parallel(model_shards=2, devices=None, auto_shard_dataset=True):
     """`keras.distribution.ModelParallel` sharding the attention and MLP kernels of ViTs (JAX backend).
 
     Args:
-        model_shards: int, the devices each kernel is split over; it must
-            divide the device count and the hidden and MLP sizes.
+        model_shards: int, the devices each kernel is split over (a divisor of the device count and the widths).
         devices: the devices; default all, of all processes.
         auto_shard_dataset: bool, as in `keras.distribution.DataParallel`.
 

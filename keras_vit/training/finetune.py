@@ -1,18 +1,4 @@
-"""The `keras-vit finetune` job: train or fine-tune a ViT and write its results.
-
-With no arguments it trains a small ViT from scratch on scikit-learn's 8x8
-digits (upscaled to 16x16, 3 channels; a fixed stratified 20 % held out).
-With arguments it fine-tunes any variant on a TFDS dataset or an image
-folder with the official recipe. It writes to `--out`:
-
-* `model.keras`, `metrics.json`, `training_curves.png` and
-  `confusion_matrix.png`, as one set: the trained model, the held-out
-  results with the settings, the curves per epoch and the held-out
-  confusion matrix (`keras_vit.evaluation.heldout`);
-* `history.csv`, the per-epoch log; `checkpoint.keras`, the last epoch's
-  model; `backup/`, from which a killed run resumes when restarted with the
-  same command (deleted when training finishes).
-"""
+"""The `keras-vit finetune` job: train or fine-tune a ViT and write its results (see `docs/finetune.md`)."""
 
 import csv
 import dataclasses
@@ -122,12 +108,10 @@ class _BatchLayout:
 
     @property
     def mixing(self):
-        """MixUp or CutMix: the targets are one-hot vectors."""
         return bool(self.mixup or self.cutmix)
 
     @property
     def fit_batch_size(self):
-        """The batch `fit` sees: one update takes `accumulation_steps` of them."""
         return self.batch_size // self.accumulation_steps
 
     @property
@@ -146,25 +130,13 @@ FinetuneConfig = dataclasses.make_dataclass(
     frozen=True,
     namespace={
         "__module__": __name__,
-        "__doc__": """The settings of one run, every default resolved and every value checked (`make_config`).
-
-    One field per `settings.SETTINGS` entry. `epochs` may be fewer than
-    asked: only the epochs that hold updates run.
-    """,
+        "__doc__": "The settings of one run (one field per `settings.SETTINGS` entry), resolved by `make_config`.",
     },
 )
 
 
 def make_config(**options):
-    """Checks `finetune`'s arguments and resolves their data-dependent defaults.
-
-    Returns:
-        A `FinetuneConfig`.
-
-    Raises:
-        TypeError: an argument that is not a setting.
-        ValueError: naming the argument and the accepted values.
-    """
+    """Checks `finetune`'s arguments and resolves their data-dependent defaults into a `FinetuneConfig`."""
     from keras_vit.training import multihost
 
     values = settings.parse(options)
@@ -240,14 +212,10 @@ def load_sources(config, shard=None):
 
 
 def make_datasets(config):
-    """The repeated training pipeline and the held-out one, checked before any model is built.
+    """The repeated training pipeline and the held-out one (one-hot labels with MixUp or CutMix), as `Datasets`.
 
-    In a multi-process run each process reads its own shard of the training
-    data, with its own augmentation draws; every process builds the whole
+    In a multi-process run each process reads its own shard of the training data; every process builds the whole
     held-out pipeline, padded to global batches, and feeds its slice of each.
-
-    Returns:
-        `Datasets`; with MixUp or CutMix the held-out labels are one-hot too.
     """
     from keras_vit.training import data, multihost
 

@@ -1,22 +1,18 @@
 """Layer-wise learning-rate decay for fine-tuning (BEiT, Bao et al. 2022; MAE and DeiT III).
 
-Block `i` of `L` trains at `decay ** (L - i)` times the learning rate, the
-embeddings at `decay ** (L + 1)`, the final norm and the head at the full
-rate. `LayerwiseSGD` and `LayerwiseAdamW` scale the rate per variable in
-`update_step`; they are subclasses, not wrappers, because the PyTorch
-backend swaps the exact `SGD` / `AdamW` classes for fused updates that never
-call `update_step`.
+`LayerwiseSGD` and `LayerwiseAdamW` are subclasses, not wrappers: the PyTorch backend swaps the exact `SGD` / `AdamW`
+classes for fused updates that never call `update_step`.
 """
 
 import keras
 from keras import ops
 
 from keras_vit.models.vit import find_vit
-from keras_vit.utils import keras_compat, serialization
+from keras_vit.utils import keras_compat, serialization, validation
 
 
 def layer_decay_multipliers(model, decay):
-    """The learning-rate multiplier of every layer of a ViT for a decay rate.
+    """The learning-rate multiplier of every layer of a ViT: `decay ** (L - i)` for block `i` of `L`.
 
     Args:
         model: a `keras_vit.VisionTransformer`, or a model containing one.
@@ -34,8 +30,7 @@ def layer_decay_multipliers(model, decay):
     >>> multipliers["patch_embedding"], multipliers["encoder_block_0"], multipliers["encoder_block_1"]
     (0.125, 0.25, 0.5)
     """
-    if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 < decay <= 1.0:
-        raise ValueError(f"`decay` must be a number in (0, 1]. Received: decay={decay!r}")
+    validation.finite_float("decay", decay, minimum=0, maximum=1, include_minimum=False)
     depth = find_vit(model).num_layers
     embeddings = ("patch_embedding", "class_token", "position_embedding")
     multipliers = {name: float(decay ** (depth + 1)) for name in embeddings}
@@ -44,15 +39,9 @@ def layer_decay_multipliers(model, decay):
 
 
 class LayerwiseLearningRate(keras_compat.PerVariableWeightDecay):
-    """Keras optimizer mixin: scales the learning rate per variable.
+    """Keras optimizer mixin: scales the learning rate per variable by `learning_rate_multipliers[layer name]`.
 
-    A variable's multiplier is that of the first component of its path
-    found in `learning_rate_multipliers` (`"vit/encoder_block_3/mlp/..."`
-    -> `"encoder_block_3"`); 1.0 for layers not listed.
-
-    Args:
-        learning_rate_multipliers: dict of layer name to a positive float.
-        **kwargs: the base optimizer's arguments.
+    A variable's layer is the first component of its path found in the dict; 1.0 for layers not listed.
     """
 
     def __init__(self, *args, learning_rate_multipliers=None, **kwargs):

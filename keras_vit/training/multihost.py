@@ -1,14 +1,8 @@
 """Training across processes (several hosts, or several processes on one host) with JAX.
 
-Keras 3 has no `MultiWorkerMirroredStrategy`; beyond one process it trains
-on the JAX backend. Every process runs the same program: `initialize` joins
-JAX's distributed runtime, `keras.distribution` lays the model out over the
-devices of all processes (`distribute.configure`), each process feeds its
-own part of every global batch and process 0 alone writes files
-(`run_on_primary`). The settings come from the arguments or from the
-environment variables of `keras.distribution.initialize` (or JAX's
-`JAX_COORDINATOR_ADDRESS`); with nothing set the program is one process and
-every function here is a no-op. If a process dies, JAX's heartbeat ends the others.
+Every process runs the same program: `initialize` joins JAX's distributed runtime, each process feeds its own part
+of every global batch and process 0 alone writes files (`run_on_primary`). With no settings (arguments or the
+environment variables of `keras.distribution.initialize`) the program is one process and every function is a no-op.
 """
 
 import dataclasses
@@ -58,8 +52,7 @@ def settings(coordinator_address=None, num_processes=None, process_id=None):
     """The multi-process settings: the arguments, else the environment; `None` for one process.
 
     Args:
-        coordinator_address: `"host:port"` of process 0, `"auto"` (JAX
-            detects the cluster) or `None` (read the environment: the first
+        coordinator_address: `"host:port"` of process 0, `"auto"` (JAX detects the cluster) or `None` (the first
             address of `KERAS_DISTRIBUTION_JOB_ADDRESSES`).
         num_processes: int or `None`.
         process_id: int or `None`.
@@ -102,12 +95,9 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None, *,
     """Connects this process to the others of a multi-process run (JAX backend), before any JAX computation.
 
     Args:
-        coordinator_address, num_processes, process_id: see `settings`; with
-            none of them set (nor their environment variables) it returns at once.
-        seed: int, Keras's global seed on every process, so that all create
-            the same initial weights; `None`: one that process 0 draws.
-        heartbeat_timeout: int, seconds without a heartbeat after which JAX
-            counts a process as dead and ends the others.
+        coordinator_address, num_processes, process_id: see `settings`.
+        seed: int, Keras's global seed on every process (the same initial weights); `None`: one process 0 draws.
+        heartbeat_timeout: int, seconds without a heartbeat after which JAX ends the other processes.
 
     Returns:
         The `ProcessInfo` of this process.
@@ -185,16 +175,10 @@ def check_same(name, value):
 
 
 def run_on_primary(function, name):
-    """Runs `function()` on process 0 only, while the others wait; `name` says what it does.
+    """Runs `function()` on process 0 only, while the others wait; returns its result there, `None` elsewhere.
 
-    If it raises, process 0 re-raises the error and the others raise a
-    `RuntimeError`. It runs outside the global `keras.distribution` (where
-    creating a variable, as `model.save` does, is a step of all processes):
-    read the model on every process first (on JAX, `self.model` in a
-    callback gathers the training state).
-
-    Returns:
-        `function()`'s result on process 0, `None` on the others.
+    If it raises, the others raise a `RuntimeError` naming `name`. It runs outside the global `keras.distribution`:
+    read the model on every process first (on JAX, `self.model` in a callback gathers the training state).
     """
     info = process_info()
     if info.count == 1:

@@ -14,7 +14,7 @@ from keras import ops
 
 from keras_vit.training import layer_decay as layer_decay_lib
 from keras_vit.training import multihost
-from keras_vit.utils import files, keras_compat, serialization
+from keras_vit.utils import files, keras_compat, serialization, validation
 
 # Not decayed: biases, LayerNorm scale/offset, the class token and the position embedding (as in big_vision and
 # timm). TensorFlow names a variable "encoder_norm/bias:0", JAX and torch "bias": hence the prefix and suffix.
@@ -25,10 +25,7 @@ NO_WEIGHT_DECAY_NAMES = tuple(rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamm
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warmup from 0 to `peak`, then cosine or linear decay to `end`.
 
-    The cosine schedule has the values of Keras's `CosineDecay` with
-    `warmup_target=peak`; the linear one is the pre-training recipe's, which
-    Keras has no schedule for. `ops.where` picks the phase (`ops.cond`
-    reads the step back to the host on torch).
+    `ops.where` picks the phase: `ops.cond` (as in Keras's `CosineDecay`) reads the step back to the host on torch.
 
     Args:
         peak: float, the learning rate after warmup.
@@ -83,20 +80,12 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 @serialization.register
 class SyncFreeSGD(keras_compat.SyncFreeSGDUpdate, keras.optimizers.SGD):
-    """`keras.optimizers.SGD` whose update never reads the learning rate back to the host.
-
-    Keras's SGD on torch turns the rate into a Python number at every update
-    (the host waits for the device, and `torch.compile`'s graph breaks);
-    this one keeps it on the device. On JAX and TensorFlow it is Keras's SGD.
-    """
+    """`keras.optimizers.SGD` whose update on torch never reads the learning rate back to the host."""
 
 
 def _optimizer(base, layerwise, decay, learning_rate, total_steps, warmup_steps, end, accumulation_steps, **kwargs):
     """`base` (or `layerwise` with `layer_decay`) with a warmup schedule counted in batches, as Keras counts."""
-    if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or accumulation_steps < 1:
-        raise ValueError(
-            f"`accumulation_steps` must be a positive integer. Received: accumulation_steps={accumulation_steps!r}"
-        )
+    validation.positive_int("accumulation_steps", accumulation_steps)
     kwargs["learning_rate"] = WarmupDecay(
         learning_rate, total_steps * accumulation_steps, warmup_steps * accumulation_steps, end=end, decay=decay
     )
@@ -105,10 +94,7 @@ def _optimizer(base, layerwise, decay, learning_rate, total_steps, warmup_steps,
     if layer_decay is None:
         return base(**kwargs)
     if model is None:
-        raise ValueError(
-            "`layer_decay` needs the `model` whose encoder blocks it decays: pass `model=...` (build the model "
-            f"first). Received: layer_decay={layer_decay!r}, model=None"
-        )
+        raise ValueError(f"`layer_decay={layer_decay}` needs the built `model` whose blocks it decays: pass model=...")
     multipliers = layer_decay_lib.layer_decay_multipliers(model, layer_decay)
     return layerwise(learning_rate_multipliers=multipliers, **kwargs)
 
@@ -234,12 +220,7 @@ def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
 
 @serialization.register
 class SparseSmoothedCrossentropy(keras.losses.Loss):
-    """Label-smoothed cross-entropy for integer labels (Keras's sparse loss has no smoothing).
-
-    Args:
-        label_smoothing: float in [0, 1).
-        from_logits: bool.
-    """
+    """Label-smoothed cross-entropy for integer labels (Keras's sparse loss has no smoothing)."""
 
     def __init__(self, label_smoothing=0.1, from_logits=True, name="sparse_smoothed_crossentropy", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -266,18 +247,15 @@ def atomic_save_model(model, path):
 
 
 class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.BackupAndRestore):
-    """`keras.callbacks.BackupAndRestore` whose files are replaced atomically.
+    """`keras.callbacks.BackupAndRestore` whose files are replaced atomically, so a killed run resumes.
 
-    A killed run resumes from complete files when restarted with the same
-    command. In a multi-process run process 0 writes the backup and every
-    process restores from it: the folder must be one all processes see.
+    In a multi-process run process 0 writes the backup and every process restores from it.
 
     Args:
-        backup_dir: str, the folder of the backup.
+        backup_dir: str, the folder of the backup (one all processes see).
         save_freq: `"epoch"` or an int number of batches.
         delete_checkpoint: bool, delete the backup when training finishes.
-        run_settings: optional JSON-ready dict written beside the backup as
-            `run_settings.json`, so that a restart can tell whether it is the same run.
+        run_settings: optional JSON-ready dict written beside the backup as `run_settings.json`.
     """
 
     SETTINGS_FILE = "run_settings.json"
@@ -320,23 +298,15 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
 
 
 class StopAtIteration(keras.callbacks.Callback):
-    """Ends `fit` once `optimizer.iterations` reaches `iterations`.
+    """Ends `fit` once `optimizer.iterations` reaches `iterations`; put it after the backup callback.
 
-    `BackupAndRestore` restores the iteration count but not the position in
-    an epoch: a resumed run repeats its epoch from the start and this stops
-    it after exactly the planned updates. Put it after the backup callback.
-    It counts when each train call begins: a batch end would make Keras read
-    every step's logs back on the training thread.
-
-    Args:
-        iterations: int, the optimizer updates of the whole run.
+    A resumed run repeats its epoch from the start (`BackupAndRestore` keeps no position in an epoch): this stops it
+    after exactly the planned updates. It counts at batch begins: a batch end would make Keras read every step's logs.
     """
 
     def __init__(self, iterations):
         super().__init__()
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-            raise ValueError(f"`iterations` must be a positive integer. Received: iterations={iterations!r}")
-        self.iterations = iterations
+        self.iterations = validation.positive_int("iterations", iterations)
         self.start_iteration = 0
 
     def on_train_begin(self, logs=None):
@@ -358,16 +328,10 @@ class StopAtIteration(keras.callbacks.Callback):
 
 
 class ThroughputMeter(keras.callbacks.Callback):
-    """Measures training batches per second, without compilation or evaluation.
+    """Measures training `batches_per_second` (`None` before any), without compilation or evaluation.
 
-    Each epoch counts from its start to the end of its last train call; the
-    run's first call compiles, so that epoch counts from the second call's
-    start. Keras may run batch ends on its thread pool, late and in any order.
-
-    Attributes:
-        batches: int, the batches measured.
-        seconds: float, the time they took.
-        batches_per_second: float, or `None` before anything was measured.
+    Each epoch counts from its start to the end of its last train call; the run's first call compiles, so that epoch
+    counts from the second call's start. Keras may run batch ends on its thread pool, late and in any order.
     """
 
     async_safe = True
@@ -406,12 +370,9 @@ class ThroughputMeter(keras.callbacks.Callback):
 
 
 class ReleaseGradients(keras.callbacks.Callback):
-    """Frees each step's gradients once they are applied (torch; a no-op elsewhere).
+    """Frees each step's gradients when the next batch begins (torch; a no-op elsewhere).
 
-    Keras's torch train step clears the previous gradients only after its
-    forward pass, so they stay alive through the step's memory peak. They
-    are released when the next batch begins (a batch end would make Keras
-    read every step's logs on the training thread).
+    Keras's torch train step clears the previous gradients only after its forward pass, through the memory peak.
     """
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -426,11 +387,7 @@ class ReleaseGradients(keras.callbacks.Callback):
 
 
 class AtomicModelCheckpoint(keras.callbacks.Callback):
-    """Saves the whole model at every epoch's end, atomically.
-
-    Args:
-        filepath: str, the `.keras` path (overwritten each time).
-    """
+    """Saves the whole model to the `.keras` `filepath` at every epoch's end, atomically."""
 
     def __init__(self, filepath):
         super().__init__()

@@ -1,10 +1,7 @@
-"""The settings of the `keras-vit finetune` job, each declared once.
+"""The settings of the `keras-vit finetune` job, each declared once (`python -m ...settings` prints the docs' table).
 
-`SETTINGS` gives the fields of `FinetuneConfig`, the checks and signature of
-`finetune`, the command line's flags and the table of `docs/finetune.md`
-(`python -m keras_vit.training.settings`). A `None` default with a `shown`
-text is resolved from the data and weights by `finetune.make_config`. The
-command line reads this module before Keras is imported: it imports nothing.
+`SETTINGS` gives `FinetuneConfig`'s fields, `finetune`'s checks and signature and the command line's flags, which
+reads this module before Keras is imported: it imports nothing.
 """
 
 import dataclasses
@@ -20,14 +17,8 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 class Setting:
     """One setting: an argument of `finetune` and a `keras-vit finetune` flag.
 
-    Attributes:
-        name: the argument's name; the flag is `--` and the name with dashes.
-        type: `str`, `int`, `float` or `bool` (a flag without value).
-        default: the value when it is not given.
-        help: what it does, in one line.
-        check: `check(name, value) -> value`, raising `ValueError`, or None.
-        shown: how the default reads where it is not the value itself.
-        choices: the accepted values, or None.
+    `check(name, value) -> value` raises `ValueError`; `shown` is how a default that is not the value reads (a `None`
+    default is resolved by `finetune.make_config`).
     """
 
     name: str
@@ -55,8 +46,7 @@ class Setting:
 
 
 def _validation(rule, **limits):
-    """The check `keras_vit.utils.validation.<rule>(name, value, **limits)`, imported when used."""
-
+    # Imported when used: this module imports nothing.
     def check(name, value):
         from keras_vit.utils import validation
 
@@ -143,13 +133,7 @@ BY_NAME = {setting.name: setting for setting in SETTINGS}
 
 
 def parse(options):
-    """Every setting's value, in `SETTINGS` order: `options` (a dict) checked, the others at their defaults.
-
-    Raises:
-        TypeError: a name that is not a setting.
-        ValueError: from a setting's check, naming it and the accepted values.
-        OSError: an `out` that is a file, or in a folder without write access.
-    """
+    """Every setting's value, in `SETTINGS` order: `options` (a dict) checked, the others at their defaults."""
     unknown = sorted(set(options) - set(BY_NAME))
     if unknown:
         raise TypeError(f"Unknown fine-tune setting(s) {unknown}. The settings: {', '.join(BY_NAME)}.")
