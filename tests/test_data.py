@@ -1,7 +1,6 @@
 """tf.data pipelines against image folders and a TFDS dataset built here (no mocks, no network).
 
-The pipelines are tf.data on every backend; they are tested once, on the
-TensorFlow backend run of the suite.
+The pipelines are tf.data on every backend: the TensorFlow run tests them.
 """
 
 import os
@@ -10,9 +9,11 @@ import subprocess
 import sys
 import warnings
 
+import keras
 import numpy as np
 import pytest
 
+from keras_vit.training import data
 from tests.helpers import BACKEND, REPO_ROOT
 
 pytestmark = pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.data pipelines are tested on the tensorflow run")
@@ -55,8 +56,6 @@ def _collect(dataset):
 
 
 def test_folder_counts_and_skips_corrupt_files(folder):
-    from keras_vit.training import data
-
     dataset, info = data.load(folder, "train")
     images = [np.asarray(image) for image, _ in dataset]
     images += [np.asarray(image) for image, _ in dataset]  # a second epoch lists the file once
@@ -78,8 +77,6 @@ def _write_unreadable(folder, count):
 
 
 def test_folder_where_no_image_decodes_is_one_error(tmp_path):
-    from keras_vit.training import data
-
     root = str(tmp_path / "bad")
     _write_unreadable(os.path.join(root, "a"), 3)
     _write_unreadable(os.path.join(root, "b"), 3)
@@ -96,30 +93,19 @@ def test_folder_where_no_image_decodes_is_one_error(tmp_path):
             data.check_readable(part, part_info)
     assert len(info.skipped()) == 6
     assert [str(w.message) for w in caught] == []  # one error, not a warning per file
-
-
-def test_check_readable_passes_a_partly_unreadable_folder(tmp_path):
+    # One readable file is enough; arrays have nothing to decode.
     from PIL import Image
 
-    from keras_vit.training import data
-
-    root = str(tmp_path / "partly")
-    _write_unreadable(os.path.join(root, "a"), 1)  # a/0.jpg: the first file read
-    os.makedirs(os.path.join(root, "b"))
-    for name in ("a", "b"):
-        Image.fromarray(np.full((6, 6, 3), 9, np.uint8)).save(os.path.join(root, name, "1.png"))
+    Image.fromarray(np.full((6, 6, 3), 9, np.uint8)).save(os.path.join(root, "b", "9.png"))
     dataset, info = data.load(root)
     data.check_readable(dataset, info)
-    assert len(list(dataset)) == 2 and len(list(dataset)) == 2
-    assert info.skipped() == [os.path.join(root, "a", "0.jpg")]
+    assert len(list(dataset)) == 1 and len(info.skipped()) == 6
     arrays, array_info = data.from_arrays(np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]))
-    data.check_readable(arrays, array_info)  # nothing to decode
+    data.check_readable(arrays, array_info)
     assert array_info.skipped() == []
 
 
 def test_flat_layout_with_validation_split_partitions_the_files(tmp_path):
-    from keras_vit.training import data
-
     root = str(tmp_path / "flat")
     _write_folder(root)
     flat = os.path.join(root, "train")  # train/<class>/ is a flat folder of its own
@@ -151,14 +137,16 @@ def test_flat_layout_with_validation_split_partitions_the_files(tmp_path):
     assert data.folder_layout(root, "train") == "split" and data.folder_layout(flat, "train") == "flat"
 
 
-def test_train_pipeline_is_finite_unless_repeated(folder):
-    import keras
-
-    from keras_vit.training import data
-
+def test_train_pipeline_shapes_static_batches_and_finite_unless_repeated(folder):
     dataset, _ = data.load(folder, "train", shuffle_files=True, seed=0)
     pipeline = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=0)
-    assert len(list(pipeline)) == 2  # 10 readable images: two full batches, then the epoch ends
+    batches = [tuple(np.asarray(t) for t in batch) for batch in pipeline]
+    assert len(batches) == 2  # 10 readable images: two full batches, then the epoch ends
+    for images, labels in batches:
+        assert images.shape == (4, IMAGE_SIZE, IMAGE_SIZE, 3) and images.dtype == np.float32
+        assert images.min() >= 0.0 and images.max() <= 255.0  # raw pixels: the model scales them
+        assert set(labels.tolist()) <= {0, 1}
+    assert pipeline.element_spec[0].shape.as_list() == [4, IMAGE_SIZE, IMAGE_SIZE, 3]  # static, for XLA and TPUs
     repeated = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, repeat=True)
     assert len(list(repeated.take(7))) == 7
     inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3))
@@ -177,66 +165,36 @@ def test_train_pipeline_is_finite_unless_repeated(folder):
         (dict(image_size=0), "image_size"),
         (dict(area_range=(0.5, 0.2)), "area_range"),
         (dict(area_range=(0.0, 1.0)), "area_range"),
-        (dict(area_range=(0.1,)), "area_range"),
         (dict(num_classes=0), "num_classes"),
-        (dict(shuffle_buffer=0), "shuffle_buffer"),
-        (dict(shard=(2, 2)), "shard"),
-        (dict(seed=-1), "seed"),
         # Fewer images than one full batch: one pass would give none (Keras's fit then ends in StopIteration).
         (dict(batch_size=8), "has 4 images, fewer than one batch of 8"),
+        (dict(crop_fraction=0), "crop_fraction"),
     ],
 )
-def test_train_pipeline_rejects_bad_arguments(arguments, match):
-    from keras_vit.training import data
-
+def test_pipelines_reject_bad_arguments(arguments, match):
     dataset, _ = data.from_arrays(np.zeros((4, 6, 6, 3), np.uint8), np.arange(4) % 2)
-    options = dict(image_size=4, batch_size=2, num_classes=2) | arguments
+    options = dict(image_size=4, batch_size=2) | arguments
     with pytest.raises(ValueError, match=match):
-        data.train_pipeline(dataset, **options)
-
-
-def test_eval_pipeline_rejects_bad_arguments():
-    from keras_vit.training import data
-
-    dataset, _ = data.from_arrays(np.zeros((4, 6, 6, 3), np.uint8), np.arange(4) % 2)
-    for arguments, match in ((dict(batch_size=0), "batch_size"), (dict(crop_fraction=0), "crop_fraction")):
-        with pytest.raises(ValueError, match=match):
-            data.eval_pipeline(dataset, **(dict(image_size=4, batch_size=2) | arguments))
+        if "crop_fraction" in arguments:
+            data.eval_pipeline(dataset, **options)
+        else:
+            data.train_pipeline(dataset, **(dict(num_classes=2) | options))
 
 
 def test_indexing_opens_no_file(tmp_path):
-    from keras_vit.training import data
-
-    # 3,000 empty "images" in nested folders: indexing only lists names (an
-    # empty file would fail any decode attempt).
+    # Empty "images" in nested folders: indexing only lists names (an empty file would fail any decode).
     for label in range(3):
-        for sub in range(10):
+        for sub in range(3):
             folder = tmp_path / f"class_{label}" / f"part_{sub}"
             folder.mkdir(parents=True)
-            for index in range(100):
+            for index in range(10):
                 (folder / f"{index}.JPEG").touch()
     (tmp_path / "class_0" / "README").touch()
     dataset, info = data.load(str(tmp_path))
-    assert info.num_examples == 3000 and info.class_names == ("class_0", "class_1", "class_2")
-
-
-def test_train_pipeline_shapes_range_and_static_batches(folder):
-    from keras_vit.training import data
-
-    dataset, info = data.load(folder, "train")
-    pipeline = data.train_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=4, num_classes=2, seed=1)
-    for images, labels in pipeline.take(5):
-        images, labels = np.asarray(images), np.asarray(labels)
-        assert images.shape == (4, IMAGE_SIZE, IMAGE_SIZE, 3) and images.dtype == np.float32
-        assert images.min() >= 0.0 and images.max() <= 255.0  # raw pixels: the model scales them
-        assert set(labels.tolist()) <= {0, 1}
-    # Static batch dimension (drop_remainder) for TPUs and jit_compile.
-    assert pipeline.element_spec[0].shape.as_list() == [4, IMAGE_SIZE, IMAGE_SIZE, 3]
+    assert info.num_examples == 90 and info.class_names == ("class_0", "class_1", "class_2")
 
 
 def test_eval_pipeline_is_complete_and_deterministic(folder):
-    from keras_vit.training import data
-
     dataset, info = data.load(folder, "test")
     assert info.num_examples == 7
     pipeline = data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3)
@@ -247,13 +205,15 @@ def test_eval_pipeline_is_complete_and_deterministic(folder):
     np.testing.assert_array_equal(labels, labels_again)
     assert labels.tolist() == [0, 0, 0, 1, 1, 1, 1]
     assert images.min() >= 0.0 and images.max() <= 255.0
+    # Static shapes: the last batch padded, with weight 0.
+    padded = data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3, static_shapes=True)
+    (padded_images, padded_labels, weights), batches = _collect(padded)
+    assert [b[0].shape[0] for b in batches] == [3, 3, 3] and weights.tolist() == [1.0] * 7 + [0.0] * 2
+    np.testing.assert_array_equal(padded_images[:7], images)
+    np.testing.assert_array_equal(padded_labels[:7], labels)
 
 
 def test_eval_pipeline_knows_a_folders_length_from_its_listing(folder):
-    import keras
-
-    from keras_vit.training import data
-
     dataset, info = data.load(folder, "train")  # 11 files listed, 10 decode
     pipeline = data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3, num_examples=info.num_examples)
     assert int(pipeline.cardinality()) == 4  # ceil(11 / 3), known before any file is read
@@ -277,8 +237,6 @@ def test_eval_pipeline_knows_a_folders_length_from_its_listing(folder):
 
 
 def test_a_folders_fingerprint_follows_its_files(folder):
-    from keras_vit.training import data
-
     _, info = data.load(folder, "test")
     before = info.fingerprint()
     assert data.load(folder, "test")[1].fingerprint() == before != data.load(folder, "train")[1].fingerprint()
@@ -287,31 +245,10 @@ def test_a_folders_fingerprint_follows_its_files(folder):
     assert info.fingerprint() != before
 
 
-def test_eval_static_shapes_pad_with_zero_weights(folder):
-    from keras_vit.training import data
-
-    dataset, _ = data.load(folder, "test")
-    plain, _ = _collect(data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3))
-    (images, labels, weights), batches = _collect(
-        data.eval_pipeline(dataset, image_size=IMAGE_SIZE, batch_size=3, static_shapes=True)
-    )
-    assert [b[0].shape[0] for b in batches] == [3, 3, 3]
-    assert weights.tolist() == [1.0] * 7 + [0.0] * 2
-    np.testing.assert_array_equal(images[:7], plain[0])
-    np.testing.assert_array_equal(labels[:7], plain[1])
-
-
-def test_eval_split_with_unknown_class_is_an_error(folder):
-    from keras_vit.training import data
-
+def test_bad_sources_are_errors(folder, tmp_path):
     os.makedirs(os.path.join(folder, "test", "zebra"))
     with pytest.raises(ValueError, match="zebra"):
-        data.load(folder, "test", class_names=("cat", "dog"))
-
-
-def test_bad_sources_are_errors(folder, tmp_path):
-    from keras_vit.training import data
-
+        data.load(folder, "test", class_names=("cat", "dog"))  # a class the training split does not have
     with pytest.raises(ValueError, match="no split folder"):
         data.load(folder, "validation")
     with pytest.raises(ValueError, match="neither"):
@@ -322,31 +259,18 @@ def test_bad_sources_are_errors(folder, tmp_path):
 
 
 def test_arrays_validate_labels_and_grayscale():
-    from keras_vit.training import data
-
     images = np.zeros((4, 6, 6), np.uint8)
     with pytest.raises(ValueError, match=r"\[0, num_classes=3\)"):
         data.from_arrays(images, np.array([0, 1, 2, 3]), num_classes=3)
-    with pytest.raises(ValueError, match="one label per image"):
+    with pytest.raises(ValueError, match=r"labels.shape=\(2,\)"):
         data.from_arrays(images, np.array([0, 1]))
     dataset, info = data.from_arrays(images + 255, np.array([0, 1, 2, 0]), num_classes=3)
     ((batch, labels),) = list(data.eval_pipeline(dataset, image_size=4, batch_size=8))
-    assert np.asarray(batch).shape == (4, 4, 4, 3)
-    np.testing.assert_allclose(np.asarray(batch), 255.0)  # grayscale 255 -> RGB 255, not rescaled
-
-
-def test_pipelines_hand_the_models_raw_pixels():
-    # The models scale to [-1, 1] themselves: the pipelines must not (no double scaling).
-    from keras_vit.training import data
-
-    out = data.model_input(np.array([0, 127.5, 255], np.float64))
-    assert out.dtype.name == "float32"
-    np.testing.assert_allclose(np.asarray(out), [0.0, 127.5, 255.0])
+    assert np.asarray(batch).shape == (4, 4, 4, 3) and np.asarray(batch).dtype == np.float32
+    np.testing.assert_allclose(np.asarray(batch), 255.0)  # grayscale 255 -> RGB 255: the models scale, not the data
 
 
 def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
-    from keras_vit.training import data
-
     whole, whole_info = data.load(folder, "train")
     parts = [data.load(folder, "train", shard=(3, index)) for index in range(3)]
     # Each host counts only its own files (its epoch length), and decodes only them.
@@ -355,13 +279,9 @@ def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
     assert sorted(sum(pixels, [])) == sorted(image.tobytes() for image, _ in whole.as_numpy_iterator())
     with pytest.raises(ValueError, match="fewer than the 1000 shards"):
         data.load(folder, "train", shard=(1000, 0))
-    with pytest.raises(ValueError, match="index < num_shards"):
-        data.load(folder, "train", shard=(2, 2))
 
 
 def test_sharding_splits_eval_without_overlap():
-    from keras_vit.training import data
-
     dataset, _ = data.from_arrays(np.arange(5, dtype=np.uint8)[:, None, None] * np.ones((5, 2, 2)), np.arange(5))
     seen = []
     for index in range(2):
@@ -371,8 +291,6 @@ def test_sharding_splits_eval_without_overlap():
 
 
 def test_mixup_cutmix_randaugment_give_soft_labels():
-    from keras_vit.training import data
-
     rng = np.random.default_rng(0)
     dataset, _ = data.from_arrays(rng.integers(0, 256, (8, 12, 12, 3), dtype=np.uint8), np.arange(8) % 4)
     pipeline = data.train_pipeline(
@@ -423,9 +341,6 @@ def _tiny_tfds_builder(data_dir):
 
 
 def test_tfds_dataset_built_offline_loads_and_trains(tmp_path, monkeypatch):
-    import keras
-
-    from keras_vit.training import data
 
     data_dir = str(tmp_path / "tfds")
     name = _tiny_tfds_builder(data_dir)
@@ -462,8 +377,6 @@ def test_unprepared_tfds_dataset_fails_at_once_with_how_to_prepare_it(tmp_path, 
     # A real TFDS name that is not prepared in the data dir: nothing is downloaded, the error says how to prepare
     # it. Offline is declared (KERAS_VIT_OFFLINE) or detected: the probe of TFDS's host fails (here a closed
     # local port, so the test does not depend on this machine's network).
-    from keras_vit.training import data
-
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     if offline == "declared":
         monkeypatch.setenv("KERAS_VIT_OFFLINE", "1")
@@ -503,8 +416,6 @@ def test_finetune_on_an_unprepared_tfds_dataset_offline_is_one_line_at_once(tmp_
 
 
 def test_tfds_source_without_labels_or_name_is_an_error():
-    from keras_vit.training import data
-
     with pytest.raises(ValueError, match="dataset name"):
         data.load("tfds:", "train")
     with pytest.raises(ValueError, match="from_arrays"):

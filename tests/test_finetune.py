@@ -1,9 +1,7 @@
-"""The `keras-vit finetune` main job, end to end on a reduced setting, and
-kill-and-resume (SIGKILL a training process, restart the same command)."""
+"""The `keras-vit finetune` job end to end on a reduced setting, its settings, refusals and kill-and-resume."""
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,11 +19,9 @@ from keras_vit.training import finetune
 from keras_vit_cli.commands import finetune as finetune_command
 from tests.helpers import BACKEND, REPO_ROOT
 
-# The digits job's model shrunk to 1 block of width 16 for the tests of the job's plumbing (data, optimizer,
-# callbacks, reports, files), which no model size changes: tracing and compiling the real one (`SMALL_CONFIG`, 4
-# blocks of width 64) was most of each run's cost (the reduced main job on TensorFlow: 24 s of CPU with it, 14 s
-# with this model, 18 s with 2 blocks). test_the_default_model_is_the_small_digits_vit builds the real one.
+# The digits job's model shrunk to 1 block of width 16: the job's plumbing does not depend on the model's size.
 TINY_SMALL_CONFIG = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
+one_backend = pytest.mark.skipif(BACKEND != "tensorflow", reason="plain Python: the tensorflow run checks it")
 
 
 @pytest.fixture
@@ -35,11 +31,8 @@ def tiny_small_model(monkeypatch):
 
 @pytest.fixture(scope="module")
 def reduced_run(tmp_path_factory):
-    """One reduced main job, run through `keras-vit finetune` in-process, shared by the tests that read its outputs.
-
-    Batch 32 per update from 2 accumulated batches of 16, layer-wise decay, remat and PatchDropout: 7 updates in
-    2 epochs (4 + 3). Returns `(out, the metrics finetune returned)`.
-    """
+    """`keras-vit finetune` in-process: 7 updates of 2 accumulated batches of 16 in 2 epochs (4 + 3), with
+    layer-wise decay, remat and PatchDropout. Returns `(out, the metrics finetune returned)`."""
     out = str(tmp_path_factory.mktemp("reduced") / "run")
     argv = ["--steps", "7", "--epochs", "2", "--batch-size", "32", "--accumulation-steps", "2", "--layer-decay", "0.8"]
     returned = []
@@ -55,6 +48,8 @@ def reduced_run(tmp_path_factory):
 
 
 def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
+    from keras_vit.training import data
+
     out, metrics = reduced_run
     assert sorted(os.listdir(out)) == [
         "checkpoint.keras",
@@ -72,6 +67,7 @@ def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
     assert metrics["heldout_examples"] == 360 and metrics["train_examples"] == 1437
     assert 0.0 <= metrics["heldout_accuracy"] <= 1.0 and metrics["images_per_second"] > 0
     assert metrics["backend"] == BACKEND and metrics["layer_decay"] == 0.8
+    assert metrics["remat"] is True and metrics["patch_dropout"] == 0.5
     report = metrics["heldout_report"]  # keras_vit.evaluation's held-out report of the same model
     assert report["top1"] == pytest.approx(metrics["heldout_accuracy"], abs=1e-6) and report["examples"] == 360
     assert list(report["per_class"]) == [str(digit) for digit in range(10)] and 0.0 <= report["ece"] <= 1.0
@@ -82,6 +78,8 @@ def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
 
     model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
     assert keras_vit.class_names(model) == tuple(str(digit) for digit in range(10))
+    vit = find_vit(model)
+    assert vit.get_layer("encoder_block_0").remat and vit.get_layer("patch_dropout").rate == 0.5
     # The 1 block at 0.8, the embeddings below it at 0.8 ** 2.
     multipliers = model.optimizer.learning_rate_multipliers
     assert multipliers["encoder_block_0"] == pytest.approx(0.8)
@@ -90,33 +88,22 @@ def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 7
     assert int(keras.ops.convert_to_numpy(model.optimizer._iterations)) == 14
     assert model.optimizer._learning_rate.total_steps == 14
-    (train, _), (evaluation, _) = finetune.digits_sources()
-    from keras_vit.training import data
-
+    _, (evaluation, _) = finetune.digits_sources()
     # Inference uses every token (PatchDropout trains only): the held-out accuracy is this model's.
     images, labels = next(iter(data.eval_pipeline(evaluation, image_size=16, batch_size=360)))
     accuracy = np.mean(np.argmax(keras.ops.convert_to_numpy(model(np.asarray(images))), -1) == np.asarray(labels))
     assert accuracy == pytest.approx(metrics["heldout_accuracy"], abs=1e-6)
 
 
-def test_cli_remat_and_patch_dropout_reach_the_saved_model(reduced_run):
-    out, _ = reduced_run  # run with --remat --patch-dropout 0.5
-    metrics = json.load(open(os.path.join(out, "metrics.json")))
-    assert metrics["remat"] is True and metrics["patch_dropout"] == 0.5
-    model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
-    vit = find_vit(model)
-    assert vit.get_layer("encoder_block_0").remat and vit.get_layer("patch_dropout").rate == 0.5
-
-
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="building the model: one backend is enough")
+@one_backend
 def test_the_default_model_is_the_small_digits_vit():
-    # What the tests above shrink: the job's own model, 16x16 digits in 4x4 patches, 4 blocks of width 64.
-    model = finetune.training_model("small", None, 16, 10)
+    model = finetune.training_model("small", None, 16, 10)  # what the other tests shrink
     assert model.name == "vit_small_digits" and model.output_shape == (None, 10)
     assert model.get_layer("patch_embedding").weights[0].shape == (4, 4, 3, 64)  # 4x4 patches of 3 channels to 64
     assert (model.num_layers, model.num_heads, model.mlp_dim) == (4, 4, 128)
 
 
+@one_backend
 def test_digits_split_is_fixed_and_stratified():
     (train, train_info), (evaluation, eval_info) = finetune.digits_sources()
     labels = np.array([int(label) for _, label in evaluation])
@@ -126,7 +113,7 @@ def test_digits_split_is_fixed_and_stratified():
     assert np.all(np.bincount(labels, minlength=10) >= 35)  # every digit held out ~36 times
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")
+@one_backend
 @pytest.mark.parametrize(
     "flag, value",
     [
@@ -155,11 +142,11 @@ def test_config_rejects_zero_negative_and_out_of_range_values(flag, value):
         finetune.make_config(**({"steps": 8} | {flag: value}))
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")
+@one_backend
 def test_config_resolves_defaults_and_batch_layout():
     config = finetune.make_config(steps=30)
     # 20 default epochs would hold 2 updates each: 15 epochs hold the 30.
-    assert (config.epochs, config.updates_per_epoch, config.total_batches) == (15, 2, 30)
+    assert (config.epochs, config.batches_per_epoch, config.total_batches) == (15, 2, 30)
     assert config.optimizer == "adamw" and config.learning_rate == 2e-3 and config.label_smoothing == 0.1
     config = finetune.make_config(
         steps=10, epochs=3, batch_size=64, accumulation_steps=4, weights="x", model="ViTTi16", data="tfds:x"
@@ -167,20 +154,18 @@ def test_config_resolves_defaults_and_batch_layout():
     assert (config.fit_batch_size, config.batches_per_epoch, config.total_batches) == (16, 16, 40)
     assert config.optimizer == "sgd" and config.learning_rate == pytest.approx(0.03 * 64 / 512)
     assert config.image_size == 224 and config.warmup_steps == 1 and config.label_smoothing == 0.0
-    assert finetune.steps_per_execution(config) in ((8,) if BACKEND != "torch" else (1,))
+    assert finetune.steps_per_execution(config) == 8
+    config = finetune.make_config(steps=8, image_size=None, layer_decay=None, randaugment=1)
+    assert config.image_size == 16 and config.layer_decay is None and config.randaugment is True
+    with pytest.raises(TypeError, match="stpes"):
+        finetune.make_config(stpes=3)
+    # None is the default only where the default is None; a string is not read as on.
+    for bad in (dict(validation_split=None), dict(model=""), dict(randaugment="no")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            finetune.make_config(**bad)
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="CLI parsing: one backend is enough")
-def test_every_finetune_flag_has_help():
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    finetune_command.add_arguments(parser)
-    missing = [action.dest for action in parser._actions if action.dest != "help" and not action.help]
-    assert missing == []
-
-
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="declarations: one backend is enough")
+@one_backend
 def test_every_setting_is_a_config_field_a_flag_an_argument_and_a_docs_row():
     import argparse
     import dataclasses
@@ -196,8 +181,9 @@ def test_every_setting_is_a_config_field_a_flag_an_argument_and_a_docs_row():
     assert list(docstrings.args_entries(finetune.finetune)) == names
     parser = argparse.ArgumentParser()
     finetune_command.add_arguments(parser)
-    flags = [action.option_strings[0] for action in parser._actions if action.dest != "help"]
-    assert flags == ["--" + name.replace("_", "-") for name in names]
+    actions = [action for action in parser._actions if action.dest != "help"]
+    assert [action.option_strings[0] for action in actions] == ["--" + name.replace("_", "-") for name in names]
+    assert all(action.help for action in actions)
     defaults = {setting.name: setting.default for setting in settings.SETTINGS}
     assert {name: defaults[name] for name in ("model", "data", "out", "seed", "verbose")} == dict(
         model="small", data="digits", out="outputs/finetune", seed=0, verbose=1
@@ -208,7 +194,7 @@ def test_every_setting_is_a_config_field_a_flag_an_argument_and_a_docs_row():
     assert all(f"| `--{name.replace('_', '-')}` | `{name}` |" in docs for name in names)
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="declarations: one backend is enough")
+@one_backend
 def test_a_new_setting_is_one_declaration():
     import argparse
 
@@ -226,25 +212,9 @@ def test_a_new_setting_is_one_declaration():
     assert settings.args_entries(extra)["freeze_stem"] == "freeze_stem: bool, freeze the patch embedding. Default: off."
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="argument checks: one backend is enough")
-def test_config_refuses_unknown_settings_and_checks_given_none():
-    with pytest.raises(TypeError, match=r"Unknown fine-tune setting\(s\) \['stpes'\]"):
-        finetune.make_config(stpes=3)
-    with pytest.raises(ValueError, match="validation_split=None"):
-        finetune.make_config(validation_split=None)  # None is the default only where the default is None
-    with pytest.raises(ValueError, match="model=''"):
-        finetune.make_config(model="")
-    config = finetune.make_config(steps=8, image_size=None, layer_decay=None, randaugment=1)
-    assert config.image_size == 16 and config.layer_decay is None and config.randaugment is True
-    with pytest.raises(ValueError, match="randaugment='no'"):
-        finetune.make_config(randaugment="no")  # a string is not read as on
-
-
 @pytest.mark.skipif(BACKEND != "jax", reason="CLI parsing: one backend is enough, the one Keras imports fastest")
 def test_flags_come_from_the_library_module_loaded_once(tmp_path):
-    # `keras-vit finetune` builds its flags before Keras is imported: the settings module is loaded from its file,
-    # and the library, imported afterwards, uses that same module. Cost: one fresh process importing Keras on JAX
-    # (4 s of CPU; 6 s on TensorFlow).
+    # `keras-vit finetune` builds its flags before Keras is imported; the library, imported afterwards, uses them.
     code = (
         "import sys\n"
         "import keras_vit_cli\n"
@@ -261,15 +231,19 @@ def test_flags_come_from_the_library_module_loaded_once(tmp_path):
     assert result.stdout.strip().splitlines()[-1] == "4"
 
 
+@one_backend
 def test_cli_reports_bad_arguments(capsys, tmp_path):
-    assert cli.main(["finetune", "--model", "ViTZ99", "--steps", "1", "--out", str(tmp_path)]) == 2
-    assert "Unknown model 'ViTZ99'" in capsys.readouterr().err
-    assert cli.main(["finetune", "--model", "small", "--weights", "x", "--out", str(tmp_path)]) == 2
-    assert "no pretrained weights" in capsys.readouterr().err
-    assert cli.main(["finetune", "--batch-size", "10", "--accumulation-steps", "4", "--out", str(tmp_path)]) == 2
-    assert "divisor of `batch_size`" in capsys.readouterr().err
-    assert cli.main(["finetune", "--steps", "0", "--out", str(tmp_path)]) == 2
-    assert "Received: steps=0" in capsys.readouterr().err
+    cases = [
+        (["--model", "ViTZ99"], "ViTZ99"),
+        (["--model", "small", "--weights", "x"], "weights='x'"),
+        (["--batch-size", "10", "--accumulation-steps", "4"], "accumulation_steps=4"),
+        (["--steps", "0"], "steps=0"),
+    ]
+    for flags, named in cases:
+        assert cli.main(["finetune", *flags, "--out", str(tmp_path / "run")]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert named in line
+    assert not os.path.exists(tmp_path / "run")
 
 
 def _write_images(folder, count, readable=True):
@@ -285,39 +259,15 @@ def _write_images(folder, count, readable=True):
                 file.write("not an image")
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="data checks before any model: one backend is enough")
-def test_a_folder_with_one_class_is_refused_before_any_model(tmp_path):
-    flat = str(tmp_path / "flat")
-    _write_images(os.path.join(flat, "cat"), 5)
-    split = str(tmp_path / "split")  # train/ has one class, val/ two
-    _write_images(os.path.join(split, "train", "cat"), 3)
-    for name in ("cat", "dog"):
-        _write_images(os.path.join(split, "val", name), 2)
-    for root, folder in ((flat, flat), (split, os.path.join(split, "train"))):
-        config = finetune.make_config(data=root, steps=2, out=str(tmp_path / "run"))
-        expected = f"{folder} has 1 class ('cat'); a classifier needs at least 2: put each class's images in its own"
-        with pytest.raises(ValueError, match=re.escape(expected)):
-            finetune.load_sources(config)
-
-
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="data checks before any model: one backend is enough")
-def test_make_datasets_refuses_a_split_where_no_image_decodes(tmp_path):
-    root = str(tmp_path / "images")
-    for name in ("a", "b"):
-        _write_images(os.path.join(root, "train", name), 2)
-        _write_images(os.path.join(root, "val", name), 2, readable=False)
-    config = finetune.make_config(data=root, steps=2, batch_size=2, image_size=8, out=str(tmp_path / "run"))
-    with pytest.raises(ValueError, match=re.escape(f"No readable images under {os.path.join(root, 'val')}: all 4")):
-        finetune.make_datasets(config)
-
-
-@pytest.mark.parametrize("case", ["unreadable", "one class", "missing"])
+@pytest.mark.parametrize("case", ["unreadable", "unreadable held-out", "one class", "missing"])
 def test_cli_refuses_unusable_image_folders_in_one_line_and_writes_nothing(tmp_path, capsys, case):
-    # Before the fix, on JAX: a warning per file, then a StopIteration traceback out of `fit`; on torch "ran out
-    # of data"; a one-class folder trained a 1-logit model. Every backend: the failure came from `fit`. A
-    # mistyped folder was "`source` is not a folder", naming an argument the command line does not have.
+    # The refusal comes before any model, on every backend: no warning per file, no error out of `fit`.
     root = str(tmp_path / "images")
-    for name in {"unreadable": ("a", "b"), "one class": ("a",), "missing": ()}[case]:
+    if case == "unreadable held-out":
+        for name in ("a", "b"):
+            _write_images(os.path.join(root, "train", name), 2)
+            _write_images(os.path.join(root, "val", name), 2, readable=False)
+    for name in {"unreadable": ("a", "b"), "one class": ("a",)}.get(case, ()):
         _write_images(os.path.join(root, name), 3, readable=case != "unreadable")
     out = str(tmp_path / "run")
     with warnings.catch_warnings(record=True) as caught:
@@ -325,19 +275,19 @@ def test_cli_refuses_unusable_image_folders_in_one_line_and_writes_nothing(tmp_p
         code = cli.main(["finetune", "--data", root, "--steps", "2", "--batch-size", "2", "--out", out])
     (line,) = capsys.readouterr().err.splitlines()
     assert code == 2, line
-    if case == "unreadable":
-        assert line.startswith(f"keras-vit finetune: No readable images under {root} (training subset): all 5 image")
-    elif case == "missing":
-        assert line.startswith(f"keras-vit finetune: No image folder at {root!r} (nothing there): give a folder")
-    else:
-        assert line.startswith(f"keras-vit finetune: {root} has 1 class ('a'); a classifier needs at least 2")
-    assert [str(w.message) for w in caught] == []  # no warning per unreadable file, no Keras warning
+    expected = {
+        "unreadable": f"No readable images under {root} (training subset): all 5 image",
+        "unreadable held-out": f"No readable images under {os.path.join(root, 'val')}: all 4 image",
+        "missing": f"No image folder at {root!r} (nothing there)",
+        "one class": f"{root} has 1 class ('a'); a classifier needs at least 2",
+    }[case]
+    assert line.startswith(f"keras-vit finetune: {expected}"), line
+    assert [str(w.message) for w in caught] == []
     assert not os.path.exists(out)
 
 
-# `keras-vit finetune` with the tiny model, in a process that stops after the first backup of its second epoch and
-# waits there to be killed: the kill is mid-epoch whatever the machine's speed (the tiny model trains an epoch in a
-# fraction of a second, faster than the test could poll for the backup).
+# `keras-vit finetune` with the tiny model, in a process that waits after the first backup of its second epoch to be
+# killed: the kill is mid-epoch whatever the machine's speed.
 KILLED_RUN = f"""
 import sys
 import time
@@ -361,9 +311,7 @@ class WaitMidEpoch2(keras.callbacks.Callback):
 
 
 def with_wait(config):
-    callbacks = make_callbacks(config)
-    callbacks.all.append(WaitMidEpoch2())
-    return callbacks
+    return make_callbacks(config) + [WaitMidEpoch2()]
 
 
 finetune.make_callbacks = with_wait
@@ -373,7 +321,7 @@ sys.exit(keras_vit_cli.main(sys.argv[1:]))
 FINETUNE_ARGV = ["finetune", "--steps", "32", "--epochs", "2", "--batch-size", "16", "--backup-every", "4"]
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="one kill-and-resume run is enough (tensorflow run)")
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="one kill-and-resume run is enough")
 def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tiny_small_model, tmp_path, capsys):
     out = str(tmp_path / "run")
     argv = [*FINETUNE_ARGV, "--verbose", "2", "--out", out]
@@ -407,11 +355,8 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tiny_small_model, tm
     capsys.readouterr()
     other = [*argv[:2], "40", *argv[3:]]
     assert cli.main(other) == 2
-    err = capsys.readouterr().err
-    assert (
-        err.count("\n") == 1
-        and "holds the backup of an unfinished run with other settings (steps 32 -> 40; warmup" in err
-    )
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "steps 32 -> 40" in line
     assert json.load(open(metadata)) == backup
 
     # The same command again, in this process (nothing of the killed run is in it: all it resumes from is on disk).
@@ -434,7 +379,7 @@ def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tiny_small_model, tm
     assert history["epoch"] == [0.0, 1.0]
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="one flat-folder MixUp run is enough (tensorflow run)")
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="one flat-folder MixUp run is enough")
 def test_flat_folder_with_mixup_finishes_and_predict_names_the_classes(tiny_small_model, tmp_path, capsys):
     from PIL import Image
 

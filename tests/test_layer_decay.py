@@ -1,7 +1,4 @@
-"""Layer-wise learning-rate decay: the multipliers, that each variable really
-moves at its scaled rate through `fit` on every backend, AdamW's decoupled
-decay following the scale, and that the optimizer saves and reloads with
-the model."""
+"""Layer-wise learning-rate decay: the multipliers, each variable's scaled update in `fit`, AdamW's decay, saving."""
 
 import keras
 import numpy as np
@@ -12,17 +9,10 @@ from keras_vit import training
 from keras_vit.training import layer_decay
 
 
-def _model(num_layers=2):
-    return keras_vit.VisionTransformer(
-        patch_size=4,
-        hidden_dim=8,
-        num_layers=num_layers,
-        num_heads=2,
-        mlp_dim=16,
-        input_shape=(8, 8, 3),
-        classes=3,
-        classifier_activation=None,
-    )
+def _model(num_layers=2, **options):
+    options = dict(classes=3, classifier_activation=None) | options
+    size = dict(patch_size=4, hidden_dim=8, num_heads=2, mlp_dim=16, input_shape=(8, 8, 3))
+    return keras_vit.VisionTransformer(**size, num_layers=num_layers, **options)
 
 
 def _data(n=4, seed=0):
@@ -52,31 +42,14 @@ def test_multipliers_decay_from_the_head_down_to_the_embeddings():
     assert optimizer.multiplier_for("encoder_block_2/mlp/fc1/kernel") == 0.5
     assert optimizer.multiplier_for("vit/encoder_block_0/norm1/gamma") == 0.125  # nested backbone
     assert optimizer.multiplier_for("head/kernel") == optimizer.multiplier_for("encoder_norm/beta") == 1.0
-
-
-def test_multipliers_find_a_backbone_nested_in_a_users_model():
-    backbone = keras_vit.VisionTransformer(
-        patch_size=4,
-        hidden_dim=8,
-        num_layers=1,
-        num_heads=2,
-        mlp_dim=16,
-        input_shape=(8, 8, 3),
-        include_top=False,
-        pooling="token",
-    )
-    model = keras.Sequential([backbone, keras.layers.Dense(2, name="my_head")])
-    assert layer_decay.layer_decay_multipliers(model, 0.5)["encoder_block_0"] == 0.5
-
-
-def test_bad_decay_or_model_is_a_clear_error():
-    with pytest.raises(ValueError, match="decay"):
-        layer_decay.layer_decay_multipliers(_model(), 0.0)
-    with pytest.raises(ValueError, match="decay"):
-        layer_decay.layer_decay_multipliers(_model(), 1.5)
-    plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    backbone = _model(num_layers=1, include_top=False, pooling="token")
+    users_model = keras.Sequential([backbone, keras.layers.Dense(2, name="my_head")])
+    assert layer_decay.layer_decay_multipliers(users_model, 0.5)["encoder_block_0"] == 0.5
+    for decay in (0.0, 1.5):
+        with pytest.raises(ValueError, match="decay"):
+            layer_decay.layer_decay_multipliers(_model(), decay)
     with pytest.raises(ValueError, match="no keras_vit Vision Transformer"):
-        layer_decay.layer_decay_multipliers(plain, 0.7)
+        layer_decay.layer_decay_multipliers(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]), 0.7)
     with pytest.raises(ValueError, match="model="):
         training.finetune_optimizer(layer_decay=0.7)
     with pytest.raises(ValueError, match="positive"):

@@ -1,16 +1,8 @@
-"""Training: the paper's recipes, tf.data pipelines, distribution and the fine-tune job.
+"""Training: the paper's recipes, tf.data pipelines, distribution and the `keras-vit finetune` job.
 
-- `recipes`: schedules, optimizers, losses and fault-tolerant checkpoints
-  (re-exported here: `keras_vit.training.finetune_optimizer`, ...);
-- `layer_decay`: layer-wise learning-rate decay optimizers;
-- `data`: image folders, TFDS and arrays as tf.data pipelines;
-- `distribute`, `multihost`: strategies, precision and several processes;
-- `finetune`: the `keras-vit finetune` job;
-- `xla_memory`: XLA's CPU compiler scheduled for memory
-  (`schedule_xla_cpu_for_memory`, before building a model).
-
-Importing this package imports the recipes only (Keras, no TensorFlow); the
-other modules are imported when used.
+The recipes (`recipes`) are importable from here; `data`, `layer_decay`,
+`distribute`, `multihost`, `finetune` and `xla_memory` are modules of this
+package, imported when used.
 """
 
 from keras_vit.training.recipes import (

@@ -1,28 +1,13 @@
-"""Input pipelines: `tf.data` for TFDS datasets, image folders and arrays.
+"""Input pipelines: `tf.data` for TFDS datasets, image folders and arrays, with the paper's preprocessing.
 
-The paper's preprocessing, written once and shared by every source: train
-with an Inception crop (5-100 % of the area, aspect 3/4-4/3), a random flip,
-optional RandAugment, MixUp and CutMix (Keras core); evaluate with a resize
-(optionally after a central crop), every example once, in order. Pixels reach
-the model as raw [0, 255] floats (`model_input`): keras_vit models scale them.
-Keras 3 consumes `tf.data` on every backend; TensorFlow is imported inside the
-functions, so `import keras_vit` does not need it.
-
-Sources are `"tfds:NAME"` or the path of an image folder, either
-`root/<split>/<class>/*.jpg` (pass the split) or `root/<class>/*.jpg` (pass
-`split=None`, and `validation_split`, `subset` and `seed` as in
-`keras.utils.image_dataset_from_directory`); arrays go through `from_arrays`.
-Indexing a folder lists file names only. A file that cannot be decoded is
-skipped by `tf.data` (`Dataset.ignore_errors`); `SourceInfo.skipped()` lists
-those met so far, and `check_readable` fails in one line on a folder where no
-file decodes.
+Pixels reach the model as raw [0, 255] floats (the models scale them). A file that does not decode is skipped by
+`tf.data` (`ignore_errors`) and listed by `SourceInfo.skipped()`.
 
 Example:
 
 ```python
 train, info = keras_vit.training.data.load("tfds:cifar10", "train")
-train = keras_vit.training.data.train_pipeline(
-    train, image_size=224, batch_size=64, num_classes=info.num_classes)
+train = keras_vit.training.data.train_pipeline(train, image_size=224, batch_size=64, num_classes=info.num_classes)
 ```
 """
 
@@ -41,27 +26,16 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 # The paper's Inception crop (big_vision's `inception_crop` defaults): 5-100 % of the area, aspect ratio 3/4-4/3.
 DEFAULT_AREA_RANGE = (0.05, 1.0)
 ASPECT_RATIO_RANGE = (3.0 / 4.0, 4.0 / 3.0)
-SUBSETS = ("training", "validation")
+# TFDS's own host: the probe of whether a download could work.
+TFDS_PROBE_URL = "https://storage.googleapis.com"
 
 
 @dataclasses.dataclass(frozen=True)
 class SourceInfo:
     """What a loaded split holds.
 
-    Attributes:
-        num_examples: int, the examples in the split (for folders: the image
-            files indexed, before any unreadable one is skipped), or `None`
-            when the source does not say.
-        num_classes: int, the classes of the labels.
-        class_names: tuple of str, or `None`.
-        fingerprint: a function of no arguments returning a digest (str) of
-            what the split holds: a folder's files with their sizes and
-            modification times, the arrays' bytes, or the TFDS dataset's
-            name, version and split; `None` when the source cannot say. Keys
-            caches of what was computed from the split (`extract_features`).
-        folder, files, decoded: image folders only: the folder (with its
-            subset or shard) as messages name it, the files indexed, and a
-            boolean `tf.Variable` with a flag per file, set once it decodes.
+    `num_examples` is `None` where unknown; `fingerprint()` digests what the split holds (a cache key). `folder`,
+    `files` and `decoded` (a `tf.Variable` flagging each decoded file) are set for image folders only.
     """
 
     num_examples: object
@@ -73,7 +47,7 @@ class SourceInfo:
     decoded: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def skipped(self):
-        """The files of an image folder not decoded so far: after a whole pass over it, the unreadable ones."""
+        """The files of an image folder not decoded so far: after a whole pass, the unreadable ones."""
         if self.decoded is None:
             return []
         return [self.files[index] for index in np.flatnonzero(~self.decoded.numpy())]
@@ -86,16 +60,6 @@ def _digest(*parts):
         digest.update(np.ascontiguousarray(part).tobytes() if isinstance(part, np.ndarray) else str(part).encode())
         digest.update(b"\0")
     return digest.hexdigest()
-
-
-def _folder_fingerprint(paths, labels):
-    """A split's files as they are when it is read: paths, labels, sizes and modification times (no file opened)."""
-
-    def fingerprint():
-        stats = [os.stat(path) for path in paths]
-        return _digest("\n".join(paths), labels, np.asarray([(s.st_size, s.st_mtime_ns) for s in stats], np.int64))
-
-    return fingerprint
 
 
 def _tf():
@@ -121,98 +85,64 @@ def load(
     """Loads one split of a dataset as `(image uint8 HxWx3, label int32)` pairs.
 
     Args:
-        source: `"tfds:NAME"` for a TensorFlow Datasets dataset (`as_supervised`
-            pairs), or the path of an image folder, `root/<split>/<class>/`
-            or `root/<class>/`.
-        split: the split: `"train"`, `"test"`, `"train[:90%]"` (TFDS), or
-            the split folder's name; `None` reads a folder in the flat
-            layout `root/<class>/`.
-        data_dir: TFDS data directory (TFDS only).
-        class_names: folders only: the class list (folder names), e.g. that
-            of the training split, so that an eval split uses the same label
-            numbers; `None` reads the folders present.
-        validation_split: folders only: optional float in (0, 1), the
-            fraction of the files held out, as in
-            `keras.utils.image_dataset_from_directory`.
-        subset: `"training"` or `"validation"`, the part to return when
-            `validation_split` is given.
-        seed: int, the seed of the `validation_split` partition (required
-            with it: both subsets must use the same one).
-        shuffle_files: bool, read the files (folders) or shards (TFDS) in a
-            new random order every epoch, before decoding (so a small
-            shuffle buffer is enough on a large folder).
-        shard: `(num_shards, index)`, this host's part in multi-host
-            training (`keras_vit.training.multihost.data_shard()`): every
-            `num_shards`-th file of a folder, or `tfds.even_splits` of a
-            TFDS split, chosen before anything is decoded.
+        source: `"tfds:NAME"` (a TFDS dataset's `as_supervised` pairs) or the
+            path of an image folder, `root/<split>/<class>/` or `root/<class>/`.
+        split: `"train"`, `"train[:90%]"` (TFDS) or the split folder's name;
+            `None` reads a folder in the flat layout `root/<class>/`.
+        data_dir: TFDS data directory.
+        class_names: folders only: the class list, e.g. the training split's.
+        validation_split: folders only: the fraction held out, as in `keras.utils.image_dataset_from_directory`.
+        subset: `"training"` or `"validation"`, with `validation_split`.
+        seed: int, the seed of the `validation_split` partition (required with it) and of `shuffle_files`.
+        shuffle_files: bool, a new order of the files every epoch.
+        shard: `(num_shards, index)`, this host's part, chosen before decoding.
 
     Returns:
-        `(dataset, SourceInfo)`: a finite dataset of unbatched images of
-        their own size, for `train_pipeline` or `eval_pipeline`.
-
-    Raises:
-        ValueError: unknown source, missing split or class folder, no images,
-            or a bad argument.
+        `(dataset, SourceInfo)`: a finite dataset of unbatched images.
     """
     if not isinstance(source, str):
-        raise ValueError(
-            "`source` must be 'tfds:NAME' or the path of an image folder; use "
-            f"`from_arrays` for arrays. Received: source={source!r}"
-        )
-    if split is not None and not isinstance(split, str):
-        raise ValueError(f"`split` must be a string or None. Received: split={split!r}")
-    if seed is not None:
-        validation.non_negative_int("seed", seed)
-    shard = _check_shard(shard)
+        raise ValueError(f"`source` must be 'tfds:NAME' or a folder (`from_arrays` takes arrays). Received: {source!r}")
     if source.startswith("tfds:"):
         if validation_split is not None or subset is not None:
-            raise ValueError(
-                "`validation_split` and `subset` are for image folders; TFDS slices splits itself, e.g. "
-                f"split='train[:80%]'. Received: validation_split={validation_split!r}, subset={subset!r}"
-            )
+            raise ValueError("`validation_split` and `subset` are for image folders; slice TFDS splits: 'train[:80%]'.")
         if split is None:
             raise ValueError("A TFDS source needs a split, e.g. split='train'. Received: split=None")
         return _load_tfds(source[len("tfds:") :], split, data_dir, shuffle_files, seed, shard)
-    if os.path.isdir(source):
-        part = _partition(validation_split, subset, seed)
-        return _load_folder(source, split, class_names, part, shuffle_files, seed, shard)
-    raise ValueError(f"`source` is neither 'tfds:NAME' nor an existing folder. Received: source={source!r}")
-
-
-def _partition(validation_split, subset, seed):
-    """Checks the `image_dataset_from_directory`-style split arguments."""
-    if validation_split is None:
-        if subset is not None:
-            raise ValueError(f"`subset` needs a `validation_split`. Received: subset={subset!r}")
-        return None
-    validation_split = validation.finite_float(
-        "validation_split", validation_split, minimum=0, maximum=1, include_minimum=False, include_maximum=False
-    )
-    validation.one_of("subset", subset, SUBSETS)
-    if seed is None:
-        raise ValueError(
-            "`validation_split` needs a `seed`, the same for both subsets, or they would overlap. Received: seed=None"
+    if not os.path.isdir(source):
+        raise ValueError(f"`source` is neither 'tfds:NAME' nor an existing folder. Received: source={source!r}")
+    if validation_split is not None:
+        validation.finite_float(
+            "validation_split", validation_split, minimum=0, maximum=1, include_minimum=False, include_maximum=False
         )
-    return validation_split, subset, seed
+        validation.one_of("subset", subset, ("training", "validation"))
+        if seed is None:
+            raise ValueError("`validation_split` needs a `seed`, the same for both subsets. Received: seed=None")
+    elif subset is not None:
+        raise ValueError(f"`subset` needs a `validation_split`. Received: subset={subset!r}")
+    return _load_folder(source, split, class_names, validation_split, subset, shuffle_files, seed, shard)
 
 
 def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     builder = tfds_builder(name, data_dir)
     import tensorflow_datasets as tfds
 
-    features = builder.info.features
-    label_feature = features[builder.info.supervised_keys[1]] if builder.info.supervised_keys else None
-    if label_feature is None or not hasattr(label_feature, "num_classes"):
+    supervised_keys = builder.info.supervised_keys
+    label_feature = builder.info.features[supervised_keys[1]] if supervised_keys else None
+    if not hasattr(label_feature, "num_classes"):
         raise ValueError(
             f"TFDS dataset {name!r} has no (image, class label) supervised keys; "
             "write its pipeline with `from_arrays` or an image folder."
         )
-    read_config = tfds.ReadConfig(shuffle_seed=seed) if shuffle_files else None
     if shard is not None:
         # A sub-split reads only this host's examples (TFDS skips the rest of the files unread).
         split = tfds.even_splits(split, n=shard[0])[shard[1]]
     dataset = tfds.load(
-        name, split=split, data_dir=data_dir, as_supervised=True, shuffle_files=shuffle_files, read_config=read_config
+        name,
+        split=split,
+        data_dir=data_dir,
+        as_supervised=True,
+        shuffle_files=shuffle_files,
+        read_config=tfds.ReadConfig(shuffle_seed=seed) if shuffle_files else None,
     )
     try:
         num_examples = builder.info.splits[split].num_examples or None
@@ -233,11 +163,7 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
 
 
 def check_dependencies(source):
-    """Raises `MissingDependencyError` (the `data` extra) if `source` cannot be read here; imports nothing.
-
-    tf.data needs TensorFlow; the digits (`"digits"`) scikit-learn; a
-    `"tfds:NAME"` source tensorflow-datasets. A job calls it before its work.
-    """
+    """Raises `MissingDependencyError` (the `data` extra) if `source` cannot be read here; imports nothing."""
     needed = ["tensorflow"]
     if source == "digits":
         needed.append("sklearn")
@@ -247,27 +173,16 @@ def check_dependencies(source):
 
 
 class DataNotPreparedError(OSError):
-    """A TFDS dataset is not prepared in its data dir and cannot be downloaded here (offline or unreachable)."""
-
-
-# TFDS's own host (dataset info, prepared copies): the probe of whether a download could work.
-TFDS_PROBE_URL = "https://storage.googleapis.com"
+    """A TFDS dataset is not prepared in its data dir and cannot be downloaded here."""
 
 
 def check_tfds_source(name, data_dir=None):
-    """Fails at once, in one line, if TFDS dataset `name` is on no disk here and cannot be downloaded.
+    """Raises `DataNotPreparedError` if TFDS dataset `name` is on no disk here and cannot be downloaded.
 
-    The one availability check of a `tfds:` source (`load` makes it, and
-    `keras-vit finetune` before it imports Keras): a `dataset_info.json` of
-    `name` in the data dir, else (unless offline mode is declared) a 2 s
-    probe of TFDS's host. No TensorFlow import, no download attempt.
-
-    Raises:
-        MissingDependencyError: tensorflow-datasets is not installed.
-        DataNotPreparedError: no prepared copy, and offline or unreachable.
-        ValueError: an empty name.
+    It looks for a `dataset_info.json` in the data dir, else (unless offline) probes TFDS's host; it imports neither
+    TensorFlow nor TFDS.
     """
-    if not isinstance(name, str) or not name:
+    if not name:
         raise ValueError(f"A TFDS source needs a dataset name, e.g. 'tfds:cifar10'. Received: {name!r}")
     extras.check("tensorflow_datasets", needed_for="a tfds: source", extra="data")
     root = data_dir or os.environ.get("TFDS_DATA_DIR") or os.path.join(os.path.expanduser("~"), "tensorflow_datasets")
@@ -287,14 +202,10 @@ def check_tfds_source(name, data_dir=None):
 
 
 def tfds_builder(name, data_dir=None):
-    """The TFDS builder of `name` (e.g. `"cifar10"`, `"cifar10:3.0.2"`), after `check_tfds_source`.
-
-    Raises:
-        DataNotPreparedError: not prepared, and offline or unreachable.
-        ValueError: no such TFDS dataset.
-    """
+    """The TFDS builder of `name` (e.g. `"cifar10"`, `"cifar10:3.0.2"`), after `check_tfds_source`."""
     check_tfds_source(name, data_dir)
-    tfds = extras.require("tensorflow_datasets", "a tfds: source", extra="data")
+    import tensorflow_datasets as tfds
+
     try:
         return tfds.builder(name, data_dir=data_dir)
     except tfds.core.DatasetNotFoundError:
@@ -304,11 +215,7 @@ def tfds_builder(name, data_dir=None):
 
 
 def folder_layout(source, split):
-    """`"split"` when the folder `source/split` exists, else `"flat"` (`source/<class>/`).
-
-    Raises:
-        ValueError: `source` is not a folder, or has no subfolders.
-    """
+    """`"split"` when the folder `source/split` exists, else `"flat"` (`source/<class>/`)."""
     if not os.path.isdir(source):
         what = "a file" if os.path.exists(source) else "nothing"
         raise ValueError(
@@ -342,26 +249,10 @@ def _subfolders(path):
         return sorted(entry.name for entry in entries if entry.is_dir())
 
 
-def _image_files(folder):
-    """The image files under `folder` (recursively), sorted; no file is opened."""
-    found = []
-    stack = [folder]
-    while stack:
-        with os.scandir(stack.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir():
-                    stack.append(entry.path)
-                elif entry.name.lower().endswith(IMAGE_EXTENSIONS):
-                    found.append(entry.path)
-    return sorted(found)
-
-
 def _index_folder(folder, class_names):
-    """Returns `(class_names, paths, labels)` of `folder/<class>/...`."""
+    """`(class_names, paths, labels)` of the image files under `folder/<class>/`; no file is opened."""
     found = _subfolders(folder)
-    if class_names is None:
-        class_names = found
-    class_names = tuple(class_names)
+    class_names = tuple(found if class_names is None else class_names)
     unknown = sorted(set(found) - set(class_names))
     if unknown:
         raise ValueError(
@@ -370,15 +261,16 @@ def _index_folder(folder, class_names):
         )
     paths, labels = [], []
     for label, name in enumerate(class_names):
-        class_dir = os.path.join(folder, name)
-        if os.path.isdir(class_dir):
-            files = _image_files(class_dir)
-            paths += files
-            labels += [label] * len(files)
+        walk = os.walk(os.path.join(folder, name))
+        files = sorted(
+            os.path.join(top, n) for top, _, names in walk for n in names if n.lower().endswith(IMAGE_EXTENSIONS)
+        )
+        paths += files
+        labels += [label] * len(files)
     return class_names, paths, np.asarray(labels, np.int32)
 
 
-def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard):
+def _load_folder(root, split, class_names, validation_split, subset, shuffle_files, seed, shard):
     folder = root if split is None else os.path.join(root, split)
     if not os.path.isdir(folder):
         raise ValueError(
@@ -386,17 +278,16 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard
             f"or split=None for the flat layout {root}/<class>/*.jpg. Found: {_subfolders(root)}"
         )
     class_names, paths, labels = _index_folder(folder, class_names)
-    if partition is not None:
-        fraction, subset, partition_seed = partition
+    parts = []
+    if validation_split is not None:
         # Keras's rule: shuffle every file with the seed, hold out the last part.
-        order = np.random.default_rng(partition_seed).permutation(len(paths))
-        held_out = int(fraction * len(paths))
-        keep = order[len(paths) - held_out :] if subset == "validation" else order[: len(paths) - held_out]
-        keep = np.sort(keep)
+        order = np.random.default_rng(seed).permutation(len(paths))
+        kept = len(paths) - int(validation_split * len(paths))
+        keep = np.sort(order[kept:] if subset == "validation" else order[:kept])
         paths, labels = [paths[i] for i in keep], labels[keep]
+        parts.append(f"{subset} subset")
     if not paths:
         raise ValueError(f"No {'/'.join(IMAGE_EXTENSIONS)} images under {folder}/<class>/.")
-    parts = [] if partition is None else [f"{partition[1]} subset"]
     if shard is not None:
         num_shards, index = shard
         if len(paths) < num_shards:
@@ -404,7 +295,6 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard
                 f"{folder} has {len(paths)} image(s), fewer than the {num_shards} shards: every host needs at "
                 f"least one. Received: shard={shard!r}"
             )
-        # Every num_shards-th file, from the index-sorted list: the hosts' parts are disjoint and cover it.
         paths, labels = paths[index::num_shards], labels[index::num_shards]
         parts.append(f"shard {index} of {num_shards}")
     tf = _tf()
@@ -423,25 +313,22 @@ def _load_folder(root, split, class_names, partition, shuffle_files, seed, shard
         with tf.control_dependencies([mark]):
             return tf.identity(image), label
 
-    # A file that does not decode fails its `decode` call, and tf.data drops that element (logging why).
+    # A file that does not decode fails its `decode` call, and tf.data drops that element.
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     dataset = dataset.ignore_errors(log_warning=True)
+
+    def fingerprint():
+        stats = [os.stat(path) for path in paths]
+        return _digest("\n".join(paths), labels, np.asarray([(s.st_size, s.st_mtime_ns) for s in stats], np.int64))
+
     where = folder + (f" ({', '.join(parts)})" if parts else "")
-    fingerprint = _folder_fingerprint(paths, labels)
-    info = SourceInfo(len(paths), len(class_names), class_names, fingerprint, where, paths, decoded)
-    return dataset, info
+    return dataset, SourceInfo(len(paths), len(class_names), class_names, fingerprint, where, paths, decoded)
 
 
 def check_readable(dataset, info):
-    """Fails at once, in one line, if an image folder source (`load`'s pair) has no image that decodes.
+    """Fails in one line if an image folder source has no image that decodes; other sources pass unread.
 
-    Reads up to the first image that decodes: one file on a healthy folder.
-    Arrays and TFDS sources pass unread. Called before a model is built: an
-    empty epoch would end `fit` with an obscure `StopIteration`.
-
-    Raises:
-        ValueError: no file decodes; the message names the folder (and
-            subset or shard), the number of files and the first one's reason.
+    An empty epoch would end `fit` with an obscure `StopIteration`.
     """
     if info.decoded is None:
         return
@@ -461,21 +348,13 @@ def check_readable(dataset, info):
 
 
 def from_arrays(images, labels, num_classes=None, class_names=None):
-    """Wraps in-memory images and integer labels as a source.
+    """Wraps in-memory images `(N, H, W[, 1 or 3])` in [0, 255] and int labels `(N,)` as `(dataset, SourceInfo)`.
 
     Args:
-        images: array `(N, H, W)`, `(N, H, W, 1)` or `(N, H, W, 3)` with pixel
-            values in [0, 255].
-        labels: int array `(N,)`.
+        images: array of images.
+        labels: int array.
         num_classes: int; defaults to `max(labels) + 1`.
         class_names: optional sequence of `num_classes` names.
-
-    Returns:
-        `(dataset, SourceInfo)` like `load`.
-
-    Raises:
-        ValueError: mismatched lengths, bad shapes, or labels outside
-            `[0, num_classes)`.
     """
     images = np.asarray(images)
     labels = np.asarray(labels)
@@ -485,12 +364,11 @@ def from_arrays(images, labels, num_classes=None, class_names=None):
         raise ValueError(
             f"`images` must have shape (N, H, W), (N, H, W, 1) or (N, H, W, 3). Received: images.shape={images.shape}"
         )
-    if labels.ndim != 1 or len(labels) != len(images):
+    if labels.ndim != 1 or len(labels) != len(images) or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
-            f"`labels` must be a vector with one label per image ({len(images)}). Received: labels.shape={labels.shape}"
+            f"`labels` must be integers, one per image ({len(images)}). Received: labels.shape={labels.shape}, "
+            f"labels.dtype={labels.dtype}"
         )
-    if not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"`labels` must be integers. Received: labels.dtype={labels.dtype}")
     if num_classes is None:
         num_classes = int(labels.max()) + 1 if len(labels) else 0
     validation.positive_int("num_classes", num_classes)
@@ -500,79 +378,24 @@ def from_arrays(images, labels, num_classes=None, class_names=None):
             f"Labels must lie in [0, num_classes={num_classes}); {int(bad.sum())} do not, e.g. "
             f"{labels[bad][:5].tolist()}. Pass the right `num_classes` or fix the labels."
         )
+    if class_names is not None and len(class_names) != num_classes:
+        raise ValueError(
+            f"`class_names` must have one name per class ({num_classes}). Received: {len(class_names)} names"
+        )
     tf = _tf()
     dataset = tf.data.Dataset.from_tensor_slices((images, labels.astype(np.int32)))
     if images.shape[-1] == 1:
         dataset = dataset.map(lambda image, label: (tf.image.grayscale_to_rgb(image), label))
-    if class_names is not None:
-        class_names = tuple(class_names)
-        if len(class_names) != num_classes:
-            raise ValueError(
-                f"`class_names` must have one name per class ({num_classes}). Received: {len(class_names)} names"
-            )
     # Hashed now: keeping the arrays for later would hold a second copy of the images beside tf.data's.
     identity = _digest("arrays", images.shape, images.dtype, images, labels)
-    return dataset, SourceInfo(len(images), int(num_classes), class_names, fingerprint=lambda: identity)
+    names = None if class_names is None else tuple(class_names)
+    return dataset, SourceInfo(len(images), int(num_classes), names, fingerprint=lambda: identity)
 
 
 def model_input(images):
-    """Pixel values in [0, 255] as float32, the range keras_vit models take (the last step of every pipeline).
-
-    The models scale to [-1, 1] themselves (`include_preprocessing=True`); for
-    one built without, map `keras_vit.models.preprocessing.scale_pixels` over the
-    dataset.
-    """
+    """Pixel values in [0, 255] as float32, the range keras_vit models take (the last step of every pipeline)."""
     tf = _tf()
     return tf.cast(images, tf.float32)
-
-
-def inception_crop(image, image_size, area_range=DEFAULT_AREA_RANGE, seed=None):
-    """A random crop of an `(H, W, C)` image covering `area_range` of its area, resized to `image_size`.
-
-    Returns a float32 `(height, width, C)` tensor in the value range of `image`.
-    """
-    tf = _tf()
-    begin, size, _ = tf.image.sample_distorted_bounding_box(
-        tf.shape(image),
-        bounding_boxes=tf.zeros((1, 0, 4)),
-        min_object_covered=0.0,
-        aspect_ratio_range=ASPECT_RATIO_RANGE,
-        area_range=area_range,
-        max_attempts=10,
-        use_image_if_no_bounding_boxes=True,
-        seed=seed,
-    )
-    crop = tf.slice(image, begin, size)
-    return tf.image.resize(crop, image_size, method="bilinear")
-
-
-def _central_crop_resize(image, image_size, crop_fraction):
-    tf = _tf()
-    if crop_fraction < 1.0:
-        image = tf.image.central_crop(image, crop_fraction)
-    return tf.image.resize(image, image_size, method="bilinear")
-
-
-def _check_shard(shard):
-    if shard is None:
-        return None
-    if not isinstance(shard, (tuple, list)) or len(shard) != 2:
-        raise ValueError(f"`shard` must be None or a pair (num_shards, index). Received: shard={shard!r}")
-    num_shards = validation.positive_int("shard[0] (num_shards)", shard[0])
-    index = validation.non_negative_int("shard[1] (index)", shard[1])
-    if index >= num_shards:
-        raise ValueError(f"`shard` must be (num_shards, index) with index < num_shards. Received: shard={shard!r}")
-    return num_shards, index
-
-
-def _check_area_range(area_range):
-    if area_range is None:
-        return None
-    if not isinstance(area_range, (tuple, list)) or len(area_range) != 2:
-        raise ValueError(f"`area_range` must be None or a pair (min, max). Received: area_range={area_range!r}")
-    low = validation.finite_float("area_range[0]", area_range[0], minimum=0, maximum=1, include_minimum=False)
-    high = validation.finite_float("area_range[1]", area_range[1], minimum=low, maximum=1)
-    return low, high
 
 
 def train_pipeline(
@@ -592,50 +415,38 @@ def train_pipeline(
     shard=None,
     seed=None,
 ):
-    """The training pipeline: shuffle, augment, scale pixels, batch.
-
-    Batches always have `batch_size` examples (`drop_remainder=True`), the
-    static shape TPUs and `jit_compile=True` need.
+    """The training pipeline: shuffle, augment, batch; every batch full (static shapes).
 
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`, the model's input size.
-        batch_size: int, the global batch size (per replica x replicas); an
-            epoch ends with the last full batch.
-        num_classes: int, for one-hot labels when MixUp or CutMix is on.
-        area_range: `(min, max)` area fraction of the Inception crop, with
-            `0 < min <= max <= 1`; `None` resizes the whole image instead.
+        batch_size: int.
+        num_classes: int, for one-hot labels with MixUp or CutMix.
+        area_range: `(min, max)` area fraction of the Inception crop; `None` resizes the whole image instead.
         flip: bool, random horizontal flips.
-        randaugment: bool, `keras.layers.RandAugment` on the uint8 crop.
-        mixup_alpha: float >= 0, `keras.layers.MixUp` alpha; 0 disables it.
-        cutmix_alpha: float >= 0, `keras.layers.CutMix` alpha; 0 disables it.
-        shuffle_buffer: int >= 1, decoded examples in the shuffle buffer
-            (load folders with `shuffle_files=True` to shuffle them all).
-        repeat: bool. `False` (default): one pass over the data, so
-            `model.fit(ds, epochs=n)` ends. `True`: repeat forever (then pass
-            `steps_per_epoch` to `fit`).
+        randaugment: bool, `keras.layers.RandAugment` on the crop.
+        mixup_alpha: float, `keras.layers.MixUp` alpha; 0 disables it.
+        cutmix_alpha: float, `keras.layers.CutMix` alpha; 0 disables it.
+        shuffle_buffer: int, decoded examples in the shuffle buffer.
+        repeat: bool, repeat forever (pass `steps_per_epoch` to `fit`); `False` gives one pass.
         cache: bool, cache the decoded images in memory (small datasets).
-        shard: `(num_shards, index)` to read only this host's part (one
-            shard per host in multi-host training).
+        shard: `(num_shards, index)` to read only this host's part.
         seed: optional int for shuffling and augmentation.
 
     Returns:
-        A `tf.data.Dataset` of `(images float32 (B, H, W, 3), labels)`; labels
-        are int32 `(B,)`, or one-hot float32 `(B, num_classes)` with MixUp or
-        CutMix (use `CategoricalCrossentropy` then).
+        A `tf.data.Dataset` of `(images, labels)`, the labels one-hot with MixUp or CutMix.
     """
     import keras
 
     image_size = validation.pair("image_size", image_size)
     validation.positive_int("batch_size", batch_size)
     validation.positive_int("num_classes", num_classes)
-    area_range = _check_area_range(area_range)
+    if area_range is not None and not (
+        isinstance(area_range, (tuple, list)) and len(area_range) == 2 and 0 < area_range[0] <= area_range[1] <= 1
+    ):
+        raise ValueError(f"`area_range` must be None or (min, max) with 0 < min <= max <= 1. Received: {area_range!r}")
     mixup_alpha = validation.finite_float("mixup_alpha", mixup_alpha, minimum=0)
     cutmix_alpha = validation.finite_float("cutmix_alpha", cutmix_alpha, minimum=0)
-    validation.positive_int("shuffle_buffer", shuffle_buffer)
-    shard = _check_shard(shard)
-    if seed is not None:
-        validation.non_negative_int("seed", seed)
     tf = _tf()
     if shard is not None:
         dataset = dataset.shard(*shard)
@@ -653,10 +464,20 @@ def train_pipeline(
     randaugment_layer = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
 
     def augment(image, label):
-        if area_range is None:
-            image = tf.image.resize(image, image_size, method="bilinear")
-        else:
-            image = inception_crop(image, image_size, area_range, seed=seed)
+        if area_range is not None:
+            # The Inception crop: a random box covering `area_range` of the image.
+            begin, size, _ = tf.image.sample_distorted_bounding_box(
+                tf.shape(image),
+                bounding_boxes=tf.zeros((1, 0, 4)),
+                min_object_covered=0.0,
+                aspect_ratio_range=ASPECT_RATIO_RANGE,
+                area_range=area_range,
+                max_attempts=10,
+                use_image_if_no_bounding_boxes=True,
+                seed=seed,
+            )
+            image = tf.slice(image, begin, size)
+        image = tf.image.resize(image, image_size, method="bilinear")
         if flip:
             image = tf.image.random_flip_left_right(image, seed=seed)
         # The crop's size is data-dependent; the channels are not.
@@ -695,42 +516,33 @@ def eval_pipeline(
     cache=False,
     shard=None,
 ):
-    """The evaluation pipeline: resize, scale pixels, batch; every example once, in the source's order.
+    """The evaluation pipeline: resize, batch; every example once, in the source's order.
 
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`.
         batch_size: int.
-        crop_fraction: float in (0, 1], central crop before the resize
-            (1.0 is the official plain resize; timm uses 0.9 at 224).
-        static_shapes: bool. `False`: the last batch may be smaller; yields
-            `(images, labels)`. `True`: every batch is full, the last one
-            padded with zero images, and it yields `(images, labels,
-            sample_weights)`, weight 0 on the padding (use weighted metrics).
-        num_examples: optional int, `SourceInfo.num_examples` (before
-            `shard`): the number of batches is then known without reading
-            the files (Keras needs it to see the end of an image folder
-            without warning that its input ran out), and the pipeline yields
-            `(images, labels, sample_weights)`, a file that fails to decode
-            being a zero image of weight 0.
-        cache: bool, cache the decoded, resized images in memory.
+        crop_fraction: float in (0, 1], central crop before the resize (1.0: the official plain resize).
+        static_shapes: bool, every batch full, the last one padded with zero images of weight 0.
+        num_examples: optional int, `SourceInfo.num_examples` (before `shard`): the batches are then known without
+            reading the files, weight 0 on unreadable ones.
+        cache: bool, cache the resized images in memory.
         shard: `(num_shards, index)` to evaluate only this host's part.
 
     Returns:
-        A `tf.data.Dataset`.
+        A `tf.data.Dataset` of `(images, labels)`, or `(images, labels, weights)` with `static_shapes`/`num_examples`.
     """
     image_size = validation.pair("image_size", image_size)
     validation.positive_int("batch_size", batch_size)
     validation.finite_float("crop_fraction", crop_fraction, minimum=0, maximum=1, include_minimum=False)
-    if num_examples is not None:
-        validation.non_negative_int("num_examples", num_examples)
-    shard = _check_shard(shard)
     if shard is not None:
         dataset = dataset.shard(*shard)
     tf = _tf()
 
     def preprocess(image, label):
-        image = tf.ensure_shape(_central_crop_resize(image, image_size, crop_fraction), image_size + (3,))
+        if crop_fraction < 1.0:
+            image = tf.image.central_crop(image, crop_fraction)
+        image = tf.ensure_shape(tf.image.resize(image, image_size, method="bilinear"), image_size + (3,))
         return model_input(image), label
 
     dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -1,13 +1,4 @@
-"""Picking the distribution strategy, the precision and XLA for the hardware.
-
-On TensorFlow, `configure` picks a `tf.distribute` strategy: `TPUStrategy`
-when a TPU is reachable, `MirroredStrategy` over several local GPUs, else
-the default one. Keras 3 does not support `MultiWorkerMirroredStrategy`
-(keras-team/keras issue 20585): across processes use the JAX backend and
-`keras_vit.training.multihost`. On JAX, `configure` sets
-`keras.distribution.DataParallel` over all devices; `model_parallel()`
-also shards the attention and MLP kernels, Megatron style.
-"""
+"""The distribution strategy, the precision and XLA for the hardware (`tf.distribute` or `keras.distribution`)."""
 
 import contextlib
 import dataclasses
@@ -23,15 +14,8 @@ from keras_vit.utils import validation
 
 @dataclasses.dataclass
 class Setup:
-    """The result of `configure`.
-
-    Attributes:
-        strategy: a `tf.distribute.Strategy`, or `None` off TensorFlow.
-        precision: the global dtype policy name that was set.
-        jit_compile: bool, what to pass to `model.compile(jit_compile=...)`.
-        num_replicas: int, the data-parallel replicas (of all processes).
-        device: str, `"tpu"`, `"gpu"` or `"cpu"`.
-    """
+    """What `configure` chose: the `tf.distribute` strategy (`None` off TensorFlow), the dtype policy,
+    `compile`'s `jit_compile`, the data-parallel replicas of all processes, and `"tpu"`, `"gpu"` or `"cpu"`."""
 
     strategy: object
     precision: str
@@ -47,12 +31,11 @@ class Setup:
         return per_replica_batch_size * self.num_replicas
 
     def scale_learning_rate(self, learning_rate, per_replica_batch_size, reference_batch_size=512):
-        """Linear scaling: `learning_rate` is for `reference_batch_size`."""
+        """`learning_rate` (for `reference_batch_size`) scaled linearly to the global batch."""
         return learning_rate * self.global_batch_size(per_replica_batch_size) / reference_batch_size
 
 
 def _find_tpu():
-    """A `TPUClusterResolver`, or `None`."""
     import tensorflow as tf
 
     # Ask only where a TPU can be: elsewhere the resolver probes the GCE metadata server, which hangs offline.
@@ -68,7 +51,6 @@ def _find_tpu():
 
 
 def _tensorflow_strategy(strategy):
-    """`(tf.distribute.Strategy, device)` for `strategy`."""
     import tensorflow as tf
 
     resolver = _find_tpu() if strategy in ("auto", "tpu") else None
@@ -97,11 +79,7 @@ def _tensorflow_gpus_support_bfloat16():
 
 
 def select_precision(precision="auto", device="cpu"):
-    """The dtype policy for `device`.
-
-    `"auto"` gives bfloat16 on TPUs and Ampere or newer GPUs, float16 on
-    older GPUs (`compile` adds loss scaling) and float32 on CPUs.
-    """
+    """The dtype policy: `"auto"` is bfloat16 on TPUs and Ampere or newer GPUs, float16 on older GPUs, else float32."""
     validation.one_of("precision", precision, PRECISIONS)
     if precision != "auto":
         return precision
@@ -117,28 +95,14 @@ def select_precision(precision="auto", device="cpu"):
 def configure(strategy="auto", precision="auto"):
     """Picks strategy, precision and XLA for the hardware and sets the dtype policy.
 
-    In a multi-process run (after `multihost.initialize`) each process
-    feeds its own part of every global batch (`multihost.data_shard`).
-    XLA is on under TensorFlow without a strategy or with `TPUStrategy`
-    (it is faster even on CPU) and on JAX; off under `MirroredStrategy`,
-    whose replicas' variables XLA cannot reach, and on PyTorch.
+    XLA is on, except under `MirroredStrategy` (whose replicas' variables XLA cannot reach) and on PyTorch.
 
     Args:
-        strategy: one of `STRATEGIES`: `"auto"`, `"default"`, `"mirrored"`
-            (all local GPUs, or all logical CPUs) or `"tpu"`.
-        precision: one of `PRECISIONS`.
+        strategy: `"auto"`, `"default"`, `"mirrored"` (all local GPUs, or all logical CPUs) or `"tpu"`.
+        precision: one of `settings.PRECISIONS`.
 
     Returns:
         A `Setup`.
-
-    Example:
-
-    ```python
-    setup = keras_vit.training.distribute.configure()
-    with setup.scope():
-        model = keras_vit.ViTB16(weights="augreg_in21k_ft_in1k")
-        model.compile(..., jit_compile=setup.jit_compile)
-    ```
     """
     validation.one_of("strategy", strategy, STRATEGIES)
     backend = keras.backend.backend()
@@ -190,29 +154,11 @@ _MODEL_PARALLEL_LAYOUT = {
 }
 
 
-def vit_layout_map(device_mesh):
-    """The `keras.distribution.LayoutMap` that shards ViT attention and MLP kernels.
-
-    Args:
-        device_mesh: a `keras.distribution.DeviceMesh` with axes
-            `("batch", "model")`.
-
-    Returns:
-        A `LayoutMap`; every other variable is replicated.
-    """
-    layout_map = keras.distribution.LayoutMap(device_mesh)
-    for pattern, axes in _MODEL_PARALLEL_LAYOUT.items():
-        layout_map[pattern] = axes
-    return layout_map
-
-
 def model_parallel(model_shards=2, devices=None, auto_shard_dataset=True):
-    """`keras.distribution.ModelParallel` with `vit_layout_map` (JAX backend).
+    """`keras.distribution.ModelParallel` sharding the attention and MLP kernels of ViTs (JAX backend).
 
     Args:
-        model_shards: int, the devices each sharded kernel is split over
-            (consecutive ones); the others form the "batch" axis. It must
-            divide the device count and the hidden and MLP sizes.
+        model_shards: int, the devices each kernel is split over (a divisor of the device count and the widths).
         devices: the devices; default all, of all processes.
         auto_shard_dataset: bool, as in `keras.distribution.DataParallel`.
 
@@ -227,8 +173,11 @@ def model_parallel(model_shards=2, devices=None, auto_shard_dataset=True):
     mesh = keras.distribution.DeviceMesh(
         shape=(len(devices) // model_shards, model_shards), axis_names=("batch", "model"), devices=devices
     )
+    layout_map = keras.distribution.LayoutMap(mesh)
+    for pattern, axes in _MODEL_PARALLEL_LAYOUT.items():
+        layout_map[pattern] = axes  # every other variable is replicated
     return keras.distribution.ModelParallel(
-        layout_map=vit_layout_map(mesh), batch_dim_name="batch", auto_shard_dataset=auto_shard_dataset
+        layout_map=layout_map, batch_dim_name="batch", auto_shard_dataset=auto_shard_dataset
     )
 
 

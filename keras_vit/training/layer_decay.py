@@ -1,39 +1,25 @@
-"""Layer-wise learning-rate decay for fine-tuning (BEiT, Bao et al. 2022; used
-by MAE and DeiT III fine-tuning of ViTs).
+"""Layer-wise learning-rate decay for fine-tuning (BEiT, Bao et al. 2022; MAE and DeiT III).
 
-Block `i` of an `L`-block encoder trains at `decay ** (L - i)` times the
-learning rate, the patch embedding, class token and position embedding at
-`decay ** (L + 1)`, and the final norm and the head at the full rate: the
-layers nearest the input, which hold the most general features, move least.
-
-Keras optimizers have one learning rate, so `LayerwiseSGD` and
-`LayerwiseAdamW` scale it per variable in `update_step`, from a mapping of
-layer names to multipliers that is part of the optimizer's config (it saves
-and reloads with the model). They are subclasses rather than a wrapper so
-that every backend takes the same per-variable path: the PyTorch backend
-swaps the exact `SGD` / `AdamW` classes for fused implementations that never
-call `update_step`, but leaves subclasses alone.
+`LayerwiseSGD` and `LayerwiseAdamW` are subclasses, not wrappers: the PyTorch backend swaps the exact `SGD` / `AdamW`
+classes for fused updates that never call `update_step`.
 """
 
 import keras
 from keras import ops
 
 from keras_vit.models.vit import find_vit
-from keras_vit.utils import keras_compat, serialization
+from keras_vit.utils import keras_compat, serialization, validation
 
 
 def layer_decay_multipliers(model, decay):
-    """The learning-rate multiplier of every layer of a ViT for a decay rate.
+    """The learning-rate multiplier of every layer of a ViT: `decay ** (L - i)` for block `i` of `L`.
 
     Args:
-        model: a `keras_vit.VisionTransformer` (or a model containing one,
-            see `keras_vit.models.find_vit`).
-        decay: float in (0, 1], the per-block decay (0.65 to 0.75 is usual
-            for B/16; 1.0 gives every layer the full rate).
+        model: a `keras_vit.VisionTransformer`, or a model containing one.
+        decay: float in (0, 1], the per-block decay (0.65 to 0.75 is usual).
 
     Returns:
-        A dict of layer name to multiplier, for `LayerwiseSGD` /
-        `LayerwiseAdamW`.
+        A dict of layer name to multiplier.
 
     Example:
 
@@ -44,8 +30,7 @@ def layer_decay_multipliers(model, decay):
     >>> multipliers["patch_embedding"], multipliers["encoder_block_0"], multipliers["encoder_block_1"]
     (0.125, 0.25, 0.5)
     """
-    if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 < decay <= 1.0:
-        raise ValueError(f"`decay` must be a number in (0, 1]. Received: decay={decay!r}")
+    validation.finite_float("decay", decay, minimum=0, maximum=1, include_minimum=False)
     depth = find_vit(model).num_layers
     embeddings = ("patch_embedding", "class_token", "position_embedding")
     multipliers = {name: float(decay ** (depth + 1)) for name in embeddings}
@@ -54,34 +39,20 @@ def layer_decay_multipliers(model, decay):
 
 
 class LayerwiseLearningRate(keras_compat.PerVariableWeightDecay):
-    """Mixin for a Keras optimizer: scales the learning rate per variable.
+    """Keras optimizer mixin: scales the learning rate per variable by `learning_rate_multipliers[layer name]`.
 
-    A variable's multiplier is that of the first component of its path
-    (`"encoder_block_3/attention/qkv/kernel"` -> `"encoder_block_3"`, or
-    `"vit_b16/encoder_block_3/..."` inside a nested model) found in
-    `learning_rate_multipliers`; variables of layers not listed use 1.0.
-
-    Args:
-        learning_rate_multipliers: dict of layer name to a positive float,
-            e.g. from `layer_decay_multipliers`.
-        **kwargs: the base optimizer's arguments.
+    A variable's layer is the first component of its path found in the dict; 1.0 for layers not listed.
     """
 
     def __init__(self, *args, learning_rate_multipliers=None, **kwargs):
         super().__init__(*args, **kwargs)
-        multipliers = dict(learning_rate_multipliers or {})
-        for name, value in multipliers.items():
-            if (
-                not isinstance(name, str)
-                or isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or value <= 0
-            ):
+        self.learning_rate_multipliers = {}
+        for name, value in (learning_rate_multipliers or {}).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(
-                    "`learning_rate_multipliers` must map layer names to positive numbers. "
-                    f"Received: {name!r}: {value!r}"
+                    f"`learning_rate_multipliers` must map layer names to positive numbers. Received: {name}={value!r}"
                 )
-        self.learning_rate_multipliers = {name: float(value) for name, value in multipliers.items()}
+            self.learning_rate_multipliers[name] = float(value)
 
     def multiplier_for(self, path):
         """The multiplier of a variable with this `path`."""
@@ -92,14 +63,9 @@ class LayerwiseLearningRate(keras_compat.PerVariableWeightDecay):
 
     def build(self, variables):
         super().build(variables)
-        # Resolved once, by position: `update_step` may receive a backend
-        # variable (a tf.Variable, or one replica's copy under a strategy)
-        # whose name is not the Keras path; the optimizer's index maps it back.
+        # By position: `update_step` may receive a backend variable (one replica's copy) without the Keras path.
         self._multipliers = [self.multiplier_for(variable.path) for variable in variables]
-        # Decoupled weight decay is `w -= lr * wd * w` with the variable's own
-        # (scaled) rate, as in per-layer parameter groups elsewhere; Keras
-        # applies it with the global rate just before `update_step`, so it is
-        # moved into `update_step`, in the same order (PerVariableWeightDecay).
+        # Decoupled weight decay, `w -= lr * wd * w`, with each variable's own rate (PerVariableWeightDecay).
         self._decayed = [keras_compat.uses_weight_decay(self, variable) for variable in variables]
 
     def update_step(self, gradient, variable, learning_rate):
@@ -120,22 +86,9 @@ class LayerwiseLearningRate(keras_compat.PerVariableWeightDecay):
 
 @serialization.register
 class LayerwiseSGD(LayerwiseLearningRate, keras.optimizers.SGD):
-    """`keras.optimizers.SGD` with a learning-rate multiplier per layer.
-
-    Args:
-        learning_rate_multipliers: dict of layer name to multiplier.
-        **kwargs: `keras.optimizers.SGD` arguments.
-    """
+    """`keras.optimizers.SGD` with a learning-rate multiplier per layer (`learning_rate_multipliers`)."""
 
 
 @serialization.register
 class LayerwiseAdamW(LayerwiseLearningRate, keras.optimizers.AdamW):
-    """`keras.optimizers.AdamW` with a learning-rate multiplier per layer.
-
-    Weight decay follows each variable's scaled learning rate (decoupled
-    decay is `learning_rate * weight_decay * variable`).
-
-    Args:
-        learning_rate_multipliers: dict of layer name to multiplier.
-        **kwargs: `keras.optimizers.AdamW` arguments.
-    """
+    """`keras.optimizers.AdamW` with a learning-rate multiplier per layer; weight decay follows the scaled rate."""

@@ -1,19 +1,8 @@
 """Training across processes (several hosts, or several processes on one host) with JAX.
 
-Keras 3 has no `MultiWorkerMirroredStrategy`; beyond one process the
-supported path is the JAX backend. Every process runs the same program:
-`initialize` joins JAX's distributed runtime, `keras.distribution` lays the
-model out over the devices of all processes
-(`keras_vit.training.distribute.configure`), each process feeds its own part
-of every global batch (`data_shard`, `per_process_batch_size`,
-`split_batches`) and process 0 alone writes files (`run_on_primary`).
-
-The settings come from the arguments or the environment variables of
-`keras.distribution.initialize` (`KERAS_DISTRIBUTION_JOB_ADDRESSES`, whose
-first address is the coordinator's, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
-`KERAS_DISTRIBUTION_PROCESS_ID`) or JAX's `JAX_COORDINATOR_ADDRESS`. With
-nothing set the program is one process and every function here is a
-no-op. If a process dies, JAX's heartbeat ends the others.
+Every process runs the same program: `initialize` joins JAX's distributed runtime, each process feeds its own part
+of every global batch and process 0 alone writes files (`run_on_primary`). With no settings (arguments or the
+environment variables of `keras.distribution.initialize`) the program is one process and every function is a no-op.
 """
 
 import dataclasses
@@ -30,13 +19,7 @@ ENV_JAX_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 
 @dataclasses.dataclass(frozen=True)
 class ProcessInfo:
-    """Where this process stands among the processes of one training run.
-
-    Attributes:
-        count: int, the number of processes.
-        index: int, this process's index in `[0, count)`; process 0 writes
-            the files.
-    """
+    """This process among the `count` processes of a run; process `index` 0 writes the files."""
 
     count: int = 1
     index: int = 0
@@ -57,7 +40,7 @@ class Settings:
 
 def _env_int(name):
     value = os.environ.get(name)
-    if value is None or value == "":
+    if not value:
         return None
     try:
         return int(value)
@@ -66,21 +49,16 @@ def _env_int(name):
 
 
 def settings(coordinator_address=None, num_processes=None, process_id=None):
-    """The multi-process settings: the arguments, else the environment.
+    """The multi-process settings: the arguments, else the environment; `None` for one process.
 
     Args:
-        coordinator_address: `"host:port"` of process 0, `"auto"` (JAX
-            detects the cluster) or `None` (read the environment).
+        coordinator_address: `"host:port"` of process 0, `"auto"` (JAX detects the cluster) or `None` (the first
+            address of `KERAS_DISTRIBUTION_JOB_ADDRESSES`).
         num_processes: int or `None`.
         process_id: int or `None`.
 
     Returns:
         A `Settings`, or `None`.
-
-    Example:
-
-    >>> settings("10.0.0.1:1234", 2, 1)
-    Settings(coordinator_address='10.0.0.1:1234', num_processes=2, process_id=1)
     """
     if coordinator_address is None:
         addresses = os.environ.get(ENV_JOB_ADDRESSES) or os.environ.get(ENV_JAX_COORDINATOR)
@@ -114,20 +92,12 @@ def settings(coordinator_address=None, num_processes=None, process_id=None):
 
 
 def initialize(coordinator_address=None, num_processes=None, process_id=None, *, seed=None, heartbeat_timeout=100):
-    """Connects this process to the others of a multi-process run (JAX backend).
-
-    Call it on every process before anything computes with JAX; in a
-    single-process run (nothing set, see `settings`) it returns at once.
+    """Connects this process to the others of a multi-process run (JAX backend), before any JAX computation.
 
     Args:
-        coordinator_address: see `settings`.
-        num_processes: see `settings`.
-        process_id: see `settings`.
-        seed: int, Keras's global seed, set on every process so that they
-            all create the same initial weights; `None`: one that process 0
-            draws.
-        heartbeat_timeout: int, seconds without a heartbeat after which JAX
-            counts a process as dead and ends the others.
+        coordinator_address, num_processes, process_id: see `settings`.
+        seed: int, Keras's global seed on every process (the same initial weights); `None`: one process 0 draws.
+        heartbeat_timeout: int, seconds without a heartbeat after which JAX ends the other processes.
 
     Returns:
         The `ProcessInfo` of this process.
@@ -160,7 +130,6 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None, *,
             f"{resolved.process_id} of {resolved.num_processes}: {error} Call initialize() first thing, before "
             "any JAX computation, and check that every process uses the same coordinator address and count."
         ) from error
-    # Every process creates every variable from its own initial value: the seeds must agree.
     if seed is None:
         import numpy as np
         from jax.experimental import multihost_utils
@@ -172,7 +141,7 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None, *,
 
 
 def process_info():
-    """The `ProcessInfo` of this process (count 1 off JAX or before `initialize`)."""
+    """The `ProcessInfo` of this process (one process off JAX or before `initialize`)."""
     import keras
 
     if keras.backend.backend() != "jax":
@@ -185,14 +154,13 @@ def process_info():
 
 
 def is_primary():
-    """True on the process that writes files (process 0; always in a single process)."""
+    """Whether this process writes the files (process 0, or the only one)."""
     return process_info().is_primary
 
 
 def check_same(name, value):
-    """`value` (ints), after checking on every process that all processes hold the same; `name` says what it is."""
-    info = process_info()
-    if info.count == 1:
+    """Returns the int `value` after checking that every process holds the same; `name` says what it is."""
+    if process_info().count == 1:
         return value
     import numpy as np
     from jax.experimental import multihost_utils
@@ -207,36 +175,20 @@ def check_same(name, value):
 
 
 def run_on_primary(function, name):
-    """Runs `function()` on process 0 only; the others wait for it.
+    """Runs `function()` on process 0 only, while the others wait; returns its result there, `None` elsewhere.
 
-    If it raises, process 0 re-raises the error and the others raise a
-    `RuntimeError` naming `name`. It runs outside the global
-    `keras.distribution` (where creating a variable, as `model.save` does,
-    is a step of all processes): read the model on every process first (in
-    a callback, `self.model` gathers the training state on JAX).
-
-    Args:
-        function: a callable without arguments (e.g. writing a file).
-        name: str, what it does, for barriers and messages.
-
-    Returns:
-        `function()`'s result on process 0, `None` on the others.
-
-    Example:
-
-    >>> run_on_primary(lambda: "written", "write the report")
-    'written'
+    If it raises, the others raise a `RuntimeError` naming `name`. It runs outside the global `keras.distribution`:
+    read the model on every process first (on JAX, `self.model` in a callback gathers the training state).
     """
     info = process_info()
     if info.count == 1:
         return function()
+    import keras
     import numpy as np
     from jax.experimental import multihost_utils
 
     result, failure = None, None
     if info.is_primary:
-        import keras
-
         distribution = keras.distribution.distribution()
         keras.distribution.set_distribution(None)
         try:
@@ -254,10 +206,7 @@ def run_on_primary(function, name):
 
 
 def data_shard():
-    """`(num_shards, index)` of this process's part of the input, or `None` in a single process.
-
-    Pass it as `shard=` to `keras_vit.training.data.train_pipeline`.
-    """
+    """`(num_shards, index)` of this process's part of the input (`shard=` of the pipelines), or `None`."""
     info = process_info()
     return None if info.count == 1 else (info.count, info.index)
 
@@ -275,26 +224,13 @@ def per_process_batch_size(global_batch_size):
 
 
 def split_batches(dataset):
-    """This process's part of every batch of a dataset that yields global batches.
-
-    For evaluation: every process builds the same padded pipeline of global
-    batches and reads its slice of each, as Keras's `DataParallel` does
-    with `auto_shard_dataset=True`.
-
-    Args:
-        dataset: a `tf.data.Dataset` with a static batch dimension.
-
-    Returns:
-        The dataset itself in a single process, else its per-process slices.
-    """
+    """This process's slice of every global batch of `dataset` (static batch size), as `DataParallel` reads it."""
     info = process_info()
     if info.count == 1:
         return dataset
     import tensorflow as tf
 
     batch = tf.nest.flatten(dataset.element_spec)[0].shape[0]
-    if batch is None:
-        raise ValueError("`split_batches` needs batches of a static size: batch with drop_remainder=True.")
     slices = dataset.rebatch(per_process_batch_size(batch)).shard(info.count, info.index)
     # One slice per global batch: the count `rebatch` loses, without which Keras warns that the data ran out.
     batches = int(dataset.cardinality())

@@ -1,14 +1,12 @@
-"""Training recipes: the paper's schedules, optimizers, losses and callbacks.
+"""The paper's training recipes: schedules, optimizers, losses and callbacks.
 
 `finetune_optimizer` is the official fine-tune recipe (Dosovitskiy et al.
-2021, Appendix B.1.1) and `pretrain_optimizer` the pre-training one; both
-take an optional `layer_decay` (`keras_vit.training.layer_decay`). The
-callbacks write their files atomically and resume a killed run.
+2021, Appendix B.1.1), `pretrain_optimizer` the pre-training one. The
+callbacks write their files atomically, so a killed run resumes.
 """
 
 import math
 import os
-import threading
 import time
 
 import keras
@@ -16,7 +14,7 @@ from keras import ops
 
 from keras_vit.training import layer_decay as layer_decay_lib
 from keras_vit.training import multihost
-from keras_vit.utils import files, keras_compat, serialization
+from keras_vit.utils import files, keras_compat, serialization, validation
 
 # Not decayed: biases, LayerNorm scale/offset, the class token and the position embedding (as in big_vision and
 # timm). TensorFlow names a variable "encoder_norm/bias:0", JAX and torch "bias": hence the prefix and suffix.
@@ -27,9 +25,7 @@ NO_WEIGHT_DECAY_NAMES = tuple(rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamm
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warmup from 0 to `peak`, then cosine or linear decay to `end`.
 
-    The cosine schedule has the values of Keras's `CosineDecay` with
-    `warmup_target=peak`; warmup and decay are picked with `ops.where`, as
-    `ops.cond` reads the step back to the host on torch.
+    `ops.where` picks the phase: `ops.cond` (as in Keras's `CosineDecay`) reads the step back to the host on torch.
 
     Args:
         peak: float, the learning rate after warmup.
@@ -84,37 +80,21 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 @serialization.register
 class SyncFreeSGD(keras_compat.SyncFreeSGDUpdate, keras.optimizers.SGD):
-    """`keras.optimizers.SGD` whose update never reads the learning rate back to the host.
-
-    The same arguments, updates and config as Keras's SGD. On torch, Keras's
-    SGD turns the rate into a Python number at every update, which makes the
-    host wait for the device (and breaks `torch.compile`'s graph); this one
-    keeps it on the device. On JAX and TensorFlow it is Keras's SGD.
-    """
+    """`keras.optimizers.SGD` whose update on torch never reads the learning rate back to the host."""
 
 
-def _schedule_and_accumulation(learning_rate, total_steps, warmup_steps, end, decay, accumulation_steps):
-    """The schedule in batches (Keras schedules see every batch) and Keras's `gradient_accumulation_steps`."""
-    if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or accumulation_steps < 1:
-        raise ValueError(
-            f"`accumulation_steps` must be a positive integer. Received: accumulation_steps={accumulation_steps!r}"
-        )
-    schedule = WarmupDecay(
+def _optimizer(base, layerwise, decay, learning_rate, total_steps, warmup_steps, end, accumulation_steps, **kwargs):
+    """`base` (or `layerwise` with `layer_decay`) with a warmup schedule counted in batches, as Keras counts."""
+    validation.positive_int("accumulation_steps", accumulation_steps)
+    kwargs["learning_rate"] = WarmupDecay(
         learning_rate, total_steps * accumulation_steps, warmup_steps * accumulation_steps, end=end, decay=decay
     )
-    # Keras wants None, not 1, for no accumulation.
-    return schedule, accumulation_steps if accumulation_steps > 1 else None
-
-
-def _optimizer(base, layerwise, layer_decay, model, **kwargs):
-    """`base(**kwargs)`, or its layer-wise variant when `layer_decay` is set."""
+    kwargs["gradient_accumulation_steps"] = accumulation_steps if accumulation_steps > 1 else None
+    layer_decay, model = kwargs.pop("layer_decay"), kwargs.pop("model")
     if layer_decay is None:
         return base(**kwargs)
     if model is None:
-        raise ValueError(
-            "`layer_decay` needs the `model` whose encoder blocks it decays: pass `model=...` (build the model "
-            f"first). Received: layer_decay={layer_decay!r}, model=None"
-        )
+        raise ValueError(f"`layer_decay={layer_decay}` needs the built `model` whose blocks it decays: pass model=...")
     multipliers = layer_decay_lib.layer_decay_multipliers(model, layer_decay)
     return layerwise(learning_rate_multipliers=multipliers, **kwargs)
 
@@ -130,38 +110,35 @@ def finetune_optimizer(
     layer_decay=None,
     model=None,
 ):
-    """The official fine-tune optimizer: SGD + momentum, clipping, warmup + cosine.
+    """The official fine-tune optimizer: SGD with momentum, clipping, warmup and cosine decay.
 
     Args:
-        learning_rate: float, the peak learning rate (0.03 in the paper; 0.01
-            for B/16 on CIFAR-10).
+        learning_rate: float, the peak learning rate (0.03 in the paper).
         total_steps: int, optimizer updates (10k for CIFAR, 20k for ImageNet).
         warmup_steps: int, linear-warmup updates.
         end_learning_rate: float, the rate the cosine ends at.
         momentum: float.
         clipnorm: float, global gradient-norm clip; `None` disables it.
-        accumulation_steps: int, batches whose gradients are averaged per
-            update (batch 512 as 8 x 64).
-        layer_decay: optional float in (0, 1], layer-wise learning-rate decay
-            (not in the paper's recipe; 0.65-0.75 is usual for B/16).
+        accumulation_steps: int, batches averaged per update (512 as 8 x 64).
+        layer_decay: optional float in (0, 1], layer-wise learning-rate decay.
         model: the model to fine-tune; required with `layer_decay`.
 
     Returns:
-        A `SyncFreeSGD`, or a `keras_vit.training.layer_decay.LayerwiseSGD`
-        with `layer_decay`.
+        A `SyncFreeSGD`, or a `layer_decay.LayerwiseSGD` with `layer_decay`.
     """
-    schedule, accumulation = _schedule_and_accumulation(
-        learning_rate, total_steps, warmup_steps, end_learning_rate, "cosine", accumulation_steps
-    )
     return _optimizer(
         SyncFreeSGD,
         layer_decay_lib.LayerwiseSGD,
-        layer_decay,
-        model,
-        learning_rate=schedule,
+        "cosine",
+        learning_rate,
+        total_steps,
+        warmup_steps,
+        end_learning_rate,
+        accumulation_steps,
         momentum=momentum,
         global_clipnorm=clipnorm,
-        gradient_accumulation_steps=accumulation,
+        layer_decay=layer_decay,
+        model=model,
     )
 
 
@@ -178,7 +155,7 @@ def pretrain_optimizer(
     layer_decay=None,
     model=None,
 ):
-    """The pre-training optimizer: AdamW, warmup + linear decay, no decay off the kernels.
+    """The pre-training optimizer: AdamW, warmup and linear decay, weight decay on kernels only.
 
     Args:
         learning_rate: float, the peak learning rate.
@@ -194,23 +171,23 @@ def pretrain_optimizer(
         model: the model to train; required with `layer_decay`.
 
     Returns:
-        A `keras.optimizers.AdamW`, or a
-        `keras_vit.training.layer_decay.LayerwiseAdamW` with `layer_decay`.
+        A `keras.optimizers.AdamW`, or a `layer_decay.LayerwiseAdamW` with `layer_decay`.
     """
-    schedule, accumulation = _schedule_and_accumulation(
-        learning_rate, total_steps, warmup_steps, end_learning_rate, "linear", accumulation_steps
-    )
     optimizer = _optimizer(
         keras.optimizers.AdamW,
         layer_decay_lib.LayerwiseAdamW,
-        layer_decay,
-        model,
-        learning_rate=schedule,
+        "linear",
+        learning_rate,
+        total_steps,
+        warmup_steps,
+        end_learning_rate,
+        accumulation_steps,
         weight_decay=weight_decay,
         beta_1=beta_1,
         beta_2=beta_2,
         global_clipnorm=clipnorm,
-        gradient_accumulation_steps=accumulation,
+        layer_decay=layer_decay,
+        model=model,
     )
     optimizer.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY_NAMES))
     return optimizer
@@ -222,7 +199,7 @@ def decays_weight(optimizer, variable):
 
 
 def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
-    """Cross-entropy for integer labels (or one-hot ones, with MixUp/CutMix).
+    """Cross-entropy for integer labels, or one-hot ones (MixUp, CutMix).
 
     Args:
         label_smoothing: float in [0, 1).
@@ -243,15 +220,7 @@ def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
 
 @serialization.register
 class SparseSmoothedCrossentropy(keras.losses.Loss):
-    """Label-smoothed cross-entropy for integer labels.
-
-    Keras's sparse loss has no label smoothing; this one has the value of
-    `CategoricalCrossentropy(label_smoothing=...)` on the one-hot labels.
-
-    Args:
-        label_smoothing: float in [0, 1).
-        from_logits: bool.
-    """
+    """Label-smoothed cross-entropy for integer labels (Keras's sparse loss has no smoothing)."""
 
     def __init__(self, label_smoothing=0.1, from_logits=True, name="sparse_smoothed_crossentropy", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -278,21 +247,15 @@ def atomic_save_model(model, path):
 
 
 class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.BackupAndRestore):
-    """`keras.callbacks.BackupAndRestore` whose files are replaced atomically.
+    """`keras.callbacks.BackupAndRestore` whose files are replaced atomically, so a killed run resumes.
 
-    A killed run finds complete files and resumes from them when restarted
-    with the same command; an epoch interrupted midway runs again from its
-    start (`StopAtIteration` keeps the number of updates to the plan). In a
-    multi-process run process 0 writes the backup and every process
-    restores from it, so the folder must be one all processes see.
+    In a multi-process run process 0 writes the backup and every process restores from it.
 
     Args:
-        backup_dir: str, the folder of the backup.
+        backup_dir: str, the folder of the backup (one all processes see).
         save_freq: `"epoch"` or an int number of batches.
         delete_checkpoint: bool, delete the backup when training finishes.
-        run_settings: optional JSON-ready dict written beside the backup as
-            `run_settings.json`, so that a restart can tell whether it is
-            the same run.
+        run_settings: optional JSON-ready dict written beside the backup as `run_settings.json`.
     """
 
     SETTINGS_FILE = "run_settings.json"
@@ -335,33 +298,20 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
 
 
 class StopAtIteration(keras.callbacks.Callback):
-    """Ends `fit` once `optimizer.iterations` reaches `iterations`.
+    """Ends `fit` once `optimizer.iterations` reaches `iterations`; put it after the backup callback.
 
-    `BackupAndRestore` restores the optimizer's iteration count but not the
-    position inside an epoch; stopping on the count ends a resumed run after
-    exactly the planned updates. Put it after the backup callback. The
-    batches are counted when each train call begins, so that the callback
-    has no batch end (one would make Keras read every step's logs back on
-    the training thread).
-
-    Args:
-        iterations: int, the optimizer updates of the whole run.
+    A resumed run repeats its epoch from the start (`BackupAndRestore` keeps no position in an epoch): this stops it
+    after exactly the planned updates. It counts at batch begins: a batch end would make Keras read every step's logs.
     """
 
     def __init__(self, iterations):
         super().__init__()
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-            raise ValueError(f"`iterations` must be a positive integer. Received: iterations={iterations!r}")
-        self.iterations = iterations
+        self.iterations = validation.positive_int("iterations", iterations)
         self.start_iteration = 0
-        self._batches_left = 0
-        self._last_batch = -1
-        self._batches_per_call = 1
 
     def on_train_begin(self, logs=None):
         optimizer = self.model.optimizer
         self.start_iteration = int(ops.convert_to_numpy(optimizer.iterations))
-        self._batches_per_call = self.model.steps_per_execution
         # Whole updates from the restored count: batches left in the accumulators by a backup run without an update.
         self._batches_left = (self.iterations - self.start_iteration) * (optimizer.gradient_accumulation_steps or 1)
 
@@ -370,7 +320,7 @@ class StopAtIteration(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         # The call's last batch index; Keras ends `fit` after the call that sets `stop_training`.
-        last = batch + self._batches_per_call - 1
+        last = batch + self.model.steps_per_execution - 1
         self._batches_left -= last - self._last_batch
         self._last_batch = last
         if self._batches_left <= 0:
@@ -378,17 +328,10 @@ class StopAtIteration(keras.callbacks.Callback):
 
 
 class ThroughputMeter(keras.callbacks.Callback):
-    """Measures training batches per second, without compilation or evaluation.
+    """Measures training `batches_per_second` (`None` before any), without compilation or evaluation.
 
-    Each epoch counts from its start to the end of its last train call. The
-    run's first call compiles: its epoch counts from the second call's start
-    (or not at all without one). Keras may run the batch ends on its thread
-    pool (`async_safe`), late and in any order.
-
-    Attributes:
-        batches: int, the batches measured.
-        seconds: float, the time they took.
-        batches_per_second: float, or `None` before anything was measured.
+    Each epoch counts from its start to the end of its last train call; the run's first call compiles, so that epoch
+    counts from the second call's start. Keras may run batch ends on its thread pool, late and in any order.
     """
 
     async_safe = True
@@ -398,38 +341,28 @@ class ThroughputMeter(keras.callbacks.Callback):
         self.batches = 0
         self.seconds = 0.0
         self._calls = 0
-        self._lock = threading.Lock()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
         self._first_batch = 0
-        self._last_batch = -1
-        self._end = None
-        self._compiling = False
+        self._ends = []
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self._calls >= 2:
-            return
-        self._calls += 1
-        if self._calls == 1:
-            self._compiling = True
-        elif self._compiling:
-            self._compiling = False
-            self._start = time.perf_counter()
-            self._first_batch = batch
+        # On the training thread, in order: the run's second call begins once the first, compiling, one is done.
+        if self._calls < 2:
+            self._calls += 1
+            if self._calls == 2:
+                self._start, self._first_batch = time.perf_counter(), batch
 
     def on_train_batch_end(self, batch, logs=None):
-        # With `steps_per_execution`, `batch` is the call's last index.
-        now = time.perf_counter()
-        with self._lock:
-            self._last_batch = max(self._last_batch, batch)
-            self._end = now if self._end is None else max(self._end, now)
+        # `batch` is the call's last index (`steps_per_execution`); `list.append` is safe across threads.
+        self._ends.append((batch, time.perf_counter()))
 
     def on_epoch_end(self, epoch, logs=None):
         # Keras has run all of the epoch's batch ends by now.
-        if self._end is not None and not self._compiling:
-            self.batches += self._last_batch + 1 - self._first_batch
-            self.seconds += self._end - self._start
+        if self._calls == 2 and self._ends:
+            self.batches += max(batch for batch, _ in self._ends) + 1 - self._first_batch
+            self.seconds += max(end for _, end in self._ends) - self._start
 
     @property
     def batches_per_second(self):
@@ -437,14 +370,9 @@ class ThroughputMeter(keras.callbacks.Callback):
 
 
 class ReleaseGradients(keras.callbacks.Callback):
-    """Frees each step's gradients once the optimizer has applied them (torch backend).
+    """Frees each step's gradients when the next batch begins (torch; a no-op elsewhere).
 
-    Keras's torch train step clears the previous gradients only after its
-    forward pass, so they stay alive through the step's memory peak; nothing
-    reads them after the update. They are released when the next batch
-    begins (a batch end would make Keras read every step's logs on the
-    training thread). With `steps_per_execution > 1` only each call's last
-    step is released. TensorFlow and JAX keep no gradients: a no-op there.
+    Keras's torch train step clears the previous gradients only after its forward pass, through the memory peak.
     """
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -459,11 +387,7 @@ class ReleaseGradients(keras.callbacks.Callback):
 
 
 class AtomicModelCheckpoint(keras.callbacks.Callback):
-    """Saves the whole model (`.keras`) at every epoch's end, atomically.
-
-    Args:
-        filepath: str, the `.keras` path (overwritten each time).
-    """
+    """Saves the whole model to the `.keras` `filepath` at every epoch's end, atomically."""
 
     def __init__(self, filepath):
         super().__init__()

@@ -1,17 +1,7 @@
-"""The settings of the `keras-vit finetune` job, each declared once.
+"""The settings of the `keras-vit finetune` job, each declared once (`python -m ...settings` prints the docs' table).
 
-`SETTINGS` gives the fields of `FinetuneConfig`, the checks and the
-signature of `keras_vit.training.finetune.finetune`, the command line's
-flags and the table of `docs/finetune.md`. A `None` default with a `shown`
-text is resolved from the data and weights by `make_config`. The command
-line reads this module before Keras is imported: it imports nothing else.
-
-Example:
-
->>> [setting.flag for setting in SETTINGS[:3]]
-['--model', '--weights', '--data']
->>> parse({"steps": 100})["steps"], parse({})["seed"]
-(100, 0)
+`SETTINGS` gives `FinetuneConfig`'s fields, `finetune`'s checks and signature and the command line's flags, which
+reads this module before Keras is imported: it imports nothing.
 """
 
 import dataclasses
@@ -27,14 +17,8 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 class Setting:
     """One setting: an argument of `finetune` and a `keras-vit finetune` flag.
 
-    Attributes:
-        name: the argument's name; the flag is `--` and the name with dashes.
-        type: `str`, `int`, `float` or `bool` (a flag without value).
-        default: the value when it is not given.
-        help: what it does, in one line.
-        check: `check(name, value) -> value`, raising `ValueError`; or None.
-        shown: how the default reads where it is not the value itself.
-        choices: the accepted values, or None.
+    `check(name, value) -> value` raises `ValueError`; `shown` is how a default that is not the value reads (a `None`
+    default is resolved by `finetune.make_config`).
     """
 
     name: str
@@ -62,8 +46,7 @@ class Setting:
 
 
 def _validation(rule, **limits):
-    """The check `keras_vit.utils.validation.<rule>(name, value, **limits)`, imported when first used."""
-
+    # Imported when used: this module imports nothing.
     def check(name, value):
         from keras_vit.utils import validation
 
@@ -79,7 +62,7 @@ def _text(name, value):
 
 
 def _switch(name, value):
-    """An on/off setting: a bool, or 0 / 1 (a string such as "no" is refused, never read as on)."""
+    """A bool, or 0 / 1 (a string such as "no" is refused, never read as on)."""
     if value not in (True, False) or not isinstance(value, (bool, int)):
         raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
     return bool(value)
@@ -150,20 +133,7 @@ BY_NAME = {setting.name: setting for setting in SETTINGS}
 
 
 def parse(options):
-    """The value of every setting: `options` checked, the others at their defaults.
-
-    Args:
-        options: dict of setting name to value (`finetune`'s arguments).
-
-    Returns:
-        A dict of every setting's value, in `SETTINGS` order; a `None`
-        default with a `shown` text is left for `make_config` to resolve.
-
-    Raises:
-        TypeError: for a name that is not a setting.
-        ValueError: from a setting's check, naming it and the accepted values.
-        OSError: an `out` that is a file, or in a folder without write access.
-    """
+    """Every setting's value, in `SETTINGS` order: `options` (a dict) checked, the others at their defaults."""
     unknown = sorted(set(options) - set(BY_NAME))
     if unknown:
         raise TypeError(f"Unknown fine-tune setting(s) {unknown}. The settings: {', '.join(BY_NAME)}.")
@@ -177,7 +147,7 @@ def parse(options):
 
 
 def signature():
-    """`inspect.Signature` of keyword arguments with the settings' defaults (for `help(finetune)`)."""
+    """The keyword arguments of `finetune`, with the settings' defaults (for `help`)."""
     import inspect
 
     return inspect.Signature(
@@ -186,7 +156,7 @@ def signature():
 
 
 def args_entries(settings=SETTINGS):
-    """The `Args:` entry of each of `settings` (see `keras_vit.utils.docstrings`), wrapped."""
+    """The `Args:` entry of each of `settings` (`keras_vit.utils.docstrings`), wrapped."""
     import textwrap
 
     wrap = dict(width=72, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)

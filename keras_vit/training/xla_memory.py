@@ -1,9 +1,6 @@
-"""XLA's CPU compiler scheduled for memory, not concurrency.
+"""XLA's CPU compiler scheduled for memory, not concurrency: a lower training peak at the same speed.
 
-XLA's default CPU scheduler runs independent operations concurrently and
-keeps more buffers alive for it; the other one keeps fewer, for a lower
-training peak at the same speed (docs/performance.md). `keras-vit finetune`
-turns it on. GPU and TPU compilers schedule for memory already.
+GPU and TPU compilers schedule for memory already; `keras-vit finetune` turns this on.
 """
 
 import os
@@ -13,10 +10,9 @@ FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 
 
 def schedule_xla_cpu_for_memory(when_possible=False):
-    """Asks XLA's CPU compiler to schedule for memory, in `XLA_FLAGS` (this process and its children).
+    """Asks XLA's CPU compiler to schedule for memory, in `XLA_FLAGS`; call it before building a model.
 
-    XLA reads `XLA_FLAGS` when JAX first computes: call it before building
-    a model. A setting of the flag already in `XLA_FLAGS` is kept.
+    A setting of the flag already in `XLA_FLAGS` is kept.
 
     Args:
         when_possible: bool, whether a call made after JAX has computed
