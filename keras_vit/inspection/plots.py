@@ -1,9 +1,7 @@
 """Figures of what a Vision Transformer has learned, after the paper's section 4.5.
 
-matplotlib (the `inspect` extra) is imported on first use. Figures are built
-without pyplot, so nothing here opens a window or touches pyplot's state.
-Every function writes a PNG (a complete file or none) and returns the figure;
-a PNG is `figsize * dpi` pixels.
+matplotlib (the `inspect` extra) is imported on first use, without pyplot (no window, no global state). Every
+function writes a PNG of `figsize * dpi` pixels (a complete file or none) and returns the figure.
 """
 
 import math
@@ -21,12 +19,6 @@ def _figure(width, height):
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _colormap(name):
-    import matplotlib
-
-    return matplotlib.colormaps[name]
-
-
 def _save(figure, path, dpi):
     validation.finite_float("dpi", dpi, minimum=0, include_minimum=False)
     with files.atomic_file(path) as staged:
@@ -35,17 +27,10 @@ def _save(figure, path, dpi):
 
 
 def displayable_image(image):
-    """Maps an image to float RGB in `[0, 1]` for display.
+    """Maps an image `(height, width[, 1 or 3])` to floats in `[0, 1]` for display.
 
-    uint8-range pixels are divided by 255, `[-1, 1]` (ViT preprocessing) is
-    shifted, `[0, 1]` is kept; any other range is min-max scaled.
-
-    Args:
-        image: array `(height, width, channels)` with 1 or 3 channels, or
-            `(height, width)`.
-
-    Returns:
-        float array `(height, width, 3)` or `(height, width)` in `[0, 1]`.
+    `[0, 1]` is kept, uint8-range pixels are divided by 255, `[-1, 1]` (ViT
+    preprocessing) is shifted; any other range is min-max scaled.
     """
     image = np.asarray(image, dtype="float64")
     if image.ndim == 3 and image.shape[-1] == 1:
@@ -91,21 +76,19 @@ def _batched(array, rank, name):
 
 
 def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=0.5, dpi=100):
-    """Draws attention-rollout maps over their images (paper Figure 6).
+    """Draws attention-rollout maps over their images (paper Figure 6): 9 x (3 per image + 0.4) inches.
 
-    One row per image: the input, the map as a heat map over it, and the
-    input weighted by the map (the paper's presentation).
+    One row per image: the input, the map as a heat map over it, and the input weighted by the map.
 
     Args:
-        images: array `(batch, height, width, 3)` or one image
-            `(height, width, 3)`, in any range `displayable_image` accepts.
-        maps: array `(batch, grid_h, grid_w)` (or one map) as returned by
-            `attention_rollout`; each map is scaled to `[0, 1]` for display.
+        images: array `(batch, height, width, 3)` or one image, in any range
+            `displayable_image` accepts.
+        maps: array `(batch, grid_h, grid_w)` (or one map), as
+            `attention_rollout` returns; each is scaled to `[0, 1]`.
         path: where to write the PNG.
         title: the figure's title.
         alpha: float, opacity of the heat map. Defaults to `0.5`.
-        dpi: the PNG's resolution; the figure is 9 inches wide and 3 inches
-            per image tall (plus 0.4 for the title). Defaults to `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -137,21 +120,18 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
 
 
 def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_prefix_tokens=1, alpha=0.5, dpi=100):
-    """Draws the class token's attention of every head of one layer over an image.
+    """Draws the class token's attention of every head of one layer over an image (2.2-inch panels, 5 a row).
 
     Args:
-        image: array `(height, width, 3)`, in any range `displayable_image`
-            accepts.
+        image: array `(height, width, 3)`.
         attention: array `(num_layers, num_heads, T, T)`: one image's slice
             `attention_maps(...)[:, index]`.
         grid_size: `(grid_h, grid_w)` or an int, the patch grid.
         path: where to write the PNG.
-        layer: int, the block to draw (negative counts from the end).
-            Defaults to `-1`, the last.
+        layer: int, the block to draw. Defaults to `-1`, the last.
         num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
         alpha: float, opacity of the heat maps. Defaults to `0.5`.
-        dpi: the PNG's resolution; panels are 2.2 inches, at most 5 a row.
-            Defaults to `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -164,7 +144,7 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
             f"`attention_maps(model, images)[:, 0]`. Received: shape {attention.shape}"
         )
     num_layers, num_heads = attention.shape[:2]
-    if isinstance(layer, bool) or not isinstance(layer, int) or not -num_layers <= layer < num_layers:
+    if not validation.is_int(layer) or not -num_layers <= layer < num_layers:
         raise ValueError(f"`layer` must be in [-{num_layers}, {num_layers - 1}]. Received: layer={layer!r}")
     grid_h, grid_w = analysis.check_grid(attention, grid_size, num_prefix_tokens)
     image = displayable_image(image)
@@ -190,17 +170,15 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
 
 
 def plot_mean_attention_distance(distances, path, image_size=None, title="Mean attention distance", dpi=100):
-    """Draws each head's mean attention distance against depth (paper Figure 7 right).
+    """Draws each head's mean attention distance against depth (paper Figure 7 right), 6 x 4.5 inches.
 
     Args:
-        distances: array `(num_layers, num_heads)` in pixels, as returned by
-            `mean_attention_distance`.
+        distances: array `(num_layers, num_heads)` in pixels.
         path: where to write the PNG.
-        image_size: optional `(height, width)` or int; when given, the y axis
-            reaches the image diagonal, the largest possible distance.
+        image_size: optional `(height, width)` or int: the y axis then reaches
+            the image diagonal, the largest possible distance.
         title: the figure's title.
-        dpi: the PNG's resolution; the figure is 6 x 4.5 inches. Defaults to
-            `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -211,7 +189,9 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
     num_layers, num_heads = distances.shape
     figure = _figure(6.0, 4.5)
     axes = figure.subplots()
-    colours = _colormap("tab20" if num_heads > 10 else "tab10")
+    import matplotlib
+
+    colours = matplotlib.colormaps["tab20" if num_heads > 10 else "tab10"]
     depth = np.arange(1, num_layers + 1)
     for head in range(num_heads):
         axes.scatter(depth, distances[:, head], s=18, color=colours(head % colours.N), label=f"Head {head + 1}")
@@ -231,18 +211,16 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
 
 
 def plot_position_embedding_similarity(similarity, path, title="Position embedding similarity", dpi=100):
-    """Draws each patch's position-embedding similarity as a grid of small maps.
+    """Draws each patch's position-embedding similarity as a grid of small maps (paper Figures 7 centre, 10).
 
-    Tile `(i, j)` shows the cosine similarity of patch `(i, j)`'s embedding
-    with every patch's, like the paper's Figure 7 (centre) and Figure 10.
+    Tile `(i, j)` shows the similarity of patch `(i, j)`'s embedding with every patch's. The figure is 7 x 6.5
+    inches, scaled up by `max(grid) / 16` for grids larger than 16.
 
     Args:
-        similarity: array `(grid_h, grid_w, grid_h, grid_w)` as returned by
-            `position_embedding_similarity`.
+        similarity: array `(grid_h, grid_w, grid_h, grid_w)`.
         path: where to write the PNG.
         title: the figure's title.
-        dpi: the PNG's resolution; the figure is 7 x 6.5 inches, scaled up
-            by `max(grid) / 16` for grids larger than 16. Defaults to `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -265,7 +243,9 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
     scale = max(1.0, max(grid_h, grid_w) / 16)
     figure = _figure(7.0 * scale, 6.5 * scale)
     axes = figure.subplots()
-    cmap = _colormap("viridis").with_extremes(bad="white")
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
     shown = axes.imshow(mosaic, cmap=cmap, vmin=-1.0, vmax=1.0, interpolation="nearest")
     # One tick per tile at its centre, at most 14 labelled per axis.
     for set_ticks, count in ((axes.set_xticks, grid_w), (axes.set_yticks, grid_h)):
@@ -282,17 +262,15 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
 
 
 def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
-    """Draws principal components of the patch-embedding filters as tiles (paper Figure 7 left).
+    """Draws principal components of the patch-embedding filters as 1-inch tiles (paper Figure 7 left).
 
     Args:
-        components: array `(num_components, patch_h, patch_w, channels)` as
-            in `embedding_filters(model).components`; each tile is min-max
-            scaled, drawn in RGB for 3 channels and in grey otherwise (mean
-            over channels).
+        components: array `(num_components, patch_h, patch_w, channels)`;
+            each tile is min-max scaled, in RGB for 3 channels, else grey.
         path: where to write the PNG.
         columns: int, tiles per row. Defaults to `7` (the paper's 4 x 7).
         title: the figure's title; defaults to one naming the count.
-        dpi: the PNG's resolution; tiles are 1 inch. Defaults to `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -324,17 +302,7 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
 
 
 def plot_note(path, title, note, dpi=100):
-    """Writes a figure that only says something, where a plot does not apply (e.g. a hybrid's filters).
-
-    Args:
-        path: where to write the PNG.
-        title: the figure's title.
-        note: the text, wrapped to the figure.
-        dpi: the PNG's resolution. Defaults to `100`.
-
-    Returns:
-        The `matplotlib.figure.Figure`.
-    """
+    """Writes a figure that only says `note`, where a plot does not apply (e.g. a hybrid's filters)."""
     import textwrap
 
     figure = _figure(6.0, 2.5)
