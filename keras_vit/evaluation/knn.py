@@ -1,10 +1,8 @@
 """Weighted k-nearest-neighbour classification on frozen features (the DINO evaluation).
 
-Features are L2-normalised; each test image takes its `k` most cosine-similar
-training images, and each neighbour votes for its class with weight
-`exp(similarity / temperature)` (Wu et al. 2018 and DINO's `eval_knn.py`, both
-with `k = 20` and `temperature = 0.07`). The test split is processed in
-chunks, so memory stays `chunk_size x num_train`.
+Each test image takes its `k` most cosine-similar training images, each voting for its class with weight
+`exp(similarity / temperature)` (Wu et al. 2018 and DINO's `eval_knn.py`: `k = 20`, `temperature = 0.07`). The test
+split is processed in chunks, so memory stays `chunk_size x num_train`.
 
 Example:
 

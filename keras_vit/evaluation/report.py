@@ -1,14 +1,8 @@
 """The `keras-vit evaluate` job: every evaluation of one model on one dataset, as a table and files.
 
-`evaluate` extracts the frozen representation of the training and test
-splits once, then runs the linear few-shot evaluation, the linear probe and
-the k-NN classifier on it, and, when the model has a head for the dataset's
-classes, the held-out report of that head. With `out` it writes, as one set:
-
-* `metrics.json`: every number, and the settings;
-* `fewshot.png`: few-shot accuracy against shots (mean and spread of the
-  draws), with the probe and k-NN accuracies (and the head's top-1) as lines;
-* `confusion_matrix.png`: the head's confusion matrix (only with a head).
+The features of both splits are extracted once; few-shot, probe, k-NN and (with a head for the dataset's classes) the
+held-out report run on them. `write_results` writes `metrics.json`, `fewshot.png` and `confusion_matrix.png` (with a
+head) as one set.
 """
 
 import inspect
@@ -35,11 +29,7 @@ def evaluate_features(
     weight_decays=probe.WEIGHT_DECAYS,
     seed=0,
 ):
-    """Few-shot, probe, k-NN and (with the model's outputs) held-out metrics of two `Features`.
-
-    Returns:
-        A JSON-ready dict (see `evaluate`).
-    """
+    """Few-shot, probe, k-NN and (with the model's outputs) held-out metrics of two `Features`, as `evaluate`."""
     if train.num_classes != test.num_classes:
         raise ValueError(f"The splits have {train.num_classes} and {test.num_classes} classes: they must agree.")
     data = (train.features, train.labels, test.features, test.labels)
@@ -120,7 +110,7 @@ def _cache(cache_dir, split):
 
 
 def plot_shots(metrics, path, dpi=100):
-    """Few-shot accuracy against shots (mean, and the spread of the draws), with the other methods as lines."""
+    """Draws few-shot accuracy against shots (mean and spread of the draws), the other methods as lines."""
     extras.require("matplotlib", "the few-shot figure", extra="inspect")
     from matplotlib.figure import Figure
 
@@ -148,11 +138,8 @@ def plot_shots(metrics, path, dpi=100):
 
 
 def write_results(metrics, out):
-    """Writes `metrics.json`, `fewshot.png` and (with a head) `confusion_matrix.png` into `out` as one set.
-
-    Returns:
-        The paths written, by file name.
-    """
+    """Writes `metrics.json`, `fewshot.png` and (with a head) `confusion_matrix.png` into `out` as one set; returns
+    the paths written, by file name."""
     names = [METRICS_FILE, SHOTS_PLOT] + ([CONFUSION_PLOT] if metrics.get("heldout") else [])
     with files.atomic_files(out, names) as staged:
         files.write_json(staged[METRICS_FILE], metrics)
