@@ -120,15 +120,6 @@ def intermediate_features(model, images, layers=None, reshape=False, batch_size=
     Returns:
         For an int `layers`, one float32 array `(batch, N + 1, D)` (or the
         map); otherwise a list of them in the order asked for.
-
-    Example:
-
-    >>> import keras_vit
-    >>> model = keras_vit.VisionTransformer(
-    ...     patch_size=8, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32,
-    ...     input_shape=(32, 24, 3), include_top=False)
-    >>> intermediate_features(model, np.zeros((1, 32, 24, 3)), layers=-1, reshape=True).shape
-    (1, 4, 3, 16)
     """
     vit = find_vit(model)
     single = validation.is_int(layers)
@@ -242,15 +233,6 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
 
     Returns:
         float64 array `(batch, grid_h, grid_w)`.
-
-    Example:
-
-    >>> import keras_vit
-    >>> model = keras_vit.VisionTransformer(
-    ...     patch_size=8, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32,
-    ...     input_shape=(32, 24, 3), include_top=False)
-    >>> attention_rollout(model, np.zeros((2, 32, 24, 3))).shape
-    (2, 4, 3)
     """
     attention = attention_maps(model, images, batch_size=batch_size)
     grid = _token_grid(find_vit(model), images)
@@ -319,15 +301,6 @@ def mean_attention_distance(model, images, batch_size=16):
 
     Returns:
         float64 array `(num_layers, num_heads)`.
-
-    Example:
-
-    >>> import keras_vit
-    >>> model = keras_vit.VisionTransformer(
-    ...     patch_size=8, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32,
-    ...     input_shape=(32, 24, 3), include_top=False)
-    >>> mean_attention_distance(model, np.zeros((1, 32, 24, 3))).shape
-    (2, 2)
     """
     vit = find_vit(model)
     attention = attention_maps(vit, images, batch_size=batch_size)
@@ -340,16 +313,6 @@ def position_embedding_similarity(model):
     Returns:
         float64 array `(grid_h, grid_w, grid_h, grid_w)`: entry `[i, j, k, l]`
         is the similarity of patch `(i, j)` with patch `(k, l)`.
-
-    Example:
-
-    >>> import keras_vit
-    >>> model = keras_vit.VisionTransformer(
-    ...     patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32,
-    ...     input_shape=(32, 24, 3), include_top=False)
-    >>> similarity = position_embedding_similarity(model)
-    >>> similarity.shape, round(float(similarity[1, 2, 1, 2]), 6)
-    ((4, 3, 4, 3), 1.0)
     """
     layer = find_vit(model).get_layer("position_embedding")
     embedding = np.asarray(keras.ops.convert_to_numpy(layer.embedding), dtype="float64")[0]
@@ -372,15 +335,6 @@ def embedding_filters(model, num_components=28):
 
     Returns:
         A `FilterComponents(components, explained_variance_ratio)`.
-
-    Example:
-
-    >>> import keras_vit
-    >>> model = keras_vit.VisionTransformer(
-    ...     patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32,
-    ...     input_shape=(16, 16, 3), include_top=False)
-    >>> embedding_filters(model, num_components=6).components.shape
-    (6, 4, 4, 3)
     """
     vit = find_vit(model)
     if vit.resnet_stages is not None:
