@@ -176,29 +176,19 @@ def test_feature_map_artefact_has_one_output(tmp_path):
     np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
 
 
-def test_backbone_nested_in_a_saved_user_model_exports(tmp_path):
+@pytest.mark.parametrize("own_scaling", [False, True], ids=["saved_user_model", "user_model_scales_pixels"])
+def test_a_backbone_nested_in_a_user_model_exports_scaled_once(own_scaling, tmp_path):
     format = _cheapest_format()
-    backbone = VisionTransformer(**TINY, include_top=False, pooling="gap")
+    backbone = VisionTransformer(**TINY, include_top=False, pooling="gap", include_preprocessing=not own_scaling)
     inputs = keras.Input((8, 8, 3))
-    user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(inputs)))
+    # The user's own scaling of raw pixels: the artefact must not scale them a second time.
+    scaled = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs) if own_scaling else inputs
+    user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(scaled)))
     helpers.randomize_weights(user_model)
     user_model.save(tmp_path / "user.keras")
     images = _images(2).astype("float32")
     path = deploy.export(str(tmp_path / "user.keras"), str(tmp_path / "user"), format=format, input_dtype="float32")
-    expected = keras.ops.convert_to_numpy(user_model(preprocess_input(images)))
-    np.testing.assert_allclose(deploy.load_artefact(path, format)(images), expected, atol=1e-4, rtol=0)
-
-
-def test_a_user_model_that_scales_its_own_pixels_is_not_scaled_twice(tmp_path):
-    format = _cheapest_format()
-    backbone = VisionTransformer(**TINY, include_top=False, pooling="gap", include_preprocessing=False)
-    inputs = keras.Input((8, 8, 3))
-    scaled = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs)  # the user's own scaling of raw pixels
-    user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(scaled)))
-    helpers.randomize_weights(user_model)
-    images = _images(2).astype("float32")
-    path = deploy.export(user_model, str(tmp_path / "user"), format=format, input_dtype="float32")
-    expected = keras.ops.convert_to_numpy(user_model(images))
+    expected = keras.ops.convert_to_numpy(user_model(images if own_scaling else preprocess_input(images)))
     np.testing.assert_allclose(deploy.load_artefact(path, format)(images), expected, atol=1e-4, rtol=0)
 
 

@@ -141,7 +141,7 @@ def test_bad_models_and_splits_are_one_clear_error():
     empty = data.from_arrays(np.zeros((0, 16, 16, 3), np.uint8), np.zeros(0, np.int64), num_classes=3)
     with pytest.raises(ValueError, match="The split holds no images"):
         evaluation.extract_features(_tiny_vit(classes=3), empty, verbose=0)
-    with pytest.raises(TypeError, match=r"Unknown evaluation setting\(s\) \['shotz'\]"):
+    with pytest.raises(TypeError, match="shotz"):
         evaluation.evaluate(_tiny_vit(classes=3), source, source, shotz=(1,), verbose=0)  # before any extraction
     broken = _tiny_vit(classes=3)
     broken.get_layer("encoder_norm").beta.assign(np.full((16,), np.nan, "float32"))

@@ -49,14 +49,11 @@ class Representation:
     """How a model's representation is read; call it on a batch of channels-last [0, 255] images.
 
     Attributes:
-        model: a `keras.Model` from the ViT's images to the representation
-            (or the token sequence, with `from_sequence`), and the head's
-            outputs as a second output when they come from the same graph.
+        model: a `keras.Model` from the ViT's images to the representation,
+            and to the head's outputs when they come from the same graph.
         kind: `"pre_logits"`, `"token"`, `"gap"` or `"max"`.
-        from_sequence: bool, `kind` is taken from the token sequence.
         image_size: `(height, width)` the images are resized to.
-        scale_pixels: bool, the ViT does not scale pixels itself: they are
-            scaled to [-1, 1] before it.
+        scale_pixels: bool, the ViT does not scale pixels to [-1, 1] itself.
         classifier: the user's model holding the ViT, run for its outputs
             when they are not in the ViT's graph, or `None`.
         channels_first: bool, the model takes channels-first images.
@@ -64,7 +61,6 @@ class Representation:
 
     model: object
     kind: str
-    from_sequence: bool
     image_size: tuple
     scale_pixels: bool
     classifier: object = None
@@ -82,8 +78,6 @@ class Representation:
         if self.classifier is not None:
             outputs = self.classifier.predict_on_batch(images)
         features = np.asarray(keras.ops.convert_to_numpy(features), dtype="float32")
-        if self.from_sequence:
-            features = features[:, 0] if self.kind == "token" else features[:, 1:].mean(axis=1)
         if outputs is not None:
             outputs = np.asarray(keras.ops.convert_to_numpy(outputs), dtype="float32")
         return features, outputs
@@ -114,11 +108,11 @@ def representation(model, image_size=None, num_classes=None):
     """
     backbone = find_vit(model)
     if backbone.representation_size is not None:
-        kind, tensor, from_sequence = "pre_logits", backbone.get_layer("pre_logits").output, False
+        kind, tensor = "pre_logits", backbone.get_layer("pre_logits").output
     elif backbone.pooling is not None:
-        kind, tensor, from_sequence = backbone.pooling, backbone.get_layer("pooling").output, False
+        kind, tensor = backbone.pooling, backbone.get_layer("pooling").output
     else:
-        kind, tensor, from_sequence = "token", backbone.get_layer("encoder_norm").output, True
+        kind, tensor = "token", backbone.get_layer("encoder_norm").output[:, 0]
     size = backbone.default_image_size if image_size is None else validation.pair("image_size", image_size)
     size = tuple(int(side) for side in size)
     outputs, classifier = tensor, None
@@ -135,7 +129,7 @@ def representation(model, image_size=None, num_classes=None):
     inputs = backbone.inputs[0] if len(backbone.inputs) == 1 else backbone.inputs
     feature_model = keras.Model(inputs, outputs, name=f"{backbone.name}_{kind}")
     scale = not backbone.include_preprocessing
-    return Representation(feature_model, kind, from_sequence, size, scale, classifier, backbone.channels_first)
+    return Representation(feature_model, kind, size, scale, classifier, backbone.channels_first)
 
 
 def check_features(features, what="features"):

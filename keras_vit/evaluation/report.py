@@ -79,9 +79,7 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
         `linear_probe`, `knn`, `heldout` (`None` without a head for these
         classes), the representation and the split sizes.
     """
-    unknown = sorted(set(settings) - set(inspect.signature(evaluate_features).parameters))
-    if unknown:
-        raise TypeError(f"Unknown evaluation setting(s) {unknown}; see `evaluate_features`.")
+    inspect.signature(evaluate_features).bind(train, test, **settings)  # an unknown setting: TypeError, now
     # A split where no image decodes fails now, before the other one is extracted.
     for source in (train, test):
         extraction.check_source(source)

@@ -66,13 +66,12 @@ def _unit_range(values):
     return (values - low) / (high - low) if high > low else np.zeros_like(values)
 
 
-def _batched(array, rank, name):
-    array = np.asarray(array)
-    if array.ndim == rank - 1:
-        array = array[None]
-    if array.ndim != rank:
-        raise ValueError(f"`{name}` must have {rank - 1} or {rank} dimensions. Received: shape {array.shape}")
-    return array
+def _overlay(axis, image, values, alpha):
+    """Draws `image` and over it the patch-grid map `values`, upsampled and scaled to [0, 1]; returns the map."""
+    height, width = image.shape[:2]
+    mask = _unit_range(_resize_bilinear(np.asarray(values, dtype="float64"), height, width))
+    axis.imshow(image, cmap="gray")
+    return mask, axis.imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
 
 
 def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=0.5, dpi=100):
@@ -94,8 +93,9 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
         The `matplotlib.figure.Figure`.
     """
     validation.finite_float("alpha", alpha, minimum=0, maximum=1)
-    images = _batched(images, 4, "images")
-    maps = _batched(maps, 3, "maps")
+    images, maps = np.asarray(images), np.asarray(maps)
+    images = images[None] if images.ndim == 3 else images
+    maps = maps[None] if maps.ndim == 2 else maps
     if len(images) != len(maps):
         raise ValueError(f"Expected one map per image. Received: {len(images)} images and {len(maps)} maps")
     figure = _figure(9.0, 3.0 * len(images) + 0.4)
@@ -103,11 +103,8 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
     heat = None
     for row, (image, values) in enumerate(zip(images, maps)):
         image = displayable_image(image)
-        height, width = image.shape[:2]
-        mask = _unit_range(_resize_bilinear(np.asarray(values, dtype="float64"), height, width))
         axes[row, 0].imshow(image, cmap="gray")
-        axes[row, 1].imshow(image, cmap="gray")
-        heat = axes[row, 1].imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
+        mask, heat = _overlay(axes[row, 1], image, values, alpha)
         masked = image * (mask[..., None] if image.ndim == 3 else mask)
         axes[row, 2].imshow(masked, cmap="gray")
         for axis in axes[row]:
@@ -148,7 +145,6 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
         raise ValueError(f"`layer` must be in [-{num_layers}, {num_layers - 1}]. Received: layer={layer!r}")
     grid_h, grid_w = analysis.check_grid(attention, grid_size, num_prefix_tokens)
     image = displayable_image(image)
-    height, width = image.shape[:2]
     columns = min(num_heads + 1, 5)
     rows = math.ceil((num_heads + 1) / columns)
     figure = _figure(2.2 * columns, 2.2 * rows + 0.4)
@@ -157,9 +153,7 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
     axes[0].set_title("Input")
     for head in range(num_heads):
         values = attention[layer, head, 0, num_prefix_tokens:].reshape(grid_h, grid_w)
-        mask = _unit_range(_resize_bilinear(values, height, width))
-        axes[head + 1].imshow(image, cmap="gray")
-        axes[head + 1].imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
+        _overlay(axes[head + 1], image, values, alpha)
         axes[head + 1].set_title(f"Head {head + 1}")
     for axis in axes:
         axis.set(xticks=[], yticks=[])
@@ -184,8 +178,6 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
         The `matplotlib.figure.Figure`.
     """
     distances = np.asarray(distances, dtype="float64")
-    if distances.ndim != 2:
-        raise ValueError(f"`distances` must have shape (num_layers, num_heads). Received: shape {distances.shape}")
     num_layers, num_heads = distances.shape
     figure = _figure(6.0, 4.5)
     axes = figure.subplots()
@@ -276,12 +268,6 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
         The `matplotlib.figure.Figure`.
     """
     components = np.asarray(components, dtype="float64")
-    if components.ndim != 4 or len(components) == 0:
-        raise ValueError(
-            "`components` must have shape (num_components, patch_h, patch_w, channels). "
-            f"Received: shape {components.shape}"
-        )
-    validation.positive_int("columns", columns)
     count = len(components)
     columns = min(columns, count)
     rows = math.ceil(count / columns)
