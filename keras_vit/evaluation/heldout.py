@@ -68,7 +68,7 @@ def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
     """
     outputs, labels = check_split(outputs, labels, "model output")
     num_classes = outputs.shape[1]
-    outside = labels[(labels < 0) | (labels >= num_classes)]
+    outside = labels[labels >= num_classes]  # negative ones were refused by check_split
     if len(outside):
         raise ValueError(
             f"Labels must lie in [0, {num_classes}), the model's classes. Received: {len(outside)} outside, "
