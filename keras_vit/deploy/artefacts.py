@@ -55,10 +55,7 @@ def supported(format, backend=None):
 
 
 def artefact_path(out, format, name="model"):
-    """The file or folder `export` writes for `format` at `out`.
-
-    The format's suffix is added when missing. For the file formats, a path ending in `/`, or an existing folder that
-    is not a SavedModel, gets `name` + suffix inside it. A SavedModel is the folder `out` itself.
+    """The file or folder `export` writes for `format` at `out`: a folder `out` gets `name` + the format's suffix.
 
     >>> artefact_path("served/", "onnx", name="vit")
     'served/vit.onnx'
@@ -101,7 +98,10 @@ def serving_model(model, input_dtype="uint8"):
         )
     inputs = keras.Input(shape=shape, dtype=input_dtype, name="images")
     # x / 127.5 - 1, unless the ViT (include_preprocessing=True) or the user's model around it scales pixels itself.
-    own_scaling = metadata.find_vit(model).include_preprocessing or _scales_pixels_around_the_vit(model)
+    vit = metadata.find_vit(model)
+    scaling_layers = (keras.layers.Rescaling, keras.layers.Normalization)
+    around = vit is not model and any(isinstance(layer, scaling_layers) for layer in model.layers)
+    own_scaling = vit.include_preprocessing or around
     scale, offset = (1.0, 0.0) if own_scaling else (1.0 / 127.5, -1.0)
     scaled = keras.layers.Rescaling(scale, offset=offset, name="pixel_scaling")(inputs)
     serving = keras.Model(inputs, model(scaled), name=f"{model.name}_serving")
@@ -110,21 +110,12 @@ def serving_model(model, input_dtype="uint8"):
     return serving
 
 
-def _scales_pixels_around_the_vit(model):
-    if metadata.find_vit(model) is model:
-        return False
-    return any(isinstance(layer, (keras.layers.Rescaling, keras.layers.Normalization)) for layer in model.layers)
-
-
 def _layers(model):
     return [model, *keras_compat.sublayers(model)]
 
 
 def float32_copy(model):
-    """`model` computing in float32: a mixed-precision model is rebuilt with float32 layers and its weights.
-
-    ONNX Runtime refuses a graph mixing float16 and bfloat16, and OpenVINO and LiteRT fail to convert one.
-    """
+    """`model` rebuilt with float32 layers if mixed-precision: the runtimes refuse or fail to convert mixed graphs."""
 
     def mixed(value):
         return isinstance(value, str) and value.startswith("mixed_")
@@ -149,8 +140,8 @@ def float32_copy(model):
 
 
 def check_target(out, format, name="model"):
-    """Checks, before any work, that `export` can write its artefact at `out` (a `FileExistsError` if a file it
-    would write exists, `NotADirectoryError` / `PermissionError` for its folder); returns its path."""
+    """Checks, before any work, that `export` can write at `out` (else `FileExistsError`, `NotADirectoryError`,
+    `PermissionError`); returns the artefact's path."""
     path = artefact_path(out, format, name=name)
     files.check_output_folder(os.path.dirname(os.path.abspath(path)))
     for existing in artefact_files(path, format):
@@ -267,8 +258,7 @@ def _not_the_custom_gradient_notice(record):
 
 
 def load_artefact(path, format):
-    """Loads what `export` wrote at `path` in `format` in its own runtime: a function from a NumPy batch of images
-    to the NumPy values of the artefact's one output."""
+    """Loads an exported artefact in its own runtime: a function from a NumPy batch of images to its output."""
     validation.one_of("format", format, FORMATS)
     extras.check(RUNTIME_MODULES[format], needed_for=f"running a {format} artefact", extra="deploy")
     if format == "saved_model":

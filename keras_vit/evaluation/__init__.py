@@ -20,7 +20,6 @@ from keras_vit.evaluation.extraction import (
     Representation,
     check_features,
     extract_features,
-    find_backbone,
     representation,
 )
 from keras_vit.evaluation.fewshot_lsr import FewShotResult, RidgeSolver, draw_shots, fewshot
@@ -51,7 +50,6 @@ __all__ = [
     "expected_calibration_error",
     "extract_features",
     "fewshot",
-    "find_backbone",
     "format_table",
     "heldout_report",
     "knn_accuracy",

@@ -31,9 +31,7 @@ class Features:
         num_classes: int, the classes of the source.
         class_names: tuple of str, or `None`.
         kind: the representation (`"pre_logits"`, `"token"`, `"gap"`, `"max"`).
-        outputs: float32 array `(num_images, num_classes)` of the model's
-            own outputs when asked for and it has a head for these classes,
-            else `None`.
+        outputs: float32 array `(num_images, num_classes)` of the model's head, or `None`.
     """
 
     features: np.ndarray
@@ -49,13 +47,12 @@ class Representation:
     """How a model's representation is read; call it on a batch of channels-last [0, 255] images.
 
     Attributes:
-        model: a `keras.Model` from the ViT's images to the representation,
-            and to the head's outputs when they come from the same graph.
+        model: a `keras.Model` from the ViT's images to the representation
+            (and the head's outputs when they are in the same graph).
         kind: `"pre_logits"`, `"token"`, `"gap"` or `"max"`.
         image_size: `(height, width)` the images are resized to.
         scale_pixels: bool, the ViT does not scale pixels to [-1, 1] itself.
-        classifier: the user's model holding the ViT, run for its outputs
-            when they are not in the ViT's graph, or `None`.
+        classifier: the user's model around the ViT, run for its outputs, or `None`.
         channels_first: bool, the model takes channels-first images.
     """
 
@@ -83,25 +80,13 @@ class Representation:
         return features, outputs
 
 
-def find_backbone(model):
-    """The keras_vit ViT inside `model` (the model itself, or one nested in it at any depth).
-
-    Raises:
-        ValueError: `model` holds no keras_vit ViT.
-    """
-    return find_vit(model)
-
-
 def representation(model, image_size=None, num_classes=None):
     """The paper's representation of `model`: what `extract_features` reads.
 
     Args:
         model: a keras_vit model, or a user's model with one nested in it.
-        image_size: optional int or `(height, width)`; defaults to the ViT's
-            input size (for one that takes any size, that of its stored
-            position-embedding grid).
-        num_classes: optional int: when `model` has one output per class, the
-            `Representation` also returns those outputs.
+        image_size: optional int or `(height, width)`; defaults to the ViT's input size.
+        num_classes: optional int: when `model` has one output per class, its outputs are returned too.
 
     Returns:
         A `Representation`.
@@ -252,20 +237,11 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
         batch_size: int, images per forward pass. Defaults to `64`.
         with_outputs: bool, also keep the model's outputs when it has a head
             for the source's classes (for `heldout_report`).
-        cache: optional path of a `.npz` file: features stored there for the
-            same weights, representation, image size and source are read
-            instead of computed; otherwise it is (re)written atomically.
+        cache: optional path of a `.npz` file, read when it holds these features, else (re)written.
         verbose: 0 (silent) or 1 (progress bar).
 
     Returns:
         A `Features`.
-
-    Example:
-
-    ```python
-    train = keras_vit.training.data.load("path/to/images", "train")
-    features = keras_vit.evaluation.extract_features(model, train).features  # (num_images, dim)
-    ```
     """
     dataset, info = _pair(source)
     validation.positive_int("batch_size", batch_size)
@@ -277,8 +253,6 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
             "for it could be read back for another split: pass cache=None, or make the source with "
             "`keras_vit.training.data.load` / `from_arrays`."
         )
-    if info.num_examples == 0:
-        raise ValueError("The split holds no images: pass a split with images in it.")
     rep = representation(model, image_size, num_classes=info.num_classes if with_outputs else None)
     key = _cache_key(rep, info) if cache is not None else None
     if key is not None and os.path.isfile(cache):

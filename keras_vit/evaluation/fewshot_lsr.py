@@ -1,9 +1,6 @@
 """Linear few-shot evaluation (paper section 4), as big_vision's `evaluators/fewshot_lsr.py` runs it.
 
-Per draw, `shots` random training images per class; features standardised with that set's mean and std (+1e-5), a
-constant feature 100.0 appended (a bias the L2 penalty barely touches), targets `2 * one_hot - 1`. The ridge weights
-`W = (XᵀX + l2 I)⁻¹ XᵀY` come from one `eigh` (of `XᵀX`, or `XXᵀ` when there are fewer images than features), so any
-further L2 strength costs one rescaling. The prediction is the argmax of `X_test W`, in float64 NumPy.
+Closed-form ridge regression onto `2 * one_hot - 1` targets through one `eigh`, in float64 NumPy (docs/evaluation.md).
 
 Example:
 
@@ -167,9 +164,8 @@ def fewshot(
         shots: int or ints, images per class. Defaults to `(1, 5, 10, 25)`.
         seeds: int, random draws per shot count. Defaults to `3`.
         l2: float > 0, the L2 strength. Defaults to `2**10` (big_vision).
-        l2_grid: optional sequence of strengths (or `True` for `L2_GRID`):
-            each draw picks the best on up to 50 other training images per
-            class, instead of using `l2`.
+        l2_grid: optional strengths (or `True` for `L2_GRID`): each draw picks
+            the best on up to 50 other training images per class.
         num_classes: int; defaults to `max(label) + 1` of both splits.
         class_names: optional names, for error messages.
         seed: int; draw `d` at `shots` uses `np.random.default_rng([seed, d, shots])`.

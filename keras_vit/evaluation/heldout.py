@@ -1,7 +1,4 @@
-"""What a classifier's head does on a held-out split: top-1/top-5, per class, confusion, calibration.
-
-The functions take the model's outputs (logits or probabilities) and the labels (`keras-vit evaluate` and `keras-vit
-finetune` use them). Calibration is Guo et al. 2017's expected calibration error over 15 equal-width bins.
+"""What a classifier's head does on a held-out split: top-1/top-5, per class, confusion, calibration (Guo et al. 2017).
 
 Example:
 
@@ -99,9 +96,8 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
 
     Args:
         model: a classifier with one output per class.
-        dataset: a finite, batched `tf.data.Dataset` of `(images, labels[,
-            sample_weights])`: rows of weight 0 (padding) are left out, and
-            one-hot labels count as their argmax.
+        dataset: a finite, batched `tf.data.Dataset` of `(images, labels[, sample_weights])`; rows of weight 0
+            (padding) are left out, one-hot labels count as their argmax.
         class_names: optional names, one per class.
         num_bins: int, the confidence bins of the calibration error.
 

@@ -1,8 +1,6 @@
-"""Weighted k-nearest-neighbour classification on frozen features (the DINO evaluation).
+"""Weighted k-nearest-neighbour classification on frozen features (DINO's `eval_knn.py`; docs/evaluation.md).
 
-Each test image takes its `k` most cosine-similar training images, each voting for its class with weight
-`exp(similarity / temperature)` (Wu et al. 2018 and DINO's `eval_knn.py`: `k = 20`, `temperature = 0.07`). The test
-split is processed in chunks, so memory stays `chunk_size x num_train`.
+Each test image's `k` most cosine-similar training images vote for their class with weight `exp(similarity / T)`.
 
 Example:
 

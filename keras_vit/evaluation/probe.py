@@ -1,8 +1,6 @@
-"""Linear probe: scikit-learn's multinomial logistic regression on frozen features.
+"""Linear probe: scikit-learn's multinomial logistic regression on standardised frozen features (docs/evaluation.md).
 
-Features standardised with the training split's mean and std (+1e-5); the objective is the mean cross-entropy plus
-`weight_decay / 2 * ||W||²` (bias not penalised), i.e. `LogisticRegression(C=1 / (weight_decay * num_images))`. The
-weight decay is chosen on a stratified held-out part of the training split, then the probe is refitted on all of it.
+The loss is the mean cross-entropy plus `weight_decay / 2 * ||W||²`: `LogisticRegression(C=1 / (weight_decay * N))`.
 
 Example:
 
@@ -29,8 +27,7 @@ MAX_ITERATIONS = 1000
 
 @dataclasses.dataclass(frozen=True)
 class ProbeResult:
-    """A probe's test `accuracy`, its `weight_decay`, and `holdout_accuracies` `{weight_decay: accuracy}` of the
-    choice (empty when one strength was given)."""
+    """A probe's test `accuracy`, its `weight_decay`, and the `holdout_accuracies` `{weight_decay: accuracy}`."""
 
     accuracy: float
     weight_decay: float

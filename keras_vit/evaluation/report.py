@@ -1,9 +1,4 @@
-"""The `keras-vit evaluate` job: every evaluation of one model on one dataset, as a table and files.
-
-The features of both splits are extracted once; few-shot, probe, k-NN and (with a head for the dataset's classes) the
-held-out report run on them. `write_results` writes `metrics.json`, `fewshot.png` and `confusion_matrix.png` (with a
-head) as one set.
-"""
+"""The `keras-vit evaluate` job: few-shot, probe, k-NN and held-out metrics of one model, as a table and files."""
 
 import inspect
 import os
@@ -62,22 +57,16 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
 
     Args:
         model: a keras_vit model, or a user's model with one nested in it.
-        train, test: `(dataset, SourceInfo)` pairs (`keras_vit.training.data.load`,
-            `from_arrays`, `keras_vit.training.finetune.digits_sources`).
-        out: optional folder for `metrics.json`, `fewshot.png` and (with a
-            head) `confusion_matrix.png`.
-        image_size, batch_size: of the feature extraction
-            (`extract_features`).
-        cache_dir: optional folder for the features (`train.npz`,
-            `test.npz`), reused by the next evaluation of the same model.
+        train, test: `(dataset, SourceInfo)` pairs (`keras_vit.training.data.load`, `from_arrays`).
+        out: optional folder for the files of `write_results`.
+        image_size, batch_size: of the feature extraction (`extract_features`).
+        cache_dir: optional folder for the features (`train.npz`, `test.npz`), reused by the next evaluation.
         verbose: 0 or 1 (progress bars).
-        **settings: `shots`, `seeds`, `l2`, `l2_grid`, `k`, `temperature`,
-            `weight_decays`, `seed` (see `evaluate_features`).
+        **settings: `shots`, `seeds`, `l2`, `l2_grid`, `k`, `temperature`, `weight_decays`, `seed`.
 
     Returns:
-        The metrics dict: `fewshot` (`{shots: {mean, std, accuracies, l2}}`),
-        `linear_probe`, `knn`, `heldout` (`None` without a head for these
-        classes), the representation and the split sizes.
+        The metrics dict: `fewshot` (`{shots: {mean, std, accuracies, l2}}`), `linear_probe`, `knn`, `heldout`
+        (`None` without a head for these classes), the representation and the split sizes.
     """
     inspect.signature(evaluate_features).bind(train, test, **settings)  # an unknown setting: TypeError, now
     # A split where no image decodes fails now, before the other one is extracted.
@@ -136,8 +125,7 @@ def plot_shots(metrics, path, dpi=100):
 
 
 def write_results(metrics, out):
-    """Writes `metrics.json`, `fewshot.png` and (with a head) `confusion_matrix.png` into `out` as one set; returns
-    the paths written, by file name."""
+    """Writes `metrics.json`, `fewshot.png` and (with a head) `confusion_matrix.png` into `out`; returns their paths."""
     names = [METRICS_FILE, SHOTS_PLOT] + ([CONFUSION_PLOT] if metrics.get("heldout") else [])
     with files.atomic_files(out, names) as staged:
         files.write_json(staged[METRICS_FILE], metrics)

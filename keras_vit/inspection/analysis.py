@@ -23,14 +23,8 @@ NO_LINEAR_FILTERS = (
 )
 
 FilterComponents = collections.namedtuple("FilterComponents", ["components", "explained_variance_ratio"])
-FilterComponents.__doc__ = """The principal components of the patch-embedding filters.
-
-Attributes:
-    components: array `(num_components, patch_h, patch_w, channels)`,
-        orthonormal when flattened.
-    explained_variance_ratio: array `(num_components,)`, the share of the
-        filters' variance each component explains.
-"""
+FilterComponents.__doc__ = """The principal components `(num_components, patch_h, patch_w, channels)` of the
+patch-embedding filters, and the share of the filters' variance each explains `(num_components,)`."""
 
 
 def is_hybrid(model):
@@ -38,13 +32,8 @@ def is_hybrid(model):
     return find_vit(model).resnet_stages is not None
 
 
-def _to_numpy(tensor):
-    return np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")))
-
-
 def _forward(vit, images, batch_size, **options):
-    """`vit.forward_intermediates(chunk, **options)` over chunks of `batch_size` images, as float32 NumPy arrays
-    concatenated over the chunks: a list of outputs, and with `return_attention` a list of attention weights."""
+    """`vit.forward_intermediates(**options)` over chunks of images, as lists of float32 NumPy arrays."""
     images = np.asarray(keras.ops.convert_to_numpy(images), dtype="float32")
     expected = tuple(vit.input_shape[1:])
     fits = images.ndim == 4 and all(want in (None, got) for want, got in zip(expected, images.shape[1:]))
@@ -60,17 +49,14 @@ def _forward(vit, images, batch_size, **options):
         import torch
 
         no_grad = torch.no_grad()
-    parts = None
+    chunks = []
     with no_grad:
         for start in range(0, len(images), batch_size):
             result = vit.forward_intermediates(images[start : start + batch_size], **options)
             result = result if options.get("return_attention") else (result,)
-            if parts is None:
-                parts = [[[] for _ in part] for part in result]
-            for lists, tensors in zip(parts, result):
-                for chunks, tensor in zip(lists, tensors):
-                    chunks.append(_to_numpy(tensor))
-    return [[np.concatenate(chunks) for chunks in lists] for lists in parts]
+            chunks.append([[keras.ops.convert_to_numpy(keras.ops.cast(x, "float32")) for x in part] for part in result])
+    # Per part (outputs, then attention), per tensor of the part: its chunks concatenated.
+    return [[np.concatenate(tensors) for tensors in zip(*part)] for part in zip(*chunks)]
 
 
 def _token_grid(vit, images):
@@ -131,17 +117,14 @@ def intermediate_features(model, images, layers=None, reshape=False, batch_size=
     return result[0] if single else result
 
 
-def _check_attention(attention, grid_size=None, num_prefix_tokens=1):
-    """`attention` as float64 after checking its shape, and with `grid_size` the checked `(grid_h, grid_w)`."""
+def _check_attention(attention):
     attention = np.asarray(attention, dtype="float64")
     if attention.ndim != 5 or attention.shape[-1] != attention.shape[-2]:
         raise ValueError(
             "`attention` must have shape (num_layers, batch, num_heads, tokens, tokens), as `attention_maps` "
             f"returns. Received: shape {attention.shape}"
         )
-    if grid_size is None:
-        return attention
-    return attention, check_grid(attention, grid_size, num_prefix_tokens)
+    return attention
 
 
 def check_grid(attention, grid_size, num_prefix_tokens):
@@ -157,19 +140,13 @@ def check_grid(attention, grid_size, num_prefix_tokens):
 
 
 def rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=1):
-    """Attention rollout (Abnar & Zuidema, 2020) of stacked attention weights.
-
-    Per layer the heads are fused, optionally the weakest weights are
-    discarded, the identity is added for the residual connection, the rows
-    are re-normalised, and the layers are multiplied: `R = A_L ... A_1`.
+    """Attention rollout (Abnar & Zuidema, 2020) of stacked attention weights (docs/inspection.md).
 
     Args:
         attention: array `(num_layers, batch, num_heads, T, T)`.
         head_fusion: `"mean"`, `"max"` or `"min"`. Defaults to `"mean"`.
         discard_ratio: float in `[0, 1)`, the fraction of each fused
-            matrix's lowest weights set to 0; the prefix tokens' attention
-            to themselves is never discarded (as jacobgil/vit-explain).
-            Defaults to `0.0`.
+            matrix's lowest weights set to 0. Defaults to `0.0`.
         num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
 
     Returns:
@@ -217,8 +194,8 @@ def class_token_rollout(attention, grid_size, head_fusion="mean", discard_ratio=
         float64 array `(batch, grid_h, grid_w)`: row 0 of the rollout over
         the patches, not re-scaled.
     """
-    attention, (grid_h, grid_w) = _check_attention(attention, grid_size, num_prefix_tokens)
     rolled = rollout(attention, head_fusion, discard_ratio, num_prefix_tokens)
+    grid_h, grid_w = check_grid(rolled, grid_size, num_prefix_tokens)
     return rolled[:, 0, num_prefix_tokens:].reshape(-1, grid_h, grid_w)
 
 
@@ -258,12 +235,7 @@ def patch_distances(grid_size, patch_size):
 
 
 def attention_distance(attention, grid_size, patch_size, num_prefix_tokens=1):
-    """Mean attention distance in pixels, per layer and head (paper Figure 7 right, Figure 11).
-
-    For each query patch, the distance to each key patch weighted by their
-    attention, averaged over query patches and images. The class token has no
-    place in the image: it is left out and each query's weights over the
-    patches are re-normalised.
+    """Mean attention distance in pixels, per layer and head (paper Figures 7 right and 11; docs/inspection.md).
 
     Args:
         attention: array `(num_layers, batch, num_heads, T, T)`.
@@ -282,7 +254,8 @@ def attention_distance(attention, grid_size, patch_size, num_prefix_tokens=1):
     >>> attention_distance(attention, grid_size=(1, 2), patch_size=16)
     array([[16.]])
     """
-    attention, grid = _check_attention(attention, grid_size, num_prefix_tokens)
+    attention = _check_attention(attention)
+    grid = check_grid(attention, grid_size, num_prefix_tokens)
     weights = attention[..., num_prefix_tokens:, num_prefix_tokens:]
     totals = weights.sum(axis=-1, keepdims=True)
     # A query with all its weight on the class token integrates nothing from the image: distance 0.
@@ -322,11 +295,7 @@ def position_embedding_similarity(model):
 
 
 def embedding_filters(model, num_components=28):
-    """The principal components of the patch-embedding filters (paper Figure 7 left).
-
-    Each of the `D` filters (a `patch_h x patch_w x channels` kernel) is a
-    point; they are centred before the SVD, and each component's sign makes
-    its largest-magnitude entry positive.
+    """The principal components of the centred patch-embedding filters (paper Figure 7 left).
 
     Args:
         model: a keras_vit model (not a hybrid: it has no linear filters).

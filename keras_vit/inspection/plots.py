@@ -19,6 +19,19 @@ def _figure(width, height):
     return Figure(figsize=(width, height), layout="constrained")
 
 
+def _tiles(count, columns, inches, margin):
+    """A figure of `count` tiles of `inches` square, `columns` a row, without ticks; the cells after them blank."""
+    columns = min(columns, count)
+    rows = math.ceil(count / columns)
+    figure = _figure(inches * columns + margin[0], inches * rows + margin[1])
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    for axis in axes:
+        axis.set(xticks=[], yticks=[])
+    for axis in axes[count:]:
+        axis.set_axis_off()
+    return figure, axes
+
+
 def _save(figure, path, dpi):
     validation.finite_float("dpi", dpi, minimum=0, include_minimum=False)
     with files.atomic_file(path) as staged:
@@ -75,9 +88,7 @@ def _overlay(axis, image, values, alpha):
 
 
 def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=0.5, dpi=100):
-    """Draws attention-rollout maps over their images (paper Figure 6): 9 x (3 per image + 0.4) inches.
-
-    One row per image: the input, the map as a heat map over it, and the input weighted by the map.
+    """Draws a row per image: the input, the rollout map over it, and the input weighted by it (paper Figure 6).
 
     Args:
         images: array `(batch, height, width, 3)` or one image, in any range
@@ -98,8 +109,8 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
     maps = maps[None] if maps.ndim == 2 else maps
     if len(images) != len(maps):
         raise ValueError(f"Expected one map per image. Received: {len(images)} images and {len(maps)} maps")
-    figure = _figure(9.0, 3.0 * len(images) + 0.4)
-    axes = figure.subplots(len(images), 3, squeeze=False)
+    figure, axes = _tiles(3 * len(images), 3, 3.0, (0.0, 0.4))
+    axes = axes.reshape(-1, 3)
     heat = None
     for row, (image, values) in enumerate(zip(images, maps)):
         image = displayable_image(image)
@@ -107,8 +118,6 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
         mask, heat = _overlay(axes[row, 1], image, values, alpha)
         masked = image * (mask[..., None] if image.ndim == 3 else mask)
         axes[row, 2].imshow(masked, cmap="gray")
-        for axis in axes[row]:
-            axis.set(xticks=[], yticks=[])
     for column, label in enumerate(("Input", "Rollout heat map", "Input x rollout")):
         axes[0, column].set_title(label)
     figure.colorbar(heat, ax=axes[:, 1], location="bottom", shrink=0.8, label="attention (scaled to max)")
@@ -145,20 +154,13 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
         raise ValueError(f"`layer` must be in [-{num_layers}, {num_layers - 1}]. Received: layer={layer!r}")
     grid_h, grid_w = analysis.check_grid(attention, grid_size, num_prefix_tokens)
     image = displayable_image(image)
-    columns = min(num_heads + 1, 5)
-    rows = math.ceil((num_heads + 1) / columns)
-    figure = _figure(2.2 * columns, 2.2 * rows + 0.4)
-    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    figure, axes = _tiles(num_heads + 1, 5, 2.2, (0.0, 0.4))
     axes[0].imshow(image, cmap="gray")
     axes[0].set_title("Input")
     for head in range(num_heads):
         values = attention[layer, head, 0, num_prefix_tokens:].reshape(grid_h, grid_w)
         _overlay(axes[head + 1], image, values, alpha)
         axes[head + 1].set_title(f"Head {head + 1}")
-    for axis in axes:
-        axis.set(xticks=[], yticks=[])
-    for axis in axes[num_heads + 1 :]:
-        axis.set_axis_off()
     figure.suptitle(f"Class-token attention, layer {layer % num_layers + 1} of {num_layers}")
     return _save(figure, path, dpi)
 
@@ -203,10 +205,7 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
 
 
 def plot_position_embedding_similarity(similarity, path, title="Position embedding similarity", dpi=100):
-    """Draws each patch's position-embedding similarity as a grid of small maps (paper Figures 7 centre, 10).
-
-    Tile `(i, j)` shows the similarity of patch `(i, j)`'s embedding with every patch's. The figure is 7 x 6.5
-    inches, scaled up by `max(grid) / 16` for grids larger than 16.
+    """Draws tile `(i, j)`: the similarity of patch `(i, j)`'s position embedding with every patch's (Figure 7).
 
     Args:
         similarity: array `(grid_h, grid_w, grid_h, grid_w)`.
@@ -223,15 +222,13 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
             f"`similarity` must have shape (grid_h, grid_w, grid_h, grid_w). Received: shape {similarity.shape}"
         )
     grid_h, grid_w = similarity.shape[:2]
-    # One mosaic image with one blank cell between tiles draws in one call,
-    # however large the grid (a subplot per tile would be 576 axes at 384 px).
+    # One mosaic image with a blank cell between tiles: one draw call, not a subplot per tile.
     mosaic = np.full((grid_h * (grid_h + 1) - 1, grid_w * (grid_w + 1) - 1), np.nan)
     for i in range(grid_h):
         for j in range(grid_w):
             top, left = i * (grid_h + 1), j * (grid_w + 1)
             mosaic[top : top + grid_h, left : left + grid_w] = similarity[i, j]
-    # Grids above 16 x 16 (e.g. 24 x 24 at 384 px) get a larger figure, so
-    # every mosaic cell still covers at least one pixel at 100 dpi.
+    # Grids above 16 x 16 get a larger figure: every mosaic cell still covers a pixel at 100 dpi.
     scale = max(1.0, max(grid_h, grid_w) / 16)
     figure = _figure(7.0 * scale, 6.5 * scale)
     axes = figure.subplots()
@@ -269,17 +266,10 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
     """
     components = np.asarray(components, dtype="float64")
     count = len(components)
-    columns = min(columns, count)
-    rows = math.ceil(count / columns)
-    figure = _figure(1.0 * columns + 0.2, 1.0 * rows + 0.5)
-    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    figure, axes = _tiles(count, columns, 1.0, (0.2, 0.5))
     for index, component in enumerate(components):
         tile = _unit_range(component if component.shape[-1] == 3 else component.mean(axis=-1))
         axes[index].imshow(tile, cmap="gray", interpolation="nearest")
-    for axis in axes:
-        axis.set(xticks=[], yticks=[])
-    for axis in axes[count:]:
-        axis.set_axis_off()
     if title is None:
         kind = "RGB" if components.shape[-1] == 3 else "Grey"
         title = f"{kind} embedding filters (first {count} principal components)"

@@ -12,8 +12,6 @@ from keras_vit.models.preprocessing import load_image
 from keras_vit.models.vit import find_vit
 from keras_vit.utils import validation
 
-SAMPLE_IMAGE = "sample_image.jpg"
-
 # The files `write_report` produces, in the order it writes them.
 REPORT_FILES = (
     "attention_rollout.png",
@@ -26,21 +24,14 @@ REPORT_FILES = (
 
 def sample_image_path():
     """The path of the photograph bundled with keras_vit (a 224 x 224 crop; see `keras_vit/resources/README.md`)."""
-    return str(importlib.resources.files("keras_vit") / "resources" / SAMPLE_IMAGE)
+    return str(importlib.resources.files("keras_vit") / "resources" / "sample_image.jpg")
 
 
 def named_model(model, weights=None, image_size=None):
     """The model `keras-vit inspect --model ... --weights ... --image-size ...` names.
 
-    Args:
-        model: a constructor name (`"ViTB16"`), a variant (`"B/16"`), or the
-            path of a saved `.keras` model (which takes no `weights` or
-            `image_size`).
-        weights: a constructor's `weights=` argument (`None`: random).
-        image_size: optional int, a constructor's square input size.
-
-    Returns:
-        A `keras.Model`.
+    `model` is a constructor name (`"ViTB16"`), a variant (`"B/16"`) or a saved `.keras` path (without `weights` or
+    `image_size`).
     """
     import keras_vit
 
@@ -66,23 +57,22 @@ def write_report(
     """Writes the paper's "inspecting the Vision Transformer" figures (`REPORT_FILES`) for one image.
 
     Args:
-        model: a keras_vit model, or a model with one nested in it (a model
-            with saved class names also gets its top class in the rollout's
-            title).
+        model: a keras_vit model, or a model with one nested in it (with saved
+            class names, the rollout's title names its top class).
         image: a path to an image file, or a uint8-range array
             `(height, width, 3)` of the model's input size.
         out_dir: the folder to write the PNGs to (created if missing).
         preprocess: function from `[0, 255]` pixels to model inputs.
             Defaults to `keras_vit.models.preprocessing.preprocess_input`.
         head_fusion, discard_ratio: of the rollout (see `rollout`).
-        num_components: int, the embedding filters' principal components to
-            draw, capped at what the model has. Defaults to `28`.
+        num_components: int, the embedding filters' components to draw, at most
+            what the model has. Defaults to `28`.
         dpi: the PNGs' resolution. Defaults to `100`.
 
     Returns:
         A dict from each name in `REPORT_FILES` (without `.png`) to the path written.
     """
-    # Arguments are checked before any work, so a typo costs no partial report.
+    # Checked before any work: a typo costs no partial report.
     validation.one_of("head_fusion", head_fusion, analysis.HEAD_FUSIONS)
     validation.rate("discard_ratio", discard_ratio)
     validation.positive_int("num_components", num_components)
@@ -113,7 +103,7 @@ def write_report(
         title = f"{title}\npredicted: {name} ({probability:.2f})"
     rollout_map = analysis.class_token_rollout(attention, grid, head_fusion, discard_ratio, prefix)
     distances = analysis.attention_distance(attention, grid, vit.pixels_per_token, prefix)
-    hybrid = analysis.is_hybrid(vit)
+    hybrid = vit.resnet_stages is not None
     if not hybrid:
         patch_h, patch_w, channels, hidden_dim = vit.get_layer("patch_embedding").projection.kernel.shape
         count = min(num_components, hidden_dim, patch_h * patch_w * channels)

@@ -109,6 +109,7 @@ def _model(args):
 
 def run(args):
     from keras_vit import evaluation
+    from keras_vit.models.vit import find_vit
     from keras_vit.training import data
     from keras_vit.utils import extras, files, validation
 
@@ -124,7 +125,7 @@ def run(args):
     validation.finite_float("l2", args.l2, minimum=0, include_minimum=False)
     validation.finite_float("temperature", args.temperature, minimum=0, include_minimum=False)
     model = _model(args)
-    evaluation.find_backbone(model)  # not a keras_vit model: fail before reading any data
+    find_vit(model)  # not a keras_vit model: fail before reading any data
     train, test = _sources(args)
     metrics = evaluation.evaluate(
         model,
