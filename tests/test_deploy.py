@@ -6,7 +6,6 @@ killed export leaves no artefact under its name. Exports are slow: the tests
 that only look at an artefact share one export per format (`exported`)."""
 
 import collections
-import json
 import logging
 import os
 import re
@@ -108,7 +107,7 @@ def exported(classifier, tmp_path_factory):
 
 
 @pytest.mark.parametrize("format", deploy.FORMATS)
-def test_artefact_matches_keras_in_its_own_runtime(format, classifier, exported, tmp_path):
+def test_artefact_matches_keras_in_its_own_runtime(format, classifier, exported, tmp_path, caplog):
     ok, reason = deploy.supported(format)
     if not ok:
         with pytest.raises(ValueError, match="cannot be exported on the"):
@@ -118,37 +117,26 @@ def test_artefact_matches_keras_in_its_own_runtime(format, classifier, exported,
     images = _images()
     expected = keras.ops.convert_to_numpy(classifier(preprocess_input(images.astype("float32"))))
     path = exported(format)
-    run = deploy.load_artefact(path, format)
+    with caplog.at_level(logging.WARNING):  # from JAX, TensorFlow warned on each load of a SavedModel
+        run = deploy.load_artefact(path, format)
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []
     # Batch size is dynamic: 3 here, the traced call used 1.
     np.testing.assert_allclose(run(images), expected, atol=1e-4, rtol=0)
     np.testing.assert_allclose(run(images[:1]), expected[:1], atol=1e-4, rtol=0)
     assert deploy.artefact_class_names(path, format) == NAMES
-    assert not [name for name in os.listdir(os.path.dirname(path)) if name.startswith(files.TEMP_PREFIX)]
-
-
-@pytest.mark.parametrize("format", deploy.FORMATS)
-def test_artefact_has_one_input_and_one_output_in_its_own_runtime(format, exported):
-    # Keras's own OpenVINO export on TensorFlow had one int32 output per unused shape slice beside the logits.
-    ok, reason = deploy.supported(format)
-    if not ok:
-        pytest.skip(reason)
-    assert _runtime_names(exported(format), format) == _expected_names(format)
+    folder = os.path.dirname(path)
+    assert not [name for name in os.listdir(folder) if name.startswith(files.TEMP_PREFIX)]
+    # One input and one output (Keras's OpenVINO export had one per unused shape slice beside the logits).
+    assert _runtime_names(path, format) == _expected_names(format)
     if format == "openvino":  # the model's image size, the batch dynamic (torch's trace left all four dynamic)
         import openvino as ov
 
-        (images,) = ov.Core().read_model(exported(format)).inputs
-        shape = [dimension.get_length() if dimension.is_static else None for dimension in images.get_partial_shape()]
+        (inputs,) = ov.Core().read_model(path).inputs
+        shape = [dimension.get_length() if dimension.is_static else None for dimension in inputs.get_partial_shape()]
         assert shape == [None, 8, 8, 3]
-
-
-def test_loading_a_saved_model_logs_no_warning(exported, caplog):
-    # From JAX (jax2tf) TensorFlow warned on every load that the custom gradients were not saved.
-    ok, reason = deploy.supported("saved_model")
-    if not ok:
-        pytest.skip(reason)
-    with caplog.at_level(logging.WARNING):
-        deploy.load_artefact(exported("saved_model"), "saved_model")
-    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []
+    # LiteRT's class names sit beside the artefact under its own name; another model's file stays as it was.
+    with open(os.path.join(folder, deploy.CLASS_NAMES_FILE)) as handle:
+        assert handle.read() == FOREIGN_NAMES
 
 
 def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm(exported):
@@ -174,18 +162,6 @@ def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm
         assert types["MVN"] == 2 * num_layers + 1 and types["Gelu"] == num_layers, types
 
 
-def test_litert_class_names_sit_beside_the_artefact_under_its_own_name(exported):
-    # Another model's class_names.json in the folder stays as it was.
-    ok, reason = deploy.supported("litert")
-    if not ok:
-        pytest.skip(reason)
-    folder = os.path.dirname(exported("litert"))
-    with open(os.path.join(folder, "vit.class_names.json")) as handle:
-        assert json.load(handle) == NAMES
-    with open(os.path.join(folder, deploy.CLASS_NAMES_FILE)) as handle:
-        assert handle.read() == FOREIGN_NAMES
-
-
 def test_feature_map_artefact_has_one_output(tmp_path):
     # The feature map's reshape computes the batch size too: still one output (OpenVINO first, where it showed).
     format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])
@@ -200,29 +176,19 @@ def test_feature_map_artefact_has_one_output(tmp_path):
     np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
 
 
-def test_backbone_nested_in_a_saved_user_model_exports(tmp_path):
+@pytest.mark.parametrize("own_scaling", [False, True], ids=["saved_user_model", "user_model_scales_pixels"])
+def test_a_backbone_nested_in_a_user_model_exports_scaled_once(own_scaling, tmp_path):
     format = _cheapest_format()
-    backbone = VisionTransformer(**TINY, include_top=False, pooling="gap")
+    backbone = VisionTransformer(**TINY, include_top=False, pooling="gap", include_preprocessing=not own_scaling)
     inputs = keras.Input((8, 8, 3))
-    user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(inputs)))
+    # The user's own scaling of raw pixels: the artefact must not scale them a second time.
+    scaled = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs) if own_scaling else inputs
+    user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(scaled)))
     helpers.randomize_weights(user_model)
     user_model.save(tmp_path / "user.keras")
     images = _images(2).astype("float32")
     path = deploy.export(str(tmp_path / "user.keras"), str(tmp_path / "user"), format=format, input_dtype="float32")
-    expected = keras.ops.convert_to_numpy(user_model(preprocess_input(images)))
-    np.testing.assert_allclose(deploy.load_artefact(path, format)(images), expected, atol=1e-4, rtol=0)
-
-
-def test_a_user_model_that_scales_its_own_pixels_is_not_scaled_twice(tmp_path):
-    format = _cheapest_format()
-    backbone = VisionTransformer(**TINY, include_top=False, pooling="gap", include_preprocessing=False)
-    inputs = keras.Input((8, 8, 3))
-    scaled = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs)  # the user's own scaling of raw pixels
-    user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(scaled)))
-    helpers.randomize_weights(user_model)
-    images = _images(2).astype("float32")
-    path = deploy.export(user_model, str(tmp_path / "user"), format=format, input_dtype="float32")
-    expected = keras.ops.convert_to_numpy(user_model(images))
+    expected = keras.ops.convert_to_numpy(user_model(images if own_scaling else preprocess_input(images)))
     np.testing.assert_allclose(deploy.load_artefact(path, format)(images), expected, atol=1e-4, rtol=0)
 
 
@@ -241,29 +207,22 @@ def test_a_mixed_precision_model_is_exported_computing_in_float32(tmp_path):
     np.testing.assert_allclose(deploy.load_artefact(path, format)(_images()), expected, atol=1e-5, rtol=0)
 
 
-def test_a_model_quantized_by_keras_is_refused_where_its_conversion_is_wrong(tmp_path):
-    formats = [format for format in ("openvino", "litert") if deploy.supported(format)[0]]
-    if not formats:
-        pytest.skip(f"neither OpenVINO nor LiteRT is exported on the {keras.backend.backend()} backend")
-    model = _classifier()
-    model.quantize("int8")
-    for format in formats:
-        with pytest.raises(ValueError, match=f"quantized by Keras cannot be exported to {format}"):
-            deploy.export(model, str(tmp_path / "quantized"), format=format)
-    assert os.listdir(tmp_path) == []
-
-
-def test_export_refuses_bad_arguments(tmp_path):
+def test_export_refuses_bad_arguments_and_models_quantized_by_keras(tmp_path):
     model = _classifier()
     format = _cheapest_format()
-    with pytest.raises(ValueError, match="format"):
+    with pytest.raises(ValueError, match="tflite"):
         deploy.export(model, str(tmp_path / "vit"), format="tflite")
-    with pytest.raises(ValueError, match="input_dtype"):
+    with pytest.raises(ValueError, match="int32"):
         deploy.export(model, str(tmp_path / "vit"), format=format, input_dtype="int32")
     with pytest.raises(ValueError, match="class_names"):
         deploy.export(model, str(tmp_path / "vit"), format=format, class_names=["a"])
-    with pytest.raises(ValueError, match="keras.Model or a `.keras` file"):
+    with pytest.raises(ValueError, match="model.h5"):
         deploy.export(str(tmp_path / "model.h5"), str(tmp_path / "vit"), format=format)
+    # Their conversion of int8 layers fails (LiteRT) or gives other outputs (OpenVINO).
+    model.quantize("int8")
+    for format in [format for format in ("openvino", "litert") if deploy.supported(format)[0]]:
+        with pytest.raises(ValueError, match="quantized"):
+            deploy.export(model, str(tmp_path / "quantized"), format=format)
     assert os.listdir(tmp_path) == []
 
 
@@ -275,8 +234,7 @@ def test_export_never_replaces_a_file(format, tmp_path):
     model = _classifier()
     for target in deploy.artefact_files(deploy.artefact_path(str(tmp_path / "vit"), format), format):
         os.makedirs(target) if format == "saved_model" else open(target, "w").write("someone else's")
-        what = "a folder" if format == "saved_model" else "a file"
-        with pytest.raises(FileExistsError, match=re.escape(f"exists ({what}) and an export never replaces one")):
+        with pytest.raises(FileExistsError, match=re.escape(target)):
             deploy.export(model, str(tmp_path / "vit"), format=format)
         assert os.listdir(tmp_path) == [os.path.basename(target)]
         if format != "saved_model":
@@ -284,7 +242,7 @@ def test_export_never_replaces_a_file(format, tmp_path):
         os.rmdir(target) if format == "saved_model" else os.remove(target)
     # A file where the artefact's folder would be: one line before any work.
     (tmp_path / "notes.txt").write_text("someone's notes")
-    with pytest.raises(NotADirectoryError, match="notes.txt is a file"):
+    with pytest.raises(NotADirectoryError, match="notes.txt"):
         deploy.export(model, str(tmp_path / "notes.txt" / "vit"), format=format)
 
 
@@ -343,21 +301,21 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys)
     if unsupported:
         argv = ["export", str(tmp_path / "model.keras"), str(tmp_path / "other"), "--format", unsupported[0]]
         assert keras_vit_cli.main(argv) == 2
-        assert "cannot be exported on the" in capsys.readouterr().err
+        assert unsupported[0] in capsys.readouterr().err
     argv = ["export", str(tmp_path / "model.keras"), str(tmp_path / "q"), "--format", "saved_model", "--int8"]
     assert keras_vit_cli.main(argv) == 2
-    assert "--int8 is available for the formats" in capsys.readouterr().err
+    assert "--int8" in capsys.readouterr().err
     # The same export again: refused in one line, the first artefact untouched.
     assert keras_vit_cli.main(["export", str(tmp_path / "model.keras"), f"{out}/", "--format", format]) == 1
     err = capsys.readouterr().err
-    assert "an export never replaces one" in err and len(err.strip().splitlines()) == 1
+    assert str(out) in err and len(err.strip().splitlines()) == 1
     assert sorted(os.listdir(tmp_path / "served")) == written
     # A constructor: refused before its weights are fetched (here they could not be: no network, no cache).
     taken = deploy.artefact_path(f"{tmp_path / 'taken'}/", format, name="vit_ti16")
     os.makedirs(taken) if format == "saved_model" else files.write_text(taken, "someone else's")
     argv = ["export", "Ti/16", f"{tmp_path / 'taken'}/", "--format", format, "--weights", "imagenet"]
     assert keras_vit_cli.main(argv) == 1
-    assert "an export never replaces one" in capsys.readouterr().err
+    assert taken in capsys.readouterr().err
 
 
 def test_cli_exports_a_constructor_with_random_weights(tmp_path, monkeypatch, capsys):
@@ -391,24 +349,17 @@ deploy.export(sys.argv[1], sys.argv[2], format=sys.argv[3])
 """
 
 
-def _export_in_a_child(script, tmp_path, *arguments):
-    """Runs `script` in a fresh interpreter with the arguments `tmp_path/model.keras` (the classifier, saved
-    there), `tmp_path/served/vit` and `arguments`. Returns the finished process and the `served` folder."""
-    _classifier().save(tmp_path / "model.keras")
-    served = tmp_path / "served"
-    served.mkdir()
-    argv = [sys.executable, "-c", script, str(tmp_path / "model.keras"), str(served / "vit"), *arguments]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600), served
-
-
 # The staging is deploy.export's, the same on every backend; what differs is the artefact's shape: a folder
-# (saved_model, the tensorflow run) or two files (openvino, the torch run). JAX writes the same folder as
-# TensorFlow, through jax2tf (18 s in a jax run).
+# (saved_model, the tensorflow run) or two files (openvino, the torch run). JAX writes TensorFlow's folder.
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX exports the tensorflow run's saved_model folder")
 def test_a_killed_export_leaves_no_artefact_and_the_next_one_succeeds(tmp_path):
     format = _cheapest_format()
-    result, served = _export_in_a_child(KILLED_EXPORT, tmp_path, format)
+    _classifier().save(tmp_path / "model.keras")
+    served = tmp_path / "served"
+    served.mkdir()
+    argv = [sys.executable, "-c", KILLED_EXPORT, str(tmp_path / "model.keras"), str(served / "vit"), format]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
     (left,) = os.listdir(served)  # its temporary folder only: no artefact, whole or partial
     assert left.startswith(files.TEMP_PREFIX)
@@ -418,40 +369,23 @@ def test_a_killed_export_leaves_no_artefact_and_the_next_one_succeeds(tmp_path):
     assert deploy.load_artefact(path, format)(_images()).shape == (3, 3)
 
 
-# The same export under the command line, interrupted (Ctrl-C) once the artefact is written, before the commit.
-INTERRUPTED_EXPORT = """
-import os, signal, sys
+def test_ctrl_c_during_an_export_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    import keras_vit_cli
 
-# As in a terminal: a test runner's worker may ignore SIGINT, and a child inherits that (Python then raises no
-# KeyboardInterrupt).
-signal.signal(signal.SIGINT, signal.default_int_handler)
-import keras_vit_cli
-from keras_vit_cli import quiet
+    _classifier().save(tmp_path / "model.keras")
+    (tmp_path / "served").mkdir()
+    write = writers.write
 
-quiet.install()  # as keras_vit_cli.main does first, before the import below brings in Keras
-from keras_vit.deploy import writers
+    def write_then_interrupt(*args, **kwargs):
+        write(*args, **kwargs)
+        raise KeyboardInterrupt  # once the artefact is written, before the commit
 
-write = writers.write
-
-
-def write_then_interrupt(*args, **kwargs):
-    write(*args, **kwargs)
-    os.kill(os.getpid(), signal.SIGINT)
-
-
-writers.write = write_then_interrupt
-sys.exit(keras_vit_cli.main(["export", *sys.argv[1:]]))
-"""
-
-
-@pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX exports the tensorflow run's saved_model folder")
-def test_ctrl_c_during_an_export_is_one_line_and_leaves_nothing(tmp_path):
-    result, served = _export_in_a_child(INTERRUPTED_EXPORT, tmp_path, "--format", _cheapest_format())
-    assert result.returncode == 130, result.stderr[-3000:]
-    # (The run's environment may let TensorFlow's native log lines through; the command's own output is one line.)
-    assert "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[-1] == "keras-vit export: interrupted; no output was left half-written"
-    assert os.listdir(served) == []  # no artefact, and the temporary folder removed on the way out
+    monkeypatch.setattr(writers, "write", write_then_interrupt)
+    argv = ["export", str(tmp_path / "model.keras"), str(tmp_path / "served" / "vit"), "--format", _cheapest_format()]
+    assert keras_vit_cli.main(argv) == 130
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+    assert os.listdir(tmp_path / "served") == []  # no artefact, and the temporary folder removed on the way out
 
 
 @pytest.mark.parametrize("format", deploy.INT8_FORMATS)
@@ -479,8 +413,8 @@ def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_pat
         assert any(detail["dtype"] == np.int8 for detail in Interpreter(model_path=path).get_tensor_details())
     assert deploy.artefact_class_names(path, format) == NAMES
     assert _runtime_names(path, format) == _expected_names(format)
-    with pytest.raises(ValueError, match="int8=True is available for the formats"):
+    with pytest.raises(ValueError, match="saved_model"):
         deploy.export(model, str(tmp_path / "saved"), format="saved_model", int8=True)
-    with pytest.raises(ValueError, match="`int8` must be True or False"):
+    with pytest.raises(ValueError, match="yes"):
         deploy.export(model, str(tmp_path / "onnx"), format="onnx", int8="yes")
     assert not (tmp_path / "saved").exists() and not (tmp_path / "onnx.onnx").exists()

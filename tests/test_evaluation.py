@@ -43,15 +43,9 @@ def test_ridge_predictions_equal_scikit_learn_ridge(num_points, dim, l2):
     targets = 2.0 * np.eye(num_classes)[labels] - 1.0
     reference = Ridge(alpha=l2, fit_intercept=False, solver="cholesky").fit(prepared(features), targets)
     np.testing.assert_allclose(solver.predict(test, l2), reference.predict(prepared(test)), rtol=0, atol=1e-6)
-
-
-def test_one_decomposition_serves_every_l2():
-    features, labels = _clusters(3, 10, 6)
-    solver = evaluation.RidgeSolver(features, labels, 3)
-    for l2 in (0.1, 10.0, 1e4):
-        x = solver.transform(features)
-        direct = np.linalg.solve(x.T @ x + l2 * np.eye(x.shape[1]), x.T @ (2.0 * np.eye(3)[labels] - 1.0))
-        np.testing.assert_allclose(solver.weights(l2), direct, atol=1e-8)
+    # The same decomposition serves another strength.
+    again = Ridge(alpha=l2 * 8, fit_intercept=False, solver="cholesky").fit(prepared(features), targets)
+    np.testing.assert_allclose(solver.predict(test, l2 * 8), again.predict(prepared(test)), rtol=0, atol=1e-6)
 
 
 def test_fewshot_accuracy_is_the_argmax_of_the_ridge_on_each_draw():
@@ -160,31 +154,27 @@ def test_heldout_report_by_hand(tmp_path):
     path = tmp_path / "confusion.png"
     evaluation.plot_confusion(report, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_a_perfectly_calibrated_classifier_has_no_calibration_error():
+    with pytest.raises(ValueError, match=r"\[7\]"):  # names the label outside the classes
+        evaluation.heldout_report(np.eye(3)[[0, 1, 2]], np.array([0, 7, 2]))
     # Confidence 0.75 in every row, right in 3 of 4: calibrated.
     outputs = np.tile([[0.75, 0.25]], (4, 1))
     assert evaluation.expected_calibration_error(outputs, np.array([0, 0, 0, 1])) == pytest.approx(0.0)
 
 
-def test_fewer_images_than_shots_is_one_clear_error():
+def test_too_few_images_nan_features_and_empty_splits_are_refused():
     train, train_y = _clusters(3, 6, 5)
-    train, train_y = train[:-2], train_y[:-2]  # class 2 keeps 4 images
-    with pytest.raises(ValueError, match=r"Class 2 \('two'\) has 4 training images, fewer than the 5 shots"):
-        evaluation.fewshot(train, train_y, train, train_y, shots=(5,), class_names=["zero", "one", "two"])
-
-
-def test_nan_features_and_empty_splits_are_refused():
-    train, train_y = _clusters(2, 5, 3)
+    # An int shot count; class 2 keeps 4 images, fewer than 5 shots: the error names the class.
+    assert list(evaluation.fewshot(train, train_y, train, train_y, shots=np.int64(2))) == [2]
+    with pytest.raises(ValueError, match="'two'"):
+        evaluation.fewshot(train[:-2], train_y[:-2], train, train_y, shots=5, class_names=["zero", "one", "two"])
     broken = train.copy()
     broken[3, 1] = np.nan
-    with pytest.raises(ValueError, match="1 of 10 images have NaN or infinite training features .*image 3"):
+    with pytest.raises(ValueError, match="image 3"):
         evaluation.fewshot(broken, train_y, train, train_y, shots=(1,))
-    with pytest.raises(ValueError, match="NaN or infinite test features"):
+    with pytest.raises(ValueError, match="test features"):
         evaluation.knn_accuracy(train, train_y, broken, train_y)
-    with pytest.raises(ValueError, match="is the split empty"):
-        evaluation.linear_probe(train, train_y, np.zeros((0, 3)), np.zeros(0, dtype=int))
+    with pytest.raises(ValueError, match=r"\(0, 5\)"):
+        evaluation.linear_probe(train, train_y, np.zeros((0, 5)), np.zeros(0, dtype=int))
 
 
 @pytest.mark.parametrize(
@@ -200,21 +190,11 @@ def test_labels_the_classes_cannot_hold_and_mismatched_features_are_refused(eval
     train, train_y = _clusters(3, 6, 5)
     # A negative label would be the last class to NumPy's indexing; a label the classes cannot hold, lost or an
     # IndexError deep inside; features of another size, a broadcasting error.
-    with pytest.raises(ValueError, match="training labels must be class indices >= 0. Received: a label -1"):
+    with pytest.raises(ValueError, match="-1"):
         evaluate(train, train_y - 1, train, train_y)
-    with pytest.raises(ValueError, match="pass num_classes=3"):
+    with pytest.raises(ValueError, match="num_classes=3"):
         evaluate(train, train_y, train, train_y, num_classes=2)
-    with pytest.raises(ValueError, match="features differ in size: 5 vs 4"):
+    with pytest.raises(ValueError, match="5 vs 4"):
         evaluate(train, train_y, train[:, :4], train_y)
     # NumPy integers are counts like Python's (they were refused as "not a positive integer").
     evaluate(train, train_y, train, train_y, num_classes=np.int64(3))
-
-
-def test_heldout_report_names_the_labels_outside_the_classes():
-    with pytest.raises(ValueError, match=r"1 outside, e\.g\. \[7\]"):
-        evaluation.heldout_report(np.eye(3)[[0, 1, 2]], np.array([0, 7, 2]))
-
-
-def test_one_shot_count_may_be_given_as_an_int():
-    train, train_y = _clusters(3, 6, 5)
-    assert list(evaluation.fewshot(train, train_y, train, train_y, shots=np.int64(2))) == [2]

@@ -27,11 +27,12 @@ def saved_model(tmp_path_factory):
 
 def test_evaluate_prints_one_table_and_writes_its_files(saved_model, tmp_path, capsys):
     out = str(tmp_path / "out")
-    argv = ["evaluate", saved_model, "--shots", "1,5", "--seeds", "2", "--out", out, "--verbose", "0"]
-    assert cli.main(argv) == 0
+    assert cli.main(["evaluate", saved_model, "--shots", "1,5", "--seeds", "2", "--out", out]) == 0
     printed = capsys.readouterr().out
     for row in ("1-shot linear", "5-shot linear", "linear probe", "k-NN (k=20)", "head top-1", "head top-5"):
         assert row in printed
+    # Into a pipe or a file (capsys is neither a terminal): no progress bars.
+    assert "\r" not in printed and "\x1b" not in printed
     assert sorted(os.listdir(out)) == ["confusion_matrix.png", "fewshot.png", "metrics.json"]
     with open(os.path.join(out, "metrics.json")) as file:
         metrics = json.load(file)
@@ -48,27 +49,20 @@ def test_evaluate_prints_one_table_and_writes_its_files(saved_model, tmp_path, c
     assert sorted(os.listdir(out)) == ["fewshot.png", "metrics.json"]
 
 
-def test_piped_output_has_no_progress_bars(saved_model, tmp_path, capsys):
-    # Without --verbose, into a pipe or a file (capsys is neither a terminal): the table, no carriage returns.
-    assert cli.main(["evaluate", saved_model, "--shots", "1", "--seeds", "1", "--out", str(tmp_path / "out")]) == 0
-    printed = capsys.readouterr().out
-    assert "1-shot linear" in printed and "\r" not in printed and "\x1b" not in printed
-
-
 def test_an_output_folder_that_is_a_file_is_refused_before_any_work(saved_model, tmp_path, capsys):
     taken = tmp_path / "results.txt"
     taken.write_text("someone's notes")
     assert cli.main(["evaluate", saved_model, "--out", str(taken), "--verbose", "0"]) == 1
     err = capsys.readouterr().err
-    assert err == f"keras-vit evaluate: The output folder {taken} is a file; choose another folder.\n"
+    assert err.count("\n") == 1 and str(taken) in err
     assert taken.read_text() == "someone's notes"
 
 
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--shots", "500"], "has 142 training images, fewer than the 500 shots asked"),
-        (["--shots", "1,x"], "--shots must be positive integers"),
+        (["--shots", "500"], "500"),
+        (["--shots", "1,x"], "--shots"),
         (["--k", "0"], "k"),
     ],
 )
@@ -109,8 +103,6 @@ def test_a_model_without_a_vit_is_one_line(tmp_path, capsys):
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="trains a model: one backend is enough")
 def test_a_trained_model_beats_its_random_init_at_ten_shots(tmp_path):
-    # Cost: 161 AdamW steps of a 1-block width-16 ViT on the digits, then two evaluations: 25-43 s measured on the
-    # shared 2-core VM (load average 4-8; the JAX run only).
     keras.utils.set_random_seed(0)
     train, test = finetune.digits_sources()
     model = keras_vit.VisionTransformer(**TINY, classes=10, classifier_activation=None)

@@ -1,10 +1,4 @@
-"""Serving artefacts: export a keras_vit model and run what was exported.
-
-`export` writes a TensorFlow SavedModel, ONNX, LiteRT or OpenVINO artefact
-with one input `images` and one output `outputs`; `load_artefact` runs one in
-its own runtime and `artefact_class_names` reads the class names stored with
-it.
-"""
+"""Serving artefacts: `export` a keras_vit model as SavedModel, ONNX, LiteRT or OpenVINO, and `load_artefact` it."""
 
 from keras_vit.deploy.artefacts import (
     FORMATS,

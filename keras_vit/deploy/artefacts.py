@@ -1,17 +1,8 @@
-"""Export a keras_vit model as a serving artefact, and run the artefact.
+"""Export a keras_vit model as a serving artefact (docs/deploy.md), and run the artefact in its own runtime.
 
-`export` writes a TensorFlow SavedModel, an ONNX file, a LiteRT (`.tflite`)
-flatbuffer or an OpenVINO IR (`.xml` + `.bin`). Every artefact has one input,
-`images`: RGB pixels in [0, 255] (`uint8` by default, or `float32`), channels
-last, any batch size, the model's resolution; the ViT scaling is inside. Its
-one output, `outputs`, is the model's `[batch, classes]` or its feature map.
-An export never replaces a file, and appears whole or not at all.
-`load_artefact` runs an artefact in its own runtime, never through Keras.
-
-`UNSUPPORTED` says which backend cannot write which format, and why
-(docs/deploy.md has the table). `int8=True` writes a post-training int8
-artefact for the formats in `INT8_FORMATS`, without a calibration set
-(docs/deploy-int8.md).
+Every artefact has one input, `images` (RGB pixels in [0, 255], `uint8` or `float32`, channels last, any batch, the
+model's resolution; the ViT scaling is inside) and one output, `outputs`. An export never replaces a file, and
+appears whole or not at all. `UNSUPPORTED` says which backend cannot write which format, and why.
 """
 
 import json
@@ -57,22 +48,14 @@ RUNTIME_MODULES = {
 
 
 def supported(format, backend=None):
-    """Whether the Keras backend (default: the active one) can write `format`.
-
-    Returns:
-        `(True, "")` or `(False, reason)`.
-    """
+    """`(True, "")` if the Keras backend (default: the active one) can write `format`, else `(False, reason)`."""
     validation.one_of("format", format, FORMATS)
     reason = UNSUPPORTED.get((format, backend or keras.backend.backend()))
     return (reason is None, reason or "")
 
 
 def artefact_path(out, format, name="model"):
-    """The file or folder `export` writes for `format` at `out`.
-
-    The format's suffix is added when missing. For the file formats, a path
-    ending in `/`, or an existing folder that is not a SavedModel, gets
-    `name` + suffix inside it. A SavedModel is a folder: `out` itself.
+    """The file or folder `export` writes for `format` at `out`: a folder `out` gets `name` + the format's suffix.
 
     >>> artefact_path("served/", "onnx", name="vit")
     'served/vit.onnx'
@@ -104,15 +87,7 @@ def artefact_files(path, format):
 
 
 def serving_model(model, input_dtype="uint8"):
-    """Wraps `model` so it takes raw pixels: `(batch, H, W, 3)` in [0, 255].
-
-    Args:
-        model: a keras_vit model, or a model containing one.
-        input_dtype: `"uint8"` or `"float32"`, the dtype of the pixels.
-
-    Returns:
-        A functional `keras.Model` whose input is named `images`.
-    """
+    """A functional model around `model` (float32) whose input `images` takes raw `uint8` or `float32` pixels."""
     validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
     model = float32_copy(model)
     shape = tuple(model.input_shape[1:])
@@ -123,7 +98,10 @@ def serving_model(model, input_dtype="uint8"):
         )
     inputs = keras.Input(shape=shape, dtype=input_dtype, name="images")
     # x / 127.5 - 1, unless the ViT (include_preprocessing=True) or the user's model around it scales pixels itself.
-    own_scaling = metadata.find_vit(model).include_preprocessing or _scales_pixels_around_the_vit(model)
+    vit = metadata.find_vit(model)
+    scaling_layers = (keras.layers.Rescaling, keras.layers.Normalization)
+    around = vit is not model and any(isinstance(layer, scaling_layers) for layer in model.layers)
+    own_scaling = vit.include_preprocessing or around
     scale, offset = (1.0, 0.0) if own_scaling else (1.0 / 127.5, -1.0)
     scaled = keras.layers.Rescaling(scale, offset=offset, name="pixel_scaling")(inputs)
     serving = keras.Model(inputs, model(scaled), name=f"{model.name}_serving")
@@ -132,23 +110,12 @@ def serving_model(model, input_dtype="uint8"):
     return serving
 
 
-def _scales_pixels_around_the_vit(model):
-    if metadata.find_vit(model) is model:
-        return False
-    return any(isinstance(layer, (keras.layers.Rescaling, keras.layers.Normalization)) for layer in model.layers)
-
-
 def _layers(model):
     return [model, *keras_compat.sublayers(model)]
 
 
 def float32_copy(model):
-    """`model` computing in float32: a mixed-precision model is rebuilt with float32 layers and its weights.
-
-    Every runtime runs float32; ONNX Runtime refuses a graph mixing float16
-    and bfloat16, and OpenVINO and LiteRT fail to convert one. Other models
-    are returned as they are.
-    """
+    """`model` rebuilt with float32 layers if mixed-precision: the runtimes refuse or fail to convert mixed graphs."""
 
     def mixed(value):
         return isinstance(value, str) and value.startswith("mixed_")
@@ -173,13 +140,8 @@ def float32_copy(model):
 
 
 def check_target(out, format, name="model"):
-    """Checks, before any work, that `export` can write its artefact at `out`; returns its path.
-
-    Raises:
-        FileExistsError: a file or folder the export would write exists.
-        NotADirectoryError, PermissionError: the folder it would write into
-            cannot hold it.
-    """
+    """Checks, before any work, that `export` can write at `out` (else `FileExistsError`, `NotADirectoryError`,
+    `PermissionError`); returns the artefact's path."""
     path = artefact_path(out, format, name=name)
     files.check_output_folder(os.path.dirname(os.path.abspath(path)))
     for existing in artefact_files(path, format):
@@ -238,17 +200,16 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     """Exports a keras_vit model as a serving artefact.
 
     Args:
-        model_or_path: a `keras.Model` (a constructor's output, a backbone
-            inside a user's model...) or the path of a `.keras` file.
-        out: the artefact's path (see `artefact_path`). Nothing the export
-            would write may exist yet (`artefact_files`).
+        model_or_path: a `keras.Model` holding a keras_vit ViT, or the path of
+            a `.keras` file.
+        out: the artefact's path (see `artefact_path`); nothing the export
+            would write may exist yet.
         format: one of `"saved_model"`, `"onnx"`, `"litert"`, `"openvino"`.
         input_dtype: `"uint8"` (default) or `"float32"` pixels in [0, 255].
         class_names: optional list of str stored with the artefact (default:
-            the names saved in the model); `artefact_class_names` reads them.
-        int8: bool, write a post-training int8 artefact (`"litert"`:
-            dynamic-range quantization; `"onnx"`: ONNX Runtime dynamic
-            quantization).
+            the names saved in the model).
+        int8: bool, write a post-training int8 artefact without calibration
+            (`INT8_FORMATS`; docs/deploy-int8.md).
         verbose: bool, let Keras print its export messages.
 
     Returns:
@@ -297,16 +258,7 @@ def _not_the_custom_gradient_notice(record):
 
 
 def load_artefact(path, format):
-    """Loads an exported artefact in its own runtime.
-
-    Args:
-        path: what `export` returned.
-        format: the format it was written in.
-
-    Returns:
-        A function from a NumPy batch of images to the NumPy values of the
-        artefact's one output.
-    """
+    """Loads an exported artefact in its own runtime: a function from a NumPy batch of images to its output."""
     validation.one_of("format", format, FORMATS)
     extras.check(RUNTIME_MODULES[format], needed_for=f"running a {format} artefact", extra="deploy")
     if format == "saved_model":
@@ -344,11 +296,7 @@ def load_artefact(path, format):
 
 
 def artefact_class_names(path, format):
-    """The class names stored with an exported artefact, or `None`.
-
-    OpenVINO keeps them space-separated, so a space inside a name comes back
-    as `_`.
-    """
+    """The class names stored with an exported artefact, or `None` (OpenVINO's come back with `_` for spaces)."""
     validation.one_of("format", format, FORMATS)
     if format == "onnx":
         import onnx

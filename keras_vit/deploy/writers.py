@@ -1,11 +1,8 @@
 """Write one serving artefact into a staging folder: one input `images`, one output `outputs`.
 
-On the TensorFlow and JAX backends, the SavedModel, LiteRT and OpenVINO
-artefacts are converted from one Keras `ExportArchive` whose endpoint returns
-`{"outputs": model(images)}`: converting that SavedModel keeps only what the
-signature computes (OpenVINO converting the traced function, as Keras does,
-makes every unused shape slice an output). ONNX (tf2onnx) and OpenVINO on
-torch go through Keras's own export, and their one output is renamed.
+On TensorFlow and JAX, SavedModel, LiteRT and OpenVINO are converted from one Keras `ExportArchive` returning
+`{"outputs": model(images)}` (OpenVINO converting the traced function, as Keras does, makes every unused shape slice
+an output). ONNX and OpenVINO on torch go through Keras's own export, and their one output is renamed.
 """
 
 import json
@@ -27,17 +24,8 @@ def class_names_path(tflite_path):
 
 
 def write(serving, format, staged, class_names=None, int8=False, verbose=False):
-    """Writes `serving` (see `serving_model`) as a `format` artefact at `staged`.
-
-    Args:
-        serving: the functional model to export, input named `images`.
-        format: `"saved_model"`, `"onnx"`, `"litert"` or `"openvino"`.
-        staged: the artefact's path inside a staging folder; its siblings
-            there are this function's scratch space.
-        class_names: list of str stored with the artefact, or `None`.
-        int8: post-training int8 (`"litert"` and `"onnx"` only).
-        verbose: let Keras print its export messages.
-    """
+    """Writes `serving` (see `serving_model`) as a `format` artefact at `staged`, a path in a staging folder whose
+    other entries are this function's scratch space."""
     scratch = staged + ".scratch"
     os.mkdir(scratch)
     if format == "saved_model":
@@ -163,18 +151,8 @@ def _register_erfc_for_tf2onnx():
 
 
 def quantize_onnx_int8(path, out):
-    """Post-training int8 of an ONNX file with ONNX Runtime's dynamic quantization.
-
-    Int8 weights (per channel) for every MatMul, activations quantized at run
-    time: no calibration set is needed.
-
-    Args:
-        path: an ONNX file written by `export`.
-        out: the int8 ONNX file to write (must not exist).
-
-    Returns:
-        `out`.
-    """
+    """Writes `out` (which must not exist), the ONNX file at `path` with ONNX Runtime's dynamic int8 quantization
+    (per-channel int8 weights for every MatMul, activations quantized at run time); returns `out`."""
     extras.check("onnxruntime", needed_for="ONNX int8 quantization", extra="deploy")
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

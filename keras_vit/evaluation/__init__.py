@@ -1,18 +1,9 @@
 """Evaluating what a ViT has learned: linear few-shot, linear probe, k-NN, and a held-out report.
 
-The paper measures pre-trained representations mostly by linear few-shot
-evaluation (section 4): a regularised least-squares regression from the
-frozen features of a few images per class to {-1, 1} targets, solved in
-closed form (`fewshot`, as big_vision's `evaluators/fewshot_lsr.py`). Beside
-it: a logistic-regression probe (`linear_probe`), a weighted k-NN
-classifier (`knn_accuracy`, as DINO), and for fine-tuned classifiers the
-held-out report of their head (`heldout_report`: top-1/top-5, per class,
-confusion matrix, calibration).
-
-The maths is NumPy (the same results on every backend); the features come
-from any backend's model (`extract_features`), streamed batch by batch from
-any `keras_vit.training.data` source. `evaluate` runs everything and writes
-`metrics.json` and the plots: it is the `keras-vit evaluate` command.
+`fewshot` is the paper's linear few-shot evaluation (section 4; big_vision's closed-form ridge), `linear_probe` a
+logistic regression, `knn_accuracy` DINO's weighted k-NN, and `heldout_report` describes a classifier's head (top-1/5,
+per class, confusion, calibration). The maths is NumPy; `extract_features` streams any `keras_vit.training.data`
+source through the model once. `evaluate` runs everything: it is the `keras-vit evaluate` command.
 
 Example:
 
@@ -24,8 +15,13 @@ print(keras_vit.evaluation.format_table(metrics))
 ```
 """
 
-from keras_vit.evaluation.extraction import Features, check_features, extract_features
-from keras_vit.evaluation.features import Representation, find_backbone, representation
+from keras_vit.evaluation.extraction import (
+    Features,
+    Representation,
+    check_features,
+    extract_features,
+    representation,
+)
 from keras_vit.evaluation.fewshot_lsr import FewShotResult, RidgeSolver, draw_shots, fewshot
 from keras_vit.evaluation.heldout import (
     confusion_matrix,
@@ -54,7 +50,6 @@ __all__ = [
     "expected_calibration_error",
     "extract_features",
     "fewshot",
-    "find_backbone",
     "format_table",
     "heldout_report",
     "knn_accuracy",

@@ -1,6 +1,8 @@
-"""Streams a data source through a model's representation, optionally cached in a file.
+"""The frozen representation of a keras_vit model, streamed from a data source and optionally cached.
 
-See `keras_vit.evaluation.features` for what the representation is.
+The paper's few-shot and linear evaluations read one vector per image: the `pre_logits` layer where the checkpoint
+has one, else the pooled tokens after the final norm (the class token, or the mean patch token of a gap-pooled
+model); a ViT without pooling gives its class token after the final norm.
 """
 
 import dataclasses
@@ -11,7 +13,8 @@ import os
 import keras
 import numpy as np
 
-from keras_vit.evaluation import features as features_lib
+from keras_vit.models import preprocessing
+from keras_vit.models.vit import find_vit
 from keras_vit.training import data
 from keras_vit.utils import files, validation
 
@@ -28,9 +31,7 @@ class Features:
         num_classes: int, the classes of the source.
         class_names: tuple of str, or `None`.
         kind: the representation (`"pre_logits"`, `"token"`, `"gap"`, `"max"`).
-        outputs: float32 array `(num_images, num_classes)` of the model's own
-            outputs when it has a head for these classes and they were
-            asked for, else `None`.
+        outputs: float32 array `(num_images, num_classes)` of the model's head, or `None`.
     """
 
     features: np.ndarray
@@ -39,6 +40,81 @@ class Features:
     class_names: object
     kind: str
     outputs: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Representation:
+    """How a model's representation is read; call it on a batch of channels-last [0, 255] images.
+
+    Attributes:
+        model: a `keras.Model` from the ViT's images to the representation
+            (and the head's outputs when they are in the same graph).
+        kind: `"pre_logits"`, `"token"`, `"gap"` or `"max"`.
+        image_size: `(height, width)` the images are resized to.
+        scale_pixels: bool, the ViT does not scale pixels to [-1, 1] itself.
+        classifier: the user's model around the ViT, run for its outputs, or `None`.
+        channels_first: bool, the model takes channels-first images.
+    """
+
+    model: object
+    kind: str
+    image_size: tuple
+    scale_pixels: bool
+    classifier: object = None
+    channels_first: bool = False
+
+    def __call__(self, images):
+        """`(features (batch, dim), outputs or None)` of a batch, as float32."""
+        if self.channels_first:
+            images = np.transpose(images, (0, 3, 1, 2))
+        pixels = images
+        if self.scale_pixels:
+            pixels = np.asarray(images, "float32") * np.float32(preprocessing.SCALE) + np.float32(preprocessing.OFFSET)
+        results = self.model.predict_on_batch(pixels)
+        features, outputs = results if isinstance(results, (list, tuple)) else (results, None)
+        if self.classifier is not None:
+            outputs = self.classifier.predict_on_batch(images)
+        features = np.asarray(keras.ops.convert_to_numpy(features), dtype="float32")
+        if outputs is not None:
+            outputs = np.asarray(keras.ops.convert_to_numpy(outputs), dtype="float32")
+        return features, outputs
+
+
+def representation(model, image_size=None, num_classes=None):
+    """The paper's representation of `model`: what `extract_features` reads.
+
+    Args:
+        model: a keras_vit model, or a user's model with one nested in it.
+        image_size: optional int or `(height, width)`; defaults to the ViT's input size.
+        num_classes: optional int: when `model` has one output per class, its outputs are returned too.
+
+    Returns:
+        A `Representation`.
+    """
+    backbone = find_vit(model)
+    if backbone.representation_size is not None:
+        kind, tensor = "pre_logits", backbone.get_layer("pre_logits").output
+    elif backbone.pooling is not None:
+        kind, tensor = backbone.pooling, backbone.get_layer("pooling").output
+    else:
+        kind, tensor = "token", backbone.get_layer("encoder_norm").output[:, 0]
+    size = backbone.default_image_size if image_size is None else validation.pair("image_size", image_size)
+    size = tuple(int(side) for side in size)
+    outputs, classifier = tensor, None
+    output_shape = model.output_shape if len(model.outputs) == 1 else None
+    if num_classes is not None and output_shape is not None and output_shape[1:] == (num_classes,):
+        if backbone is model:
+            outputs = [tensor, model.outputs[0]]  # one pass gives both
+        else:
+            input_shape = model.input_shape
+            spatial = tuple(input_shape[2:4] if backbone.channels_first else input_shape[1:3])
+            if spatial in (size, (None, None)):
+                classifier = model  # the ViT is nested: its tensors are not in the outer graph
+    # One input stays a tensor, not a one-element list: batches are passed as a tensor.
+    inputs = backbone.inputs[0] if len(backbone.inputs) == 1 else backbone.inputs
+    feature_model = keras.Model(inputs, outputs, name=f"{backbone.name}_{kind}")
+    scale = not backbone.include_preprocessing
+    return Representation(feature_model, kind, size, scale, classifier, backbone.channels_first)
 
 
 def check_features(features, what="features"):
@@ -67,7 +143,7 @@ def check_split(features, labels, what):
             f"The {what} labels must be integers, one per image ({len(features)}). Received: shape {labels.shape}, "
             f"dtype {labels.dtype}"
         )
-    if len(labels) and labels.min() < 0:
+    if labels.min() < 0:
         raise ValueError(f"The {what} labels must be class indices >= 0. Received: a label {labels.min()}")
     return features, labels
 
@@ -77,31 +153,25 @@ def check_splits(train_features, train_labels, test_features, test_labels, num_c
 
     Returns:
         `((train features, labels), (test features, labels), num_classes)`:
-        `num_classes` as given, checked to hold every label, else the largest
-        label + 1.
+        `num_classes` checked to hold every label, or the largest label + 1.
     """
     train = check_split(train_features, train_labels, "training")
     test = check_split(test_features, test_labels, "test")
     if train[0].shape[1] != test[0].shape[1]:
         raise ValueError(f"Training and test features differ in size: {train[0].shape[1]} vs {test[0].shape[1]}.")
-    return train, test, check_classes(num_classes, train[1], test[1])
-
-
-def check_classes(num_classes, *labels):
-    """`num_classes` checked to exceed every label, or (None) the largest label + 1."""
-    largest = max(int(split.max()) for split in labels if len(split))
+    largest = int(max(train[1].max(), test[1].max()))
     if num_classes is None:
-        return largest + 1
+        return train, test, largest + 1
     num_classes = validation.positive_int("num_classes", num_classes)
     if largest >= num_classes:
         raise ValueError(
             f"`num_classes` must exceed every label, and a label is {largest}: pass num_classes={largest + 1} (or "
             f"more), or fix the labels. Received: num_classes={num_classes}"
         )
-    return num_classes
+    return train, test, num_classes
 
 
-def _source(source):
+def _pair(source):
     if isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], data.SourceInfo):
         return source
     raise ValueError(
@@ -111,17 +181,12 @@ def _source(source):
 
 
 def check_source(source):
-    """Checks a `(dataset, SourceInfo)` pair, and that a folder has an image that decodes (`data.check_readable`).
-
-    Raises:
-        ValueError: not such a pair, or an image folder where no file decodes.
-    """
-    data.check_readable(*_source(source))
+    """Checks a `(dataset, SourceInfo)` pair, and that an image folder has an image that decodes."""
+    data.check_readable(*_pair(source))
 
 
 def _cache_key(rep, info):
     """A digest of everything the cached features depend on: weights, representation, image size, source."""
-    digest = hashlib.sha256()
     described = dict(
         format=CACHE_FORMAT,
         kind=rep.kind,
@@ -134,7 +199,7 @@ def _cache_key(rep, info):
         # What the split holds, not only its size: another split of the same size must not read these features.
         data=info.fingerprint(),
     )
-    digest.update(json.dumps(described, sort_keys=True, default=list).encode())
+    digest = hashlib.sha256(json.dumps(described, sort_keys=True, default=list).encode())
     models = [rep.model] + ([rep.classifier] if rep.classifier is not None else [])
     for model in models:
         for weight in model.weights:
@@ -142,29 +207,14 @@ def _cache_key(rep, info):
     return digest.hexdigest()
 
 
-def _read_cache(path, key):
-    """The cached arrays at `path` when their key is `key`, else `None` (no file, another model or split)."""
-    if path is None or not os.path.isfile(path):
-        return None
-    with np.load(path, allow_pickle=False) as cached:
-        if "key" not in cached or str(cached["key"]) != key:
-            return None
-        return {name: cached[name] for name in cached.files}
-
-
-def _write_cache(path, key, arrays):
-    with files.atomic_file(path) as staged, open(staged, "wb") as handle:
-        np.savez(handle, key=np.asarray(key), **{name: value for name, value in arrays.items() if value is not None})
-
-
 def _stream(rep, dataset, num_examples, batch_size, verbose):
     """Runs the pipeline through `rep`; returns `(features, labels, outputs or None)`."""
     pipeline = data.eval_pipeline(dataset, image_size=rep.image_size, batch_size=batch_size)
     progress = keras.utils.Progbar(num_examples, unit_name="image", verbose=verbose)
-    chunks, labels, outputs, seen = [], [], [], 0
+    features, labels, outputs, seen = [], [], [], 0
     for images, batch_labels in pipeline.as_numpy_iterator():
         batch_features, batch_outputs = rep(images)
-        chunks.append(batch_features)
+        features.append(batch_features)
         labels.append(np.asarray(batch_labels, dtype="int64"))
         if batch_outputs is not None:
             outputs.append(batch_outputs)
@@ -172,37 +222,28 @@ def _stream(rep, dataset, num_examples, batch_size, verbose):
         progress.update(seen)
     if not seen:
         raise ValueError("The split holds no images: pass a split with images in it.")
-    return np.concatenate(chunks), np.concatenate(labels), (np.concatenate(outputs) if outputs else None)
+    return np.concatenate(features), np.concatenate(labels), (np.concatenate(outputs) if outputs else None)
 
 
 def extract_features(model, source, *, image_size=None, batch_size=64, with_outputs=False, cache=None, verbose=1):
     """The representation of every image of a split, streamed batch by batch.
 
     Args:
-        model: a keras_vit model, or a user's model with one nested in it
-            (e.g. `keras-vit finetune`'s `model.keras`, loaded).
+        model: a keras_vit model, or a user's model with one nested in it.
         source: a `(dataset, SourceInfo)` pair from `keras_vit.training.data.load`
-            (an image folder, `"tfds:NAME"`) or `keras_vit.training.data.from_arrays`.
-        image_size: optional int or `(height, width)`; defaults to the
-            model's input size. Images are resized to it (`eval_pipeline`).
+            or `keras_vit.training.data.from_arrays`.
+        image_size: optional int or `(height, width)` the images are resized
+            to; defaults to the model's input size.
         batch_size: int, images per forward pass. Defaults to `64`.
         with_outputs: bool, also keep the model's outputs when it has a head
             for the source's classes (for `heldout_report`).
-        cache: optional path of a `.npz` file: features stored there for the
-            same weights, representation, image size and source are read
-            instead of computed; otherwise they are computed and the file is
-            (re)written atomically.
+        cache: optional path of a `.npz` file, read when it holds these features, else (re)written.
         verbose: 0 (silent) or 1 (progress bar).
 
     Returns:
         A `Features`.
-
-    Raises:
-        ValueError: no keras_vit ViT in `model`, an empty split, an image
-            folder where no file decodes, or features that hold NaN or
-            infinity.
     """
-    dataset, info = _source(source)
+    dataset, info = _pair(source)
     validation.positive_int("batch_size", batch_size)
     if cache is not None and not str(cache).endswith(".npz"):
         raise ValueError(f"`cache` must be the path of a .npz file. Received: cache={cache!r}")
@@ -212,17 +253,21 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
             "for it could be read back for another split: pass cache=None, or make the source with "
             "`keras_vit.training.data.load` / `from_arrays`."
         )
-    if info.num_examples == 0:
-        raise ValueError("The split holds no images: pass a split with images in it.")
-    rep = features_lib.representation(model, image_size, num_classes=info.num_classes if with_outputs else None)
+    rep = representation(model, image_size, num_classes=info.num_classes if with_outputs else None)
     key = _cache_key(rep, info) if cache is not None else None
-    cached = _read_cache(cache, key)
-    if cached is not None:
-        values, labels, outputs = cached["features"], cached["labels"], cached.get("outputs")
-    else:
-        data.check_readable(dataset, info)
-        values, labels, outputs = _stream(rep, dataset, info.num_examples, batch_size, verbose)
+    if key is not None and os.path.isfile(cache):
+        with np.load(cache, allow_pickle=False) as cached:
+            if "key" in cached and str(cached["key"]) == key:
+                outputs = cached["outputs"] if "outputs" in cached else None
+                values, labels = cached["features"], cached["labels"]
+                return Features(values, labels, int(info.num_classes), info.class_names, rep.kind, outputs)
+    data.check_readable(dataset, info)
+    values, labels, outputs = _stream(rep, dataset, info.num_examples, batch_size, verbose)
     check_features(values)
-    if cache is not None and cached is None:
-        _write_cache(cache, key, {"features": values, "labels": labels, "outputs": outputs})
+    if key is not None:
+        arrays = {"features": values, "labels": labels, "outputs": outputs}
+        with files.atomic_file(cache) as staged, open(staged, "wb") as handle:
+            np.savez(
+                handle, key=np.asarray(key), **{name: value for name, value in arrays.items() if value is not None}
+            )
     return Features(values, labels, int(info.num_classes), info.class_names, rep.kind, outputs)

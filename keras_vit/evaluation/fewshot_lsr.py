@@ -1,13 +1,6 @@
 """Linear few-shot evaluation (paper section 4), as big_vision's `evaluators/fewshot_lsr.py` runs it.
 
-For each draw, `shots` training images per class are picked at random; their
-features are standardised with that set's own mean and standard deviation
-(+1e-5), a constant feature of 100.0 is appended (a bias the L2 penalty
-barely touches), and the targets are `2 * one_hot - 1`. The ridge weights
-`W = (XᵀX + l2 I)⁻¹ XᵀY` come from one eigendecomposition (of `XᵀX`, or of
-`XXᵀ` when there are fewer images than features), so any further L2 strength
-costs one rescaling. The prediction is the argmax of `X_test W`, in float64
-NumPy on every backend.
+Closed-form ridge regression onto `2 * one_hot - 1` targets through one `eigh`, in float64 NumPy (docs/evaluation.md).
 
 Example:
 
@@ -19,11 +12,11 @@ Example:
 (2,)
 """
 
+import contextlib
 import dataclasses
 
 import numpy as np
 
-from keras_vit.evaluation.blas import single_threaded
 from keras_vit.evaluation.extraction import check_splits
 from keras_vit.utils import validation
 
@@ -36,13 +29,17 @@ L2_GRID = tuple(2.0**power for power in range(-4, 18, 2))
 HOLDOUT_PER_CLASS = 50
 
 
-class RidgeSolver:
-    """Closed-form ridge regression onto {-1, 1} targets for any L2 strength.
+def single_threaded():
+    """Runs NumPy/SciPy's BLAS calls on one thread where `threadpoolctl` is installed (docs/evaluation.md)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
 
-    Args:
-        features: array `(N, D)`, the few-shot set.
-        labels: int array `(N,)` in `[0, num_classes)`.
-        num_classes: int.
+
+class RidgeSolver:
+    """Closed-form ridge regression of `features` `(N, D)` onto the {-1, 1} targets of `labels`, any L2 strength.
 
     Example:
 
@@ -87,13 +84,7 @@ class RidgeSolver:
 
 @dataclasses.dataclass(frozen=True)
 class FewShotResult:
-    """The accuracies of the draws at one shot count.
-
-    Attributes:
-        shots: int, images per class.
-        accuracies: array `(draws,)`, test accuracy of each draw.
-        l2: array `(draws,)`, the L2 strength each draw used.
-    """
+    """The test `accuracies` `(draws,)` at `shots` images per class, and the `l2` strength of each draw."""
 
     shots: int
     accuracies: np.ndarray
@@ -112,11 +103,7 @@ class FewShotResult:
 
 
 def draw_shots(labels, shots, rng, num_classes, class_names=None):
-    """Indices of `shots` random images of each class (without replacement), class by class.
-
-    Raises:
-        ValueError: a class has fewer than `shots` images.
-    """
+    """Indices of `shots` random images of each class (without replacement); a ValueError if a class has fewer."""
     chosen = []
     for label in range(num_classes):
         members = np.flatnonzero(labels == label)
@@ -177,9 +164,8 @@ def fewshot(
         shots: int or ints, images per class. Defaults to `(1, 5, 10, 25)`.
         seeds: int, random draws per shot count. Defaults to `3`.
         l2: float > 0, the L2 strength. Defaults to `2**10` (big_vision).
-        l2_grid: optional sequence of strengths (or `True` for `L2_GRID`):
-            each draw picks the best on up to 50 other training images per
-            class, instead of using `l2`.
+        l2_grid: optional strengths (or `True` for `L2_GRID`): each draw picks
+            the best on up to 50 other training images per class.
         num_classes: int; defaults to `max(label) + 1` of both splits.
         class_names: optional names, for error messages.
         seed: int; draw `d` at `shots` uses `np.random.default_rng([seed, d, shots])`.

@@ -1,10 +1,4 @@
-"""What a classifier's head does on a held-out split: top-1/top-5, per class, confusion, calibration.
-
-The functions take the model's outputs (logits or probabilities) and the
-labels as arrays; `keras-vit evaluate` and `keras-vit finetune` both use them.
-Calibration is the expected calibration error of Guo et al. 2017: the top
-probability binned into 15 equal-width bins, the gaps between each bin's
-accuracy and mean confidence averaged, weighted by the bin's share.
+"""What a classifier's head does on a held-out split: top-1/top-5, per class, confusion, calibration (Guo et al. 2017).
 
 Example:
 
@@ -71,7 +65,7 @@ def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
     """
     outputs, labels = check_split(outputs, labels, "model output")
     num_classes = outputs.shape[1]
-    outside = labels[(labels < 0) | (labels >= num_classes)]
+    outside = labels[labels >= num_classes]  # negative ones were refused by check_split
     if len(outside):
         raise ValueError(
             f"Labels must lie in [0, {num_classes}), the model's classes. Received: {len(outside)} outside, "
@@ -101,11 +95,9 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
     """The `heldout_report` of `model` on a batched dataset, as `keras-vit finetune` evaluates it.
 
     Args:
-        model: a classifier (`keras.Model`) with one output per class.
-        dataset: a finite, batched `tf.data.Dataset` of `(images, labels)` or
-            `(images, labels, sample_weights)` (`keras_vit.training.data.eval_pipeline`):
-            rows of weight 0 (the padding of static-shape batches) are left
-            out, and one-hot labels (MixUp / CutMix runs) count as their argmax.
+        model: a classifier with one output per class.
+        dataset: a finite, batched `tf.data.Dataset` of `(images, labels[, sample_weights])`; rows of weight 0
+            (padding) are left out, one-hot labels count as their argmax.
         class_names: optional names, one per class.
         num_bins: int, the confidence bins of the calibration error.
 

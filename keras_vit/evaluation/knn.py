@@ -1,10 +1,6 @@
-"""Weighted k-nearest-neighbour classification on frozen features (the DINO evaluation).
+"""Weighted k-nearest-neighbour classification on frozen features (DINO's `eval_knn.py`; docs/evaluation.md).
 
-Features are L2-normalised; each test image takes its `k` most cosine-similar
-training images, and each neighbour votes for its class with weight
-`exp(similarity / temperature)` (Wu et al. 2018 and DINO's `eval_knn.py`, both
-with `k = 20` and `temperature = 0.07`). The test split is processed in
-chunks, so memory stays `chunk_size x num_train`.
+Each test image's `k` most cosine-similar training images vote for their class with weight `exp(similarity / T)`.
 
 Example:
 

@@ -1,11 +1,6 @@
-"""Linear probe: scikit-learn's multinomial logistic regression on frozen features.
+"""Linear probe: scikit-learn's multinomial logistic regression on standardised frozen features (docs/evaluation.md).
 
-The features are standardised with the training split's mean and standard
-deviation (+1e-5); the objective is the mean softmax cross-entropy plus
-`weight_decay / 2 * ||W||²` (the bias is not penalised), i.e.
-`LogisticRegression(C=1 / (weight_decay * num_images))`. The weight decay is
-chosen from a grid by the accuracy on a stratified held-out part of the
-training split, then the probe is refitted on the whole training split.
+The loss is the mean cross-entropy plus `weight_decay / 2 * ||W||²`: `LogisticRegression(C=1 / (weight_decay * N))`.
 
 Example:
 
@@ -21,8 +16,8 @@ import dataclasses
 
 import numpy as np
 
-from keras_vit.evaluation.blas import single_threaded
 from keras_vit.evaluation.extraction import check_splits
+from keras_vit.evaluation.fewshot_lsr import single_threaded
 from keras_vit.utils import validation
 
 WEIGHT_DECAYS = tuple(10.0**power for power in range(-6, 1))
@@ -32,14 +27,7 @@ MAX_ITERATIONS = 1000
 
 @dataclasses.dataclass(frozen=True)
 class ProbeResult:
-    """A fitted linear probe's test accuracy.
-
-    Attributes:
-        accuracy: float, on the test split.
-        weight_decay: float, the strength used for the final fit.
-        holdout_accuracies: dict `{weight_decay: accuracy}` on the held-out
-            part of the training split (empty when one strength was given).
-    """
+    """A probe's test `accuracy`, its `weight_decay`, and the `holdout_accuracies` `{weight_decay: accuracy}`."""
 
     accuracy: float
     weight_decay: float
@@ -54,7 +42,6 @@ class ProbeResult:
 
 
 def _fit(probe, features, labels, weight_decay):
-    """`probe` (a `LogisticRegression`) fitted with `weight_decay` on the mean loss."""
     probe.set_params(C=1.0 / (weight_decay * len(features)) if weight_decay else np.inf)
     with single_threaded():
         return probe.fit(features, labels)

@@ -1,15 +1,4 @@
-"""The `keras-vit evaluate` job: every evaluation of one model on one dataset, as a table and files.
-
-`evaluate` extracts the frozen representation of the training and test
-splits once, then runs the linear few-shot evaluation, the linear probe and
-the k-NN classifier on it, and, when the model has a head for the dataset's
-classes, the held-out report of that head. With `out` it writes, as one set:
-
-* `metrics.json`: every number, and the settings;
-* `fewshot.png`: few-shot accuracy against shots (mean and spread of the
-  draws), with the probe and k-NN accuracies (and the head's top-1) as lines;
-* `confusion_matrix.png`: the head's confusion matrix (only with a head).
-"""
+"""The `keras-vit evaluate` job: few-shot, probe, k-NN and held-out metrics of one model, as a table and files."""
 
 import inspect
 import os
@@ -35,11 +24,7 @@ def evaluate_features(
     weight_decays=probe.WEIGHT_DECAYS,
     seed=0,
 ):
-    """Few-shot, probe, k-NN and (with the model's outputs) held-out metrics of two `Features`.
-
-    Returns:
-        A JSON-ready dict (see `evaluate`).
-    """
+    """Few-shot, probe, k-NN and (with the model's outputs) held-out metrics of two `Features`, as `evaluate`."""
     if train.num_classes != test.num_classes:
         raise ValueError(f"The splits have {train.num_classes} and {test.num_classes} classes: they must agree.")
     data = (train.features, train.labels, test.features, test.labels)
@@ -72,26 +57,18 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
 
     Args:
         model: a keras_vit model, or a user's model with one nested in it.
-        train, test: `(dataset, SourceInfo)` pairs (`keras_vit.training.data.load`,
-            `from_arrays`, `keras_vit.training.finetune.digits_sources`).
-        out: optional folder for `metrics.json`, `fewshot.png` and (with a
-            head) `confusion_matrix.png`.
-        image_size, batch_size: of the feature extraction
-            (`extract_features`).
-        cache_dir: optional folder for the features (`train.npz`,
-            `test.npz`), reused by the next evaluation of the same model.
+        train, test: `(dataset, SourceInfo)` pairs (`keras_vit.training.data.load`, `from_arrays`).
+        out: optional folder for the files of `write_results`.
+        image_size, batch_size: of the feature extraction (`extract_features`).
+        cache_dir: optional folder for the features (`train.npz`, `test.npz`), reused by the next evaluation.
         verbose: 0 or 1 (progress bars).
-        **settings: `shots`, `seeds`, `l2`, `l2_grid`, `k`, `temperature`,
-            `weight_decays`, `seed` (see `evaluate_features`).
+        **settings: `shots`, `seeds`, `l2`, `l2_grid`, `k`, `temperature`, `weight_decays`, `seed`.
 
     Returns:
-        The metrics dict: `fewshot` (`{shots: {mean, std, accuracies, l2}}`),
-        `linear_probe`, `knn`, `heldout` (`None` without a head for these
-        classes), the representation and the split sizes.
+        The metrics dict: `fewshot` (`{shots: {mean, std, accuracies, l2}}`), `linear_probe`, `knn`, `heldout`
+        (`None` without a head for these classes), the representation and the split sizes.
     """
-    unknown = sorted(set(settings) - set(inspect.signature(evaluate_features).parameters))
-    if unknown:
-        raise TypeError(f"Unknown evaluation setting(s) {unknown}; see `evaluate_features`.")
+    inspect.signature(evaluate_features).bind(train, test, **settings)  # an unknown setting: TypeError, now
     # A split where no image decodes fails now, before the other one is extracted.
     for source in (train, test):
         extraction.check_source(source)
@@ -120,7 +97,7 @@ def _cache(cache_dir, split):
 
 
 def plot_shots(metrics, path, dpi=100):
-    """Few-shot accuracy against shots (mean, and the spread of the draws), with the other methods as lines."""
+    """Draws few-shot accuracy against shots (mean and spread of the draws), the other methods as lines."""
     extras.require("matplotlib", "the few-shot figure", extra="inspect")
     from matplotlib.figure import Figure
 
@@ -148,11 +125,7 @@ def plot_shots(metrics, path, dpi=100):
 
 
 def write_results(metrics, out):
-    """Writes `metrics.json`, `fewshot.png` and (with a head) `confusion_matrix.png` into `out` as one set.
-
-    Returns:
-        The paths written, by file name.
-    """
+    """Writes `metrics.json`, `fewshot.png` and (with a head) `confusion_matrix.png` into `out`; returns their paths."""
     names = [METRICS_FILE, SHOTS_PLOT] + ([CONFUSION_PLOT] if metrics.get("heldout") else [])
     with files.atomic_files(out, names) as staged:
         files.write_json(staged[METRICS_FILE], metrics)

@@ -1,33 +1,15 @@
 """Looking inside a Vision Transformer: the paper's section 4.5, for any keras_vit model.
 
-Computations return NumPy arrays and need only Keras:
-
-- `attention_maps`: every block's attention weights,
-  `(num_layers, batch, num_heads, N + 1, N + 1)`, computed without touching
-  the model's fused forward pass;
-- `attention_rollout` (Abnar & Zuidema, 2020) and its NumPy core `rollout` /
-  `class_token_rollout`;
-- `mean_attention_distance` (Figure 7 right, Figure 11) and its NumPy core
-  `attention_distance`;
-- `position_embedding_similarity` (Figure 7 centre, Figure 10);
-- `embedding_filters`: principal components of the patch-embedding filters
-  (Figure 7 left);
-- `intermediate_features`: the token outputs of chosen blocks.
-
-Plots need matplotlib (`pip install "keras-vit[inspect]"`); each writes a PNG
-and returns the figure. `write_report` writes them all for one image, as
-`keras-vit inspect IMAGE --model ... --out DIR` does.
+The computations (`attention_maps`, `attention_rollout`, `mean_attention_distance`, `position_embedding_similarity`,
+`embedding_filters`, `intermediate_features`, and their NumPy cores) return NumPy arrays. The plots need matplotlib
+(`pip install "keras-vit[inspect]"`); `write_report` writes them all for one image, as `keras-vit inspect` does.
 
 Example:
 
 ```python
-import keras_vit
-from keras_vit import inspection
-
 model = keras_vit.ViTB16(weights=...)
 # pixels: (batch, 224, 224, 3) in [0, 255], as for prediction (the model scales them)
-attention = inspection.attention_maps(model, pixels)    # (12, batch, 12, 197, 197)
-maps = inspection.attention_rollout(model, pixels)      # (batch, 14, 14)
+maps = inspection.attention_rollout(model, pixels)  # (batch, 14, 14)
 inspection.plot_attention_rollout(pixels, maps, "rollout.png")
 ```
 """
@@ -41,7 +23,6 @@ from keras_vit.inspection.analysis import (
     class_token_rollout,
     embedding_filters,
     intermediate_features,
-    max_embedding_components,
     mean_attention_distance,
     patch_distances,
     position_embedding_similarity,
@@ -70,7 +51,6 @@ __all__ = [
     "embedding_filters",
     "intermediate_features",
     "load_image",
-    "max_embedding_components",
     "mean_attention_distance",
     "patch_distances",
     "plot_attention_rollout",

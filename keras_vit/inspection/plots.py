@@ -1,9 +1,7 @@
 """Figures of what a Vision Transformer has learned, after the paper's section 4.5.
 
-matplotlib (the `inspect` extra) is imported on first use. Figures are built
-without pyplot, so nothing here opens a window or touches pyplot's state.
-Every function writes a PNG (a complete file or none) and returns the figure;
-a PNG is `figsize * dpi` pixels.
+matplotlib (the `inspect` extra) is imported on first use, without pyplot (no window, no global state). Every
+function writes a PNG of `figsize * dpi` pixels (a complete file or none) and returns the figure.
 """
 
 import math
@@ -21,10 +19,17 @@ def _figure(width, height):
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _colormap(name):
-    import matplotlib
-
-    return matplotlib.colormaps[name]
+def _tiles(count, columns, inches, margin):
+    """A figure of `count` tiles of `inches` square, `columns` a row, without ticks; the cells after them blank."""
+    columns = min(columns, count)
+    rows = math.ceil(count / columns)
+    figure = _figure(inches * columns + margin[0], inches * rows + margin[1])
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    for axis in axes:
+        axis.set(xticks=[], yticks=[])
+    for axis in axes[count:]:
+        axis.set_axis_off()
+    return figure, axes
 
 
 def _save(figure, path, dpi):
@@ -35,17 +40,10 @@ def _save(figure, path, dpi):
 
 
 def displayable_image(image):
-    """Maps an image to float RGB in `[0, 1]` for display.
+    """Maps an image `(height, width[, 1 or 3])` to floats in `[0, 1]` for display.
 
-    uint8-range pixels are divided by 255, `[-1, 1]` (ViT preprocessing) is
-    shifted, `[0, 1]` is kept; any other range is min-max scaled.
-
-    Args:
-        image: array `(height, width, channels)` with 1 or 3 channels, or
-            `(height, width)`.
-
-    Returns:
-        float array `(height, width, 3)` or `(height, width)` in `[0, 1]`.
+    `[0, 1]` is kept, uint8-range pixels are divided by 255, `[-1, 1]` (ViT
+    preprocessing) is shifted; any other range is min-max scaled.
     """
     image = np.asarray(image, dtype="float64")
     if image.ndim == 3 and image.shape[-1] == 1:
@@ -81,54 +79,45 @@ def _unit_range(values):
     return (values - low) / (high - low) if high > low else np.zeros_like(values)
 
 
-def _batched(array, rank, name):
-    array = np.asarray(array)
-    if array.ndim == rank - 1:
-        array = array[None]
-    if array.ndim != rank:
-        raise ValueError(f"`{name}` must have {rank - 1} or {rank} dimensions. Received: shape {array.shape}")
-    return array
+def _overlay(axis, image, values, alpha):
+    """Draws `image` and over it the patch-grid map `values`, upsampled and scaled to [0, 1]; returns the map."""
+    height, width = image.shape[:2]
+    mask = _unit_range(_resize_bilinear(np.asarray(values, dtype="float64"), height, width))
+    axis.imshow(image, cmap="gray")
+    return mask, axis.imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
 
 
 def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=0.5, dpi=100):
-    """Draws attention-rollout maps over their images (paper Figure 6).
-
-    One row per image: the input, the map as a heat map over it, and the
-    input weighted by the map (the paper's presentation).
+    """Draws a row per image: the input, the rollout map over it, and the input weighted by it (paper Figure 6).
 
     Args:
-        images: array `(batch, height, width, 3)` or one image
-            `(height, width, 3)`, in any range `displayable_image` accepts.
-        maps: array `(batch, grid_h, grid_w)` (or one map) as returned by
-            `attention_rollout`; each map is scaled to `[0, 1]` for display.
+        images: array `(batch, height, width, 3)` or one image, in any range
+            `displayable_image` accepts.
+        maps: array `(batch, grid_h, grid_w)` (or one map), as
+            `attention_rollout` returns; each is scaled to `[0, 1]`.
         path: where to write the PNG.
         title: the figure's title.
         alpha: float, opacity of the heat map. Defaults to `0.5`.
-        dpi: the PNG's resolution; the figure is 9 inches wide and 3 inches
-            per image tall (plus 0.4 for the title). Defaults to `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
     """
     validation.finite_float("alpha", alpha, minimum=0, maximum=1)
-    images = _batched(images, 4, "images")
-    maps = _batched(maps, 3, "maps")
+    images, maps = np.asarray(images), np.asarray(maps)
+    images = images[None] if images.ndim == 3 else images
+    maps = maps[None] if maps.ndim == 2 else maps
     if len(images) != len(maps):
         raise ValueError(f"Expected one map per image. Received: {len(images)} images and {len(maps)} maps")
-    figure = _figure(9.0, 3.0 * len(images) + 0.4)
-    axes = figure.subplots(len(images), 3, squeeze=False)
+    figure, axes = _tiles(3 * len(images), 3, 3.0, (0.0, 0.4))
+    axes = axes.reshape(-1, 3)
     heat = None
     for row, (image, values) in enumerate(zip(images, maps)):
         image = displayable_image(image)
-        height, width = image.shape[:2]
-        mask = _unit_range(_resize_bilinear(np.asarray(values, dtype="float64"), height, width))
         axes[row, 0].imshow(image, cmap="gray")
-        axes[row, 1].imshow(image, cmap="gray")
-        heat = axes[row, 1].imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
+        mask, heat = _overlay(axes[row, 1], image, values, alpha)
         masked = image * (mask[..., None] if image.ndim == 3 else mask)
         axes[row, 2].imshow(masked, cmap="gray")
-        for axis in axes[row]:
-            axis.set(xticks=[], yticks=[])
     for column, label in enumerate(("Input", "Rollout heat map", "Input x rollout")):
         axes[0, column].set_title(label)
     figure.colorbar(heat, ax=axes[:, 1], location="bottom", shrink=0.8, label="attention (scaled to max)")
@@ -137,21 +126,18 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
 
 
 def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_prefix_tokens=1, alpha=0.5, dpi=100):
-    """Draws the class token's attention of every head of one layer over an image.
+    """Draws the class token's attention of every head of one layer over an image (2.2-inch panels, 5 a row).
 
     Args:
-        image: array `(height, width, 3)`, in any range `displayable_image`
-            accepts.
+        image: array `(height, width, 3)`.
         attention: array `(num_layers, num_heads, T, T)`: one image's slice
             `attention_maps(...)[:, index]`.
         grid_size: `(grid_h, grid_w)` or an int, the patch grid.
         path: where to write the PNG.
-        layer: int, the block to draw (negative counts from the end).
-            Defaults to `-1`, the last.
+        layer: int, the block to draw. Defaults to `-1`, the last.
         num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
         alpha: float, opacity of the heat maps. Defaults to `0.5`.
-        dpi: the PNG's resolution; panels are 2.2 inches, at most 5 a row.
-            Defaults to `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -164,54 +150,42 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
             f"`attention_maps(model, images)[:, 0]`. Received: shape {attention.shape}"
         )
     num_layers, num_heads = attention.shape[:2]
-    if isinstance(layer, bool) or not isinstance(layer, int) or not -num_layers <= layer < num_layers:
+    if not validation.is_int(layer) or not -num_layers <= layer < num_layers:
         raise ValueError(f"`layer` must be in [-{num_layers}, {num_layers - 1}]. Received: layer={layer!r}")
     grid_h, grid_w = analysis.check_grid(attention, grid_size, num_prefix_tokens)
     image = displayable_image(image)
-    height, width = image.shape[:2]
-    columns = min(num_heads + 1, 5)
-    rows = math.ceil((num_heads + 1) / columns)
-    figure = _figure(2.2 * columns, 2.2 * rows + 0.4)
-    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    figure, axes = _tiles(num_heads + 1, 5, 2.2, (0.0, 0.4))
     axes[0].imshow(image, cmap="gray")
     axes[0].set_title("Input")
     for head in range(num_heads):
         values = attention[layer, head, 0, num_prefix_tokens:].reshape(grid_h, grid_w)
-        mask = _unit_range(_resize_bilinear(values, height, width))
-        axes[head + 1].imshow(image, cmap="gray")
-        axes[head + 1].imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
+        _overlay(axes[head + 1], image, values, alpha)
         axes[head + 1].set_title(f"Head {head + 1}")
-    for axis in axes:
-        axis.set(xticks=[], yticks=[])
-    for axis in axes[num_heads + 1 :]:
-        axis.set_axis_off()
     figure.suptitle(f"Class-token attention, layer {layer % num_layers + 1} of {num_layers}")
     return _save(figure, path, dpi)
 
 
 def plot_mean_attention_distance(distances, path, image_size=None, title="Mean attention distance", dpi=100):
-    """Draws each head's mean attention distance against depth (paper Figure 7 right).
+    """Draws each head's mean attention distance against depth (paper Figure 7 right), 6 x 4.5 inches.
 
     Args:
-        distances: array `(num_layers, num_heads)` in pixels, as returned by
-            `mean_attention_distance`.
+        distances: array `(num_layers, num_heads)` in pixels.
         path: where to write the PNG.
-        image_size: optional `(height, width)` or int; when given, the y axis
-            reaches the image diagonal, the largest possible distance.
+        image_size: optional `(height, width)` or int: the y axis then reaches
+            the image diagonal, the largest possible distance.
         title: the figure's title.
-        dpi: the PNG's resolution; the figure is 6 x 4.5 inches. Defaults to
-            `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
     """
     distances = np.asarray(distances, dtype="float64")
-    if distances.ndim != 2:
-        raise ValueError(f"`distances` must have shape (num_layers, num_heads). Received: shape {distances.shape}")
     num_layers, num_heads = distances.shape
     figure = _figure(6.0, 4.5)
     axes = figure.subplots()
-    colours = _colormap("tab20" if num_heads > 10 else "tab10")
+    import matplotlib
+
+    colours = matplotlib.colormaps["tab20" if num_heads > 10 else "tab10"]
     depth = np.arange(1, num_layers + 1)
     for head in range(num_heads):
         axes.scatter(depth, distances[:, head], s=18, color=colours(head % colours.N), label=f"Head {head + 1}")
@@ -231,18 +205,13 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
 
 
 def plot_position_embedding_similarity(similarity, path, title="Position embedding similarity", dpi=100):
-    """Draws each patch's position-embedding similarity as a grid of small maps.
-
-    Tile `(i, j)` shows the cosine similarity of patch `(i, j)`'s embedding
-    with every patch's, like the paper's Figure 7 (centre) and Figure 10.
+    """Draws tile `(i, j)`: the similarity of patch `(i, j)`'s position embedding with every patch's (Figure 7).
 
     Args:
-        similarity: array `(grid_h, grid_w, grid_h, grid_w)` as returned by
-            `position_embedding_similarity`.
+        similarity: array `(grid_h, grid_w, grid_h, grid_w)`.
         path: where to write the PNG.
         title: the figure's title.
-        dpi: the PNG's resolution; the figure is 7 x 6.5 inches, scaled up
-            by `max(grid) / 16` for grids larger than 16. Defaults to `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -253,19 +222,19 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
             f"`similarity` must have shape (grid_h, grid_w, grid_h, grid_w). Received: shape {similarity.shape}"
         )
     grid_h, grid_w = similarity.shape[:2]
-    # One mosaic image with one blank cell between tiles draws in one call,
-    # however large the grid (a subplot per tile would be 576 axes at 384 px).
+    # One mosaic image with a blank cell between tiles: one draw call, not a subplot per tile.
     mosaic = np.full((grid_h * (grid_h + 1) - 1, grid_w * (grid_w + 1) - 1), np.nan)
     for i in range(grid_h):
         for j in range(grid_w):
             top, left = i * (grid_h + 1), j * (grid_w + 1)
             mosaic[top : top + grid_h, left : left + grid_w] = similarity[i, j]
-    # Grids above 16 x 16 (e.g. 24 x 24 at 384 px) get a larger figure, so
-    # every mosaic cell still covers at least one pixel at 100 dpi.
+    # Grids above 16 x 16 get a larger figure: every mosaic cell still covers a pixel at 100 dpi.
     scale = max(1.0, max(grid_h, grid_w) / 16)
     figure = _figure(7.0 * scale, 6.5 * scale)
     axes = figure.subplots()
-    cmap = _colormap("viridis").with_extremes(bad="white")
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
     shown = axes.imshow(mosaic, cmap=cmap, vmin=-1.0, vmax=1.0, interpolation="nearest")
     # One tick per tile at its centre, at most 14 labelled per axis.
     for set_ticks, count in ((axes.set_xticks, grid_w), (axes.set_yticks, grid_h)):
@@ -282,40 +251,25 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
 
 
 def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
-    """Draws principal components of the patch-embedding filters as tiles (paper Figure 7 left).
+    """Draws principal components of the patch-embedding filters as 1-inch tiles (paper Figure 7 left).
 
     Args:
-        components: array `(num_components, patch_h, patch_w, channels)` as
-            in `embedding_filters(model).components`; each tile is min-max
-            scaled, drawn in RGB for 3 channels and in grey otherwise (mean
-            over channels).
+        components: array `(num_components, patch_h, patch_w, channels)`;
+            each tile is min-max scaled, in RGB for 3 channels, else grey.
         path: where to write the PNG.
         columns: int, tiles per row. Defaults to `7` (the paper's 4 x 7).
         title: the figure's title; defaults to one naming the count.
-        dpi: the PNG's resolution; tiles are 1 inch. Defaults to `100`.
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
     """
     components = np.asarray(components, dtype="float64")
-    if components.ndim != 4 or len(components) == 0:
-        raise ValueError(
-            "`components` must have shape (num_components, patch_h, patch_w, channels). "
-            f"Received: shape {components.shape}"
-        )
-    validation.positive_int("columns", columns)
     count = len(components)
-    columns = min(columns, count)
-    rows = math.ceil(count / columns)
-    figure = _figure(1.0 * columns + 0.2, 1.0 * rows + 0.5)
-    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    figure, axes = _tiles(count, columns, 1.0, (0.2, 0.5))
     for index, component in enumerate(components):
         tile = _unit_range(component if component.shape[-1] == 3 else component.mean(axis=-1))
         axes[index].imshow(tile, cmap="gray", interpolation="nearest")
-    for axis in axes:
-        axis.set(xticks=[], yticks=[])
-    for axis in axes[count:]:
-        axis.set_axis_off()
     if title is None:
         kind = "RGB" if components.shape[-1] == 3 else "Grey"
         title = f"{kind} embedding filters (first {count} principal components)"
@@ -324,17 +278,7 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
 
 
 def plot_note(path, title, note, dpi=100):
-    """Writes a figure that only says something, where a plot does not apply (e.g. a hybrid's filters).
-
-    Args:
-        path: where to write the PNG.
-        title: the figure's title.
-        note: the text, wrapped to the figure.
-        dpi: the PNG's resolution. Defaults to `100`.
-
-    Returns:
-        The `matplotlib.figure.Figure`.
-    """
+    """Writes a figure that only says `note`, where a plot does not apply (e.g. a hybrid's filters)."""
     import textwrap
 
     figure = _figure(6.0, 2.5)

@@ -9,9 +9,8 @@ import numpy as np
 from keras_vit.inspection import analysis, plots
 from keras_vit.models import metadata
 from keras_vit.models.preprocessing import load_image
+from keras_vit.models.vit import find_vit
 from keras_vit.utils import validation
-
-SAMPLE_IMAGE = "sample_image.jpg"
 
 # The files `write_report` produces, in the order it writes them.
 REPORT_FILES = (
@@ -24,28 +23,15 @@ REPORT_FILES = (
 
 
 def sample_image_path():
-    """The path of the photograph bundled with keras_vit for trying things out.
-
-    A 224 x 224 crop of `flower.jpg` from scikit-learn's sample images
-    (CC BY 2.0, by vultilion on Flickr; see `keras_vit/resources/README.md`).
-    """
-    return str(importlib.resources.files("keras_vit") / "resources" / SAMPLE_IMAGE)
+    """The path of the photograph bundled with keras_vit (a 224 x 224 crop; see `keras_vit/resources/README.md`)."""
+    return str(importlib.resources.files("keras_vit") / "resources" / "sample_image.jpg")
 
 
 def named_model(model, weights=None, image_size=None):
-    """The model `keras-vit inspect --model ... --weights ...` names.
+    """The model `keras-vit inspect --model ... --weights ... --image-size ...` names.
 
-    Args:
-        model: a constructor name from `keras_vit.models.applications.CONSTRUCTORS` (`"ViTB16"`),
-            a variant from `keras_vit.models.variants.VARIANTS` (`"B/16"`), or the path of a
-            model saved with `model.save("....keras")`.
-        weights: for a constructor, its `weights=` argument (`None`: random
-            weights). Not allowed with a saved model, which has its own.
-        image_size: optional int, a constructor's square input size.
-            Not allowed with a saved model.
-
-    Returns:
-        A `keras.Model`.
+    `model` is a constructor name (`"ViTB16"`), a variant (`"B/16"`) or a saved `.keras` path (without `weights` or
+    `image_size`).
     """
     import keras_vit
 
@@ -66,49 +52,35 @@ def named_model(model, weights=None, image_size=None):
 
 
 def write_report(
-    model,
-    image,
-    out_dir,
-    preprocess=None,
-    head_fusion="mean",
-    discard_ratio=0.0,
-    num_components=28,
-    dpi=100,
+    model, image, out_dir, preprocess=None, head_fusion="mean", discard_ratio=0.0, num_components=28, dpi=100
 ):
-    """Writes the paper's "inspecting the Vision Transformer" figures for one image.
+    """Writes the paper's "inspecting the Vision Transformer" figures (`REPORT_FILES`) for one image.
 
     Args:
-        model: a keras_vit model, or a model with one nested in it (the
-            figures are of the ViT; a model with saved class names also gets
-            its top class in the rollout's title).
+        model: a keras_vit model, or a model with one nested in it (with saved
+            class names, the rollout's title names its top class).
         image: a path to an image file, or a uint8-range array
-            `(height, width, 3)`; it is resized to the model's input size.
+            `(height, width, 3)` of the model's input size.
         out_dir: the folder to write the PNGs to (created if missing).
         preprocess: function from `[0, 255]` pixels to model inputs.
-            Defaults to `keras_vit.models.preprocessing.preprocess_input` (a
-            pass-through: keras_vit models scale pixels themselves).
-        head_fusion: head fusion of the rollout: `"mean"`, `"max"` or
-            `"min"`. Defaults to `"mean"`.
-        discard_ratio: float in `[0, 1)`, see `rollout`. Defaults to `0.0`.
-        num_components: int, the embedding filters' principal components to
-            draw; capped at what the model has. Defaults to `28`.
+            Defaults to `keras_vit.models.preprocessing.preprocess_input`.
+        head_fusion, discard_ratio: of the rollout (see `rollout`).
+        num_components: int, the embedding filters' components to draw, at most
+            what the model has. Defaults to `28`.
         dpi: the PNGs' resolution. Defaults to `100`.
 
     Returns:
-        A dict from each name in `REPORT_FILES` (without `.png`) to the path
-        written.
+        A dict from each name in `REPORT_FILES` (without `.png`) to the path written.
     """
-    # Arguments are checked before any work, so a typo costs no partial report.
-    if head_fusion not in analysis.HEAD_FUSIONS:
-        raise ValueError(f"`head_fusion` must be one of {analysis.HEAD_FUSIONS}. Received: head_fusion={head_fusion!r}")
+    # Checked before any work: a typo costs no partial report.
+    validation.one_of("head_fusion", head_fusion, analysis.HEAD_FUSIONS)
     validation.rate("discard_ratio", discard_ratio)
     validation.positive_int("num_components", num_components)
-    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or dpi <= 0:
-        raise ValueError(f"`dpi` must be a positive number. Received: dpi={dpi!r}")
+    validation.finite_float("dpi", dpi, minimum=0, include_minimum=False)
     if preprocess is None:
         from keras_vit.models.preprocessing import preprocess_input as preprocess
-    classifier, model = model, analysis.vision_transformer(model)
-    height, width, _ = analysis.image_shape(model)
+    vit = find_vit(model)
+    height, width = vit.default_image_size
     if isinstance(image, (str, os.PathLike)):
         pixels = load_image(os.fspath(image), (height, width))
     else:
@@ -119,42 +91,35 @@ def write_report(
                 f"a file path to have it resized). Received: shape {pixels.shape}"
             )
     inputs = preprocess(pixels[None].astype("float32"))
-    if model.channels_first:
-        inputs = np.transpose(inputs, (0, 3, 1, 2))  # the model's own layout
-    attention = analysis.attention_maps(model, inputs)
-    grid = model.embedding_grid
+    if vit.channels_first:
+        inputs = np.transpose(inputs, (0, 3, 1, 2))
+    attention = analysis.attention_maps(vit, inputs)
+    grid = vit.embedding_grid
     prefix = analysis.NUM_PREFIX_TOKENS
     title = f"Attention rollout (head fusion: {head_fusion}, discard ratio: {discard_ratio:g})"
-    if metadata.class_names(classifier) is not None:
-        outputs = keras.ops.convert_to_numpy(classifier(inputs, training=False))
-        name, probability = metadata.top_classes(classifier, outputs, top=1)[0][0]
+    if metadata.class_names(model) is not None:
+        outputs = keras.ops.convert_to_numpy(model(inputs, training=False))
+        name, probability = metadata.top_classes(model, outputs, top=1)[0][0]
         title = f"{title}\npredicted: {name} ({probability:.2f})"
     rollout_map = analysis.class_token_rollout(attention, grid, head_fusion, discard_ratio, prefix)
-    distances = analysis.attention_distance(attention, grid, model.pixels_per_token, prefix)
-    hybrid = analysis.is_hybrid(model)
+    distances = analysis.attention_distance(attention, grid, vit.pixels_per_token, prefix)
+    hybrid = vit.resnet_stages is not None
     if not hybrid:
-        components = analysis.embedding_filters(
-            model, num_components=min(num_components, analysis.max_embedding_components(model))
-        ).components
+        patch_h, patch_w, channels, hidden_dim = vit.get_layer("patch_embedding").projection.kernel.shape
+        count = min(num_components, hidden_dim, patch_h * patch_w * channels)
+        components = analysis.embedding_filters(vit, num_components=count).components
 
     paths = {name[: -len(".png")]: os.path.join(os.fspath(out_dir), name) for name in REPORT_FILES}
     os.makedirs(out_dir, exist_ok=True)
-    plots.plot_attention_rollout(
-        pixels,
-        rollout_map,
-        paths["attention_rollout"],
-        title=title,
-        dpi=dpi,
-    )
+    plots.plot_attention_rollout(pixels, rollout_map, paths["attention_rollout"], title=title, dpi=dpi)
     plots.plot_class_token_attention(
         pixels, attention[:, 0], grid, paths["class_token_attention"], num_prefix_tokens=prefix, dpi=dpi
     )
     plots.plot_mean_attention_distance(distances, paths["mean_attention_distance"], dpi=dpi)
-    plots.plot_position_embedding_similarity(
-        analysis.position_embedding_similarity(model), paths["position_embedding_similarity"], dpi=dpi
-    )
+    similarity = analysis.position_embedding_similarity(vit)
+    plots.plot_position_embedding_similarity(similarity, paths["position_embedding_similarity"], dpi=dpi)
     if hybrid:
-        # The figure still exists (a report has a fixed set of files) and says why it shows no filters.
+        # A report has a fixed set of files: this one says why it shows no filters.
         plots.plot_note(paths["embedding_filters"], "No embedding filters", analysis.NO_LINEAR_FILTERS, dpi=dpi)
     else:
         plots.plot_embedding_filters(components, paths["embedding_filters"], dpi=dpi)

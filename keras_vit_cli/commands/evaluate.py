@@ -81,6 +81,7 @@ def _model(args):
 
 def run(args):
     from keras_vit import evaluation
+    from keras_vit.models.vit import find_vit
     from keras_vit.training import data
     from keras_vit.utils import extras, files, validation
 
@@ -96,7 +97,7 @@ def run(args):
     validation.finite_float("l2", args.l2, minimum=0, include_minimum=False)
     validation.finite_float("temperature", args.temperature, minimum=0, include_minimum=False)
     model = _model(args)
-    evaluation.find_backbone(model)  # not a keras_vit model: fail before reading any data
+    find_vit(model)  # not a keras_vit model: fail before reading any data
     train, test = _sources(args)
     verbose = int(sys.stdout.isatty()) if args.verbose is None else args.verbose  # no progress bar in a log file
     extraction = dict(image_size=args.image_size, batch_size=args.batch_size, cache_dir=args.cache, verbose=verbose)
