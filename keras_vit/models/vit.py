@@ -223,7 +223,7 @@ class VisionTransformer(keras.Model):
                 "`forward_intermediates` does not run: apply them to the images first and pass the ViT built "
                 "without `input_tensor`."
             )
-        chosen = _block_indices(indices, self.num_layers)
+        chosen = block_indices(indices, self.num_layers)
         validation.one_of("output_fmt", output_fmt, ("NHWC", "NLC"))
         layers = {layer.name: layer for layer in self.layers}
         tokens, patch_grid = _embed(layers, images, training=False)
@@ -260,7 +260,7 @@ def find_vit(model):
     )
 
 
-def _block_indices(indices, num_layers):
+def block_indices(indices, num_layers):
     if indices is None:
         return list(range(num_layers))
     if validation.is_int(indices):
