@@ -1,9 +1,4 @@
-"""Training: the paper's recipes, tf.data pipelines, distribution and the `keras-vit finetune` job.
-
-The recipes (`recipes`) are importable from here; `data`, `layer_decay`,
-`distribute`, `multihost`, `finetune` and `xla_memory` are modules of this
-package, imported when used.
-"""
+"""Training: the paper's recipes (importable from here), tf.data pipelines, distribution and `keras-vit finetune`."""
 
 from keras_vit.training.recipes import (
     NO_WEIGHT_DECAY_NAMES,

@@ -129,10 +129,7 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     supervised_keys = builder.info.supervised_keys
     label_feature = builder.info.features[supervised_keys[1]] if supervised_keys else None
     if not hasattr(label_feature, "num_classes"):
-        raise ValueError(
-            f"TFDS dataset {name!r} has no (image, class label) supervised keys; "
-            "write its pipeline with `from_arrays` or an image folder."
-        )
+        raise ValueError(f"TFDS dataset {name!r} has no (image, class label) supervised keys; use `from_arrays`.")
     if shard is not None:
         # A sub-split reads only this host's examples (TFDS skips the rest of the files unread).
         split = tfds.even_splits(split, n=shard[0])[shard[1]]

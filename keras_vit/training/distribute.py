@@ -14,8 +14,7 @@ from keras_vit.utils import validation
 
 @dataclasses.dataclass
 class Setup:
-    """What `configure` chose: the `tf.distribute` strategy (`None` off TensorFlow), the dtype policy,
-    `compile`'s `jit_compile`, the data-parallel replicas of all processes, and `"tpu"`, `"gpu"` or `"cpu"`."""
+    """What `configure` chose (`strategy`: `None` off TensorFlow; `device`: `"tpu"`, `"gpu"` or `"cpu"`)."""
 
     strategy: object
     precision: str

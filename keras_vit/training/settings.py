@@ -1,7 +1,7 @@
-"""The settings of the `keras-vit finetune` job, each declared once (`python -m ...settings` prints the docs' table).
+"""The settings of the `keras-vit finetune` job, each declared once.
 
-`SETTINGS` gives `FinetuneConfig`'s fields, `finetune`'s checks and signature and the command line's flags, which
-reads this module before Keras is imported: it imports nothing.
+`SETTINGS` gives `FinetuneConfig`'s fields, `finetune`'s checks and signature, the command line's flags (read before
+Keras is imported: this module imports nothing) and the table of `docs/finetune.md` (`python -m` this module).
 """
 
 import dataclasses

@@ -10,19 +10,13 @@ FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 
 
 def schedule_xla_cpu_for_memory(when_possible=False):
-    """Asks XLA's CPU compiler to schedule for memory, in `XLA_FLAGS`; call it before building a model.
-
-    A setting of the flag already in `XLA_FLAGS` is kept.
+    """Asks XLA's CPU compiler to schedule for memory, in `XLA_FLAGS` (a setting there is kept), before any model.
 
     Args:
-        when_possible: bool, whether a call made after JAX has computed
-            returns False instead of raising.
+        when_possible: bool, whether a call made after JAX has computed returns False instead of raising.
 
     Returns:
         Whether the memory schedule is asked for.
-
-    Raises:
-        RuntimeError: JAX has computed already (unless `when_possible`).
     """
     words = os.environ.get("XLA_FLAGS", "").split()
     if any(word == FLAG or word.startswith(FLAG + "=") for word in words):
