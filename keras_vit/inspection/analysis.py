@@ -54,7 +54,9 @@ def _forward(vit, images, batch_size, **options):
         for start in range(0, len(images), batch_size):
             result = vit.forward_intermediates(images[start : start + batch_size], **options)
             result = result if options.get("return_attention") else (result,)
-            chunks.append([[keras.ops.convert_to_numpy(keras.ops.cast(x, "float32")) for x in part] for part in result])
+            chunks.append(
+                [[keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")) for tensor in part] for part in result]
+            )
     # Per part (outputs, then attention), per tensor of the part: its chunks concatenated.
     return [[np.concatenate(tensors) for tensors in zip(*part)] for part in zip(*chunks)]
 
