@@ -153,17 +153,6 @@ def check_target(out, format, name="model"):
     return path
 
 
-def _source_name(model_or_path):
-    """The artefact's name in a folder target: the model's name, or the `.keras` file's stem."""
-    if isinstance(model_or_path, keras.Model):
-        return model_or_path.name
-    if isinstance(model_or_path, (str, os.PathLike)) and os.fspath(model_or_path).endswith(".keras"):
-        return os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0]
-    raise ValueError(
-        f"`model_or_path` must be a keras.Model or a `.keras` file. Received: model_or_path={model_or_path!r}"
-    )
-
-
 def _check_arguments(format, input_dtype, int8):
     validation.one_of("format", format, FORMATS)
     validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
@@ -181,19 +170,6 @@ def _check_arguments(format, input_dtype, int8):
         )
     needed = EXPORT_MODULES[format] + (("onnxruntime",) if int8 and format == "onnx" else ())
     extras.check(*needed, needed_for=f"a {format} export", extra="deploy")
-
-
-def _class_names(source, model, class_names):
-    class_names = metadata.class_names(source) if class_names is None else class_names
-    if class_names is None:
-        return None
-    class_names = [str(name) for name in class_names]
-    if model.output_shape[-1] != len(class_names):
-        raise ValueError(
-            f"`class_names` has {len(class_names)} names but the model has {model.output_shape[-1]} outputs. "
-            f"Received: class_names={class_names[:5]}..."
-        )
-    return class_names
 
 
 def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_names=None, int8=False, verbose=False):
@@ -227,7 +203,16 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     (3, 2)
     """
     _check_arguments(format, input_dtype, int8)
-    path = check_target(out, format, name=_source_name(model_or_path))
+    # In a folder target, the artefact is named after the model, or the `.keras` file's stem.
+    if isinstance(model_or_path, keras.Model):
+        name = model_or_path.name
+    elif isinstance(model_or_path, (str, os.PathLike)) and os.fspath(model_or_path).endswith(".keras"):
+        name = os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0]
+    else:
+        raise ValueError(
+            f"`model_or_path` must be a keras.Model or a `.keras` file. Received: model_or_path={model_or_path!r}"
+        )
+    path = check_target(out, format, name=name)
     source = model_or_path
     if not isinstance(source, keras.Model):
         source = metadata.load_classifier(os.fspath(source))
@@ -238,7 +223,14 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
             "export this one as onnx or saved_model."
         )
     model = serving_model(source, input_dtype=input_dtype)
-    class_names = _class_names(source, model, class_names)
+    class_names = metadata.class_names(source) if class_names is None else class_names
+    if class_names is not None:
+        class_names = [str(name) for name in class_names]
+        if model.output_shape[-1] != len(class_names):
+            raise ValueError(
+                f"`class_names` has {len(class_names)} names but the model has {model.output_shape[-1]} outputs. "
+                f"Received: class_names={class_names[:5]}..."
+            )
     options = dict(class_names=class_names, int8=int8, verbose=verbose)
     if format == "saved_model":
         with files.atomic_directory(path, replace=False) as staged:

@@ -3,16 +3,7 @@
 `fewshot` is the paper's linear few-shot evaluation (section 4; big_vision's closed-form ridge), `linear_probe` a
 logistic regression, `knn_accuracy` DINO's weighted k-NN, and `heldout_report` describes a classifier's head (top-1/5,
 per class, confusion, calibration). The maths is NumPy; `extract_features` streams any `keras_vit.training.data`
-source through the model once. `evaluate` runs everything: it is the `keras-vit evaluate` command.
-
-Example:
-
-```python
-model = keras.saving.load_model("outputs/finetune/model.keras")
-train, test = keras_vit.training.finetune.digits_sources()
-metrics = keras_vit.evaluation.evaluate(model, train, test, out="outputs/evaluate")
-print(keras_vit.evaluation.format_table(metrics))
-```
+source through the model once. `evaluate` runs everything: it is the `keras-vit evaluate` command (docs/evaluation.md).
 """
 
 from keras_vit.evaluation.extraction import (

@@ -149,12 +149,8 @@ def check_split(features, labels, what):
 
 
 def check_splits(train_features, train_labels, test_features, test_labels, num_classes=None):
-    """Checks a training and a test split (`check_split`) of one feature size, and their classes.
-
-    Returns:
-        `((train features, labels), (test features, labels), num_classes)`:
-        `num_classes` checked to hold every label, or the largest label + 1.
-    """
+    """Returns `((train features, labels), (test features, labels), num_classes)` after checking them (`check_split`);
+    `num_classes` defaults to the largest label + 1."""
     train = check_split(train_features, train_labels, "training")
     test = check_split(test_features, test_labels, "test")
     if train[0].shape[1] != test[0].shape[1]:

@@ -11,18 +11,10 @@ Example:
 import numpy as np
 
 from keras_vit.evaluation.extraction import check_split
-from keras_vit.utils import extras, files, validation
+from keras_vit.inspection import plots
+from keras_vit.utils import validation
 
 ECE_BINS = 15
-
-
-def probabilities(outputs):
-    """Rows of `outputs` as probabilities: a softmax unless they already are distributions."""
-    outputs = np.asarray(outputs, dtype="float64")
-    if np.all(outputs >= 0) and np.allclose(outputs.sum(axis=-1), 1.0, atol=1e-3):
-        return outputs
-    shifted = np.exp(outputs - outputs.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
 def top_k_accuracy(outputs, labels, k):
@@ -41,7 +33,10 @@ def confusion_matrix(predictions, labels, num_classes):
 
 def expected_calibration_error(outputs, labels, num_bins=ECE_BINS):
     """The expected calibration error of the top-1 predictions (0 = perfectly calibrated)."""
-    probs = probabilities(outputs)
+    probs = np.asarray(outputs, dtype="float64")
+    if not (np.all(probs >= 0) and np.allclose(probs.sum(axis=-1), 1.0, atol=1e-3)):
+        probs = np.exp(probs - probs.max(axis=-1, keepdims=True))  # logits: a softmax
+        probs = probs / probs.sum(axis=-1, keepdims=True)
     confidence, correct = probs.max(axis=1), probs.argmax(axis=1) == np.asarray(labels)
     # Bins (i/n, (i+1)/n]; each bin's share times |accuracy - confidence| is |sum correct - sum confidence| / N.
     bins = np.clip(np.ceil(confidence * validation.positive_int("num_bins", num_bins)).astype(int) - 1, 0, num_bins - 1)
@@ -122,12 +117,9 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
 
 def plot_confusion(report, path, dpi=100):
     """Draws the confusion matrix of a `heldout_report` (rows: true class), with class names, into a PNG."""
-    extras.require("matplotlib", "the confusion-matrix figure", extra="inspect")
-    from matplotlib.figure import Figure
-
     matrix, names = np.asarray(report["confusion"]), report["class_names"]
     side = min(max(4.0, 0.45 * len(names) + 2.0), 40.0)
-    figure = Figure(figsize=(side, side), layout="tight")
+    figure = plots.new_figure(side, side, "the confusion-matrix figure")
     axis = figure.subplots()
     image = axis.imshow(matrix, cmap="Blues")
     figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
@@ -141,5 +133,4 @@ def plot_confusion(report, path, dpi=100):
             if count:
                 color = "white" if count > matrix.max() / 2 else "black"
                 axis.text(column, row, str(count), ha="center", va="center", color=color, fontsize=8)
-    with files.atomic_file(path) as staged:
-        figure.savefig(staged, dpi=dpi, format="png")
+    plots.save_png(figure, path, dpi)

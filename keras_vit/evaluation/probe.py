@@ -47,17 +47,6 @@ def _fit(probe, features, labels, weight_decay):
         return probe.fit(features, labels)
 
 
-def _holdout_split(labels, fraction, rng):
-    """A stratified split of the training indices: `(fit, held_out)`; every class keeps one image to fit."""
-    fit, held = [], []
-    for label in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == label))
-        count = min(int(round(fraction * len(members))), len(members) - 1)
-        held.append(members[:count])
-        fit.append(members[count:])
-    return np.concatenate(fit), np.concatenate(held)
-
-
 def linear_probe(
     train_features,
     train_labels,
@@ -100,7 +89,14 @@ def linear_probe(
     train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
     scores = {}
     if len(grid) > 1:
-        fit, held = _holdout_split(train_y, holdout_fraction, np.random.default_rng(seed))
+        # A stratified held-out part; every class keeps one image to fit.
+        rng, fit, held = np.random.default_rng(seed), [], []
+        for label in np.unique(train_y):
+            members = rng.permutation(np.flatnonzero(train_y == label))
+            count = min(int(round(holdout_fraction * len(members))), len(members) - 1)
+            held.append(members[:count])
+            fit.append(members[count:])
+        fit, held = np.concatenate(fit), np.concatenate(held)
         if not len(held):
             raise ValueError(
                 "Choosing the probe's weight decay needs a held-out part of the training split, and it is empty: "

@@ -6,7 +6,8 @@ import os
 import numpy as np
 
 from keras_vit.evaluation import extraction, fewshot_lsr, heldout, knn, probe
-from keras_vit.utils import extras, files
+from keras_vit.inspection import plots
+from keras_vit.utils import files
 
 METRICS_FILE, SHOTS_PLOT, CONFUSION_PLOT = "metrics.json", "fewshot.png", "confusion_matrix.png"
 
@@ -98,13 +99,10 @@ def _cache(cache_dir, split):
 
 def plot_shots(metrics, path, dpi=100):
     """Draws few-shot accuracy against shots (mean and spread of the draws), the other methods as lines."""
-    extras.require("matplotlib", "the few-shot figure", extra="inspect")
-    from matplotlib.figure import Figure
-
     counts = sorted(int(count) for count in metrics["fewshot"])
     means = [metrics["fewshot"][str(count)]["mean"] for count in counts]
     spreads = [metrics["fewshot"][str(count)]["std"] for count in counts]
-    figure = Figure(figsize=(6, 4), layout="tight")
+    figure = plots.new_figure(6, 4, "the few-shot figure")
     axis = figure.subplots()
     axis.errorbar(counts, means, yerr=spreads, marker="o", capsize=3, label="linear few-shot")
     lines = [("linear probe (all images)", metrics["linear_probe"]["accuracy"], "--")]
@@ -120,8 +118,7 @@ def plot_shots(metrics, path, dpi=100):
     axis.set_ylim(0, 1.02)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
-    with files.atomic_file(path) as staged:
-        figure.savefig(staged, dpi=dpi, format="png")
+    plots.save_png(figure, path, dpi)
 
 
 def write_results(metrics, out):
@@ -146,9 +143,8 @@ def format_table(metrics):
         rows.append((f"{count}-shot linear", f"{result['mean']:.4f} ± {result['std']:.4f}", f"l2 {l2s}"))
     probed = metrics["linear_probe"]
     rows.append(("linear probe", f"{probed['accuracy']:.4f}", f"weight decay {probed['weight_decay']:g}"))
-    rows.append(
-        (f"k-NN (k={metrics['knn']['k']})", f"{metrics['knn']['accuracy']:.4f}", f"T {metrics['knn']['temperature']:g}")
-    )
+    neighbours = metrics["knn"]
+    rows.append((f"k-NN (k={neighbours['k']})", f"{neighbours['accuracy']:.4f}", f"T {neighbours['temperature']:g}"))
     report = metrics.get("heldout")
     if report:
         rows.append(("head top-1", f"{report['top1']:.4f}", ""))

@@ -3,15 +3,6 @@
 The computations (`attention_maps`, `attention_rollout`, `mean_attention_distance`, `position_embedding_similarity`,
 `embedding_filters`, `intermediate_features`, and their NumPy cores) return NumPy arrays. The plots need matplotlib
 (`pip install "keras-vit[inspect]"`); `write_report` writes them all for one image, as `keras-vit inspect` does.
-
-Example:
-
-```python
-model = keras_vit.ViTB16(weights=...)
-# pixels: (batch, 224, 224, 3) in [0, 255], as for prediction (the model scales them)
-maps = inspection.attention_rollout(model, pixels)  # (batch, 14, 14)
-inspection.plot_attention_rollout(pixels, maps, "rollout.png")
-```
 """
 
 from keras_vit.inspection.analysis import (

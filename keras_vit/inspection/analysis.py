@@ -54,7 +54,9 @@ def _forward(vit, images, batch_size, **options):
         for start in range(0, len(images), batch_size):
             result = vit.forward_intermediates(images[start : start + batch_size], **options)
             result = result if options.get("return_attention") else (result,)
-            chunks.append([[keras.ops.convert_to_numpy(keras.ops.cast(x, "float32")) for x in part] for part in result])
+            chunks.append(
+                [[keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")) for tensor in part] for part in result]
+            )
     # Per part (outputs, then attention), per tensor of the part: its chunks concatenated.
     return [[np.concatenate(tensors) for tensors in zip(*part)] for part in zip(*chunks)]
 
@@ -77,15 +79,6 @@ def attention_maps(model, images, batch_size=16):
     Returns:
         float32 array `(num_layers, batch, num_heads, N + 1, N + 1)`, token 0
         the class token; each row (a query) sums to 1.
-
-    Example:
-
-    >>> import keras_vit
-    >>> model = keras_vit.VisionTransformer(
-    ...     patch_size=8, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32,
-    ...     input_shape=(32, 24, 3), classes=10)
-    >>> attention_maps(model, np.zeros((1, 32, 24, 3))).shape
-    (2, 1, 2, 13, 13)
     """
     _, weights = _forward(find_vit(model), images, batch_size, output_fmt="NLC", return_attention=True)
     return np.stack(weights)

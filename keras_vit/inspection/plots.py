@@ -12,8 +12,9 @@ from keras_vit.inspection import analysis
 from keras_vit.utils import extras, files, validation
 
 
-def _figure(width, height):
-    extras.require("matplotlib", "keras_vit.inspection's plots")
+def new_figure(width, height, needed_for="keras_vit.inspection's plots"):
+    """A matplotlib `Figure` of `width x height` inches, or a one-line error naming the `inspect` extra."""
+    extras.require("matplotlib", needed_for, extra="inspect")
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
@@ -23,7 +24,7 @@ def _tiles(count, columns, inches, margin):
     """A figure of `count` tiles of `inches` square, `columns` a row, without ticks; the cells after them blank."""
     columns = min(columns, count)
     rows = math.ceil(count / columns)
-    figure = _figure(inches * columns + margin[0], inches * rows + margin[1])
+    figure = new_figure(inches * columns + margin[0], inches * rows + margin[1])
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     for axis in axes:
         axis.set(xticks=[], yticks=[])
@@ -32,7 +33,8 @@ def _tiles(count, columns, inches, margin):
     return figure, axes
 
 
-def _save(figure, path, dpi):
+def save_png(figure, path, dpi):
+    """Writes `figure` as a PNG at `path` (a whole file or none); returns it."""
     validation.finite_float("dpi", dpi, minimum=0, include_minimum=False)
     with files.atomic_file(path) as staged:
         figure.savefig(staged, format="png", dpi=dpi)
@@ -95,10 +97,9 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
             `displayable_image` accepts.
         maps: array `(batch, grid_h, grid_w)` (or one map), as
             `attention_rollout` returns; each is scaled to `[0, 1]`.
-        path: where to write the PNG.
         title: the figure's title.
         alpha: float, opacity of the heat map. Defaults to `0.5`.
-        dpi: the PNG's resolution. Defaults to `100`.
+        path, dpi: where to write the PNG, and its resolution (default `100`).
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -122,7 +123,7 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
         axes[0, column].set_title(label)
     figure.colorbar(heat, ax=axes[:, 1], location="bottom", shrink=0.8, label="attention (scaled to max)")
     figure.suptitle(title)
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_prefix_tokens=1, alpha=0.5, dpi=100):
@@ -133,11 +134,10 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
         attention: array `(num_layers, num_heads, T, T)`: one image's slice
             `attention_maps(...)[:, index]`.
         grid_size: `(grid_h, grid_w)` or an int, the patch grid.
-        path: where to write the PNG.
         layer: int, the block to draw. Defaults to `-1`, the last.
         num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
         alpha: float, opacity of the heat maps. Defaults to `0.5`.
-        dpi: the PNG's resolution. Defaults to `100`.
+        path, dpi: where to write the PNG, and its resolution (default `100`).
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -162,7 +162,7 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
         _overlay(axes[head + 1], image, values, alpha)
         axes[head + 1].set_title(f"Head {head + 1}")
     figure.suptitle(f"Class-token attention, layer {layer % num_layers + 1} of {num_layers}")
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def plot_mean_attention_distance(distances, path, image_size=None, title="Mean attention distance", dpi=100):
@@ -170,18 +170,17 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
 
     Args:
         distances: array `(num_layers, num_heads)` in pixels.
-        path: where to write the PNG.
         image_size: optional `(height, width)` or int: the y axis then reaches
             the image diagonal, the largest possible distance.
         title: the figure's title.
-        dpi: the PNG's resolution. Defaults to `100`.
+        path, dpi: where to write the PNG, and its resolution (default `100`).
 
     Returns:
         The `matplotlib.figure.Figure`.
     """
     distances = np.asarray(distances, dtype="float64")
     num_layers, num_heads = distances.shape
-    figure = _figure(6.0, 4.5)
+    figure = new_figure(6.0, 4.5)
     axes = figure.subplots()
     import matplotlib
 
@@ -201,7 +200,7 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
     if num_heads <= 16:
         axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small", frameon=False)
     axes.set_title(title)
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def plot_position_embedding_similarity(similarity, path, title="Position embedding similarity", dpi=100):
@@ -209,9 +208,8 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
 
     Args:
         similarity: array `(grid_h, grid_w, grid_h, grid_w)`.
-        path: where to write the PNG.
         title: the figure's title.
-        dpi: the PNG's resolution. Defaults to `100`.
+        path, dpi: where to write the PNG, and its resolution (default `100`).
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -230,7 +228,7 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
             mosaic[top : top + grid_h, left : left + grid_w] = similarity[i, j]
     # Grids above 16 x 16 get a larger figure: every mosaic cell still covers a pixel at 100 dpi.
     scale = max(1.0, max(grid_h, grid_w) / 16)
-    figure = _figure(7.0 * scale, 6.5 * scale)
+    figure = new_figure(7.0 * scale, 6.5 * scale)
     axes = figure.subplots()
     import matplotlib
 
@@ -243,11 +241,10 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
     axes.set_xlabel("Input patch column")
     axes.set_ylabel("Input patch row")
     axes.tick_params(length=0)
-    for spine in axes.spines.values():
-        spine.set_visible(False)
+    axes.spines[:].set_visible(False)
     figure.colorbar(shown, ax=axes, shrink=0.8, label="Cosine similarity")
     axes.set_title(title)
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
@@ -256,10 +253,9 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
     Args:
         components: array `(num_components, patch_h, patch_w, channels)`;
             each tile is min-max scaled, in RGB for 3 channels, else grey.
-        path: where to write the PNG.
         columns: int, tiles per row. Defaults to `7` (the paper's 4 x 7).
         title: the figure's title; defaults to one naming the count.
-        dpi: the PNG's resolution. Defaults to `100`.
+        path, dpi: where to write the PNG, and its resolution (default `100`).
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -274,16 +270,16 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
         kind = "RGB" if components.shape[-1] == 3 else "Grey"
         title = f"{kind} embedding filters (first {count} principal components)"
     figure.suptitle(title)
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
 
 
 def plot_note(path, title, note, dpi=100):
     """Writes a figure that only says `note`, where a plot does not apply (e.g. a hybrid's filters)."""
     import textwrap
 
-    figure = _figure(6.0, 2.5)
+    figure = new_figure(6.0, 2.5)
     axes = figure.subplots()
     axes.set_axis_off()
     axes.text(0.5, 0.5, textwrap.fill(note, 60), ha="center", va="center", wrap=True)
     figure.suptitle(title)
-    return _save(figure, path, dpi)
+    return save_png(figure, path, dpi)
