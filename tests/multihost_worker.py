@@ -1,13 +1,10 @@
 """One process of the two-process training check in `test_multihost.py` (not a test module itself).
 
-Run as `python tests/multihost_worker.py OUT STEPS [die]` with the
-`KERAS_DISTRIBUTION_*` settings of its rank in the environment. Trains the
-tiny ViT for STEPS global steps (global batch 8, the official fine-tune
-optimizer: warmup + cosine schedule, global-norm clipping) on this process's
-shard of a fixed dataset; process 0 writes the initial and trained weights
-to OUT. Every process prints one JSON line with what it saw. With `die`,
-process 1 then kills itself and process 0 waits at a barrier, which JAX's
-heartbeat must break.
+Run as `python tests/multihost_worker.py OUT STEPS [die]` with the `KERAS_DISTRIBUTION_*` settings of its rank in the
+environment. Trains the tiny ViT for STEPS global steps (global batch 8, the official fine-tune optimizer: warmup +
+cosine schedule, global-norm clipping) on this process's shard of a fixed dataset; process 0 writes the initial and
+trained weights to OUT. Every process prints one JSON line with what it saw. With `die`, process 1 then kills itself
+and process 0 waits at a barrier, which JAX's heartbeat must break.
 """
 
 import json

@@ -8,7 +8,6 @@ layouts' relations, written out again here rather than imported.
 import contextlib
 import functools
 import http.server
-import os
 import threading
 
 import numpy as np
@@ -233,9 +232,6 @@ def outputs(model, inputs):
     if any(isinstance(layer, PixelScaling) for layer in model.layers):
         inputs = (inputs + 1.0) * 127.5
     return keras.ops.convert_to_numpy(model(inputs, training=False))
-
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def fake_hub(monkeypatch, path):

@@ -1,9 +1,8 @@
 """One smoke run of every benchmark script at its tiniest arguments: each exits 0 and reports the expected rows.
-What a benchmark measures is never asserted.
 
 The scripts of a backend run one after the other in one process (`python -m benchmarks.<name>` is each one's
 `main(argv)`), with the Ti/16 variant cut to one block; the main benchmark runs on every backend, the others on the
-backend they are for.
+backend they are for. What a benchmark measures is never asserted.
 """
 
 import json

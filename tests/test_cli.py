@@ -109,13 +109,13 @@ def test_weights_none_is_random_weights_in_inspect(capsys, tmp_path):
 
 
 @one_backend
-@pytest.mark.parametrize("command", ["finetune", "inspect"])
+@pytest.mark.parametrize("command", [["finetune"], ["inspect"], ["evaluate", "ViTTi16"]], ids=lambda argv: argv[0])
 def test_an_output_folder_that_is_a_file_is_one_line_before_any_work(capsys, tmp_path, command):
     taken = tmp_path / "notes.txt"
     taken.write_text("kept")
-    assert cli.main([command, "--out", str(taken)]) == 1
+    assert cli.main([*command, "--out", str(taken)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"keras-vit {command}: ") and str(taken) in err and err.count("\n") == 1
+    assert err.startswith(f"keras-vit {command[0]}: ") and str(taken) in err and err.count("\n") == 1
     assert taken.read_text() == "kept" and os.listdir(tmp_path) == ["notes.txt"]
 
 

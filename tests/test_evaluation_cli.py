@@ -49,15 +49,6 @@ def test_evaluate_prints_one_table_and_writes_its_files(saved_model, tmp_path, c
     assert sorted(os.listdir(out)) == ["fewshot.png", "metrics.json"]
 
 
-def test_an_output_folder_that_is_a_file_is_refused_before_any_work(saved_model, tmp_path, capsys):
-    taken = tmp_path / "results.txt"
-    taken.write_text("someone's notes")
-    assert cli.main(["evaluate", saved_model, "--out", str(taken), "--verbose", "0"]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and str(taken) in err
-    assert taken.read_text() == "someone's notes"
-
-
 @pytest.mark.parametrize(
     "extra, message",
     [

@@ -1,12 +1,9 @@
 """`.keras` files saved by an earlier keras_vit load and predict exactly as they did then.
 
-`tests/fixtures/` holds a plain ViT, a hybrid, an int8-quantized ViT and the
-output of `keras-vit finetune`, saved as `keras_vit.VisionTransformer`s (the
-commit is in `fixtures.json`), and the outputs each gave on each backend and
-CPU class (the last bits depend on the CPU: `tests/cpu_class.py`). Saved
-configs name classes by their registered names (`keras_vit>ClassName`), never
-by module path, so moving modules must not change what a user's saved model
-does.
+`tests/fixtures/` holds a plain ViT, a hybrid, an int8-quantized ViT and the output of `keras-vit finetune`, saved as
+`keras_vit.VisionTransformer`s (the commit is in `fixtures.json`), and the outputs each gave on each backend and CPU
+class (the last bits depend on the CPU: `tests/cpu_class.py`). Saved configs name classes by their registered names
+(`keras_vit>ClassName`), never by module path, so moving modules must not change what a user's saved model does.
 """
 
 import json

@@ -1,10 +1,9 @@
 """The checkpoint registry: every tag resolves, and loads from a file of its layout.
 
-Each plain-ViT row is loaded from a synthetic file in the layout of its Hub
-copy (written by `transformers`, and mapped to timm's names for the timm
-rows) with the row's patch size, resolution, head and pre_logits, but a tiny
-width and two blocks; the download is replaced by a function that checks the
-requested repo and file. One row is also loaded at full size.
+Each plain-ViT row is loaded from a synthetic file in the layout of its Hub copy (written by `transformers`, and
+mapped to timm's names for the timm rows) with the row's patch size, resolution, head and pre_logits, but a tiny
+width and two blocks; the download is replaced by a function that checks the requested repo and file. One row is also
+loaded at full size.
 """
 
 import keras
