@@ -143,7 +143,8 @@ def test_no_library_function_is_longer_than_80_lines():
     for module, tree in MODULES.items():
         for node in ast.walk(tree):
             if module.startswith(LIBRARY) and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                length = node.end_lineno - node.lineno + 1
+                # The body only: a signature of many keyword arguments is no logic.
+                length = node.end_lineno - node.body[0].lineno + 1
                 docstring = ast.get_docstring(node, clean=False)
                 if docstring is not None:
                     length -= node.body[0].end_lineno - node.body[0].lineno + 1

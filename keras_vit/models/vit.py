@@ -8,7 +8,7 @@ import keras
 
 from keras_vit import layers as vit_layers
 from keras_vit.layers import resnet
-from keras_vit.models import preprocessing, variants
+from keras_vit.models import lora, preprocessing, variants
 from keras_vit.utils import keras_compat, validation
 
 POOLING_MODES = ("token", "gap", "max")
@@ -66,6 +66,10 @@ class VisionTransformer(keras.Model):
         resnet_stages: None for a plain ViT; for a hybrid, the units per stage of its ResNet (`()` for the root
             alone, `(3, 4, 9)` for R50+B/16), whose feature map is then cut into `patch_size` patches.
         resnet_width: int, the hybrid ResNet's root width (a multiple of 32).
+        lora_rank: optional int: build with LoRA adapters of this rank (see `enable_lora`), as a LoRA model's
+            config records them.
+        lora_alpha: optional float, the adapters' scale is `lora_alpha / lora_rank`. Defaults to `lora_rank`.
+        lora_targets: the projections with adapters: `"attention"`, `"mlp"` or both.
         dtype: optional dtype policy of every layer (the head stays float32).
         name: the model's name.
 
@@ -107,6 +111,9 @@ class VisionTransformer(keras.Model):
         embedding_grid=None,
         resnet_stages=None,
         resnet_width=64,
+        lora_rank=None,
+        lora_alpha=None,
+        lora_targets=("attention",),
         dtype=None,
         name="vision_transformer",
         **kwargs,
@@ -136,6 +143,9 @@ class VisionTransformer(keras.Model):
             embedding_grid=embedding_grid,
             resnet_stages=resnet_stages,
             resnet_width=resnet_width,
+            lora_rank=lora_rank,
+            lora_alpha=lora_alpha,
+            lora_targets=lora_targets,
         )
         config, checkpoint = _read_weights(config, weights)
         model_inputs, images = _image_input(config["input_shape"], input_tensor)
@@ -157,6 +167,8 @@ class VisionTransformer(keras.Model):
                 setattr(self, key, value)
         if checkpoint is not None:
             checkpoint.load_into(self)
+        if lora_rank is not None:
+            lora.enable_lora(self, lora_rank, config["lora_targets"], lora_alpha)
 
     @property
     def image_shape(self):
@@ -190,6 +202,43 @@ class VisionTransformer(keras.Model):
                 quantized[layer.path] = policy[layer.path] if isinstance(policy, policy_map) else policy
         dtype = keras.dtype_policies.serialize(quantized if len(quantized) else default)
         return {"name": self.name, "trainable": self.trainable, "dtype": dtype, **self._arguments}
+
+    def enable_lora(self, rank, targets=("attention",), alpha=None):
+        """Adds LoRA adapters (Hu et al. 2021) of rank `rank` and freezes every weight but theirs and the head's.
+
+        Keras's own `Dense.enable_lora` adds them; the model's config records them, so a saved model reloads with
+        them (Keras saves the adapters folded into the kernels, and the reloaded adapters start from zero).
+
+        Args:
+            rank: int, the adapters' rank.
+            targets: the projections to adapt: `"attention"` (the fused query-key-value and the output
+                projections of every block), `"mlp"` (both MLP layers), or both.
+            alpha: optional float; the adapters' output is scaled by `alpha / rank`. Defaults to `rank`.
+
+        Example:
+
+        >>> model = VisionTransformer(patch_size=8, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32,
+        ...     input_shape=(16, 16, 3), classes=5)
+        >>> model.enable_lora(4)
+        >>> sorted({v.path.split("/")[-1] for v in model.trainable_weights})
+        ['bias', 'kernel', 'lora_kernel_a', 'lora_kernel_b']
+        """
+        if self._arguments["lora_rank"] is not None:
+            raise ValueError(f"Model {self.name!r} already has LoRA adapters (rank {self._arguments['lora_rank']}).")
+        targets = lora.check_targets(targets)
+        lora.enable_lora(self, rank, targets, alpha)
+        for key, value in (("lora_rank", rank), ("lora_alpha", alpha), ("lora_targets", targets)):
+            self._arguments[key] = value
+            setattr(self, key, value)
+
+    def merge_lora(self):
+        """A copy of this model without LoRA adapters, each folded into its kernel: a plain model to export."""
+        if self._arguments["lora_rank"] is None:
+            raise ValueError(f"Model {self.name!r} has no LoRA adapters to merge: call `enable_lora` first.")
+        config = dict(self.get_config(), lora_rank=None, lora_alpha=None)
+        plain = VisionTransformer.from_config(config)
+        lora.merge_into(self, plain)
+        return plain
 
     def forward_intermediates(self, images, indices=None, output_fmt="NHWC", norm=False, return_attention=False):
         """The outputs of the chosen transformer blocks, as timm's method of the same name returns them.
@@ -320,6 +369,9 @@ def _checked_config(**config):
         validation.boolean(key, config[key])
     if config["resnet_stages"] is not None:
         config["resnet_stages"] = tuple(config["resnet_stages"])
+    config["lora_targets"] = lora.check_targets(config["lora_targets"])
+    if config["lora_rank"] is not None:
+        config["lora_rank"] = validation.positive_int("lora_rank", config["lora_rank"])
     pooling = {"avg": "gap"}.get(config["pooling"], config["pooling"])
     if pooling is None and config["include_top"]:
         pooling = "token"  # the published classifiers read the class token

@@ -41,8 +41,8 @@ def digits_sources(seed=0):
     )
 
 
-def training_model(model_name, weights, image_size, num_classes, remat=False, patch_dropout=0.0):
-    """The small digits model or a named constructor's, with a logits head."""
+def training_model(model_name, weights, image_size, num_classes, remat=False, patch_dropout=0.0, lora=None):
+    """The small digits model or a named constructor's, with a logits head (and LoRA adapters of rank `lora`)."""
     import keras_vit
 
     options = dict(
@@ -51,6 +51,7 @@ def training_model(model_name, weights, image_size, num_classes, remat=False, pa
         classifier_activation=None,
         remat=remat,
         patch_dropout_rate=patch_dropout,
+        lora_rank=lora,
     )
     if model_name == SMALL_MODEL:
         if weights is not None:
@@ -272,7 +273,13 @@ def compile_model(config, setup, num_classes, class_names):
 
     with setup.scope():
         model = training_model(
-            config.model, config.weights, config.image_size, num_classes, config.remat, config.patch_dropout
+            config.model,
+            config.weights,
+            config.image_size,
+            num_classes,
+            config.remat,
+            config.patch_dropout,
+            config.lora,
         )
         if class_names:
             model = metadata.with_class_names(model, class_names)
@@ -407,6 +414,9 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
         "cutmix": config.cutmix,
         "remat": config.remat,
         "patch_dropout": config.patch_dropout,
+        "lora": config.lora,
+        "trainable_parameters": sum(math.prod(v.shape) for v in model.trainable_weights),
+        "parameters": model.count_params(),
         "precision": setup.precision,
         "replicas": setup.num_replicas,
         "processes": processes,

@@ -115,6 +115,8 @@ SETTINGS = (
             "for one more forward pass of the blocks", _validation("boolean")),
     Setting("patch_dropout", float, 0.0, "PatchDropout: the fraction of patch tokens each training image drops, "
             "in [0, 1), e.g. 0.5 (0: off); evaluation and predictions use every token", _validation("rate")),
+    Setting("lora", int, None, "LoRA: train only adapters of this rank on the attention projections, and the head "
+            "(e.g. 8)", _POSITIVE, shown="off"),
     Setting("strategy", str, "auto", "tf.distribute strategy: auto, default, mirrored or tpu", choices=STRATEGIES),
     Setting("precision", str, "auto", "auto (mixed_bfloat16 where supported, else float32), float32, "
             "mixed_bfloat16 or mixed_float16", choices=PRECISIONS),

@@ -44,6 +44,9 @@ def run(args):
     if metrics["images_per_second"] is not None:
         summary += f", {metrics['images_per_second']:.0f} images/s"
     print(f"{summary}, {metrics['total_seconds']:.0f} s in all")
+    if metrics["lora"]:
+        trained, total = metrics["trainable_parameters"], metrics["parameters"]
+        print(f"LoRA rank {metrics['lora']}: trained {trained:,} of {total:,} parameters ({trained / total:.2%})")
     unreadable = metrics["unreadable_files"]
     if unreadable:
         count = f"{len(unreadable)} unreadable image file" + ("s" if len(unreadable) > 1 else "")

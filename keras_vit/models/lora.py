@@ -1,0 +1,71 @@
+"""LoRA (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models") for a `VisionTransformer`.
+
+Keras's own `Dense.enable_lora` adds the low-rank adapters; this module picks the projections, freezes
+everything else but the head, and folds the adapters back into plain kernels.
+"""
+
+import keras
+
+from keras_vit.utils import keras_compat, validation
+
+# The projections each target names, by the `Dense` layers' names inside a transformer block.
+LORA_TARGETS = {"attention": ("qkv", "output"), "mlp": ("fc1", "fc2")}
+# The layers that stay trainable besides the adapters.
+TRAINABLE_WITH_LORA = ("head",)
+
+
+def check_targets(targets):
+    """`targets` as a tuple of `LORA_TARGETS` keys, or a one-line `ValueError`."""
+    targets = (targets,) if isinstance(targets, str) else tuple(targets)
+    if not targets or any(target not in LORA_TARGETS for target in targets):
+        raise ValueError(f"`lora_targets` must name some of {tuple(LORA_TARGETS)}. Received: lora_targets={targets!r}")
+    return targets
+
+
+def lora_layers(model, targets):
+    """The `Dense` projections of `model`'s transformer blocks that `targets` names, in block order."""
+    names = {name for target in check_targets(targets) for name in LORA_TARGETS[target]}
+    return [
+        layer
+        for layer in keras_compat.sublayers(model)
+        if isinstance(layer, keras.layers.Dense) and layer.name in names and "encoder_block_" in layer.path
+    ]
+
+
+def enable_lora(model, rank, targets=("attention",), alpha=None):
+    """Adds rank-`rank` adapters to `model`'s projections and freezes every other weight but the head's.
+
+    Args:
+        model: a built `VisionTransformer`.
+        rank: int, the adapters' rank.
+        targets: `"attention"` (the fused query-key-value and the output
+            projections), `"mlp"` (both MLP layers), or both.
+        alpha: optional float, the adapters' scale is `alpha / rank`.
+            Defaults to `rank` (a scale of 1).
+    """
+    rank = validation.positive_int("lora_rank", rank)
+    layers = lora_layers(model, targets)
+    for layer in layers:
+        layer.enable_lora(rank, lora_alpha=alpha)
+    adapters = {id(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
+    kept = {
+        id(v) for layer in keras_compat.sublayers(model) if layer.name in TRAINABLE_WITH_LORA for v in layer.weights
+    }
+    for variable in model.weights:
+        variable.trainable = id(variable) in adapters or id(variable) in kept
+
+
+def merge_into(lora_model, plain_model):
+    """Copies `lora_model`'s weights into `plain_model` (the same architecture without LoRA), the adapters
+    folded into the kernels in float32: `kernel + (alpha / rank) * a @ b`."""
+    plain = {variable.path: variable for variable in plain_model.weights}
+    for variable in lora_model.weights:
+        if variable.path in plain:
+            plain[variable.path].assign(variable)
+    for layer in keras_compat.sublayers(lora_model):
+        if isinstance(layer, keras.layers.Dense) and layer.lora_enabled:
+            # `layer.kernel` is already merged, but in the compute dtype: merge the stored float32 kernel instead.
+            (kernel,) = [variable for variable in layer.weights if variable.name == "kernel"]
+            scale = layer.lora_alpha / layer.lora_rank
+            delta = keras.ops.matmul(layer.lora_kernel_a, layer.lora_kernel_b) * scale
+            plain[kernel.path].assign(keras.ops.add(kernel, keras.ops.cast(delta, kernel.dtype)))

@@ -1,0 +1,128 @@
+"""LoRA: adapters on the chosen projections, everything else but the head frozen, kept through saving, and
+folded back into a plain model with the same outputs."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from tests.helpers import random_inputs, randomize_weights, to_numpy, trainable_gradients
+
+TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(8, 12, 3), classes=3)
+TINY_SMALL_CONFIG = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
+
+
+def _trained_lora_model(targets=("attention",)):
+    """A tiny model with random weights, LoRA on `targets`, and random adapters (as after some training)."""
+    model = keras_vit.VisionTransformer(**TINY)
+    randomize_weights(model)
+    model.enable_lora(4, targets=targets)
+    rng = np.random.default_rng(1)
+    for variable in model.trainable_weights:
+        if "lora_kernel_b" in variable.path:
+            variable.assign(rng.normal(scale=0.1, size=variable.shape))
+    return model
+
+
+def _trainable_paths(model):
+    return sorted(variable.path for variable in model.trainable_weights)
+
+
+@pytest.mark.parametrize(
+    "targets, layers",
+    [
+        (("attention",), {"qkv", "output"}),
+        (("attention", "mlp"), {"qkv", "output", "fc1", "fc2"}),
+    ],
+)
+def test_only_the_adapters_and_the_head_train(targets, layers):
+    model = keras_vit.VisionTransformer(**TINY)
+    randomize_weights(model)
+    images = random_inputs((2, 8, 12, 3))
+    before = to_numpy(model(images))
+    model.enable_lora(4, targets=targets)
+
+    # The adapters start at zero: the model computes what it did.
+    np.testing.assert_allclose(to_numpy(model(images)), before, atol=1e-6)
+    adapters = [path for path in _trainable_paths(model) if "lora_kernel" in path]
+    assert len(adapters) == 2 * len(layers) * TINY["num_layers"]
+    assert {path.split("/")[-2] for path in adapters} == layers
+    assert {path for path in _trainable_paths(model) if "lora_kernel" not in path} == {"head/kernel", "head/bias"}
+    # Gradients reach exactly the trainable weights, and the frozen ones are not among them.
+    gradients = trainable_gradients(model, images)
+    assert len(gradients) == len(model.trainable_weights)
+
+
+def test_fit_changes_the_adapters_and_the_head_only():
+    model = _trained_lora_model()
+    frozen = {v.path: to_numpy(v) for v in model.weights if not v.trainable}
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    model.fit(random_inputs((4, 8, 12, 3)), np.array([0, 1, 2, 0]), epochs=1, verbose=0)
+    for variable in model.weights:
+        if variable.path in frozen:
+            np.testing.assert_array_equal(to_numpy(variable), frozen[variable.path])
+    head = [v for v in model.trainable_weights if v.path == "head/kernel"][0]
+    assert np.abs(to_numpy(head)).max() > 0
+
+
+def test_lora_model_saves_and_reloads_safely(tmp_path):
+    model = _trained_lora_model(("attention", "mlp"))
+    images = random_inputs((2, 8, 12, 3))
+    path = str(tmp_path / "lora.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path, safe_mode=True)
+
+    assert reloaded.get_config()["lora_rank"] == 4
+    assert reloaded.get_config()["lora_targets"] == ("attention", "mlp")
+    np.testing.assert_allclose(to_numpy(reloaded(images)), to_numpy(model(images)), rtol=1e-5, atol=1e-6)
+    # Keras saves the adapters folded into the kernels: training goes on from fresh adapters, same weights frozen.
+    assert _trainable_paths(reloaded) == _trainable_paths(model)
+
+
+def test_merge_lora_gives_a_plain_model_with_the_same_outputs():
+    model = _trained_lora_model(("attention", "mlp"))
+    images = random_inputs((2, 8, 12, 3))
+    merged = model.merge_lora()
+
+    assert merged.get_config()["lora_rank"] is None
+    assert not any("lora" in variable.path for variable in merged.weights)
+    assert merged.count_params() == keras_vit.VisionTransformer(**TINY).count_params()
+    np.testing.assert_allclose(to_numpy(merged(images)), to_numpy(model(images)), rtol=1e-5, atol=1e-6)
+
+
+def test_lora_on_a_backbone_nested_in_a_users_model():
+    backbone = keras_vit.VisionTransformer(**dict(TINY, classes=None), include_top=False, pooling="token")
+    inputs = keras.Input((8, 12, 3))
+    outputs = keras.layers.Dense(5, name="my_head")(backbone(inputs))
+    model = keras.Model(inputs, outputs)
+    backbone.enable_lora(2)
+
+    trainable = _trainable_paths(model)
+    assert {path for path in trainable if "lora_kernel" not in path} == {"my_head/kernel", "my_head/bias"}
+    assert len(trainable_gradients(model, random_inputs((2, 8, 12, 3)))) == len(trainable)
+
+
+@pytest.mark.parametrize("rank, targets", [(0, ("attention",)), (4, ("attention", "norm")), (4, ())])
+def test_bad_lora_arguments_are_refused(rank, targets):
+    model = keras_vit.VisionTransformer(**TINY)
+    with pytest.raises(ValueError, match="lora"):
+        model.enable_lora(rank, targets=targets)
+
+
+def test_finetune_with_lora_trains_the_adapters_and_prints_the_count(monkeypatch, tmp_path, capsys):
+    import keras_vit_cli as cli
+    from keras_vit.training import finetune
+
+    monkeypatch.setattr(finetune, "SMALL_CONFIG", TINY_SMALL_CONFIG)
+    out = str(tmp_path / "run")
+    argv = ["finetune", "--lora", "2", "--steps", "2", "--epochs", "1", "--batch-size", "16", "--verbose", "0"]
+    assert cli.main([*argv, "--out", out]) == 0
+    printed = capsys.readouterr().out
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["lora"] == 2 and 0 < metrics["trainable_parameters"] < metrics["parameters"]
+    assert f"LoRA rank 2: trained {metrics['trainable_parameters']:,} of {metrics['parameters']:,}" in printed
+    model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
+    assert keras_vit.models.find_vit(model).lora_rank == 2
