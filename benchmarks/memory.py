@@ -1,4 +1,4 @@
-"""`python -m benchmarks.memory`: training memory and step time, with and without rematerialization.
+"""`python -m benchmarks.memory`: training memory and step time, with and without rematerialization (or LoRA).
 
 For one variant and batch, each configuration trains in its own process (the runner's workers, pinned to the
 same cores): keras_vit on each backend with `remat=False` and `remat=True`, and timm's `VisionTransformer`
@@ -7,11 +7,13 @@ training images/s, seconds per step, the resident memory once the framework and 
 (what the process holds before it builds anything), peak resident memory (the process's high-water mark, build and
 imports included) over all steps and over the steps after the first (whose tracing and compilation can
 take more memory than a step), each relative to timm with checkpointing, and the step-time cost of remat
-against the same configuration without it.
+against the same configuration without it. With `--lora RANK`, each backend also trains the model with LoRA adapters
+of that rank (only they and the head train), without remat; its last column compares it with full fine-tuning.
 
 Example:
 
     python -m benchmarks.memory --variant B/16 --batch-size 32 --output memory.json
+    python -m benchmarks.memory --variant B/16 --batch-size 8 --lora 8 --no-timm --output lora.json
 """
 
 import argparse
@@ -31,7 +33,8 @@ def plan(
 
     `torch_only`: keras_vit's torch rows run as in an install of keras-vision-transformer[torch], without the
     packages Keras imports wherever they are installed (`worker.TORCH_INSTALL_LACKS`).
-    `options`: `classes`, `repeats`, `threads`, `precision` (defaults 1000, 1, 2, "float32").
+    `options`: `classes`, `repeats`, `threads`, `precision` (defaults 1000, 1, 2, "float32"), `lora` (a rank: adds
+    a LoRA row per backend).
     """
     from keras_vit.utils import validation  # here, not at the top: `--help` imports no Keras
 
@@ -54,6 +57,11 @@ def plan(
         for backend in backends
         for remat in (False, True)
     ]
+    if options.get("lora"):
+        specs += [
+            dict(common, kind="keras_vit", backend=backend, jit_compile=TRAIN_JIT[backend], lora=options["lora"])
+            for backend in backends
+        ]
     if torch_only:
         for spec in specs:
             if spec["backend"] == "torch":
@@ -90,7 +98,10 @@ def summarize(records):
             (
                 r
                 for r in records
-                if r["kind"] == record["kind"] and r["backend"] == record["backend"] and not r["remat"]
+                if r["kind"] == record["kind"]
+                and r["backend"] == record["backend"]
+                and not r["remat"]
+                and not r.get("lora")
             ),
             None,
         )
@@ -108,7 +119,7 @@ def format_table(records):
     lines = [
         f"| configuration (batch {batch}) | training img/s | s per step | RSS after imports (MiB) | "
         "peak RSS, all steps (MiB) | peak RSS after the first step (MiB) | the two / timm checkpointed "
-        "| step time / without remat |",
+        "| step time / without remat (or LoRA) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for record in records:
@@ -163,6 +174,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32, help="training batch (default: %(default)s)")
     parser.add_argument("--backends", default=",".join(runner.BACKENDS), help="comma-separated (default: %(default)s)")
     parser.add_argument("--no-timm", action="store_true", help="skip the timm rows")
+    parser.add_argument("--lora", type=int, default=None, help="also train with LoRA adapters of this rank")
     parser.add_argument(
         "--torch-only",
         action="store_true",
@@ -190,6 +202,7 @@ def main(argv=None):
             image_size=validation.positive_int("--image-size", args.image_size),
             repeats=validation.positive_int("--repeats", args.repeats),
             threads=validation.positive_int("--threads", args.threads),
+            lora=None if args.lora is None else validation.positive_int("--lora", args.lora),
         )
         report = run(specs, timeout=args.timeout, output=args.output)
     except (ValueError, OSError) as error:

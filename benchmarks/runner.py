@@ -101,6 +101,7 @@ def label(spec):
     else:
         mode = {"tensorflow": ", XLA", "torch": ", torch.compile"}[spec["backend"]] if spec["jit_compile"] else ""
     remat = ", remat" if spec.get("remat") else ""
+    remat += f", LoRA rank {spec['lora']}" if spec.get("lora") else ""
     absent = tuple(spec.get("absent_frameworks", ()))
     if absent == worker.TORCH_INSTALL_LACKS:
         absent = ", torch-only install"

@@ -254,6 +254,7 @@ def keras_model(spec):
             classes=spec["classes"],
             classifier_activation=None,
             remat=spec.get("remat", False),
+            lora_rank=spec.get("lora"),
         )
     import keras_hub
 

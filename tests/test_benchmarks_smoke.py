@@ -125,7 +125,8 @@ def test_torch_benchmarks(tmp_path):
     accelerator = ["--configurations", "keras_vit torch eager", "--precision", "float32", "--classes", "2"]
     accelerator += ["--train-batch-size", "2", "--inference-batch-size", "2", "--rounds", "1", "--steps", "1"]
     accelerator += ["--calls", "1", "--matmul-size", "64", "--profile", "1", "--output", str(tmp_path / "acc.json")]
-    memory = ["--batch-size", "2", "--backends", "torch", "--torch-only", "--output", str(tmp_path / "memory.json")]
+    memory = ["--batch-size", "2", "--backends", "torch", "--torch-only", "--lora", "2"]
+    memory += ["--output", str(tmp_path / "memory.json")]
     largest = ["--batch-sizes", "2", "--output", str(tmp_path / "largest.json")]
     _, _, largest_shown, _, tensors_shown = run_benchmarks(
         main_benchmark(tmp_path),
@@ -148,6 +149,7 @@ def test_torch_benchmarks(tmp_path):
     assert [record["label"] for record in report["records"]] == [
         "keras_vit, torch, float32, torch-only install",
         "keras_vit, torch, float32, remat, torch-only install",
+        "keras_vit, torch, float32, LoRA rank 2, torch-only install",
         "timm, torch eager, float32",
         "timm, torch eager, float32, gradient checkpointing",
     ]
