@@ -16,6 +16,7 @@ from keras_vit import pretrained
 from keras_vit.models.applications import CONSTRUCTORS
 from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import download, registry, sources
+from tests.helpers import REPO_ROOT
 
 TINY = dict(hidden_dim=8, num_layers=2, num_heads=2, mlp_dim=8)
 
@@ -162,7 +163,7 @@ def test_hub_handle_parsing():
 def test_weights_readme_table_is_generated_from_the_registry():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("weights_catalogue", ph.REPO_ROOT + "/weights/catalogue.py")
+    spec = importlib.util.spec_from_file_location("weights_catalogue", REPO_ROOT + "/weights/catalogue.py")
     catalogue = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(catalogue)
     assert catalogue.main(["--check"]) == 0, "run: python weights/catalogue.py --write"
