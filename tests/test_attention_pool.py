@@ -1,5 +1,6 @@
 """`pooling="map"`: the `AttentionPooling` layer's contract and parity with timm's `global_pool="map"` ViT."""
 
+import keras
 import numpy as np
 import pytest
 import safetensors.numpy
@@ -9,7 +10,13 @@ from keras_vit import layers
 from keras_vit.pretrained import converters, export
 from keras_vit.pretrained.errors import CheckpointError
 from tests import timm_reference
-from tests.helpers import assert_config_round_trip, run_layer_test, run_model_saving_test, to_numpy
+from tests.helpers import (
+    assert_config_round_trip,
+    run_layer_test,
+    run_model_saving_test,
+    run_quantization_test,
+    to_numpy,
+)
 
 HIDDEN, MLP = 16, 32
 # latent, query, key_value, output, norm, mlp
@@ -28,6 +35,14 @@ def test_attention_pooling_contract(tmp_path):
         expected_num_params=POOLING_PARAMS,
         workdir=tmp_path,
     )
+
+
+def test_attention_pooling_quantizes(tmp_path):
+    def build_model():
+        inputs = keras.Input((5, HIDDEN))
+        return keras.Model(inputs, layers.AttentionPooling(num_heads=2, mlp_dim=MLP)(inputs))
+
+    run_quantization_test(build_model, (2, 5, HIDDEN), tmp_path, modes=("int8",), fresh_process=False)
 
 
 def test_attention_pooling_skips_the_prefix_tokens():
