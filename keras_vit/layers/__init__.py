@@ -1,5 +1,6 @@
 """The Vision Transformer's layers, registered as `keras_vit>ClassName` so saved models revive."""
 
+from keras_vit.layers.attention_pool import AttentionPooling
 from keras_vit.layers.resnet import BottleneckUnit, HybridPatchEmbedding, ResNetBackbone, StandardizedConv2D
 from keras_vit.layers.scaling import PixelScaling
 from keras_vit.layers.transformer import (
@@ -22,6 +23,7 @@ from keras_vit.layers.transformer import (
 
 __all__ = [
     "LAYER_NORM_EPSILON",
+    "AttentionPooling",
     "BottleneckUnit",
     "ClassToken",
     "DropPath",

@@ -11,7 +11,7 @@ from keras_vit.layers import resnet
 from keras_vit.models import lora, preprocessing, variants
 from keras_vit.utils import keras_compat, validation
 
-POOLING_MODES = ("token", "gap", "max")
+POOLING_MODES = ("token", "gap", "max", "map")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -40,8 +40,9 @@ class VisionTransformer(keras.Model):
         input_shape: `(height, width, channels)` (channels first under the `"channels_first"` image data format);
             height and width may be None (any size). Defaults to `(224, 224, 3)` with a head, else
             `(None, None, 3)`.
-        pooling: `"token"` (the class token), `"gap"` (alias `"avg"`: the mean of the patch tokens), `"max"` or
-            None: with a head None means `"token"`, without one the features are returned.
+        pooling: `"token"` (the class token), `"gap"` (alias `"avg"`: the mean of the patch tokens), `"max"`,
+            `"map"` (SigLIP's attention pooling of the patch tokens, `keras_vit.layers.AttentionPooling`) or None:
+            with a head None means `"token"`, without one the features are returned.
         classes: int, the classes of the head.
         classifier_activation: the head's activation; None for logits.
         return_sequence: bool, with `include_top=False` and `pooling=None`, return the tokens
@@ -508,10 +509,22 @@ def _embed(layers, images, training=None):
     return x, patch_grid
 
 
+def _pooling(config, dtype):
+    if config["pooling"] == "map":
+        return vit_layers.AttentionPooling(
+            config["num_heads"],
+            config["mlp_dim"],
+            gelu_approximate=config["gelu_approximate"],
+            dtype=dtype,
+            name="pooling",
+        )
+    return vit_layers.TokenPooling(config["pooling"], dtype=dtype, name="pooling")
+
+
 def _top(config, x, patch_grid, dtype):
     """What sits on the normed tokens `x`: the pooling, `pre_logits` and head, or the feature map."""
     if config["pooling"] is not None:
-        x = vit_layers.TokenPooling(config["pooling"], dtype=dtype, name="pooling")(x)
+        x = _pooling(config, dtype)(x)
         if config["representation_size"] is not None:
             x = keras.layers.Dense(config["representation_size"], activation="tanh", dtype=dtype, name="pre_logits")(x)
     elif not config["return_sequence"]:

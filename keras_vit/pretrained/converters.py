@@ -161,6 +161,28 @@ TIMM_BLOCKS = Part(
     key_root="blocks.{i}.",
 )
 TIMM_NORM = Part("encoder norm", rows(("encoder_norm/gamma", "norm.weight"), ("encoder_norm/beta", "norm.bias")))
+# The MAP head (`pooling="map"`, `keras_vit.layers.AttentionPooling`).
+TIMM_ATTENTION_POOL = Part(
+    "attention pooling",
+    rows(
+        ("latent", "latent"),
+        ("query/kernel", "q.weight", TRANSPOSE),
+        ("query/bias", "q.bias"),
+        ("key_value/kernel", "kv.weight", TRANSPOSE),
+        ("key_value/bias", "kv.bias"),
+        ("output/kernel", "proj.weight", TRANSPOSE),
+        ("output/bias", "proj.bias"),
+        ("norm/gamma", "norm.weight"),
+        ("norm/beta", "norm.bias"),
+        ("mlp/fc1/kernel", "mlp.fc1.weight", TRANSPOSE),
+        ("mlp/fc1/bias", "mlp.fc1.bias"),
+        ("mlp/fc2/kernel", "mlp.fc2.weight", TRANSPOSE),
+        ("mlp/fc2/bias", "mlp.fc2.bias"),
+    ),
+    keras_root="pooling/",
+    key_root="attn_pool.",
+    optional=True,
+)
 
 
 def torch_dense(name, key, prefixed=True):
@@ -183,7 +205,14 @@ TIMM = Layout(
     "timm",
     "timm safetensors",
     # timm before 0.6 kept the representation layer as `pre_logits.fc`.
-    (TIMM_EMBEDDING, TIMM_BLOCKS, TIMM_NORM, torch_dense("pre_logits", "pre_logits.fc"), torch_dense("head", "head")),
+    (
+        TIMM_EMBEDDING,
+        TIMM_BLOCKS,
+        TIMM_NORM,
+        TIMM_ATTENTION_POOL,
+        torch_dense("pre_logits", "pre_logits.fc"),
+        torch_dense("head", "head"),
+    ),
     refuses=(("pre_logits/", NO_TIMM_PRE_LOGITS),),
     writes=True,
 )

@@ -1,0 +1,99 @@
+"""`AttentionPooling`: multihead attention pooling from a learned query, the MAP head of SigLIP."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_vit.layers import initializers
+from keras_vit.layers.transformer import LAYER_NORM_EPSILON, MLPBlock, dense_over_tokens
+from keras_vit.utils import keras_compat, serialization, validation
+
+
+@serialization.register
+class AttentionPooling(keras.layers.Layer):
+    """Pools tokens `(batch, num_tokens, dim)` into one vector per image by attention from a learned query.
+
+    The MAP head (Zhai et al. 2022; timm's `AttentionPoolLatent`): a learned latent `(1, 1, dim)` projected by
+    `query` attends over the patch tokens projected by `key_value` (keys first), through the `output`
+    projection; then `x + mlp(norm(x))`.
+
+    Args:
+        num_heads: int, must divide the token size.
+        mlp_dim: int, the hidden size of the MLP.
+        num_prefix_tokens: int, the tokens before the patches, which the pooling skips. Defaults to `1`.
+        gelu_approximate: bool, tanh-approximate GELU in the MLP. Defaults to `False`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Example:
+
+    >>> keras.ops.shape(AttentionPooling(num_heads=2, mlp_dim=32)(np.ones((2, 5, 8))))
+    (2, 8)
+    """
+
+    def __init__(self, num_heads, mlp_dim, num_prefix_tokens=1, gelu_approximate=False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = validation.positive_int("num_heads", num_heads)
+        self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
+        self.num_prefix_tokens = validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
+        self.gelu_approximate = validation.boolean("gelu_approximate", gelu_approximate)
+        policy = self.dtype_policy
+        self.norm = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=policy, name="norm")
+        self.mlp = MLPBlock(mlp_dim, gelu_approximate=gelu_approximate, dtype=policy, name="mlp")
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        if dim % self.num_heads:
+            raise ValueError(
+                f"The token size must be divisible by num_heads={self.num_heads}. Received: input_shape={input_shape}"
+            )
+        self.head_dim = dim // self.num_heads
+        # timm's initialisation of the latent.
+        self.latent = self.add_weight(
+            shape=(1, 1, dim), initializer=keras.initializers.TruncatedNormal(stddev=dim**-0.5), name="latent"
+        )
+        self.query = self._dense(dim, "query")
+        self.query.build((None, dim))
+        self.key_value = self._dense(2 * dim, "key_value")
+        self.key_value.build(input_shape)
+        self.output_projection = self._dense(dim, "output")
+        self.output_projection.build((None, dim))
+        self.norm.build((None, dim))
+        self.mlp.build((None, dim))
+
+    def _dense(self, units, name):
+        return keras.layers.Dense(
+            units, kernel_initializer=initializers.GlorotUniform(), dtype=self.dtype_policy, name=name
+        )
+
+    def call(self, tokens):
+        run = keras_compat.call_sublayer
+        tokens = tokens[:, self.num_prefix_tokens :]
+        batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
+        latent = ops.cast(ops.reshape(self.latent, (1, -1)), tokens.dtype)
+        query = ops.reshape(keras_compat.dense(self.query, latent), (self.num_heads, self.head_dim))
+        key_value = dense_over_tokens(self.key_value, tokens)
+        key_value = ops.reshape(key_value, (batch, length, 2, self.num_heads, self.head_dim))
+        key, value = ops.unstack(key_value, num=2, axis=2)
+        logits = ops.einsum("hd,bkhd->bhk", query * ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype), key)
+        # Softmax in float32 keeps float16 from overflowing.
+        weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), value.dtype)
+        pooled = ops.reshape(ops.einsum("bhk,bkhd->bhd", weights, value), (batch, self.num_heads * self.head_dim))
+        pooled = keras_compat.dense(self.output_projection, pooled)
+        return pooled + run(self.mlp, run(self.norm, pooled))
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "mlp_dim": self.mlp_dim,
+                "num_prefix_tokens": self.num_prefix_tokens,
+                "gelu_approximate": self.gelu_approximate,
+                "dtype": serialization.dtype_config(self),
+            }
+        )
+        return config
