@@ -18,7 +18,7 @@ from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit
 LAYER_NORM_EPSILON = 1e-6
 
 
-def patch_projection(hidden_dim, patch_size, dtype):
+def patch_projection(hidden_dim, patch_size, dtype, use_bias=True):
     """The linear projection of non-overlapping patches: an unbuilt strided `Conv2D` named `projection`."""
     # lecun_normal is the flax default the official code trains with.
     return keras.layers.Conv2D(
@@ -27,6 +27,7 @@ def patch_projection(hidden_dim, patch_size, dtype):
         strides=patch_size,
         padding="valid",
         data_format="channels_last",
+        use_bias=use_bias,
         kernel_initializer="lecun_normal",
         dtype=dtype,
         name="projection",
@@ -93,6 +94,7 @@ class PatchEmbedding(keras.layers.Layer):
     Args:
         hidden_dim: int, the size of each patch's embedding.
         patch_size: int or `(height, width)`.
+        use_bias: bool, whether the projection has a bias. Defaults to `True`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Returns:
@@ -105,11 +107,12 @@ class PatchEmbedding(keras.layers.Layer):
     (2, 4, 3, 8)
     """
 
-    def __init__(self, hidden_dim, patch_size, **kwargs):
+    def __init__(self, hidden_dim, patch_size, use_bias=True, **kwargs):
         super().__init__(**kwargs)
         self.hidden_dim = validation.positive_int("hidden_dim", hidden_dim)
         self.patch_size = validation.pair("patch_size", patch_size)
-        self.projection = patch_projection(hidden_dim, self.patch_size, self.dtype_policy)
+        self.use_bias = validation.boolean("use_bias", use_bias)
+        self.projection = patch_projection(hidden_dim, self.patch_size, self.dtype_policy, use_bias)
 
     @property
     def pixels_per_token(self):
@@ -128,7 +131,7 @@ class PatchEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"hidden_dim": self.hidden_dim, "patch_size": self.patch_size})
+        config.update({"hidden_dim": self.hidden_dim, "patch_size": self.patch_size, "use_bias": self.use_bias})
         return config
 
 
@@ -151,19 +154,37 @@ class PatchTokens(keras.layers.Layer):
 
 @serialization.register
 class ClassToken(keras.layers.Layer):
-    """Prepends a learned, zero-initialised class token to tokens `(batch, num_tokens, dim)`."""
+    """Prepends learned tokens (a class token, or register tokens) to tokens `(batch, length, dim)`.
+
+    Args:
+        num_tokens: int, the tokens prepended. Defaults to `1`.
+        initializer: their initializer. Defaults to `"zeros"`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+    """
+
+    def __init__(self, num_tokens=1, initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.num_tokens = validation.positive_int("num_tokens", num_tokens)
+        self.initializer = keras.initializers.get(initializer)
 
     def build(self, input_shape):
-        self.token = self.add_weight(shape=(1, 1, input_shape[-1]), initializer="zeros", name="token")
+        shape = (1, self.num_tokens, input_shape[-1])
+        self.token = self.add_weight(shape=shape, initializer=self.initializer, name="token")
 
     def call(self, tokens):
         token = ops.cast(self.token, tokens.dtype)
-        token = ops.broadcast_to(token, (ops.shape(tokens)[0], 1, ops.shape(tokens)[-1]))
+        token = ops.broadcast_to(token, (ops.shape(tokens)[0], self.num_tokens, ops.shape(tokens)[-1]))
         return ops.concatenate([token, tokens], axis=1)
 
     def compute_output_shape(self, input_shape):
-        length = None if input_shape[1] is None else input_shape[1] + 1
+        length = None if input_shape[1] is None else input_shape[1] + self.num_tokens
         return (input_shape[0], length, input_shape[2])
+
+    def get_config(self):
+        config = super().get_config()
+        initializer = keras.initializers.serialize(self.initializer)
+        config.update({"num_tokens": self.num_tokens, "initializer": initializer})
+        return config
 
 
 @serialization.register
@@ -410,6 +431,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     Args:
         num_heads: int, must divide the hidden size.
         attention_dropout_rate: float, dropout on the attention weights. Defaults to `0.0`.
+        qkv_bias: bool, whether the query-key-value projection has a bias. Defaults to `True`.
         seed: optional int for the attention dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
@@ -423,9 +445,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ((1, 5, 8), (1, 2, 5, 5))
     """
 
-    def __init__(self, num_heads, attention_dropout_rate=0.0, seed=None, **kwargs):
+    def __init__(self, num_heads, attention_dropout_rate=0.0, qkv_bias=True, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = validation.positive_int("num_heads", num_heads)
+        self.qkv_bias = validation.boolean("qkv_bias", qkv_bias)
         self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
         self.seed = seed
         self.attention_dropout = keras.layers.Dropout(
@@ -441,7 +464,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.head_dim = hidden_dim // self.num_heads
         # xavier_uniform: flax's attention initialiser, as the official code trains.
         self.qkv = keras.layers.Dense(
-            3 * hidden_dim, kernel_initializer=initializers.GlorotUniform(), dtype=self.dtype_policy, name="qkv"
+            3 * hidden_dim,
+            use_bias=self.qkv_bias,
+            kernel_initializer=initializers.GlorotUniform(),
+            dtype=self.dtype_policy,
+            name="qkv",
         )
         self.qkv.build(input_shape)
         self.output_projection = keras.layers.Dense(
@@ -492,6 +519,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             {
                 "num_heads": self.num_heads,
                 "attention_dropout_rate": self.attention_dropout_rate,
+                "qkv_bias": self.qkv_bias,
                 "seed": self.seed,
                 # The quantized Dense sublayers' policies, which Keras would not save.
                 "dtype": serialization.dtype_config(self),
@@ -579,6 +607,10 @@ class TransformerBlock(keras.layers.Layer):
         attention_dropout_rate: float, dropout on the attention weights. Defaults to `0.0`.
         drop_path_rate: float, stochastic-depth rate of both residual branches. Defaults to `0.0`.
         gelu_approximate: bool, tanh-approximate GELU. Defaults to `False`.
+        layer_norm_epsilon: float, the LayerNorms' epsilon. Defaults to `1e-6`.
+        layer_scale_init: optional float: LayerScale (Touvron et al. 2021), a learned per-channel scale of each
+            residual branch (timm's `ls1`, `ls2`) starting at this value. Defaults to None (none).
+        qkv_bias: bool, whether the query-key-value projection has a bias. Defaults to `True`.
         seed: optional int for dropout and stochastic depth.
         remat: bool, recompute the block's activations in the backward pass of training calls (`keras.remat`)
             instead of keeping them: less memory, the same outputs and gradients. Defaults to `False`.
@@ -603,9 +635,15 @@ class TransformerBlock(keras.layers.Layer):
         gelu_approximate=False,
         seed=None,
         remat=False,
+        layer_norm_epsilon=LAYER_NORM_EPSILON,
+        layer_scale_init=None,
+        qkv_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_scale_init = layer_scale_init
+        self.qkv_bias = qkv_bias
         self.remat = validation.boolean("remat", remat)
         self.num_heads = validation.positive_int("num_heads", num_heads)
         self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
@@ -615,14 +653,19 @@ class TransformerBlock(keras.layers.Layer):
         self.gelu_approximate = gelu_approximate
         self.seed = seed
         policy = self.dtype_policy
-        self.norm1 = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=policy, name="norm1")
+        self.norm1 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm1")
         self.attention = MultiHeadSelfAttention(
-            num_heads, attention_dropout_rate=self.attention_dropout_rate, seed=seed, dtype=policy, name="attention"
+            num_heads,
+            attention_dropout_rate=self.attention_dropout_rate,
+            qkv_bias=qkv_bias,
+            seed=seed,
+            dtype=policy,
+            name="attention",
         )
         self.attention_output_dropout = keras.layers.Dropout(
             self.dropout_rate, seed=seed, dtype=policy, name="attention_output_dropout"
         )
-        self.norm2 = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=policy, name="norm2")
+        self.norm2 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm2")
         self.mlp = MLPBlock(
             mlp_dim,
             dropout_rate=self.dropout_rate,
@@ -638,6 +681,11 @@ class TransformerBlock(keras.layers.Layer):
             layer.build(input_shape)
         self.attention_output_dropout.build(None)
         self.drop_path.build(input_shape)
+        self.layer_scales = []
+        if self.layer_scale_init is not None:
+            initializer = keras.initializers.Constant(self.layer_scale_init)
+            for name in ("layer_scale1", "layer_scale2"):
+                self.layer_scales.append(self.add_weight(shape=input_shape[-1:], initializer=initializer, name=name))
 
     def call(self, tokens, training=False, return_attention_scores=False):
         # Inference keeps no activations for a backward pass and stays a plain graph for export.
@@ -673,8 +721,12 @@ class TransformerBlock(keras.layers.Layer):
         if return_attention_scores:
             attended, weights = attended
         attended = run(self.attention_output_dropout, attended, training=training)
+        if self.layer_scales:
+            attended = attended * ops.cast(self.layer_scales[0], attended.dtype)
         tokens = tokens + run(self.drop_path, attended, training=training)
         mlp = run(self.mlp, run(self.norm2, tokens), training=training)
+        if self.layer_scales:
+            mlp = mlp * ops.cast(self.layer_scales[1], mlp.dtype)
         tokens = tokens + run(self.drop_path, mlp, training=training)
         return (tokens, weights) if return_attention_scores else tokens
 
@@ -696,6 +748,9 @@ class TransformerBlock(keras.layers.Layer):
                 "gelu_approximate": self.gelu_approximate,
                 "seed": self.seed,
                 "remat": self.remat,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "layer_scale_init": self.layer_scale_init,
+                "qkv_bias": self.qkv_bias,
                 "dtype": serialization.dtype_config(self),
             }
         )
