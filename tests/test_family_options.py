@@ -44,6 +44,8 @@ OPTIONS = {
     ),
     "no_final_norm": (dict(final_norm=False), dict(final_norm=False)),
     "layer_scale_no_qkv_bias": (dict(init_values=1e-5, qkv_bias=False), dict(layer_scale_init=1e-5, qkv_bias=False)),
+    "quick_gelu": (dict(act_layer="quick_gelu"), dict(mlp_activation="quick_gelu")),
+    "gelu_tanh": (dict(act_layer="gelu_tanh"), dict(mlp_activation="gelu_tanh")),
 }
 
 
@@ -172,6 +174,7 @@ def test_defaults_add_no_weights_and_options_round_trip():
         dict(pooling="gap", fc_norm=True, final_norm=False),
         dict(num_register_tokens=-1),
         dict(patch_bias=False, resnet_stages=()),
+        dict(mlp_activation="relu"),
     ],
 )
 def test_invalid_combinations_raise_one_line(options):

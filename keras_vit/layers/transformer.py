@@ -16,6 +16,8 @@ from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit
 
 # The official implementation and every published checkpoint use 1e-6 (Keras's default is 1e-3).
 LAYER_NORM_EPSILON = 1e-6
+# The MLP activations: exact GELU (timm, keras-hub), tanh GELU (the official JAX code), QuickGELU (OpenAI CLIP).
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu")
 
 
 def patch_projection(hidden_dim, patch_size, dtype, use_bias=True):
@@ -535,8 +537,8 @@ class MLPBlock(keras.layers.Layer):
     Args:
         mlp_dim: int, the size of the hidden layer.
         dropout_rate: float, dropout after each Dense. Defaults to `0.0`.
-        gelu_approximate: bool, the tanh GELU of the official JAX code instead of the exact erf form of timm and
-            keras-hub. Defaults to `False`.
+        activation: one of `MLP_ACTIVATIONS`: `"gelu"` (exact), `"gelu_tanh"` (the official JAX code's) or
+            `"quick_gelu"` (`x * sigmoid(1.702 x)`, OpenAI CLIP's). Defaults to `"gelu"`.
         seed: optional int for the dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
@@ -546,11 +548,11 @@ class MLPBlock(keras.layers.Layer):
     (2, 5, 8)
     """
 
-    def __init__(self, mlp_dim, dropout_rate=0.0, gelu_approximate=False, seed=None, **kwargs):
+    def __init__(self, mlp_dim, dropout_rate=0.0, activation="gelu", seed=None, **kwargs):
         super().__init__(**kwargs)
         self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
         self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
-        self.gelu_approximate = validation.boolean("gelu_approximate", gelu_approximate)
+        self.activation = validation.one_of("activation", activation, MLP_ACTIVATIONS)
         self.seed = seed
         self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout")
 
@@ -573,7 +575,11 @@ class MLPBlock(keras.layers.Layer):
 
     def call(self, tokens, training=False):
         run = keras_compat.call_sublayer
-        hidden = ops.gelu(dense_over_tokens(self.fc1, tokens), approximate=self.gelu_approximate)
+        hidden = dense_over_tokens(self.fc1, tokens)
+        if self.activation == "quick_gelu":
+            hidden = hidden * ops.sigmoid(ops.cast(1.702, hidden.dtype) * hidden)
+        else:
+            hidden = ops.gelu(hidden, approximate=self.activation == "gelu_tanh")
         hidden = run(self.dropout, hidden, training=training)
         return run(self.dropout, dense_over_tokens(self.fc2, hidden), training=training)
 
@@ -586,7 +592,7 @@ class MLPBlock(keras.layers.Layer):
             {
                 "mlp_dim": self.mlp_dim,
                 "dropout_rate": self.dropout_rate,
-                "gelu_approximate": self.gelu_approximate,
+                "activation": self.activation,
                 "seed": self.seed,
                 "dtype": serialization.dtype_config(self),
             }
@@ -606,7 +612,7 @@ class TransformerBlock(keras.layers.Layer):
         dropout_rate: float, dropout after attention and in the MLP. Defaults to `0.0`.
         attention_dropout_rate: float, dropout on the attention weights. Defaults to `0.0`.
         drop_path_rate: float, stochastic-depth rate of both residual branches. Defaults to `0.0`.
-        gelu_approximate: bool, tanh-approximate GELU. Defaults to `False`.
+        activation: the MLP's, one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         layer_norm_epsilon: float, the LayerNorms' epsilon. Defaults to `1e-6`.
         layer_scale_init: optional float: LayerScale (Touvron et al. 2021), a learned per-channel scale of each
             residual branch (timm's `ls1`, `ls2`) starting at this value. Defaults to None (none).
@@ -632,7 +638,7 @@ class TransformerBlock(keras.layers.Layer):
         dropout_rate=0.0,
         attention_dropout_rate=0.0,
         drop_path_rate=0.0,
-        gelu_approximate=False,
+        activation="gelu",
         seed=None,
         remat=False,
         layer_norm_epsilon=LAYER_NORM_EPSILON,
@@ -650,7 +656,7 @@ class TransformerBlock(keras.layers.Layer):
         self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
         self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
         self.drop_path_rate = validation.rate("drop_path_rate", drop_path_rate)
-        self.gelu_approximate = gelu_approximate
+        self.activation = activation
         self.seed = seed
         policy = self.dtype_policy
         self.norm1 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm1")
@@ -669,7 +675,7 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp = MLPBlock(
             mlp_dim,
             dropout_rate=self.dropout_rate,
-            gelu_approximate=gelu_approximate,
+            activation=activation,
             seed=seed,
             dtype=policy,
             name="mlp",
@@ -745,7 +751,7 @@ class TransformerBlock(keras.layers.Layer):
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
                 "drop_path_rate": self.drop_path_rate,
-                "gelu_approximate": self.gelu_approximate,
+                "activation": self.activation,
                 "seed": self.seed,
                 "remat": self.remat,
                 "layer_norm_epsilon": self.layer_norm_epsilon,

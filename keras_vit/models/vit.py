@@ -52,7 +52,8 @@ class VisionTransformer(keras.Model):
         dropout_rate: float, dropout on the embeddings, after attention and in the MLP blocks.
         attention_dropout_rate: float, dropout on the attention weights.
         drop_path_rate: float, the stochastic-depth rate of the last block, rising linearly from 0 at the first.
-        gelu_approximate: bool, tanh-approximate GELU (the official JAX code's) instead of exact GELU.
+        mlp_activation: the MLP blocks' activation: `"gelu"` (exact), `"gelu_tanh"` (the official JAX code's) or
+            `"quick_gelu"` (OpenAI CLIP's `x * sigmoid(1.702 x)`).
         remat: bool, recompute each block's activations in the backward pass instead of keeping them (timm's
             `set_grad_checkpointing`): less training memory, the same outputs and gradients.
         patch_dropout_rate: float in [0, 1), PatchDropout (Liu et al. 2022): in training each image keeps a random
@@ -114,7 +115,7 @@ class VisionTransformer(keras.Model):
         dropout_rate=0.0,
         attention_dropout_rate=0.0,
         drop_path_rate=0.0,
-        gelu_approximate=False,
+        mlp_activation="gelu",
         remat=False,
         patch_dropout_rate=0.0,
         resample_method="official",
@@ -156,7 +157,7 @@ class VisionTransformer(keras.Model):
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
             drop_path_rate=drop_path_rate,
-            gelu_approximate=gelu_approximate,
+            mlp_activation=mlp_activation,
             remat=remat,
             patch_dropout_rate=patch_dropout_rate,
             resample_method=resample_method,
@@ -417,6 +418,7 @@ def _checked_config(**config):
     )
     for key in booleans:
         validation.boolean(key, config[key])
+    validation.one_of("mlp_activation", config["mlp_activation"], vit_layers.MLP_ACTIVATIONS)
     config["num_register_tokens"] = validation.non_negative_int("num_register_tokens", config["num_register_tokens"])
     config["layer_norm_epsilon"] = float(config["layer_norm_epsilon"])
     if config["layer_scale_init"] is not None:
@@ -559,7 +561,7 @@ def _layers(config, dtype):
             attention_dropout_rate=config["attention_dropout_rate"],
             # Stochastic depth rises linearly with depth (Huang et al. 2016; timm).
             drop_path_rate=config["drop_path_rate"] * index / max(num_layers - 1, 1),
-            gelu_approximate=config["gelu_approximate"],
+            activation=config["mlp_activation"],
             remat=config["remat"],
             layer_norm_epsilon=epsilon,
             layer_scale_init=config["layer_scale_init"],

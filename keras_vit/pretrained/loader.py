@@ -410,10 +410,10 @@ def prepare(config, weights, variant=None):
     checkpoint = load_checkpoint(path, format=expected_format)
     checkpoint.no_embed_class = config["no_embed_class"]
     source_grid = checkpoint_grid(checkpoint, source.info, None if open_size else config["embedding_grid"])
-    if checkpoint.format == "official" and not config["gelu_approximate"]:
+    if checkpoint.format == "official" and config["mlp_activation"] != "gelu_tanh":
         logger.info(
             f"{source.describe()} comes from the official JAX code, which uses tanh-approximate GELU; pass "
-            "gelu_approximate=True to match its outputs exactly (logits differ by ~1e-3)."
+            "mlp_activation='gelu_tanh' to match its outputs exactly (logits differ by ~1e-3)."
         )
     found = checkpoint.architecture(checkpoint.declared_heads() or config["num_heads"], source_grid)
     plan, representation_size = _plan_top(found, config, source.describe())
