@@ -10,6 +10,7 @@ import safetensors.numpy
 import keras_vit
 from keras_vit import inspection
 from keras_vit.pretrained.errors import CheckpointError
+from keras_vit.training.layer_decay import layer_decay_multipliers
 from tests import timm_reference
 from tests.helpers import assert_config_round_trip, random_inputs, to_numpy
 
@@ -163,6 +164,8 @@ def test_defaults_add_no_weights_and_options_round_trip():
         "encoder_block_1/attention/qkv/bias",
     }
     assert model.get_layer("position_embedding").embedding.shape == (1, 16, 16)
+    multipliers = layer_decay_multipliers(model, 0.5)
+    assert "register_tokens" in multipliers and "class_token" not in multipliers
 
 
 @pytest.mark.parametrize(
