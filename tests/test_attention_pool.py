@@ -56,8 +56,9 @@ def test_attention_pooling_skips_the_prefix_tokens():
     assert not np.allclose(to_numpy(layer(tokens)), to_numpy(layer(changed_patch)))
 
 
-@pytest.mark.parametrize("classes, act_layer", [(5, "gelu"), (0, "gelu_tanh")])
-def test_map_vit_matches_timm(classes, act_layer, tmp_path):
+# The second case is SigLIP's shape: no class token, tanh GELU, no head.
+@pytest.mark.parametrize("classes, act_layer, class_token", [(5, "gelu", True), (0, "gelu_tanh", False)])
+def test_map_vit_matches_timm(classes, act_layer, class_token, tmp_path):
     timm = timm_reference.import_timm()
     reference = timm.models.vision_transformer.VisionTransformer(
         img_size=32,
@@ -69,6 +70,7 @@ def test_map_vit_matches_timm(classes, act_layer, tmp_path):
         num_classes=classes,
         global_pool="map",
         act_layer=act_layer,
+        class_token=class_token,
     )
     reference = timm_reference.randomize_torch(reference.eval(), scale=0.3)
     state = timm_reference.state_dict_numpy(reference)
@@ -83,7 +85,8 @@ def test_map_vit_matches_timm(classes, act_layer, tmp_path):
         pooling="map",
         classes=classes or 1000,
         classifier_activation=None,
-        gelu_approximate=act_layer == "gelu_tanh",
+        mlp_activation=act_layer,
+        class_token=class_token,
         weights=path,
     )
     expected = timm_reference.run_torch(reference, images)

@@ -33,7 +33,7 @@ CONTRACTS = {
     ),
     "mlp_block": (
         layers.MLPBlock,
-        dict(mlp_dim=32, gelu_approximate=True),
+        dict(mlp_dim=32, activation="gelu_tanh"),
         (2, 5, HIDDEN),
         (2, 5, HIDDEN),
         4,
@@ -144,8 +144,8 @@ def test_gelu_switch_selects_exact_or_tanh_gelu():
     x = np.linspace(-3, 3, 7).astype("float32")
     exact_gelu = np.array([0.5 * v * (1 + erf(v / np.sqrt(2))) for v in x.astype("float64")])
     tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x.astype("float64") ** 3)))
-    for approximate, expected in ((False, exact_gelu), (True, tanh_gelu)):
-        block = layers.MLPBlock(7, gelu_approximate=approximate)
+    for activation, expected in (("gelu", exact_gelu), ("gelu_tanh", tanh_gelu)):
+        block = layers.MLPBlock(7, activation=activation)
         block.build((1, 1, 7))
         # Identity projections make the block's output the activation itself.
         block.set_weights([np.eye(7), np.zeros(7), np.eye(7), np.zeros(7)])
@@ -210,7 +210,7 @@ def _called_twice(layer, first, second):
         (lambda: layers.PositionEmbedding((2, 2))(np.zeros((1, 4, 8))), r"\(1, 4, 8\)"),
         (lambda: _called_twice(layers.PositionEmbedding((2, 2)), (1, 5, 8), (1, 10, 8)), r"\(1, 10, 8\)"),
         (lambda: layers.PositionEmbedding((2, 2), resample_antialias=True), "resample_method='official'"),
-        (lambda: layers.MLPBlock(8, gelu_approximate="yes"), "gelu_approximate='yes'"),
+        (lambda: layers.MLPBlock(8, activation="relu"), "activation='relu'"),
         (lambda: layers.TransformerBlock(num_heads=2, mlp_dim=8, remat="yes"), "remat='yes'"),
     ],
 )

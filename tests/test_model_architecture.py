@@ -46,7 +46,7 @@ def test_a_named_constructor_describes_its_architecture_and_from_config_rebuilds
 @pytest.mark.parametrize(
     "arguments",
     [
-        dict(input_shape=(24, 40, 3), classes=7, classifier_activation=None, gelu_approximate=True),
+        dict(input_shape=(24, 40, 3), classes=7, classifier_activation=None, mlp_activation="gelu_tanh"),
         dict(patch_size=1, resnet_stages=(1,), resnet_width=32, input_shape=(16, 16, 3), classes=3),
         dict(include_top=False, pooling="avg", representation_size=12),
         dict(include_top=False, embedding_grid=(3, 2), include_preprocessing=False),

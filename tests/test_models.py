@@ -61,7 +61,7 @@ def test_classifier_contract(tmp_path):
 @pytest.mark.parametrize(
     "arguments, output_shape",
     [
-        (dict(pooling="gap", representation_size=8, classifier_activation=None, gelu_approximate=True), (2, 5)),
+        (dict(pooling="gap", representation_size=8, classifier_activation=None, mlp_activation="gelu_tanh"), (2, 5)),
         (dict(include_top=False, return_sequence=True), (2, 1 + 4 * 3, TINY["hidden_dim"])),
     ],
     ids=["pre-logits", "sequence"],

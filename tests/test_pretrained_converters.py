@@ -282,12 +282,12 @@ def test_missing_and_unexpected_tensors_are_named(monkeypatch, tmp_path):
     variant, hf, _, size, classes = _setup(monkeypatch, tmp_path)
     state = ph.hf_to_timm_state(ph.hf_state(hf))
     del state["blocks.1.mlp.fc2.bias"]
-    state["blocks.0.ls1.gamma"] = np.ones(32, "float32")  # layer scale: another architecture
+    state["blocks.0.adapter.weight"] = np.ones(32, "float32")  # a tensor no layout describes
     path = ph.write_safetensors(tmp_path / "broken.safetensors", state)
     with pytest.raises(pretrained.CheckpointError) as info:
         pretrained.build_pretrained(variant, path, input_shape=(size, size, 3), classes=classes)
     assert info.value.missing == ["blocks.1.mlp.fc2.bias"]
-    assert info.value.unexpected == ["blocks.0.ls1.gamma"]
+    assert info.value.unexpected == ["blocks.0.adapter.weight"]
 
 
 def _damaged(path, damage):

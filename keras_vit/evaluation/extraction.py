@@ -96,8 +96,11 @@ def representation(model, image_size=None, num_classes=None):
         kind, tensor = "pre_logits", backbone.get_layer("pre_logits").output
     elif backbone.pooling is not None:
         kind, tensor = backbone.pooling, backbone.get_layer("pooling").output
+    elif backbone.class_token:
+        last = "encoder_norm" if backbone.final_norm else f"encoder_block_{backbone.num_layers - 1}"
+        kind, tensor = "token", backbone.get_layer(last).output[:, 0]
     else:
-        kind, tensor = "token", backbone.get_layer("encoder_norm").output[:, 0]
+        raise ValueError(f"Model {backbone.name!r} has no class token: build it with a `pooling` to extract features.")
     size = backbone.default_image_size if image_size is None else validation.pair("image_size", image_size)
     size = tuple(int(side) for side in size)
     outputs, classifier = tensor, None

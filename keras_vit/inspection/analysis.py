@@ -14,9 +14,6 @@ from keras_vit.models.vit import block_indices, find_vit
 from keras_vit.utils import patches, validation
 
 HEAD_FUSIONS = ("mean", "max", "min")
-# The tokens before the patches: a keras_vit ViT has one, its class token.
-NUM_PREFIX_TOKENS = 1
-
 NO_LINEAR_FILTERS = (
     "A hybrid ViT has no linear patch filters: its tokens are projections of a ResNet feature map, not of "
     "pixels, so the paper's RGB embedding filters (Figure 7, left) do not exist for it."
@@ -204,9 +201,16 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
     Returns:
         float64 array `(batch, grid_h, grid_w)`.
     """
+    vit = find_vit(model)
+    check_class_token(vit)
     attention = attention_maps(model, images, batch_size=batch_size)
-    grid = _token_grid(find_vit(model), images)
-    return class_token_rollout(attention, grid, head_fusion, discard_ratio, NUM_PREFIX_TOKENS)
+    return class_token_rollout(attention, _token_grid(vit, images), head_fusion, discard_ratio, vit.num_prefix_tokens)
+
+
+def check_class_token(vit):
+    """Refuses a ViT without a class token, whose rollout (from the class token) is not defined here."""
+    if not vit.class_token:
+        raise ValueError(f"Model {vit.name!r} has no class token: its attention rollout is not available yet.")
 
 
 def patch_distances(grid_size, patch_size):
@@ -270,7 +274,7 @@ def mean_attention_distance(model, images, batch_size=16):
     """
     vit = find_vit(model)
     attention = attention_maps(vit, images, batch_size=batch_size)
-    return attention_distance(attention, _token_grid(vit, images), vit.pixels_per_token, NUM_PREFIX_TOKENS)
+    return attention_distance(attention, _token_grid(vit, images), vit.pixels_per_token, vit.num_prefix_tokens)
 
 
 def position_embedding_similarity(model):

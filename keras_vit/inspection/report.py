@@ -80,6 +80,7 @@ def write_report(
     if preprocess is None:
         from keras_vit.models.preprocessing import preprocess_input as preprocess
     vit = find_vit(model)
+    analysis.check_class_token(vit)
     height, width = vit.default_image_size
     if isinstance(image, (str, os.PathLike)):
         pixels = load_image(os.fspath(image), (height, width))
@@ -95,7 +96,7 @@ def write_report(
         inputs = np.transpose(inputs, (0, 3, 1, 2))
     attention = analysis.attention_maps(vit, inputs)
     grid = vit.embedding_grid
-    prefix = analysis.NUM_PREFIX_TOKENS
+    prefix = vit.num_prefix_tokens
     title = f"Attention rollout (head fusion: {head_fusion}, discard ratio: {discard_ratio:g})"
     if metadata.class_names(model) is not None:
         outputs = keras.ops.convert_to_numpy(model(inputs, training=False))

@@ -5,6 +5,7 @@ from keras_vit.layers.resnet import BottleneckUnit, HybridPatchEmbedding, ResNet
 from keras_vit.layers.scaling import PixelScaling
 from keras_vit.layers.transformer import (
     LAYER_NORM_EPSILON,
+    MLP_ACTIVATIONS,
     ClassToken,
     DropPath,
     MLPBlock,
@@ -23,6 +24,7 @@ from keras_vit.layers.transformer import (
 
 __all__ = [
     "LAYER_NORM_EPSILON",
+    "MLP_ACTIVATIONS",
     "AttentionPooling",
     "BottleneckUnit",
     "ClassToken",

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import initializers
-from keras_vit.layers.transformer import LAYER_NORM_EPSILON, MLPBlock, dense_over_tokens
+from keras_vit.layers.transformer import LAYER_NORM_EPSILON, MLP_ACTIVATIONS, MLPBlock, dense_over_tokens
 from keras_vit.utils import keras_compat, serialization, validation
 
 
@@ -22,7 +22,8 @@ class AttentionPooling(keras.layers.Layer):
         num_heads: int, must divide the token size.
         mlp_dim: int, the hidden size of the MLP.
         num_prefix_tokens: int, the tokens before the patches, which the pooling skips. Defaults to `1`.
-        gelu_approximate: bool, tanh-approximate GELU in the MLP. Defaults to `False`.
+        activation: the MLP's activation, one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
+        epsilon: float, the LayerNorm's epsilon. Defaults to `1e-6`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Example:
@@ -31,15 +32,18 @@ class AttentionPooling(keras.layers.Layer):
     (2, 8)
     """
 
-    def __init__(self, num_heads, mlp_dim, num_prefix_tokens=1, gelu_approximate=False, **kwargs):
+    def __init__(
+        self, num_heads, mlp_dim, num_prefix_tokens=1, activation="gelu", epsilon=LAYER_NORM_EPSILON, **kwargs
+    ):
         super().__init__(**kwargs)
         self.num_heads = validation.positive_int("num_heads", num_heads)
         self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
         self.num_prefix_tokens = validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
-        self.gelu_approximate = validation.boolean("gelu_approximate", gelu_approximate)
+        self.activation = validation.one_of("activation", activation, MLP_ACTIVATIONS)
+        self.epsilon = epsilon
         policy = self.dtype_policy
-        self.norm = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=policy, name="norm")
-        self.mlp = MLPBlock(mlp_dim, gelu_approximate=gelu_approximate, dtype=policy, name="mlp")
+        self.norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=policy, name="norm")
+        self.mlp = MLPBlock(mlp_dim, activation=activation, dtype=policy, name="mlp")
 
     def build(self, input_shape):
         dim = input_shape[-1]
@@ -92,7 +96,8 @@ class AttentionPooling(keras.layers.Layer):
                 "num_heads": self.num_heads,
                 "mlp_dim": self.mlp_dim,
                 "num_prefix_tokens": self.num_prefix_tokens,
-                "gelu_approximate": self.gelu_approximate,
+                "activation": self.activation,
+                "epsilon": self.epsilon,
                 "dtype": serialization.dtype_config(self),
             }
         )

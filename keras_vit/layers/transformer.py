@@ -16,9 +16,11 @@ from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit
 
 # The official implementation and every published checkpoint use 1e-6 (Keras's default is 1e-3).
 LAYER_NORM_EPSILON = 1e-6
+# The MLP activations: exact GELU (timm, keras-hub), tanh GELU (the official JAX code), QuickGELU (OpenAI CLIP).
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu")
 
 
-def patch_projection(hidden_dim, patch_size, dtype):
+def patch_projection(hidden_dim, patch_size, dtype, use_bias=True):
     """The linear projection of non-overlapping patches: an unbuilt strided `Conv2D` named `projection`."""
     # lecun_normal is the flax default the official code trains with.
     return keras.layers.Conv2D(
@@ -27,6 +29,7 @@ def patch_projection(hidden_dim, patch_size, dtype):
         strides=patch_size,
         padding="valid",
         data_format="channels_last",
+        use_bias=use_bias,
         kernel_initializer="lecun_normal",
         dtype=dtype,
         name="projection",
@@ -93,6 +96,7 @@ class PatchEmbedding(keras.layers.Layer):
     Args:
         hidden_dim: int, the size of each patch's embedding.
         patch_size: int or `(height, width)`.
+        use_bias: bool, whether the projection has a bias. Defaults to `True`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Returns:
@@ -105,11 +109,12 @@ class PatchEmbedding(keras.layers.Layer):
     (2, 4, 3, 8)
     """
 
-    def __init__(self, hidden_dim, patch_size, **kwargs):
+    def __init__(self, hidden_dim, patch_size, use_bias=True, **kwargs):
         super().__init__(**kwargs)
         self.hidden_dim = validation.positive_int("hidden_dim", hidden_dim)
         self.patch_size = validation.pair("patch_size", patch_size)
-        self.projection = patch_projection(hidden_dim, self.patch_size, self.dtype_policy)
+        self.use_bias = validation.boolean("use_bias", use_bias)
+        self.projection = patch_projection(hidden_dim, self.patch_size, self.dtype_policy, use_bias)
 
     @property
     def pixels_per_token(self):
@@ -128,7 +133,7 @@ class PatchEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"hidden_dim": self.hidden_dim, "patch_size": self.patch_size})
+        config.update({"hidden_dim": self.hidden_dim, "patch_size": self.patch_size, "use_bias": self.use_bias})
         return config
 
 
@@ -151,19 +156,37 @@ class PatchTokens(keras.layers.Layer):
 
 @serialization.register
 class ClassToken(keras.layers.Layer):
-    """Prepends a learned, zero-initialised class token to tokens `(batch, num_tokens, dim)`."""
+    """Prepends learned tokens (a class token, or register tokens) to tokens `(batch, length, dim)`.
+
+    Args:
+        num_tokens: int, the tokens prepended. Defaults to `1`.
+        initializer: their initializer. Defaults to `"zeros"`.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+    """
+
+    def __init__(self, num_tokens=1, initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.num_tokens = validation.positive_int("num_tokens", num_tokens)
+        self.initializer = keras.initializers.get(initializer)
 
     def build(self, input_shape):
-        self.token = self.add_weight(shape=(1, 1, input_shape[-1]), initializer="zeros", name="token")
+        shape = (1, self.num_tokens, input_shape[-1])
+        self.token = self.add_weight(shape=shape, initializer=self.initializer, name="token")
 
     def call(self, tokens):
         token = ops.cast(self.token, tokens.dtype)
-        token = ops.broadcast_to(token, (ops.shape(tokens)[0], 1, ops.shape(tokens)[-1]))
+        token = ops.broadcast_to(token, (ops.shape(tokens)[0], self.num_tokens, ops.shape(tokens)[-1]))
         return ops.concatenate([token, tokens], axis=1)
 
     def compute_output_shape(self, input_shape):
-        length = None if input_shape[1] is None else input_shape[1] + 1
+        length = None if input_shape[1] is None else input_shape[1] + self.num_tokens
         return (input_shape[0], length, input_shape[2])
+
+    def get_config(self):
+        config = super().get_config()
+        initializer = keras.initializers.serialize(self.initializer)
+        config.update({"num_tokens": self.num_tokens, "initializer": initializer})
+        return config
 
 
 @serialization.register
@@ -410,6 +433,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     Args:
         num_heads: int, must divide the hidden size.
         attention_dropout_rate: float, dropout on the attention weights. Defaults to `0.0`.
+        qkv_bias: bool, whether the query-key-value projection has a bias. Defaults to `True`.
         seed: optional int for the attention dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
@@ -423,9 +447,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ((1, 5, 8), (1, 2, 5, 5))
     """
 
-    def __init__(self, num_heads, attention_dropout_rate=0.0, seed=None, **kwargs):
+    def __init__(self, num_heads, attention_dropout_rate=0.0, qkv_bias=True, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = validation.positive_int("num_heads", num_heads)
+        self.qkv_bias = validation.boolean("qkv_bias", qkv_bias)
         self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
         self.seed = seed
         self.attention_dropout = keras.layers.Dropout(
@@ -441,7 +466,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.head_dim = hidden_dim // self.num_heads
         # xavier_uniform: flax's attention initialiser, as the official code trains.
         self.qkv = keras.layers.Dense(
-            3 * hidden_dim, kernel_initializer=initializers.GlorotUniform(), dtype=self.dtype_policy, name="qkv"
+            3 * hidden_dim,
+            use_bias=self.qkv_bias,
+            kernel_initializer=initializers.GlorotUniform(),
+            dtype=self.dtype_policy,
+            name="qkv",
         )
         self.qkv.build(input_shape)
         self.output_projection = keras.layers.Dense(
@@ -492,6 +521,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             {
                 "num_heads": self.num_heads,
                 "attention_dropout_rate": self.attention_dropout_rate,
+                "qkv_bias": self.qkv_bias,
                 "seed": self.seed,
                 # The quantized Dense sublayers' policies, which Keras would not save.
                 "dtype": serialization.dtype_config(self),
@@ -507,8 +537,8 @@ class MLPBlock(keras.layers.Layer):
     Args:
         mlp_dim: int, the size of the hidden layer.
         dropout_rate: float, dropout after each Dense. Defaults to `0.0`.
-        gelu_approximate: bool, the tanh GELU of the official JAX code instead of the exact erf form of timm and
-            keras-hub. Defaults to `False`.
+        activation: one of `MLP_ACTIVATIONS`: `"gelu"` (exact), `"gelu_tanh"` (the official JAX code's) or
+            `"quick_gelu"` (`x * sigmoid(1.702 x)`, OpenAI CLIP's). Defaults to `"gelu"`.
         seed: optional int for the dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
@@ -518,11 +548,11 @@ class MLPBlock(keras.layers.Layer):
     (2, 5, 8)
     """
 
-    def __init__(self, mlp_dim, dropout_rate=0.0, gelu_approximate=False, seed=None, **kwargs):
+    def __init__(self, mlp_dim, dropout_rate=0.0, activation="gelu", seed=None, **kwargs):
         super().__init__(**kwargs)
         self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
         self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
-        self.gelu_approximate = validation.boolean("gelu_approximate", gelu_approximate)
+        self.activation = validation.one_of("activation", activation, MLP_ACTIVATIONS)
         self.seed = seed
         self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout")
 
@@ -545,7 +575,11 @@ class MLPBlock(keras.layers.Layer):
 
     def call(self, tokens, training=False):
         run = keras_compat.call_sublayer
-        hidden = ops.gelu(dense_over_tokens(self.fc1, tokens), approximate=self.gelu_approximate)
+        hidden = dense_over_tokens(self.fc1, tokens)
+        if self.activation == "quick_gelu":
+            hidden = hidden * ops.sigmoid(ops.cast(1.702, hidden.dtype) * hidden)
+        else:
+            hidden = ops.gelu(hidden, approximate=self.activation == "gelu_tanh")
         hidden = run(self.dropout, hidden, training=training)
         return run(self.dropout, dense_over_tokens(self.fc2, hidden), training=training)
 
@@ -558,7 +592,7 @@ class MLPBlock(keras.layers.Layer):
             {
                 "mlp_dim": self.mlp_dim,
                 "dropout_rate": self.dropout_rate,
-                "gelu_approximate": self.gelu_approximate,
+                "activation": self.activation,
                 "seed": self.seed,
                 "dtype": serialization.dtype_config(self),
             }
@@ -578,7 +612,11 @@ class TransformerBlock(keras.layers.Layer):
         dropout_rate: float, dropout after attention and in the MLP. Defaults to `0.0`.
         attention_dropout_rate: float, dropout on the attention weights. Defaults to `0.0`.
         drop_path_rate: float, stochastic-depth rate of both residual branches. Defaults to `0.0`.
-        gelu_approximate: bool, tanh-approximate GELU. Defaults to `False`.
+        activation: the MLP's, one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
+        layer_norm_epsilon: float, the LayerNorms' epsilon. Defaults to `1e-6`.
+        layer_scale_init: optional float: LayerScale (Touvron et al. 2021), a learned per-channel scale of each
+            residual branch (timm's `ls1`, `ls2`) starting at this value. Defaults to None (none).
+        qkv_bias: bool, whether the query-key-value projection has a bias. Defaults to `True`.
         seed: optional int for dropout and stochastic depth.
         remat: bool, recompute the block's activations in the backward pass of training calls (`keras.remat`)
             instead of keeping them: less memory, the same outputs and gradients. Defaults to `False`.
@@ -600,33 +638,44 @@ class TransformerBlock(keras.layers.Layer):
         dropout_rate=0.0,
         attention_dropout_rate=0.0,
         drop_path_rate=0.0,
-        gelu_approximate=False,
+        activation="gelu",
         seed=None,
         remat=False,
+        layer_norm_epsilon=LAYER_NORM_EPSILON,
+        layer_scale_init=None,
+        qkv_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_scale_init = layer_scale_init
+        self.qkv_bias = qkv_bias
         self.remat = validation.boolean("remat", remat)
         self.num_heads = validation.positive_int("num_heads", num_heads)
         self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
         self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
         self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
         self.drop_path_rate = validation.rate("drop_path_rate", drop_path_rate)
-        self.gelu_approximate = gelu_approximate
+        self.activation = activation
         self.seed = seed
         policy = self.dtype_policy
-        self.norm1 = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=policy, name="norm1")
+        self.norm1 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm1")
         self.attention = MultiHeadSelfAttention(
-            num_heads, attention_dropout_rate=self.attention_dropout_rate, seed=seed, dtype=policy, name="attention"
+            num_heads,
+            attention_dropout_rate=self.attention_dropout_rate,
+            qkv_bias=qkv_bias,
+            seed=seed,
+            dtype=policy,
+            name="attention",
         )
         self.attention_output_dropout = keras.layers.Dropout(
             self.dropout_rate, seed=seed, dtype=policy, name="attention_output_dropout"
         )
-        self.norm2 = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=policy, name="norm2")
+        self.norm2 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm2")
         self.mlp = MLPBlock(
             mlp_dim,
             dropout_rate=self.dropout_rate,
-            gelu_approximate=gelu_approximate,
+            activation=activation,
             seed=seed,
             dtype=policy,
             name="mlp",
@@ -638,6 +687,11 @@ class TransformerBlock(keras.layers.Layer):
             layer.build(input_shape)
         self.attention_output_dropout.build(None)
         self.drop_path.build(input_shape)
+        self.layer_scales = []
+        if self.layer_scale_init is not None:
+            initializer = keras.initializers.Constant(self.layer_scale_init)
+            for name in ("layer_scale1", "layer_scale2"):
+                self.layer_scales.append(self.add_weight(shape=input_shape[-1:], initializer=initializer, name=name))
 
     def call(self, tokens, training=False, return_attention_scores=False):
         # Inference keeps no activations for a backward pass and stays a plain graph for export.
@@ -673,8 +727,12 @@ class TransformerBlock(keras.layers.Layer):
         if return_attention_scores:
             attended, weights = attended
         attended = run(self.attention_output_dropout, attended, training=training)
+        if self.layer_scales:
+            attended = attended * ops.cast(self.layer_scales[0], attended.dtype)
         tokens = tokens + run(self.drop_path, attended, training=training)
         mlp = run(self.mlp, run(self.norm2, tokens), training=training)
+        if self.layer_scales:
+            mlp = mlp * ops.cast(self.layer_scales[1], mlp.dtype)
         tokens = tokens + run(self.drop_path, mlp, training=training)
         return (tokens, weights) if return_attention_scores else tokens
 
@@ -693,9 +751,12 @@ class TransformerBlock(keras.layers.Layer):
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
                 "drop_path_rate": self.drop_path_rate,
-                "gelu_approximate": self.gelu_approximate,
+                "activation": self.activation,
                 "seed": self.seed,
                 "remat": self.remat,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "layer_scale_init": self.layer_scale_init,
+                "qkv_bias": self.qkv_bias,
                 "dtype": serialization.dtype_config(self),
             }
         )

@@ -32,7 +32,7 @@ Args:
     name: the model's name. Defaults to `"{default_name}"`.
     **kwargs: any other argument of `keras_vit.VisionTransformer` (`return_sequence`,
         `representation_size`, `dropout_rate`, `attention_dropout_rate`, `drop_path_rate`,
-        `gelu_approximate`, `remat`, `patch_dropout_rate`, ...).
+        `mlp_activation`, `remat`, `patch_dropout_rate`, ...).
 
 Returns:
     A `keras_vit.VisionTransformer`.

@@ -46,18 +46,19 @@ class VisionTransformer(keras.Model):
         classes: int, the classes of the head.
         classifier_activation: the head's activation; None for logits.
         return_sequence: bool, with `include_top=False` and `pooling=None`, return the tokens
-            `(batch, 1 + rows * cols, hidden_dim)` (class token first) instead of the feature map
-            `(batch, rows, cols, hidden_dim)`.
+            `(batch, num_prefix_tokens + rows * cols, hidden_dim)` (prefix tokens first) instead of the feature
+            map `(batch, rows, cols, hidden_dim)`.
         representation_size: optional int, adds the `pre_logits` `Dense(representation_size, activation="tanh")`
             of the original ImageNet-21k checkpoints after the pooling.
         dropout_rate: float, dropout on the embeddings, after attention and in the MLP blocks.
         attention_dropout_rate: float, dropout on the attention weights.
         drop_path_rate: float, the stochastic-depth rate of the last block, rising linearly from 0 at the first.
-        gelu_approximate: bool, tanh-approximate GELU (the official JAX code's) instead of exact GELU.
+        mlp_activation: the MLP blocks' activation: `"gelu"` (exact), `"gelu_tanh"` (the official JAX code's) or
+            `"quick_gelu"` (OpenAI CLIP's `x * sigmoid(1.702 x)`).
         remat: bool, recompute each block's activations in the backward pass instead of keeping them (timm's
             `set_grad_checkpointing`): less training memory, the same outputs and gradients.
         patch_dropout_rate: float in [0, 1), PatchDropout (Liu et al. 2022): in training each image keeps a random
-            `max(1, floor((1 - rate) * N))` of its `N` patch tokens (the class token always). Not with the feature
+            `max(1, floor((1 - rate) * N))` of its `N` patch tokens (the prefix tokens always). Not with the feature
             map output.
         resample_method: how the position embedding follows another image size, one of
             `keras_vit.layers.resampling.RESAMPLING_METHODS`.
@@ -71,6 +72,17 @@ class VisionTransformer(keras.Model):
             config records them.
         lora_alpha: optional float, the adapters' scale is `lora_alpha / lora_rank`. Defaults to `lora_rank`.
         lora_targets: the projections with adapters: `"attention"`, `"mlp"` or both.
+        class_token: bool, whether the tokens start with a class token (`pooling="token"` needs one).
+        num_register_tokens: int, learned register tokens (Darcet et al. 2024; timm's `reg_tokens`), after the
+            class token and before the patch tokens; pooling and the feature map leave them out.
+        no_embed_class: bool, the position embedding covers the patch tokens only (timm's `no_embed_class`).
+        pre_norm: bool, a LayerNorm (`norm_pre`) before the first block, as CLIP has.
+        patch_bias: bool, whether the patch projection has a bias (CLIP's has none).
+        layer_norm_epsilon: float, the epsilon of every LayerNorm.
+        final_norm: bool, whether a LayerNorm follows the last block.
+        fc_norm: bool, the final LayerNorm comes after the pooling instead (`fc_norm`, timm's average-pooled models).
+        layer_scale_init: optional float, LayerScale (`ls1`, `ls2` in timm) in every block, starting at this value.
+        qkv_bias: bool, whether the attention's query-key-value projection has a bias.
         dtype: optional dtype policy of every layer (the head stays float32).
         name: the model's name.
 
@@ -104,7 +116,7 @@ class VisionTransformer(keras.Model):
         dropout_rate=0.0,
         attention_dropout_rate=0.0,
         drop_path_rate=0.0,
-        gelu_approximate=False,
+        mlp_activation="gelu",
         remat=False,
         patch_dropout_rate=0.0,
         resample_method="official",
@@ -115,6 +127,16 @@ class VisionTransformer(keras.Model):
         lora_rank=None,
         lora_alpha=None,
         lora_targets=("attention",),
+        class_token=True,
+        num_register_tokens=0,
+        no_embed_class=False,
+        pre_norm=False,
+        patch_bias=True,
+        layer_norm_epsilon=1e-6,
+        final_norm=True,
+        fc_norm=False,
+        layer_scale_init=None,
+        qkv_bias=True,
         dtype=None,
         name="vision_transformer",
         **kwargs,
@@ -136,7 +158,7 @@ class VisionTransformer(keras.Model):
             dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate,
             drop_path_rate=drop_path_rate,
-            gelu_approximate=gelu_approximate,
+            mlp_activation=mlp_activation,
             remat=remat,
             patch_dropout_rate=patch_dropout_rate,
             resample_method=resample_method,
@@ -147,6 +169,16 @@ class VisionTransformer(keras.Model):
             lora_rank=lora_rank,
             lora_alpha=lora_alpha,
             lora_targets=lora_targets,
+            class_token=class_token,
+            num_register_tokens=num_register_tokens,
+            no_embed_class=no_embed_class,
+            pre_norm=pre_norm,
+            patch_bias=patch_bias,
+            layer_norm_epsilon=layer_norm_epsilon,
+            final_norm=final_norm,
+            fc_norm=fc_norm,
+            layer_scale_init=layer_scale_init,
+            qkv_bias=qkv_bias,
         )
         config, checkpoint = _read_weights(config, weights)
         model_inputs, images = _image_input(config["input_shape"], input_tensor)
@@ -154,7 +186,8 @@ class VisionTransformer(keras.Model):
         x, patch_grid = _embed(layers, images)
         for index in range(config["num_layers"]):
             x = layers[f"encoder_block_{index}"](x)
-        x = layers["encoder_norm"](x)
+        if "encoder_norm" in layers:
+            x = layers["encoder_norm"](x)
         super().__init__(
             inputs=model_inputs, outputs=_top(config, x, patch_grid, dtype), dtype=dtype, name=name, **kwargs
         )
@@ -184,6 +217,11 @@ class VisionTransformer(keras.Model):
         if None not in (height, width):
             return (height, width)
         return tuple(grid * pixels for grid, pixels in zip(self.embedding_grid, self.pixels_per_token))
+
+    @property
+    def num_prefix_tokens(self):
+        """The tokens before the patch tokens: the class token (if any), then the register tokens."""
+        return int(self.class_token) + self.num_register_tokens
 
     @property
     def pixels_per_token(self):
@@ -251,7 +289,7 @@ class VisionTransformer(keras.Model):
             indices: None for every block, an int `n` for the last `n` blocks, or a sequence of block indices
                 (negative ones count from the end).
             output_fmt: `"NHWC"`, the patch tokens on the patch grid `(batch, rows, cols, hidden_dim)`, or
-                `"NLC"`, the tokens `(batch, 1 + rows * cols, hidden_dim)`, class token first.
+                `"NLC"`, the tokens `(batch, num_prefix_tokens + rows * cols, hidden_dim)`, prefix tokens first.
             norm: bool, apply the final `encoder_norm` to each output.
             return_attention: bool, also return each chosen block's attention weights
                 `(batch, num_heads, tokens, tokens)`.
@@ -277,7 +315,7 @@ class VisionTransformer(keras.Model):
         validation.one_of("output_fmt", output_fmt, ("NHWC", "NLC"))
         layers = {layer.name: layer for layer in self.layers}
         tokens, patch_grid = _embed(layers, images, training=False)
-        feature_map = vit_layers.PatchFeatureMap()
+        feature_map = vit_layers.PatchFeatureMap(self.num_prefix_tokens)
         outputs, attention = [], []
         for index in range(max(chosen) + 1):
             block = layers[f"encoder_block_{index}"]
@@ -287,7 +325,7 @@ class VisionTransformer(keras.Model):
                 tokens = block(tokens, training=False)
             if index not in chosen:
                 continue
-            output = layers["encoder_norm"](tokens) if norm else tokens
+            output = layers["encoder_norm"](tokens) if norm and "encoder_norm" in layers else tokens
             if output_fmt == "NHWC":
                 output = feature_map(output, patch_grid=patch_grid)
             outputs.append(output)
@@ -366,8 +404,26 @@ def _checked_config(**config):
         config["representation_size"] = validation.positive_int("representation_size", config["representation_size"])
     for key in ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate"):
         config[key] = validation.rate(key, config[key])
-    for key in ("include_top", "include_preprocessing", "return_sequence", "remat"):
+    booleans = (
+        "include_top",
+        "include_preprocessing",
+        "return_sequence",
+        "remat",
+        "class_token",
+        "no_embed_class",
+        "pre_norm",
+        "patch_bias",
+        "final_norm",
+        "fc_norm",
+        "qkv_bias",
+    )
+    for key in booleans:
         validation.boolean(key, config[key])
+    validation.one_of("mlp_activation", config["mlp_activation"], vit_layers.MLP_ACTIVATIONS)
+    config["num_register_tokens"] = validation.non_negative_int("num_register_tokens", config["num_register_tokens"])
+    config["layer_norm_epsilon"] = float(config["layer_norm_epsilon"])
+    if config["layer_scale_init"] is not None:
+        config["layer_scale_init"] = float(config["layer_scale_init"])
     if config["resnet_stages"] is not None:
         config["resnet_stages"] = tuple(config["resnet_stages"])
     config["lora_targets"] = lora.check_targets(config["lora_targets"])
@@ -382,6 +438,15 @@ def _checked_config(**config):
             f"pooling={config['pooling']!r}"
         )
     config["pooling"] = pooling
+    if pooling == "token" and not config["class_token"]:
+        raise ValueError("`pooling='token'` reads the class token: pass class_token=True or another pooling.")
+    if config["fc_norm"] and (pooling is None or not config["final_norm"]):
+        raise ValueError(
+            f"`fc_norm=True` moves the final norm after the pooling: it needs a pooling and final_norm=True. "
+            f"Received: pooling={pooling!r}, final_norm={config['final_norm']}"
+        )
+    if not config["patch_bias"] and config["resnet_stages"] is not None:
+        raise ValueError("`patch_bias=False` is for plain ViTs: a hybrid's patch projection keeps its bias.")
     if config["patch_dropout_rate"] and pooling is None and not config["return_sequence"]:
         raise ValueError(
             "`patch_dropout_rate` drops patch tokens, so the feature map cannot be laid out: pass a pooling, "
@@ -446,7 +511,11 @@ def _layers(config, dtype):
         layers["channels_last"] = keras.layers.Permute((2, 3, 1), dtype=dtype, name="channels_last")
     if config["resnet_stages"] is None:
         layers["patch_embedding"] = vit_layers.PatchEmbedding(
-            config["hidden_dim"], config["patch_size"], dtype=dtype, name="patch_embedding"
+            config["hidden_dim"],
+            config["patch_size"],
+            use_bias=config["patch_bias"],
+            dtype=dtype,
+            name="patch_embedding",
         )
     else:
         layers["patch_embedding"] = resnet.HybridPatchEmbedding(
@@ -458,9 +527,19 @@ def _layers(config, dtype):
             name="patch_embedding",
         )
     layers["patch_tokens"] = vit_layers.PatchTokens(dtype=dtype, name="patch_tokens")
-    layers["class_token"] = vit_layers.ClassToken(dtype=dtype, name="class_token")
+    if config["class_token"]:
+        layers["class_token"] = vit_layers.ClassToken(dtype=dtype, name="class_token")
+    if config["num_register_tokens"]:
+        layers["register_tokens"] = vit_layers.ClassToken(
+            config["num_register_tokens"],
+            initializer=keras.initializers.RandomNormal(stddev=1e-6),  # timm's: distinct registers from the start
+            dtype=dtype,
+            name="register_tokens",
+        )
+    num_prefix_tokens = int(config["class_token"]) + config["num_register_tokens"]
     layers["position_embedding"] = vit_layers.PositionEmbedding(
         config["embedding_grid"],
+        num_prefix_tokens=0 if config["no_embed_class"] else num_prefix_tokens,
         resample_method=config["resample_method"],
         resample_antialias=config["resample_antialias"],
         dtype=dtype,
@@ -469,8 +548,11 @@ def _layers(config, dtype):
     layers["embedding_dropout"] = keras.layers.Dropout(config["dropout_rate"], dtype=dtype, name="embedding_dropout")
     if config["patch_dropout_rate"]:
         layers["patch_dropout"] = vit_layers.PatchDropout(
-            config["patch_dropout_rate"], dtype=dtype, name="patch_dropout"
+            config["patch_dropout_rate"], num_prefix_tokens=num_prefix_tokens, dtype=dtype, name="patch_dropout"
         )
+    epsilon = config["layer_norm_epsilon"]
+    if config["pre_norm"]:
+        layers["norm_pre"] = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name="norm_pre")
     num_layers = config["num_layers"]
     for index in range(num_layers):
         layers[f"encoder_block_{index}"] = vit_layers.TransformerBlock(
@@ -480,14 +562,16 @@ def _layers(config, dtype):
             attention_dropout_rate=config["attention_dropout_rate"],
             # Stochastic depth rises linearly with depth (Huang et al. 2016; timm).
             drop_path_rate=config["drop_path_rate"] * index / max(num_layers - 1, 1),
-            gelu_approximate=config["gelu_approximate"],
+            activation=config["mlp_activation"],
             remat=config["remat"],
+            layer_norm_epsilon=epsilon,
+            layer_scale_init=config["layer_scale_init"],
+            qkv_bias=config["qkv_bias"],
             dtype=dtype,
             name=f"encoder_block_{index}",
         )
-    layers["encoder_norm"] = keras.layers.LayerNormalization(
-        epsilon=vit_layers.LAYER_NORM_EPSILON, dtype=dtype, name="encoder_norm"
-    )
+    if config["final_norm"] and not config["fc_norm"]:
+        layers["encoder_norm"] = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name="encoder_norm")
     return layers
 
 
@@ -500,37 +584,54 @@ def _embed(layers, images, training=None):
             x = layers[name](x)
     patch_grid = layers["patch_embedding"](x)
     x = layers["patch_tokens"](patch_grid)
-    x = layers["class_token"](x)
-    x = layers["position_embedding"](x, patch_grid=patch_grid)
+    positions = layers["position_embedding"]
+    if not positions.num_prefix_tokens:
+        # timm's `no_embed_class`: the prefix tokens join after the position embedding.
+        x = positions(x, patch_grid=patch_grid)
+    # Prepended last to first: [class token, registers, patches].
+    for name in ("register_tokens", "class_token"):
+        if name in layers:
+            x = layers[name](x)
+    if positions.num_prefix_tokens:
+        x = positions(x, patch_grid=patch_grid)
     x = layers["embedding_dropout"](x, training=training)
     if "patch_dropout" in layers:
         # After the position embedding and its dropout, as timm does.
         x = layers["patch_dropout"](x, training=training)
+    if "norm_pre" in layers:
+        x = layers["norm_pre"](x)
     return x, patch_grid
 
 
-def _pooling(config, dtype):
+def _pooling(config, num_prefix_tokens, dtype):
     if config["pooling"] == "map":
         return vit_layers.AttentionPooling(
             config["num_heads"],
             config["mlp_dim"],
-            gelu_approximate=config["gelu_approximate"],
+            num_prefix_tokens,
+            activation=config["mlp_activation"],
+            epsilon=config["layer_norm_epsilon"],
             dtype=dtype,
             name="pooling",
         )
-    return vit_layers.TokenPooling(config["pooling"], dtype=dtype, name="pooling")
+    return vit_layers.TokenPooling(config["pooling"], num_prefix_tokens, dtype=dtype, name="pooling")
 
 
 def _top(config, x, patch_grid, dtype):
     """What sits on the normed tokens `x`: the pooling, `pre_logits` and head, or the feature map."""
+    num_prefix_tokens = int(config["class_token"]) + config["num_register_tokens"]
     if config["pooling"] is not None:
-        x = _pooling(config, dtype)(x)
+        x = _pooling(config, num_prefix_tokens, dtype)(x)
+        if config["fc_norm"]:
+            epsilon = config["layer_norm_epsilon"]
+            x = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name="fc_norm")(x)
         if config["representation_size"] is not None:
             x = keras.layers.Dense(config["representation_size"], activation="tanh", dtype=dtype, name="pre_logits")(x)
     elif not config["return_sequence"]:
-        x = vit_layers.PatchFeatureMap(grid_size=config["embedding_grid"], dtype=dtype, name="feature_map")(
-            x, patch_grid=patch_grid
+        feature_map = vit_layers.PatchFeatureMap(
+            num_prefix_tokens, grid_size=config["embedding_grid"], dtype=dtype, name="feature_map"
         )
+        x = feature_map(x, patch_grid=patch_grid)
         if keras.config.image_data_format() == "channels_first":
             x = keras.layers.Permute((3, 1, 2), dtype=dtype, name="channels_first")(x)
     if config["include_top"]:

@@ -136,8 +136,6 @@ TIMM_EMBEDDING = Part(
     "patch embedding",
     rows(
         ("patch_embedding/projection/kernel", "patch_embed.proj.weight", TORCH_CONV),
-        ("patch_embedding/projection/bias", "patch_embed.proj.bias"),
-        ("class_token/token", "cls_token"),
         ("position_embedding/embedding", "pos_embed"),
     ),
 )
@@ -147,7 +145,6 @@ TIMM_BLOCKS = Part(
         ("norm1/gamma", "norm1.weight"),
         ("norm1/beta", "norm1.bias"),
         ("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE),
-        ("attention/qkv/bias", "attn.qkv.bias"),
         ("attention/output/kernel", "attn.proj.weight", TRANSPOSE),
         ("attention/output/bias", "attn.proj.bias"),
         ("norm2/gamma", "norm2.weight"),
@@ -160,7 +157,6 @@ TIMM_BLOCKS = Part(
     keras_root=BLOCKS,
     key_root="blocks.{i}.",
 )
-TIMM_NORM = Part("encoder norm", rows(("encoder_norm/gamma", "norm.weight"), ("encoder_norm/beta", "norm.bias")))
 # The MAP head (`pooling="map"`, `keras_vit.layers.AttentionPooling`).
 TIMM_ATTENTION_POOL = Part(
     "attention pooling",
@@ -182,6 +178,31 @@ TIMM_ATTENTION_POOL = Part(
     keras_root="pooling/",
     key_root="attn_pool.",
     optional=True,
+)
+
+
+def timm_optional(name, *specs, **where):
+    """A part of timm's layout only some architectures have (the model's own weights decide whether it fits)."""
+    return Part(name, rows(*specs), optional=True, **where)
+
+
+# The architecture options (`VisionTransformer`'s class_token, num_register_tokens, pre_norm, patch_bias,
+# final_norm, fc_norm, layer_scale_init, qkv_bias).
+TIMM_OPTIONS = (
+    timm_optional("patch bias", ("patch_embedding/projection/bias", "patch_embed.proj.bias")),
+    timm_optional("class token", ("class_token/token", "cls_token")),
+    timm_optional("register tokens", ("register_tokens/token", "reg_token")),
+    timm_optional("pre-norm", ("norm_pre/gamma", "norm_pre.weight"), ("norm_pre/beta", "norm_pre.bias")),
+    timm_optional("encoder norm", ("encoder_norm/gamma", "norm.weight"), ("encoder_norm/beta", "norm.bias")),
+    timm_optional("fc norm", ("fc_norm/gamma", "fc_norm.weight"), ("fc_norm/beta", "fc_norm.bias")),
+    timm_optional("qkv bias", ("attention/qkv/bias", "attn.qkv.bias"), keras_root=BLOCKS, key_root="blocks.{i}."),
+    timm_optional(
+        "layer scale",
+        ("layer_scale1", "ls1.gamma"),
+        ("layer_scale2", "ls2.gamma"),
+        keras_root=BLOCKS,
+        key_root="blocks.{i}.",
+    ),
 )
 
 
@@ -208,7 +229,7 @@ TIMM = Layout(
     (
         TIMM_EMBEDDING,
         TIMM_BLOCKS,
-        TIMM_NORM,
+        *TIMM_OPTIONS,
         TIMM_ATTENTION_POOL,
         torch_dense("pre_logits", "pre_logits.fc"),
         torch_dense("head", "head"),

@@ -36,7 +36,7 @@ def hf_config(architecture, weights):
         "num_hidden_layers": architecture["num_layers"],
         "num_attention_heads": architecture["num_heads"],
         "intermediate_size": architecture["mlp_dim"],
-        "hidden_act": "gelu_pytorch_tanh" if architecture.get("gelu_approximate") else "gelu",
+        "hidden_act": "gelu_pytorch_tanh" if architecture.get("mlp_activation") == "gelu_tanh" else "gelu",
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
         "initializer_range": 0.02,

@@ -37,6 +37,7 @@ class Checkpoint:
         metadata: safetensors metadata and a neighbouring `config.json` (under `"config"`).
         path: the file it was read from.
         shape_facts: what the file's shapes say that the converted weights no longer show (`{"num_heads": 12}`).
+        no_embed_class: whether the position embedding covers the patches only (the model's `no_embed_class`).
     """
 
     weights: dict
@@ -45,6 +46,15 @@ class Checkpoint:
     metadata: dict
     path: str
     shape_facts: dict = dataclasses.field(default_factory=dict)
+    no_embed_class: bool = False
+
+    @property
+    def position_prefix(self):
+        """The position embedding's rows before the patches': one per class or register token it holds."""
+        if self.no_embed_class:
+            return 0
+        registers = self.weights.get("register_tokens/token")
+        return int("class_token/token" in self.weights) + (0 if registers is None else int(registers.shape[1]))
 
     def _config(self):
         config = self.metadata.get("config")
@@ -96,7 +106,7 @@ class Checkpoint:
         heads = self.num_heads(num_heads)
         grid = checkpoint_grid(self) if grid_size is None else grid_size
         try:
-            return architecture_of_weights(self.weights, heads, grid)
+            return architecture_of_weights(self.weights, heads, grid, self.position_prefix)
         except (KeyError, IndexError, ValueError) as error:
             raise CheckpointError(f"{self.path} ({self.layout}) is not a ViT keras_vit builds: {error}") from error
 
@@ -152,16 +162,17 @@ class Checkpoint:
         return None
 
 
-def architecture_of_weights(weights, num_heads, grid_size=None):
+def architecture_of_weights(weights, num_heads, grid_size=None, position_prefix=1):
     """The `VisionTransformer` arguments (input size open) of keras_vit-named weights, from their shapes.
 
     Args:
         weights: `{keras_vit variable path: array}`.
         num_heads: the attention heads (a fused `qkv` kernel does not show them).
         grid_size: `(rows, cols)` of the position embedding; None takes a square grid.
+        position_prefix: the position embedding's rows before the patches'.
     """
     patch_kernel = weights["patch_embedding/projection/kernel"]
-    positions = int(weights["position_embedding/embedding"].shape[1]) - 1
+    positions = int(weights["position_embedding/embedding"].shape[1]) - position_prefix
     if grid_size is None:
         side = math.isqrt(positions)
         if side * side != positions:
@@ -253,7 +264,7 @@ def load_checkpoint(path, format=None):
 
 def checkpoint_grid(checkpoint, info=None, target_grid=None):
     """The checkpoint's patch grid: the registry's, the file's, the model's if the rows fit it, else a square."""
-    patches = int(checkpoint.weights["position_embedding/embedding"].shape[1]) - 1
+    patches = int(checkpoint.weights["position_embedding/embedding"].shape[1]) - checkpoint.position_prefix
     pixels = pixels_per_token_of_weights(checkpoint.weights)  # a hybrid's tokens cover patch x ResNet stride
     grid = patch_grid((info.resolution, info.resolution), pixels) if info is not None else None
     grid = grid or checkpoint.declared_grid()
@@ -328,9 +339,10 @@ def _values_for(model, loading):
             continue
         value = remaining.pop(path)
         resample = path == "position_embedding/embedding" and source_grid != target_grid
-        if resample and value.ndim == 3 and value.shape[1] == 1 + source_grid[0] * source_grid[1]:
+        prefix = checkpoint.position_prefix
+        if resample and value.ndim == 3 and value.shape[1] == prefix + source_grid[0] * source_grid[1]:
             method, antialias = config["resample_method"], config["resample_antialias"]
-            value = resample_position_embedding(value, source_grid, target_grid, method=method, antialias=antialias)
+            value = resample_position_embedding(value, source_grid, target_grid, prefix, method, antialias)
             logger.info(f"Resampled the position embedding from {source_grid} to {target_grid} ({method}).")
         if tuple(value.shape) != shape:
             mismatched.append((path, tuple(value.shape), shape))
@@ -396,11 +408,12 @@ def prepare(config, weights, variant=None):
     source = sources.resolve_source(variant, weights, image_size=image_size)
     path, expected_format = sources.fetch(source)
     checkpoint = load_checkpoint(path, format=expected_format)
+    checkpoint.no_embed_class = config["no_embed_class"]
     source_grid = checkpoint_grid(checkpoint, source.info, None if open_size else config["embedding_grid"])
-    if checkpoint.format == "official" and not config["gelu_approximate"]:
+    if checkpoint.format == "official" and config["mlp_activation"] != "gelu_tanh":
         logger.info(
             f"{source.describe()} comes from the official JAX code, which uses tanh-approximate GELU; pass "
-            "gelu_approximate=True to match its outputs exactly (logits differ by ~1e-3)."
+            "mlp_activation='gelu_tanh' to match its outputs exactly (logits differ by ~1e-3)."
         )
     found = checkpoint.architecture(checkpoint.declared_heads() or config["num_heads"], source_grid)
     plan, representation_size = _plan_top(found, config, source.describe())

@@ -31,9 +31,11 @@ def layer_decay_multipliers(model, decay):
     (0.125, 0.25, 0.5)
     """
     validation.finite_float("decay", decay, minimum=0, maximum=1, include_minimum=False)
-    depth = find_vit(model).num_layers
-    embeddings = ("patch_embedding", "class_token", "position_embedding")
-    multipliers = {name: float(decay ** (depth + 1)) for name in embeddings}
+    vit = find_vit(model)
+    depth = vit.num_layers
+    embeddings = ("patch_embedding", "class_token", "register_tokens", "position_embedding")
+    names = {layer.name for layer in vit.layers}
+    multipliers = {name: float(decay ** (depth + 1)) for name in embeddings if name in names}
     multipliers.update({f"encoder_block_{index}": float(decay ** (depth - index)) for index in range(depth)})
     return multipliers
 
