@@ -120,7 +120,9 @@ def test_finetune_with_lora_trains_the_adapters_and_prints_the_count(monkeypatch
     out = str(tmp_path / "run")
     argv = ["finetune", "--lora", "2", "--steps", "2", "--epochs", "1", "--batch-size", "16", "--verbose", "0"]
     assert cli.main([*argv, "--out", out]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "--weights" in captured.err and captured.err.count("\n") == 1  # the one note: a random backbone
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     assert metrics["lora"] == 2 and 0 < metrics["trainable_parameters"] < metrics["parameters"]
     assert f"LoRA rank 2: trained {metrics['trainable_parameters']:,} of {metrics['parameters']:,}" in printed

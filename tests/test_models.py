@@ -78,6 +78,7 @@ def test_other_outputs_contract(tmp_path, arguments, output_shape):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(BACKEND != "torch", reason="the other backends' jit runs in test_classifier_contract")
 def test_torch_compile_traces_the_whole_model_as_one_graph():
     import torch

@@ -32,6 +32,9 @@ def run(args):
     from keras_vit.training.finetune import finetune
 
     settings = {key: value for key, value in vars(args).items() if key not in ("command", "run")}
+    if settings.get("lora") and settings.get("weights") is None and multihost.is_primary():
+        # Adapters on a random backbone train little: LoRA is for pretrained weights.
+        print("keras-vit finetune: note: --lora without --weights adapts a randomly initialised model", file=sys.stderr)
     if not sys.stdout.isatty():
         settings.setdefault("verbose", 2)  # a log file gets one line per epoch, not a progress bar's redraws
     metrics = finetune(**settings)
