@@ -27,8 +27,8 @@ TOLERANCE = 1e-4
 FAMILIES = (
     ("aimv2", "AIMv2"),
     ("beit3", "BEiT-3"),
-    ("dinov2", "DINOv2"),
-    ("siglip", "SigLIP"),
+    ("dinov2", "DINOv2 (and with registers)"),
+    ("siglip", "SigLIP / SigLIP 2"),
     ("clip", "CLIP"),
     ("radio", "RADIO"),
     ("tipsv2", "TIPSv2"),
@@ -38,7 +38,7 @@ FAMILIES = (
 
 
 def family(name):
-    return next((label for marker, label in FAMILIES if marker in name), "ViT, DeiT III, EVA, FlexiViT, others")
+    return next((label for marker, label in FAMILIES if marker in name), "ViT, EVA, FlexiViT, MIIL, others")
 
 
 def census():

@@ -39,7 +39,8 @@ UNSUPPORTED_TENSORS = (
     (".mlp.fc1_g.", "a SwiGLU MLP (AIMv2)"),
     (".attn.q_norm.", "query-key normalisation"),
     (".attn.norm.", "a norm inside the attention (BEiT-3)"),
-    (".attn.lambda_q1", "differential attention (timm's DiffAttention)"),
+    (".lambda_q1", "differential attention (timm's DiffAttention)"),
+    (".in_proj.", "parallel attention and MLP blocks (timm's ParallelScalingBlock)"),
     ("dist_token", "a distillation token (DeiT)"),
 )
 UNSUPPORTED_NAMES = (
