@@ -265,7 +265,7 @@ def serve_folder(directory):
 
 
 def timm_saved_like_the_hub(name, folder, **timm_arguments):
-    """timm's architecture `name` (depth 1, three patches a side, `timm_arguments`) with random weights, saved to
+    """timm's architecture `name` (depth 1, `timm_arguments`, by default three patches a side) with random weights, saved to
     `folder` as the Hub holds it: `model.safetensors` and timm's `config.json` without `model_args`. Returns the
     timm model, in eval mode."""
     import json
@@ -276,8 +276,10 @@ def timm_saved_like_the_hub(name, folder, **timm_arguments):
     timm = timm_reference.import_timm()
     from timm.models._hub import save_for_hf
 
-    patch = timm.create_model(name, pretrained=False, depth=1, **timm_arguments).patch_embed.patch_size[0]
-    model = timm.create_model(name, pretrained=False, depth=1, img_size=3 * patch, **timm_arguments)
+    if "img_size" not in timm_arguments:
+        patch = timm.create_model(name, pretrained=False, depth=1, **timm_arguments).patch_embed.patch_size[0]
+        timm_arguments["img_size"] = 3 * patch
+    model = timm.create_model(name, pretrained=False, depth=1, **timm_arguments)
     model = timm_reference.randomize_torch(model.eval())
     save_for_hf(model, folder, safe_serialization=True)
     config_path = os.path.join(folder, "config.json")

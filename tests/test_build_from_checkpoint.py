@@ -47,9 +47,9 @@ REFUSED = (
 )
 
 
-def saved(name, folder):
+def saved(name, folder, **timm_arguments):
     arguments = {} if name.startswith("test_vit") else SMALL
-    return pretrained_helpers.timm_saved_like_the_hub(name, str(folder), **arguments)
+    return pretrained_helpers.timm_saved_like_the_hub(name, str(folder), **arguments, **timm_arguments)
 
 
 def assert_close(actual, expected):
@@ -115,3 +115,18 @@ def test_sources_it_refuses(tmp_path):
     (tmp_path / "model.pth").write_bytes(b"\x80\x04pickle")
     with pytest.raises(CheckpointError, match="pickle"):
         build_from_checkpoint(tmp_path / "model.pth")
+
+
+def test_hub_handle_and_registry_tag(monkeypatch, tmp_path):
+    reference = saved("vit_base_patch16_224", tmp_path, img_size=224)  # the registry's files are at 224
+    images = images_for(reference)
+    expected = timm_reference.run_torch(reference, images)
+    requested = pretrained_helpers.fake_hub(monkeypatch, lambda repo, filename: str(tmp_path / filename))
+    from_hub = build_from_checkpoint("hf://timm/vit", include_preprocessing=False)
+    assert ("timm/vit", "config.json") in requested
+    assert_close(from_hub(images), expected)
+    variant = pretrained_helpers.register_variant(monkeypatch, "Ti/16", 128, 1, 2, 512, 16)
+    tagged = build_from_checkpoint(
+        "augreg_in21k_ft_in1k", variant, include_preprocessing=False, classifier_activation=None
+    )
+    assert_close(tagged(images), expected)
