@@ -11,7 +11,7 @@ from keras_vit.pretrained.export import model_weights, write_weights
 from tests import pretrained_helpers, timm_reference
 from tests.helpers import to_numpy
 
-SMALL = dict(embed_dim=128, num_heads=2)  # two 64-wide heads, timm's rule for a width that names no model
+SMALL = dict(embed_dim=128, num_heads=2, mlp_ratio=4.0)  # one shape for all: JAX compiles each shape once
 # One architecture per option signature among the 124 (class and register tokens, position embedding of the
 # prefix, pre-norm, pooling, fc_norm, final norm, layer scale, activation, qkv bias, epsilon, head).
 ARCHITECTURES = (
