@@ -265,9 +265,9 @@ def serve_folder(directory):
 
 
 def timm_saved_like_the_hub(name, folder, **timm_arguments):
-    """timm's architecture `name` (depth 1, `timm_arguments`, by default three patches a side) with random weights, saved to
-    `folder` as the Hub holds it: `model.safetensors` and timm's `config.json` without `model_args`. Returns the
-    timm model, in eval mode."""
+    """timm's architecture `name` (depth 1, `timm_arguments`, by default three patches a side) with random weights,
+    saved to `folder` as the Hub holds it: `model.safetensors` and timm's `config.json` without `model_args`.
+    Returns the timm model, in eval mode."""
     import json
     import os
 

@@ -56,7 +56,8 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
     The architecture is read from the tensors (class and register tokens, position embedding with or without the
     prefix tokens, pre-norm, biases, layer scale, final or pooled norm, MAP head, sizes, patch and grid) and from a
     timm `config.json` next to the file (its model name and `pretrained_cfg`). The model is built at the
-    checkpoint's image size and outputs what the checkpoint's own model does (logits: `classifier_activation=None`).
+    checkpoint's image size and outputs what the checkpoint's own model does (logits: `classifier_activation=None`;
+    an official `.npz` gets the JAX code's tanh GELU).
 
     Args:
         source: a `.safetensors` or `.npz` file, a `save_pretrained` folder, `"hf://org/repo[/file][@revision]"`,
