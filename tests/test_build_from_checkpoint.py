@@ -125,7 +125,9 @@ def test_hub_handle_and_registry_tag(monkeypatch, tmp_path):
     from_hub = build_from_checkpoint("hf://timm/vit", include_preprocessing=False)
     assert ("timm/vit", "config.json") in requested
     assert_close(from_hub(images), expected)
-    variant = pretrained_helpers.register_variant(monkeypatch, "Ti/16", 128, 1, 2, 512, 16)
+    variant = pretrained_helpers.register_variant(
+        monkeypatch, "Ti/16", hidden_dim=128, num_layers=1, mlp_dim=512, patch_size=16
+    )
     tagged = build_from_checkpoint(
         "augreg_in21k_ft_in1k", variant, include_preprocessing=False, classifier_activation=None
     )
