@@ -262,3 +262,30 @@ def serve_folder(directory):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def timm_saved_like_the_hub(name, folder, **timm_arguments):
+    """timm's architecture `name` (depth 1, `timm_arguments`, by default three patches a side) with random weights,
+    saved to `folder` as the Hub holds it: `model.safetensors` and timm's `config.json` without `model_args`.
+    Returns the timm model, in eval mode."""
+    import json
+    import os
+
+    from tests import timm_reference
+
+    timm = timm_reference.import_timm()
+    from timm.models._hub import save_for_hf
+
+    if "img_size" not in timm_arguments:
+        patch = timm.create_model(name, pretrained=False, depth=1, **timm_arguments).patch_embed.patch_size[0]
+        timm_arguments["img_size"] = 3 * patch
+    model = timm.create_model(name, pretrained=False, depth=1, **timm_arguments)
+    model = timm_reference.randomize_torch(model.eval())
+    save_for_hf(model, folder, safe_serialization=True)
+    config_path = os.path.join(folder, "config.json")
+    with open(config_path) as handle:
+        config = json.load(handle)
+    config.pop("model_args", None)  # the Hub's configs name the architecture only
+    with open(config_path, "w") as handle:
+        json.dump(config, handle)
+    return model

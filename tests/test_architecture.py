@@ -156,7 +156,7 @@ def test_no_library_function_is_longer_than_80_lines():
 PUBLIC = {
     "keras_vit.models": ("VisionTransformer", "find_vit"),
     "keras_vit.models.metadata": ("ClassNames", "class_names", "find_vit", "load_classifier", "top_classes"),
-    "keras_vit.pretrained": ("build_pretrained", "load_checkpoint", "available_tags"),
+    "keras_vit.pretrained": ("build_from_checkpoint", "load_checkpoint", "available_tags"),
     "keras_vit.pretrained.export": ("export_weights", "convert_checkpoint", "write_weights"),
     "keras_vit.inspection": ("attention_maps", "attention_rollout", "mean_attention_distance", "write_report"),
     "keras_vit.deploy": ("export", "load_artefact"),

@@ -46,13 +46,13 @@ def _hf_outputs(hf, images):
         return hf(torch.from_numpy(images.transpose(0, 3, 1, 2)))
 
 
-@pytest.mark.parametrize("route", ["build_pretrained", "constructor", "custom_size"])
+@pytest.mark.parametrize("route", ["build_from_checkpoint", "constructor", "custom_size"])
 def test_hf_parity(monkeypatch, tmp_path, route):
-    name = "hidden48_patch16_img48" if route == "build_pretrained" else "hidden32_patch8_img32"
+    name = "hidden48_patch16_img48" if route == "build_from_checkpoint" else "hidden32_patch8_img32"
     variant, hf, directory, size, classes = _setup(monkeypatch, tmp_path, name)
     kwargs = dict(weights=directory, input_shape=(size, size, 3), classes=classes, classifier_activation=None)
-    if route == "build_pretrained":
-        model = pretrained.build_pretrained(variant, **kwargs)
+    if route == "build_from_checkpoint":
+        model = pretrained.build_from_checkpoint(kwargs.pop("weights"), architecture=variant, **kwargs)
     elif route == "constructor":  # the constructors' weights= goes through applications to the loader
         ph.register_variant(monkeypatch, name="Ti/16", **CONFIGS[name][0])
         model = keras_vit.ViTTi16(**kwargs)
@@ -72,9 +72,9 @@ def test_hf_parity_at_another_resolution(monkeypatch, tmp_path, shape):
     expected = ph.hf_logits(hf, x, interpolate=True)
     # Resampled at load, and (an open input size) at call time to each image's grid.
     for input_shape in (shape + (3,), (None, None, 3)):
-        model = pretrained.build_pretrained(
-            variant,
+        model = pretrained.build_from_checkpoint(
             directory,
+            architecture=variant,
             input_shape=input_shape,
             classes=classes,
             classifier_activation=None,
@@ -87,13 +87,18 @@ def test_hf_vit_model_pooler_is_pre_logits(monkeypatch, tmp_path, caplog):
     variant, hf, directory, size, _ = _setup(monkeypatch, tmp_path, classifier=False, pooler=True)
     x = ph.images((2, size, size, 3), seed=2)
     result = _hf_outputs(hf, x)
-    kept = pretrained.build_pretrained(
-        variant, directory, input_shape=(size, size, 3), include_top=False, pooling="token", representation_size=32
+    kept = pretrained.build_from_checkpoint(
+        directory,
+        architecture=variant,
+        input_shape=(size, size, 3),
+        include_top=False,
+        pooling="token",
+        representation_size=32,
     )
     np.testing.assert_allclose(ph.outputs(kept, x), result.pooler_output.numpy(), atol=TOL, rtol=0)
     with caplog.at_level(logging.WARNING, logger="keras_vit.pretrained"):
-        tokens = pretrained.build_pretrained(
-            variant, directory, input_shape=(size, size, 3), include_top=False, return_sequence=True
+        tokens = pretrained.build_from_checkpoint(
+            directory, architecture=variant, input_shape=(size, size, 3), include_top=False, return_sequence=True
         )
     assert "Dropping the pre_logits" in caplog.text
     assert "pre_logits" not in [layer.name for layer in tokens.layers]
@@ -105,8 +110,8 @@ def test_keras_hub_backbone_agrees(monkeypatch, tmp_path):
     variant, _, directory, size, _ = _setup(monkeypatch, tmp_path)
     x = ph.images((2, size, size, 3), seed=4)
     theirs = keras.ops.convert_to_numpy(keras_hub.models.ViTBackbone.from_preset(directory)(x))
-    tokens = pretrained.build_pretrained(
-        variant, directory, input_shape=(size, size, 3), include_top=False, return_sequence=True
+    tokens = pretrained.build_from_checkpoint(
+        directory, architecture=variant, input_shape=(size, size, 3), include_top=False, return_sequence=True
     )
     np.testing.assert_allclose(ph.outputs(tokens, x), theirs, atol=TOL, rtol=0)
 
@@ -117,8 +122,8 @@ def test_official_npz_layouts(monkeypatch, tmp_path, layout):
     variant, hf, _, size, classes = _setup(monkeypatch, tmp_path, zero_class_position=zero_class_position)
     state = ph.hf_to_official_state(ph.hf_state(hf), num_heads=2, layout=layout)
     path = ph.write_npz(tmp_path / f"{layout}.npz", state)
-    model = pretrained.build_pretrained(
-        variant, path, input_shape=(size, size, 3), classes=classes, classifier_activation=None
+    model = pretrained.build_from_checkpoint(
+        path, architecture=variant, input_shape=(size, size, 3), classes=classes, classifier_activation=None
     )
     x = ph.images((2, size, size, 3), seed=5)
     np.testing.assert_allclose(ph.outputs(model, x), ph.hf_logits(hf, x), atol=TOL, rtol=0)
@@ -129,12 +134,17 @@ def test_official_npz_with_pre_logits_and_zero_head(monkeypatch, tmp_path, caplo
     variant, hf, _, size, _ = _setup(monkeypatch, tmp_path, classifier=False, pooler=True)
     path = ph.write_npz(tmp_path / "in21k.npz", ph.hf_to_official_state(ph.hf_state(hf), 2, zero_head_classes=11))
     x = ph.images((2, size, size, 3), seed=6)
-    backbone = pretrained.build_pretrained(
-        variant, path, input_shape=(size, size, 3), include_top=False, pooling="token", representation_size=32
+    backbone = pretrained.build_from_checkpoint(
+        path,
+        architecture=variant,
+        input_shape=(size, size, 3),
+        include_top=False,
+        pooling="token",
+        representation_size=32,
     )
     np.testing.assert_allclose(ph.outputs(backbone, x), _hf_outputs(hf, x).pooler_output.numpy(), atol=TOL, rtol=0)
     with caplog.at_level(logging.WARNING, logger="keras_vit.pretrained"):
-        full = pretrained.build_pretrained(variant, path, input_shape=(size, size, 3), classes=11)
+        full = pretrained.build_from_checkpoint(path, architecture=variant, input_shape=(size, size, 3), classes=11)
     assert "Keeping the pre_logits" in caplog.text
     assert full.get_layer("pre_logits").units == 32
 
@@ -144,8 +154,8 @@ def test_timm_safetensors_in_float32_and_bfloat16(monkeypatch, tmp_path):
     variant, hf, _, size, classes = _setup(monkeypatch, tmp_path, name="hidden48_patch16_img48")
     state = ph.hf_to_timm_state(ph.hf_state(hf))
     path = ph.write_safetensors(tmp_path / "model.safetensors", state)
-    model = pretrained.build_pretrained(
-        variant, path, input_shape=(size, size, 3), classes=classes, classifier_activation=None
+    model = pretrained.build_from_checkpoint(
+        path, architecture=variant, input_shape=(size, size, 3), classes=classes, classifier_activation=None
     )
     x = ph.images((2, size, size, 3), seed=7)
     np.testing.assert_allclose(ph.outputs(model, x), ph.hf_logits(hf, x), atol=TOL, rtol=0)
@@ -174,7 +184,9 @@ def test_round_trip_is_bit_identical(monkeypatch, tmp_path, format, representati
     target = str(tmp_path / {"timm": "vit.safetensors", "hf": "hf_dir", "official": "vit.npz"}[format])
     pretrained.export_weights(model, target, format)
     assert os.listdir(tmp_path) == [os.path.basename(target)]
-    reloaded = pretrained.build_pretrained(variant, target, input_shape=(32, 24, 3), classes=5, **kwargs)
+    reloaded = pretrained.build_from_checkpoint(
+        target, architecture=variant, input_shape=(32, 24, 3), classes=5, **kwargs
+    )
     again = ph.keras_weights(reloaded)
     for name, value in ph.keras_weights(model).items():
         np.testing.assert_array_equal(again.pop(name), value, err_msg=name)
@@ -228,7 +240,9 @@ def test_loader_resamples_position_embedding(monkeypatch, tmp_path, patch, sourc
     model = _random_model(variant, (source[0] * patch, source[1] * patch))
     path = pretrained.export_weights(model, tmp_path / "vit.safetensors", "timm")
     input_shape = (target[0] * patch, target[1] * patch, 3)
-    loaded = pretrained.build_pretrained(variant, path, input_shape=input_shape, resample_method=method)
+    loaded = pretrained.build_from_checkpoint(
+        path, architecture=variant, input_shape=input_shape, resample_method=method
+    )
     original = ph.keras_weights(model)["position_embedding/embedding"]
     resampled = ph.keras_weights(loaded)["position_embedding/embedding"]
     official = _official_reference(original, source, target)
@@ -237,7 +251,9 @@ def test_loader_resamples_position_embedding(monkeypatch, tmp_path, patch, sourc
         np.testing.assert_allclose(resampled, expected, atol=1e-6, rtol=0)
         assert np.abs(resampled - official).max() > 1e-3
         with pytest.raises(ValueError, match="resample_method"):
-            pretrained.build_pretrained(variant, path, input_shape=input_shape, resample_method="nearest")
+            pretrained.build_from_checkpoint(
+                path, architecture=variant, input_shape=input_shape, resample_method="nearest"
+            )
     else:
         np.testing.assert_allclose(resampled, official, atol=1e-6, rtol=0)
     if source == target:
@@ -251,13 +267,17 @@ def test_loader_resamples_position_embedding(monkeypatch, tmp_path, patch, sourc
 def test_a_new_head_is_zero_and_logged(monkeypatch, tmp_path, caplog, classifier):
     variant, _, directory, size, _ = _setup(monkeypatch, tmp_path, classifier=classifier)
     with caplog.at_level(logging.WARNING, logger="keras_vit.pretrained"):
-        model = pretrained.build_pretrained(variant, directory, input_shape=(size, size, 3), classes=3)
+        model = pretrained.build_from_checkpoint(
+            directory, architecture=variant, input_shape=(size, size, 3), classes=3
+        )
     assert ("classes=3 differs from the 5 classes" if classifier else "has no classification head") in caplog.text
     weights = ph.keras_weights(model)
     assert weights["head/kernel"].shape == (32, 3)
     assert not weights["head/kernel"].any() and not weights["head/bias"].any()
     # The backbone is the pretrained one.
-    backbone = pretrained.build_pretrained(variant, directory, input_shape=(size, size, 3), include_top=False)
+    backbone = pretrained.build_from_checkpoint(
+        directory, architecture=variant, input_shape=(size, size, 3), include_top=False
+    )
     for name, value in ph.keras_weights(backbone).items():
         np.testing.assert_array_equal(weights[name], value)
 
@@ -269,12 +289,12 @@ def test_wrong_architecture_is_reported_in_full(monkeypatch, tmp_path):
     _, _, directory, _, _ = _setup(monkeypatch, tmp_path, name="hidden48_patch16_img48")
     variant = ph.register_variant(monkeypatch)  # hidden 32, patch 8
     with pytest.raises(pretrained.CheckpointError) as info:
-        pretrained.build_pretrained(variant, directory, input_shape=(48, 48, 3), classes=7)
+        pretrained.build_from_checkpoint(directory, architecture=variant, input_shape=(48, 48, 3), classes=7)
     assert "hidden 48" in str(info.value)
     assert ("patch_embedding/projection/kernel", (16, 16, 3, 48), (8, 8, 3, 32)) in info.value.mismatched
     ph.register_variant(monkeypatch, hidden_dim=48, num_layers=1, num_heads=4, mlp_dim=96, patch_size=16)
     with pytest.raises(pretrained.CheckpointError) as info:
-        pretrained.build_pretrained(variant, directory, input_shape=(48, 48, 3), classes=7)
+        pretrained.build_from_checkpoint(directory, architecture=variant, input_shape=(48, 48, 3), classes=7)
     assert "encoder_block_1/attention/qkv/kernel" in info.value.unexpected
 
 
@@ -285,7 +305,7 @@ def test_missing_and_unexpected_tensors_are_named(monkeypatch, tmp_path):
     state["blocks.0.adapter.weight"] = np.ones(32, "float32")  # a tensor no layout describes
     path = ph.write_safetensors(tmp_path / "broken.safetensors", state)
     with pytest.raises(pretrained.CheckpointError) as info:
-        pretrained.build_pretrained(variant, path, input_shape=(size, size, 3), classes=classes)
+        pretrained.build_from_checkpoint(path, architecture=variant, input_shape=(size, size, 3), classes=classes)
     assert info.value.missing == ["blocks.1.mlp.fc2.bias"]
     assert info.value.unexpected == ["blocks.0.adapter.weight"]
 

@@ -189,6 +189,7 @@ def architecture_of_weights(weights, num_heads, grid_size=None, position_prefix=
     stages = embedding_stages(weights)
     head = weights.get("head/kernel")
     pre_logits = weights.get("pre_logits/kernel")
+    registers = weights.get("register_tokens/token")
     first_kernel = weights[ROOT_KERNEL] if stages is not None else patch_kernel
     return dict(
         patch_size=tuple(int(size) for size in patch_kernel.shape[:2]),
@@ -203,6 +204,15 @@ def architecture_of_weights(weights, num_heads, grid_size=None, position_prefix=
         include_top=head is not None,
         classes=None if head is None else int(head.shape[-1]),
         representation_size=None if pre_logits is None else int(pre_logits.shape[-1]),
+        class_token="class_token/token" in weights,
+        num_register_tokens=0 if registers is None else int(registers.shape[1]),
+        pre_norm="norm_pre/gamma" in weights,
+        patch_bias="patch_embedding/projection/bias" in weights,
+        qkv_bias="encoder_block_0/attention/qkv/bias" in weights,
+        # The initial value only starts training: loading replaces it.
+        layer_scale_init=1e-5 if "encoder_block_0/layer_scale1" in weights else None,
+        final_norm="encoder_norm/gamma" in weights or "fc_norm/gamma" in weights,
+        fc_norm="fc_norm/gamma" in weights,
     )
 
 

@@ -6,8 +6,10 @@ fails fast; `fetch` then brings the file into a cache.
 
 import dataclasses
 import os
+import posixpath
 
 from keras_vit.pretrained import download, registry
+from keras_vit.pretrained.errors import DownloadError
 
 HUB_SCHEME = "hf://"
 
@@ -85,7 +87,14 @@ def fetch(source):
     if source.kind == "file":
         return source.path, None
     if source.kind == "hub":
-        return download.hf_download(source.repo_id, source.filename, source.revision), None
+        path = download.hf_download(source.repo_id, source.filename, source.revision)
+        try:  # into the same snapshot folder, where the reader finds it next to the weights
+            download.hf_download(
+                source.repo_id, posixpath.join(posixpath.dirname(source.filename), "config.json"), source.revision
+            )
+        except DownloadError:
+            pass  # a config only adds what the tensors do not say
+        return path, None
     if source.kind == "url":
         return download.download_url(source.path), None
     return download.hf_download(source.info.hub_repo, source.info.hub_filename), source.info.format

@@ -1,0 +1,230 @@
+"""`build_from_checkpoint`: the `VisionTransformer` a checkpoint holds, read from its tensors and timm's config.
+
+The tensors tell most of the architecture (`loader.architecture_of_weights`); what they cannot tell (the MLP
+activation, the LayerNorm epsilon, the heads of a fused projection) comes from the timm model name, by the
+patterns below, taken from timm's model definitions.
+"""
+
+import fnmatch
+import json
+import logging
+import math
+import os
+
+import keras
+
+from keras_vit.models import variants
+from keras_vit.models.vit import VisionTransformer
+from keras_vit.pretrained import loader, sources
+from keras_vit.pretrained.errors import CheckpointError
+
+logger = logging.getLogger("keras_vit.pretrained")
+
+# timm model-name patterns and what their definitions fix that the tensors do not show; the first match of each
+# key wins.
+TIMM_NAME_RULES = (
+    ("*_quickgelu_*", dict(mlp_activation="quick_gelu")),
+    ("vit_base_patch32_siglip_*", dict(mlp_activation="gelu_tanh")),
+    ("vit_large_patch16_siglip_512", dict(mlp_activation="gelu_tanh")),
+    ("vit_large_patch16_siglip_gap_512", dict(mlp_activation="gelu_tanh")),
+    ("vit_so400m_patch16_siglip_*", dict(mlp_activation="gelu_tanh")),
+    ("vit_giantopt_patch16_siglip_*", dict(mlp_activation="gelu_tanh")),
+    ("*_clip_*", dict(layer_norm_epsilon=1e-5)),
+    ("test_vit*", dict(head_dim=32)),
+)
+# Hidden sizes whose heads are not 64 wide: SigLIP so400m (72) and ViT-H (80).
+WIDE_HEADS = {1152: 16, 1280: 16}
+# Architectures keras_vit does not build, by the tensors that show them or, where none do, by name.
+UNSUPPORTED_TENSORS = (
+    (".mlp.fc1_g.", "a SwiGLU MLP (AIMv2)"),
+    (".attn.q_norm.", "query-key normalisation"),
+    (".attn.norm.", "a norm inside the attention (BEiT-3)"),
+    (".lambda_q1", "differential attention (timm's DiffAttention)"),
+    (".in_proj.", "parallel attention and MLP blocks (timm's ParallelScalingBlock)"),
+    ("dist_token", "a distillation token (DeiT)"),
+)
+UNSUPPORTED_NAMES = (
+    ("*_rpn_*", "post-norm residual blocks (timm's ResPostBlock)"),
+    ("test_vit3", "attention pooling over the prefix tokens (timm's pool_include_prefix)"),
+)
+TIMM_POOLING = {"token": "token", "avg": "gap", "max": "max", "map": "map", "": None}
+
+
+def build_from_checkpoint(source, architecture=None, **constructor_keywords):
+    """The `keras_vit.VisionTransformer` a checkpoint holds, with its weights (all or nothing).
+
+    The architecture is read from the tensors (class and register tokens, position embedding with or without the
+    prefix tokens, pre-norm, biases, layer scale, final or pooled norm, MAP head, sizes, patch and grid) and from a
+    timm `config.json` next to the file (its model name and `pretrained_cfg`). The model is built at the
+    checkpoint's image size and outputs what the checkpoint's own model does (logits: `classifier_activation=None`;
+    an official `.npz` gets the JAX code's tanh GELU).
+
+    Args:
+        source: a `.safetensors` or `.npz` file, a `save_pretrained` folder, `"hf://org/repo[/file][@revision]"`,
+            or, with `architecture` a variant, a checkpoint tag (see `available_tags`).
+        architecture: None; a timm model name (e.g. `"vit_base_patch16_clip_quickgelu_224"`) for what the tensors
+            cannot tell where no `config.json` names it; or a keras_vit variant (`"B/16"`), which builds
+            `VisionTransformer(**VARIANTS[architecture], weights=source)`.
+        **constructor_keywords: other arguments of `keras_vit.VisionTransformer`, over those read.
+
+    Returns:
+        The `VisionTransformer` with the checkpoint's weights.
+
+    Raises:
+        ValueError: `source` names no file, folder or Hub repository (a tag needs a variant).
+        DownloadError: the file cannot be fetched.
+        CheckpointError: an unreadable file, an architecture keras_vit does not build, or a mismatch.
+
+    Example:
+
+    >>> model = build_from_checkpoint("timm_dinov2/model.safetensors")  # doctest: +SKIP
+    """
+    if architecture in variants.VARIANTS:
+        return VisionTransformer(**variants.VARIANTS[architecture], weights=source, **constructor_keywords)
+    text = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
+    if not (text.startswith(sources.HUB_SCHEME) or "://" in text or os.path.exists(text)):
+        raise ValueError(
+            f"`source` must be a checkpoint file, a folder or 'hf://org/repo'; a checkpoint tag needs "
+            f"architecture=<variant>, e.g. architecture='B/16'. Received: source={source!r}"
+        )
+    path, _ = sources.fetch(sources.resolve_source(None, text))
+    timm_config = _timm_config(path)
+    name = architecture or timm_config.get("architecture") or ""
+    for pattern, what in UNSUPPORTED_NAMES:
+        if fnmatch.fnmatchcase(name, pattern):
+            raise CheckpointError(f"{text} ({name}) has {what}, which keras_vit does not build. Nothing was loaded.")
+    try:
+        checkpoint = loader.load_checkpoint(path)
+    except CheckpointError as error:
+        for marker, what in UNSUPPORTED_TENSORS:
+            found = [key for key in error.unexpected if marker in key]
+            if found:
+                raise CheckpointError(
+                    f"{text} has {what} ({found[0]}), which keras_vit does not build. Nothing was loaded."
+                ) from None
+        raise
+    heads = constructor_keywords.get("num_heads")
+    arguments = dict(_arguments(checkpoint, name, timm_config, heads), **constructor_keywords)
+    _warn_on_normalisation(timm_config, arguments)
+    del checkpoint  # the constructor reads the file again; one copy of the tensors at a time
+    return VisionTransformer(**arguments, weights=path)
+
+
+def _timm_config(path):
+    """The `config.json` timm writes next to its weights (model name, `pretrained_cfg`), or `{}`."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    try:
+        with open(os.path.join(folder, "config.json")) as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) and "architecture" in config else {}
+
+
+def _named(name):
+    """What timm's definition of the model `name` fixes that the tensors do not show."""
+    found = {}
+    for pattern, values in TIMM_NAME_RULES:
+        if fnmatch.fnmatchcase(name, pattern):
+            for key, value in values.items():
+                found.setdefault(key, value)
+    return found
+
+
+def _num_heads(checkpoint, hidden_dim, named, timm_config):
+    """The heads the file declares, else timm's `model_args`, else timm's rule (64-wide heads but the wide sizes)."""
+    declared = checkpoint.declared_heads() or (timm_config.get("model_args") or {}).get("num_heads")
+    if declared:
+        return declared
+    head_dim = named.get("head_dim", 64)
+    heads = WIDE_HEADS.get(hidden_dim) if "head_dim" not in named else None
+    if heads is None and hidden_dim % head_dim:
+        raise CheckpointError(
+            f"{checkpoint.path} fuses its attention heads and nothing says how many (hidden size {hidden_dim}): "
+            "pass num_heads or architecture=<timm model name>."
+        )
+    return heads or hidden_dim // head_dim
+
+
+def _embedding_layout(checkpoint, declared_grid):
+    """`(no_embed_class, grid)`: whether the position embedding leaves out the prefix tokens, and its patch grid.
+
+    The declared grid where it fits the rows, else the reading whose patch rows make a square (prefix covered first).
+    """
+    checkpoint.no_embed_class = False
+    prefix = checkpoint.position_prefix
+    rows = int(checkpoint.weights["position_embedding/embedding"].shape[1])
+    for declared in (True, False) if declared_grid else (False,):
+        for no_embed_class in (False, True) if prefix else (False,):
+            patches = rows if no_embed_class else rows - prefix
+            side = math.isqrt(max(patches, 0))
+            grid = declared_grid if declared else (side, side)
+            if patches > 0 and grid[0] * grid[1] == patches:
+                checkpoint.no_embed_class = no_embed_class
+                return no_embed_class, grid
+    raise CheckpointError(
+        f"{checkpoint.path}: the position embedding's {rows} rows fit no square patch grid with {prefix} prefix "
+        "tokens or without them: pass input_shape."
+    )
+
+
+def _declared_grid(checkpoint, timm_config):
+    grid = checkpoint.declared_grid()
+    input_size = (timm_config.get("pretrained_cfg") or {}).get("input_size")
+    if grid is None and isinstance(input_size, (list, tuple)) and len(input_size) == 3:
+        pixels = loader.pixels_per_token_of_weights(checkpoint.weights)
+        grid = (int(input_size[1]) // pixels[0], int(input_size[2]) // pixels[1])
+    return grid
+
+
+def _pooling(found, weights, timm_config):
+    """timm's `global_pool` when the config says it, else what the tensors imply (its default rule)."""
+    if timm_config.get("global_pool") in TIMM_POOLING:
+        return TIMM_POOLING[timm_config["global_pool"]]
+    if "pooling/latent" in weights:
+        return "map"
+    return "gap" if found["fc_norm"] or not found["class_token"] else "token"
+
+
+def _arguments(checkpoint, name, timm_config, num_heads=None):
+    """The `VisionTransformer` arguments of the checkpoint, read from its tensors, config and model name."""
+    named = _named(name)
+    if not name and checkpoint.format == "timm":
+        logger.info(
+            f"{checkpoint.path} does not name its timm model: GELU and LayerNorm epsilon 1e-6 assumed; pass "
+            "architecture=<timm model name> for CLIP (epsilon 1e-5), QuickGELU or tanh-GELU models."
+        )
+    hidden_dim = int(checkpoint.weights["patch_embedding/projection/kernel"].shape[-1])
+    heads = num_heads or _num_heads(checkpoint, hidden_dim, named, timm_config)
+    no_embed_class, grid = _embedding_layout(checkpoint, _declared_grid(checkpoint, timm_config))
+    found = checkpoint.architecture(heads, grid)
+    pixels = loader.pixels_per_token_of_weights(checkpoint.weights)
+    height, width = grid[0] * pixels[0], grid[1] * pixels[1]
+    channels = found.pop("input_shape")[-1]
+    first_channels = keras.config.image_data_format() == "channels_first"
+    arguments = dict(
+        found,
+        input_shape=(channels, height, width) if first_channels else (height, width, channels),
+        pooling=_pooling(found, checkpoint.weights, timm_config),
+        no_embed_class=no_embed_class,
+        classifier_activation=None,
+        layer_norm_epsilon=named.get("layer_norm_epsilon", 1e-6),
+        # The official JAX code uses tanh-approximate GELU.
+        mlp_activation=named.get("mlp_activation", "gelu_tanh" if checkpoint.format == "official" else "gelu"),
+    )
+    if checkpoint.format == "timm":
+        # timm's `resample_abs_pos_embed`, for images of another size.
+        arguments.update(resample_method="bicubic", resample_antialias=True)
+    arguments.pop("embedding_grid")
+    return arguments
+
+
+def _warn_on_normalisation(timm_config, arguments):
+    pretrained_cfg = timm_config.get("pretrained_cfg") or {}
+    mean, std = pretrained_cfg.get("mean"), pretrained_cfg.get("std")
+    if arguments.get("include_preprocessing", True) and mean and (set(mean) != {0.5} or set(std or ()) != {0.5}):
+        logger.warning(
+            f"This checkpoint was trained on pixels normalised with mean {tuple(mean)} and std {tuple(std)}, but the "
+            "model's built-in scaling maps [0, 255] to [-1, 1]: pass include_preprocessing=False and normalise "
+            "the images yourself."
+        )
