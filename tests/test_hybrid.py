@@ -12,11 +12,7 @@ from keras_vit import models
 from keras_vit.pretrained import converters, io, loader, registry
 from tests import pretrained_helpers as ph
 from tests import timm_reference
-from tests.helpers import (
-    BACKEND,
-    run_model_test,
-    to_numpy,
-)
+from tests.helpers import BACKEND, run_model_test, to_numpy
 
 # A hybrid small enough for every backend: two stages (output stride 8), 32 px images.
 TINY = dict(resnet_stages=(1, 1), resnet_width=32, patch_size=1, hidden_dim=64, num_layers=2, num_heads=4, mlp_dim=128)

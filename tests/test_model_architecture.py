@@ -28,7 +28,7 @@ def _rebuilt(model):
     return rebuilt
 
 
-def test_a_named_constructor_describes_its_architecture_and_from_config_rebuilds_it():
+def test_a_named_constructor_describes_its_architecture_and_the_grid_rule():
     with keras.StatelessScope(initialize_variables=False):
         model = keras_vit.ViTB16(weights=None)
         config = model.get_config()
@@ -39,7 +39,18 @@ def test_a_named_constructor_describes_its_architecture_and_from_config_rebuilds
     assert config["input_shape"] == (224, 224, 3) and config["classes"] == 1000 and config["pooling"] == "token"
     assert "input_tensor" not in config and "weights" not in config
     assert rebuilt.count_params() == model.count_params() == 86_567_656
-    assert model.num_layers == 12 and model.embedding_grid == (14, 14)
+    assert model.num_layers == 12 and model.embedding_grid == (14, 14) and model.pixels_per_token == (16, 16)
+    # The grid rule: a fixed input size's grid, else `embedding_grid`, else 224 px's.
+    plain = VisionTransformer(**TINY, input_shape=(24, 40, 3), classes=7)
+    assert plain.embedding_grid == (3, 5) and plain.pixels_per_token == (8, 8)
+    # The hybrid's root divides by 4, its second stage by 2 more: 8 px per token, a 4x4 grid at 32 px.
+    with keras.StatelessScope(initialize_variables=False):
+        hybrid = VisionTransformer(
+            **{**TINY, "patch_size": 1}, resnet_stages=(1, 1), resnet_width=32, input_shape=(32, 32, 3)
+        )
+    assert hybrid.pixels_per_token == (8, 8) and hybrid.embedding_grid == (4, 4)
+    any_size = VisionTransformer(**TINY, include_top=False)
+    assert any_size.embedding_grid == (28, 28) and any_size.default_image_size == (224, 224)
 
 
 @pytest.mark.parametrize(
@@ -63,19 +74,6 @@ def test_from_config_rebuilds_the_same_model(arguments):
     # Each argument is also an attribute ("avg" is kept as the pooling it names).
     assert model.num_heads == 2 and model.pooling == rebuilt.pooling
     assert model.get_config()["pooling"] == {"avg": "gap"}.get(arguments.get("pooling"), model.pooling)
-
-
-def test_the_grid_rule_and_pixels_per_token():
-    plain = VisionTransformer(**TINY, input_shape=(24, 40, 3), classes=7)
-    assert plain.embedding_grid == (3, 5) and plain.pixels_per_token == (8, 8)
-    # The hybrid's root divides by 4, its second stage by 2 more: 8 px per token, a 4x4 grid at 32 px.
-    with keras.StatelessScope(initialize_variables=False):
-        hybrid = VisionTransformer(
-            **{**TINY, "patch_size": 1}, resnet_stages=(1, 1), resnet_width=32, input_shape=(32, 32, 3)
-        )
-    assert hybrid.pixels_per_token == (8, 8) and hybrid.embedding_grid == (4, 4)
-    any_size = VisionTransformer(**TINY, include_top=False)
-    assert any_size.embedding_grid == (28, 28) and any_size.default_image_size == (224, 224)
 
 
 def test_forward_intermediates_of_a_ti16_gives_every_block():

@@ -13,7 +13,7 @@ from keras_vit.utils import keras_compat, validation
 
 POOLING_MODES = ("token", "gap", "max", "map")
 # The locals of `VisionTransformer.__init__` that are not its config.
-NOT_ARCHITECTURE = ("self", "__class__", "weights", "input_tensor", "dtype", "name", "kwargs")
+NOT_CONFIG = ("self", "__class__", "weights", "input_tensor", "dtype", "name", "kwargs")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -129,8 +129,8 @@ class VisionTransformer(keras.Model):
         name="vision_transformer",
         **kwargs,
     ):
-        # The config is the constructor's arguments, checked, but those that name no part of the architecture.
-        arguments = {key: value for key, value in locals().items() if key not in NOT_ARCHITECTURE}
+        # The config is the constructor's arguments, checked, but the weights, input tensor, dtype and name.
+        arguments = {key: value for key, value in locals().items() if key not in NOT_CONFIG}
         arguments["input_shape"] = _input_shape(input_shape, input_tensor, include_top is True)
         config = _checked_config(arguments)
         config, checkpoint = _read_weights(config, weights)
