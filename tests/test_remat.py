@@ -1,5 +1,4 @@
-"""Rematerialization (`remat=True`): the same loss, gradients and training as without it, the block really
-recomputed in the backward pass, and the setting kept in configs and saved models."""
+"""`remat=True`: the same loss, gradients and training as without it, the block really recomputed."""
 
 import collections
 import gc
@@ -15,6 +14,7 @@ from tests.helpers import (
     import_tensorflow_if_installed,
     random_inputs,
     randomize_weights,
+    run_model_saving_test,
     to_numpy,
     trainable_gradients,
 )
@@ -44,8 +44,6 @@ def _assign(model, values):
     ids=["deterministic", "dropout", "mixed_bfloat16"],
 )
 def test_remat_gives_the_same_loss_and_gradients(policy, options):
-    # Under mixed precision the backward pass must recompute each block as the forward pass ran it, float32
-    # weights read as bfloat16 (torch refuses a float32 recomputation).
     keras.config.set_dtype_policy(policy)
     try:
         plain, remat = _pair(**options)
@@ -63,14 +61,12 @@ def test_remat_gives_the_same_loss_and_gradients(policy, options):
         _assign(model, states)  # the forward pass advanced the seed generators
         keras.utils.set_random_seed(2)
         gradients.append(trainable_gradients(model, inputs))
-    # The same bfloat16 arithmetic may be fused differently by XLA: equal to bfloat16's resolution.
     assert abs(losses[0] - losses[1]) <= (1e-5 if policy == "float32" else 1e-2)
     for got, want in zip(gradients[1], gradients[0], strict=True):
         assert got.dtype == want.dtype == np.float32  # the variables stay float32
         atol = 1e-5 if policy == "float32" else 1e-2 * max(1.0, float(np.abs(want).max()))
         np.testing.assert_allclose(got, want, rtol=0, atol=atol)
-    # And both generators advanced alike: the next draws stay in step. The generators: embedding dropout, then
-    # per block two dropouts, the attention dropout and (after the first block, whose rate is 0) drop path.
+    # Both generators advanced alike: embedding dropout, per block three dropouts and (but the first) drop path.
     assert len(plain.non_trainable_variables) == (8 if options else 0)
     for got, want in zip(remat.non_trainable_variables, plain.non_trainable_variables, strict=True):
         np.testing.assert_array_equal(to_numpy(got), to_numpy(want))
@@ -137,25 +133,16 @@ def test_the_jax_gradient_checkpoints_each_block():
 
 def test_remat_is_in_the_config_and_the_saved_model(tmp_path):
     model = keras_vit.VisionTransformer(**TINY, remat=True)
-    config = model.get_config()
-    assert config["remat"] is True and all(
-        model.get_layer(f"encoder_block_{i}").get_config()["remat"] for i in range(TINY["num_layers"])
-    )
-    revived = keras_vit.VisionTransformer.from_config(json.loads(json.dumps(config)))
-    assert all(revived.get_layer(f"encoder_block_{i}").remat for i in range(TINY["num_layers"]))
-    path = str(tmp_path / "remat.keras")
     randomize_weights(model)
-    model.save(path)
-    loaded = keras.saving.load_model(path, safe_mode=True)
-    assert all(loaded.get_layer(f"encoder_block_{i}").remat for i in range(TINY["num_layers"]))
-    inputs = random_inputs((2, 8, 12, 3))
-    np.testing.assert_array_equal(to_numpy(loaded(inputs)), to_numpy(model(inputs)))
+    run_model_saving_test(model, random_inputs((2, 8, 12, 3)), tmp_path)
+    revived = keras_vit.VisionTransformer.from_config(json.loads(json.dumps(model.get_config())))
+    loaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    for built in (model, revived, loaded):
+        assert built.remat and all(built.get_layer(f"encoder_block_{i}").remat for i in range(TINY["num_layers"]))
 
 
 def test_a_remat_training_step_leaves_nothing_for_the_cyclic_collector():
-    # torch.utils.checkpoint stops its recomputation early by raising an exception, which Keras's layer calls kept in
-    # reference cycles with the recomputed activations: ~700 MiB of a ViT-B/16 step waited for `gc`. Other backends
-    # must not leave tensors there either.
+    # torch.utils.checkpoint's early stop (an exception) must not keep the recomputed activations in cycles.
     model = keras_vit.VisionTransformer(**TINY, remat=True)
     model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy())
     inputs, labels = random_inputs((3, 8, 12, 3)), np.array([0, 2, 1])
@@ -166,8 +153,7 @@ def test_a_remat_training_step_leaves_nothing_for_the_cyclic_collector():
 def _cyclic_garbage_of(step):
     """The types of what the second `step()` leaves for the cyclic collector, by count."""
     step()  # builds and traces outside the measurement
-    # Until nothing is left: one collection can free what makes more garbage (torch.compile's tracing in an earlier
-    # test of this process left fake tensors that a first collection did not reach).
+    # Until nothing is left: one collection can free what makes more garbage.
     while gc.collect():
         pass
     gc.disable()
@@ -184,9 +170,7 @@ def _cyclic_garbage_of(step):
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.utils.checkpoint's early stop")
 def test_the_early_stop_leaves_nothing_behind_when_it_passes_through_keras_layer_calls(monkeypatch):
-    # keras_vit's blocks call their sublayers without `Layer.__call__`, so the test above no longer meets the case:
-    # a rematerialized function whose layers run through it (a user's block, or Keras's own layers), where the
-    # early stop passes Keras's traceback filter and stays in reference cycles with the recomputed tensors.
+    # A rematerialized function whose layers run through `Layer.__call__` and its traceback filter.
     import torch
 
     from keras_vit.utils import keras_compat
@@ -216,9 +200,7 @@ def test_the_early_stop_leaves_nothing_behind_when_it_passes_through_keras_layer
     ids=["float32", "mixed_bfloat16", "random"],
 )
 def test_torch_compile_traces_a_remat_training_call_as_one_graph(policy, options):
-    """Each block's `torch.utils.checkpoint` is traced into the graph: the rematerialized function writes no global
-    state in the forward pass (re-opening Keras's autocast scope there stopped the tracing, and the blocks ran
-    eagerly), and dropout, stochastic depth and patch dropout draw inside it without a break."""
+    """Each block's `torch.utils.checkpoint`, its dropout and patch dropout draws included, is traced into the graph."""
     import torch
 
     import_tensorflow_if_installed()  # as a torch user's tf.data input pipeline does

@@ -12,11 +12,8 @@ from keras_vit.utils import keras_compat, serialization, validation
 
 @serialization.register
 class AttentionPooling(keras.layers.Layer):
-    """Pools tokens `(batch, num_tokens, dim)` into one vector per image by attention from a learned query.
-
-    The MAP head (Zhai et al. 2022; timm's `AttentionPoolLatent`): a learned latent `(1, 1, dim)` projected by
-    `query` attends over the patch tokens projected by `key_value` (keys first), through the `output`
-    projection; then `x + mlp(norm(x))`.
+    """Pools tokens `(batch, num_tokens, dim)` to one vector per image: a learned latent attends over the patch
+    tokens, then `x + mlp(norm(x))` (the MAP head of Zhai et al. 2022; timm's `AttentionPoolLatent`).
 
     Args:
         num_heads: int, must divide the token size.
@@ -90,15 +87,12 @@ class AttentionPooling(keras.layers.Layer):
         return (input_shape[0], input_shape[-1])
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "mlp_dim": self.mlp_dim,
-                "num_prefix_tokens": self.num_prefix_tokens,
-                "activation": self.activation,
-                "epsilon": self.epsilon,
-                "dtype": serialization.dtype_config(self),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "mlp_dim": self.mlp_dim,
+            "num_prefix_tokens": self.num_prefix_tokens,
+            "activation": self.activation,
+            "epsilon": self.epsilon,
+            "dtype": serialization.dtype_config(self),
+        }

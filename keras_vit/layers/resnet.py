@@ -31,17 +31,6 @@ def pixels_per_token(patch_size, stage_depths=None):
     return (stride * patch[0], stride * patch[1])
 
 
-def _positive_epsilon(name, value):
-    return validation.finite_float(name, value, minimum=0, include_minimum=False)
-
-
-def _multiple_of_groups(name, channels):
-    channels = validation.positive_int(name, channels)
-    if channels % GROUP_NORM_GROUPS:
-        raise ValueError(f"`{name}` must be a multiple of {GROUP_NORM_GROUPS}. Received: {name}={channels}")
-    return channels
-
-
 def _group_norm(name, dtype_policy, epsilon, gamma_initializer="ones"):
     return keras.layers.GroupNormalization(
         groups=GROUP_NORM_GROUPS, epsilon=epsilon, gamma_initializer=gamma_initializer, dtype=dtype_policy, name=name
@@ -55,10 +44,8 @@ def _strided_shape(input_shape, strides, channels):
 
 @serialization.register
 class StandardizedConv2D(keras.layers.Layer):
-    """A bias-free 2-D convolution with weight standardisation and TensorFlow-style "same" padding.
-
-    The stored kernel (HWIO, float32) is standardised per output channel, `(w - mean) / sqrt(var + epsilon)`,
-    before each use (Qiao et al., 2019).
+    """A bias-free "same"-padded 2-D convolution whose float32 HWIO kernel is standardised per output channel,
+    `(w - mean) / sqrt(var + epsilon)`, before each use (Qiao et al., 2019).
 
     Args:
         filters: int, the output channels.
@@ -79,7 +66,7 @@ class StandardizedConv2D(keras.layers.Layer):
         self.filters = validation.positive_int("filters", filters)
         self.kernel_size = validation.pair("kernel_size", kernel_size)
         self.strides = validation.pair("strides", strides)
-        self.epsilon = _positive_epsilon("epsilon", epsilon)
+        self.epsilon = epsilon
 
     def build(self, input_shape):
         # lecun_normal is flax's Conv default; autocast=False: the standardisation sees the float32 kernel.
@@ -107,20 +94,20 @@ class StandardizedConv2D(keras.layers.Layer):
         return _strided_shape(input_shape, self.strides, self.filters)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {"filters": self.filters, "kernel_size": self.kernel_size, "strides": self.strides, "epsilon": self.epsilon}
-        )
-        return config
+        return {
+            **super().get_config(),
+            "filters": self.filters,
+            "kernel_size": self.kernel_size,
+            "strides": self.strides,
+            "epsilon": self.epsilon,
+        }
 
 
 @serialization.register
 class BottleneckUnit(keras.layers.Layer):
-    """A ResNet bottleneck unit without pre-activation (the hybrids' unit).
-
-    `1x1 conv -> GN -> ReLU -> 3x3 conv (strided) -> GN -> ReLU -> 1x1 conv -> GN`, plus the shortcut, then ReLU.
-    The shortcut is a strided 1x1 conv + GN (`conv_proj` / `gn_proj`) when the unit changes the channels or the
-    resolution. The last GroupNorm's scale starts at zero, so a fresh unit is its shortcut.
+    """The hybrids' ResNet bottleneck unit (no pre-activation): `1x1 conv, GN, ReLU, strided 3x3 conv, GN, ReLU,
+    1x1 conv, GN` plus the shortcut, then ReLU. The shortcut is a strided 1x1 conv + GN (`conv_proj`, `gn_proj`)
+    when the unit changes the channels or the resolution. The last GN starts at zero: a fresh unit is its shortcut.
 
     Args:
         filters: int, the bottleneck width (a multiple of 32); the unit outputs `4 * filters` channels.
@@ -144,10 +131,10 @@ class BottleneckUnit(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.filters = _multiple_of_groups("filters", filters)
+        self.filters = filters
         self.strides = validation.pair("strides", strides)
-        self.standardization_epsilon = _positive_epsilon("standardization_epsilon", standardization_epsilon)
-        self.norm_epsilon = _positive_epsilon("norm_epsilon", norm_epsilon)
+        self.standardization_epsilon = standardization_epsilon
+        self.norm_epsilon = norm_epsilon
         self.convs = [
             self._conv(filters, 1, 1, "conv1"),
             self._conv(filters, 3, self.strides, "conv2"),
@@ -192,16 +179,13 @@ class BottleneckUnit(keras.layers.Layer):
         return _strided_shape(input_shape, self.strides, 4 * self.filters)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "filters": self.filters,
-                "strides": self.strides,
-                "standardization_epsilon": self.standardization_epsilon,
-                "norm_epsilon": self.norm_epsilon,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "filters": self.filters,
+            "strides": self.strides,
+            "standardization_epsilon": self.standardization_epsilon,
+            "norm_epsilon": self.norm_epsilon,
+        }
 
 
 @serialization.register
@@ -234,14 +218,12 @@ class ResNetBackbone(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(stage_depths, (tuple, list)):
-            raise ValueError(
-                f"`stage_depths` must be a sequence of positive integers. Received: stage_depths={stage_depths!r}"
-            )
         self.stage_depths = tuple(validation.positive_int("stage_depths", depth) for depth in stage_depths)
-        self.width = _multiple_of_groups("width", width)
-        self.standardization_epsilon = _positive_epsilon("standardization_epsilon", standardization_epsilon)
-        self.norm_epsilon = _positive_epsilon("norm_epsilon", norm_epsilon)
+        if validation.positive_int("width", width) % GROUP_NORM_GROUPS:
+            raise ValueError(f"`width` must be a multiple of {GROUP_NORM_GROUPS}. Received: width={width}")
+        self.width = width
+        self.standardization_epsilon = standardization_epsilon
+        self.norm_epsilon = norm_epsilon
         policy = self.dtype_policy
         self.root_conv = StandardizedConv2D(
             width, 7, strides=2, epsilon=self.standardization_epsilon, dtype=policy, name="conv_root"
@@ -285,24 +267,19 @@ class ResNetBackbone(keras.layers.Layer):
         return _strided_shape(input_shape, [output_stride(self.stage_depths)] * 2, self.output_channels)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "stage_depths": self.stage_depths,
-                "width": self.width,
-                "standardization_epsilon": self.standardization_epsilon,
-                "norm_epsilon": self.norm_epsilon,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "stage_depths": self.stage_depths,
+            "width": self.width,
+            "standardization_epsilon": self.standardization_epsilon,
+            "norm_epsilon": self.norm_epsilon,
+        }
 
 
 @serialization.register
 class HybridPatchEmbedding(keras.layers.Layer):
-    """The hybrid's patch embedding: a `ResNetBackbone`, then a linear projection of patches of its feature map.
-
-    Images of any size give the patch grid `PatchEmbedding` would, `ceil(n / r)` tokens per side of `n` pixels
-    with `r = output_stride(stage_depths) * patch_size`.
+    """A `ResNetBackbone`, then a linear projection of patches of its feature map: `ceil(n / r)` tokens per side
+    of `n` pixels with `r = output_stride(stage_depths) * patch_size`, as `PatchEmbedding` gives.
 
     Args:
         hidden_dim: int, the token size.
@@ -343,11 +320,6 @@ class HybridPatchEmbedding(keras.layers.Layer):
         )
         self.projection = transformer.patch_projection(hidden_dim, self.patch_size, self.dtype_policy)
 
-    @property
-    def pixels_per_token(self):
-        """`(height, width)`: image pixels per token side (timm's `feat_ratio`)."""
-        return pixels_per_token(self.patch_size, self.backbone.stage_depths)
-
     def build(self, input_shape):
         self.backbone.build(input_shape)
         # Only the channels matter to the projection's kernel; the padding happens in `call`.
@@ -361,15 +333,12 @@ class HybridPatchEmbedding(keras.layers.Layer):
         return (input_shape[0], *transformer.patch_grid(features_shape[1:3], self.patch_size), self.hidden_dim)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "hidden_dim": self.hidden_dim,
-                "patch_size": self.patch_size,
-                "stage_depths": self.backbone.stage_depths,
-                "width": self.backbone.width,
-                "standardization_epsilon": self.backbone.standardization_epsilon,
-                "norm_epsilon": self.backbone.norm_epsilon,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "hidden_dim": self.hidden_dim,
+            "patch_size": self.patch_size,
+            "stage_depths": self.backbone.stage_depths,
+            "width": self.backbone.width,
+            "standardization_epsilon": self.backbone.standardization_epsilon,
+            "norm_epsilon": self.backbone.norm_epsilon,
+        }

@@ -89,18 +89,13 @@ def dense_over_tokens(dense, tokens):
 
 @serialization.register
 class PatchEmbedding(keras.layers.Layer):
-    """Splits channels-last images into patches and projects each patch linearly.
-
-    A side that is not a multiple of the patch is zero-padded at the bottom / right.
+    """Projects each patch of channels-last images linearly, padding the bottom / right to whole patches.
 
     Args:
         hidden_dim: int, the size of each patch's embedding.
         patch_size: int or `(height, width)`.
         use_bias: bool, whether the projection has a bias. Defaults to `True`.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Returns:
-        The patch grid `(batch, ceil(height / ph), ceil(width / pw), hidden_dim)`.
 
     Example:
 
@@ -113,13 +108,8 @@ class PatchEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.hidden_dim = validation.positive_int("hidden_dim", hidden_dim)
         self.patch_size = validation.pair("patch_size", patch_size)
-        self.use_bias = validation.boolean("use_bias", use_bias)
+        self.use_bias = use_bias
         self.projection = patch_projection(hidden_dim, self.patch_size, self.dtype_policy, use_bias)
-
-    @property
-    def pixels_per_token(self):
-        """`(height, width)`: image pixels per token side (timm's `feat_ratio`)."""
-        return self.patch_size
 
     def build(self, input_shape):
         # Only the channels matter to the kernel; `call` pads the images to whole patches.
@@ -132,9 +122,8 @@ class PatchEmbedding(keras.layers.Layer):
         return (input_shape[0], *patch_grid(input_shape[1:3], self.patch_size), self.hidden_dim)
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"hidden_dim": self.hidden_dim, "patch_size": self.patch_size, "use_bias": self.use_bias})
-        return config
+        config = {"hidden_dim": self.hidden_dim, "patch_size": self.patch_size, "use_bias": self.use_bias}
+        return {**super().get_config(), **config}
 
 
 @serialization.register
@@ -183,18 +172,14 @@ class ClassToken(keras.layers.Layer):
         return (input_shape[0], length, input_shape[2])
 
     def get_config(self):
-        config = super().get_config()
         initializer = keras.initializers.serialize(self.initializer)
-        config.update({"num_tokens": self.num_tokens, "initializer": initializer})
-        return config
+        return {**super().get_config(), "num_tokens": self.num_tokens, "initializer": initializer}
 
 
 @serialization.register
 class PositionEmbedding(keras.layers.Layer):
-    """Adds a learned position embedding, resampled at call time to the tokens' patch grid.
-
-    The weight has shape `(1, num_prefix_tokens + grid_h * grid_w, dim)`, the layout of the published
-    `pos_embedding`. On another grid its patch rows are resampled with `resampling.interpolation_matrix`.
+    """Adds a learned position embedding `(1, num_prefix_tokens + grid_h * grid_w, dim)`, its patch rows
+    resampled at call time to the tokens' patch grid.
 
     Args:
         grid_size: int or `(grid_h, grid_w)`, the grid the embedding is stored for.
@@ -220,7 +205,7 @@ class PositionEmbedding(keras.layers.Layer):
         self.grid_size = validation.pair("grid_size", grid_size)
         self.num_prefix_tokens = validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
         self.resample_method = validation.one_of("resample_method", resample_method, resampling.RESAMPLING_METHODS)
-        if validation.boolean("resample_antialias", resample_antialias) and resample_method == "official":
+        if resample_antialias and resample_method == "official":
             raise ValueError(
                 "`resample_antialias=True` needs the 'bilinear' or 'bicubic' resample_method. "
                 f"Received: resample_method={resample_method!r}"
@@ -238,8 +223,6 @@ class PositionEmbedding(keras.layers.Layer):
             )
 
     def build(self, tokens_shape, patch_grid_shape=None):
-        if patch_grid_shape is None:
-            self._check_length(tokens_shape)
         # Normal(0.02) is the official initialiser.
         self.embedding = self.add_weight(
             shape=(1, self.sequence_length, tokens_shape[-1]),
@@ -258,7 +241,6 @@ class PositionEmbedding(keras.layers.Layer):
         return tokens + ops.cast(embedding, tokens.dtype)
 
     def _resampled(self, grid):
-        """The embedding on `grid`, interpolated in float32."""
         embedding = ops.cast(self.embedding, "float32")
         dim = embedding.shape[-1]
         patches = ops.reshape(embedding[0, self.num_prefix_tokens :], (*self.grid_size, dim))
@@ -272,16 +254,13 @@ class PositionEmbedding(keras.layers.Layer):
         return tuple(tokens_shape)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "grid_size": self.grid_size,
-                "num_prefix_tokens": self.num_prefix_tokens,
-                "resample_method": self.resample_method,
-                "resample_antialias": self.resample_antialias,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "grid_size": self.grid_size,
+            "num_prefix_tokens": self.num_prefix_tokens,
+            "resample_method": self.resample_method,
+            "resample_antialias": self.resample_antialias,
+        }
 
 
 @serialization.register
@@ -321,15 +300,12 @@ class PatchFeatureMap(keras.layers.Layer):
         return (tokens_shape[0], *self._grid(patch_grid_shape), tokens_shape[-1])
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"num_prefix_tokens": self.num_prefix_tokens, "grid_size": self.grid_size})
-        return config
+        return {**super().get_config(), "num_prefix_tokens": self.num_prefix_tokens, "grid_size": self.grid_size}
 
 
 @serialization.register
 class DropPath(keras.layers.Layer):
-    """Stochastic depth: in training, zeroes each sample with probability `rate` and scales the rest by
-    `1 / (1 - rate)`.
+    """Stochastic depth: in training, zeroes each sample with probability `rate`, scales the rest by `1 / (1 - rate)`.
 
     Args:
         rate: float in `[0, 1)`.
@@ -355,17 +331,13 @@ class DropPath(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"rate": self.rate, "seed": self.seed})
-        return config
+        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
 
 @serialization.register
 class PatchDropout(keras.layers.Layer):
-    """In training, keeps a random ordered subset of the patch tokens (Liu et al. 2022); else the identity.
-
-    Each image keeps its prefix tokens and `max(1, floor((1 - rate) * N))` of its `N` patch tokens (timm's
-    count), drawn uniformly without replacement, in their original order.
+    """In training, each image keeps its prefix tokens and a random `max(1, floor((1 - rate) * N))` of its `N`
+    patch tokens, in order (Liu et al. 2022; timm's count); else the identity.
 
     Args:
         rate: float in `[0, 1)`, the fraction of patch tokens dropped.
@@ -418,17 +390,15 @@ class PatchDropout(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"rate": self.rate, "num_prefix_tokens": self.num_prefix_tokens, "seed": self.seed})
-        return config
+        config = {"rate": self.rate, "num_prefix_tokens": self.num_prefix_tokens, "seed": self.seed}
+        return {**super().get_config(), **config}
 
 
 @serialization.register
 class MultiHeadSelfAttention(keras.layers.Layer):
-    """Multi-head scaled dot-product self-attention with one fused `Dense(3 * hidden_dim)` projection.
+    """Multi-head self-attention with one fused `Dense(3 * hidden_dim)` query-key-value projection.
 
-    The fused `keras.ops.dot_product_attention` runs unless the weights are asked for or attention dropout is
-    active; TensorFlow uses heads-first matmuls (its fused op transposes around each product).
+    `keras.ops.dot_product_attention` runs unless the weights are asked for or attention dropout is active.
 
     Args:
         num_heads: int, must divide the hidden size.
@@ -450,7 +420,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def __init__(self, num_heads, attention_dropout_rate=0.0, qkv_bias=True, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = validation.positive_int("num_heads", num_heads)
-        self.qkv_bias = validation.boolean("qkv_bias", qkv_bias)
+        self.qkv_bias = qkv_bias
         self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
         self.seed = seed
         self.attention_dropout = keras.layers.Dropout(
@@ -516,29 +486,25 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return outputs, weights
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "qkv_bias": self.qkv_bias,
-                "seed": self.seed,
-                # The quantized Dense sublayers' policies, which Keras would not save.
-                "dtype": serialization.dtype_config(self),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "qkv_bias": self.qkv_bias,
+            "seed": self.seed,
+            # The quantized Dense sublayers' policies, which Keras would not save.
+            "dtype": serialization.dtype_config(self),
+        }
 
 
 @serialization.register
 class MLPBlock(keras.layers.Layer):
-    """The transformer's feed-forward block: Dense, GELU, dropout, Dense, dropout.
+    """The transformer's feed-forward block: Dense, activation, dropout, Dense, dropout.
 
     Args:
         mlp_dim: int, the size of the hidden layer.
         dropout_rate: float, dropout after each Dense. Defaults to `0.0`.
-        activation: one of `MLP_ACTIVATIONS`: `"gelu"` (exact), `"gelu_tanh"` (the official JAX code's) or
-            `"quick_gelu"` (`x * sigmoid(1.702 x)`, OpenAI CLIP's). Defaults to `"gelu"`.
+        activation: one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         seed: optional int for the dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
@@ -587,24 +553,20 @@ class MLPBlock(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate,
-                "activation": self.activation,
-                "seed": self.seed,
-                "dtype": serialization.dtype_config(self),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "mlp_dim": self.mlp_dim,
+            "dropout_rate": self.dropout_rate,
+            "activation": self.activation,
+            "seed": self.seed,
+            "dtype": serialization.dtype_config(self),
+        }
 
 
 @serialization.register
 class TransformerBlock(keras.layers.Layer):
-    """A pre-LayerNorm transformer encoder block (the paper's Eq. 2-3, LayerNorm epsilon 1e-6).
-
-    `x + DropPath(Dropout(Attention(LayerNorm(x))))`, then `x + DropPath(MLP(LayerNorm(x)))`.
+    """A pre-LayerNorm transformer encoder block (the paper's Eq. 2-3): `x + DropPath(Dropout(Attention(LN(x))))`,
+    then `x + DropPath(MLP(LN(x)))`.
 
     Args:
         num_heads: int, the number of attention heads.
@@ -614,12 +576,10 @@ class TransformerBlock(keras.layers.Layer):
         drop_path_rate: float, stochastic-depth rate of both residual branches. Defaults to `0.0`.
         activation: the MLP's, one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         layer_norm_epsilon: float, the LayerNorms' epsilon. Defaults to `1e-6`.
-        layer_scale_init: optional float: LayerScale (Touvron et al. 2021), a learned per-channel scale of each
-            residual branch (timm's `ls1`, `ls2`) starting at this value. Defaults to None (none).
+        layer_scale_init: optional float, LayerScale (timm's `ls1`, `ls2`) starting at this value.
         qkv_bias: bool, whether the query-key-value projection has a bias. Defaults to `True`.
         seed: optional int for dropout and stochastic depth.
-        remat: bool, recompute the block's activations in the backward pass of training calls (`keras.remat`)
-            instead of keeping them: less memory, the same outputs and gradients. Defaults to `False`.
+        remat: bool, recompute the activations in the backward pass (`keras.remat`). Defaults to `False`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
@@ -651,36 +611,25 @@ class TransformerBlock(keras.layers.Layer):
         self.layer_scale_init = layer_scale_init
         self.qkv_bias = qkv_bias
         self.remat = validation.boolean("remat", remat)
-        self.num_heads = validation.positive_int("num_heads", num_heads)
-        self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
-        self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
-        self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
-        self.drop_path_rate = validation.rate("drop_path_rate", drop_path_rate)
+        self.num_heads = num_heads
+        self.mlp_dim = mlp_dim
+        self.dropout_rate = dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
+        self.drop_path_rate = drop_path_rate
         self.activation = activation
         self.seed = seed
         policy = self.dtype_policy
+        # The sublayers check their arguments.
         self.norm1 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm1")
         self.attention = MultiHeadSelfAttention(
-            num_heads,
-            attention_dropout_rate=self.attention_dropout_rate,
-            qkv_bias=qkv_bias,
-            seed=seed,
-            dtype=policy,
-            name="attention",
+            num_heads, attention_dropout_rate, qkv_bias=qkv_bias, seed=seed, dtype=policy, name="attention"
         )
         self.attention_output_dropout = keras.layers.Dropout(
-            self.dropout_rate, seed=seed, dtype=policy, name="attention_output_dropout"
+            dropout_rate, seed=seed, dtype=policy, name="attention_output_dropout"
         )
         self.norm2 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm2")
-        self.mlp = MLPBlock(
-            mlp_dim,
-            dropout_rate=self.dropout_rate,
-            activation=activation,
-            seed=seed,
-            dtype=policy,
-            name="mlp",
-        )
-        self.drop_path = DropPath(self.drop_path_rate, seed=seed, dtype=policy, name="drop_path")
+        self.mlp = MLPBlock(mlp_dim, dropout_rate, activation=activation, seed=seed, dtype=policy, name="mlp")
+        self.drop_path = DropPath(drop_path_rate, seed=seed, dtype=policy, name="drop_path")
 
     def build(self, input_shape):
         for layer in (self.norm1, self.attention, self.norm2, self.mlp):
@@ -743,24 +692,21 @@ class TransformerBlock(keras.layers.Layer):
         return self.attention.compute_output_spec(tokens, return_attention_scores=return_attention_scores)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate,
-                "activation": self.activation,
-                "seed": self.seed,
-                "remat": self.remat,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "layer_scale_init": self.layer_scale_init,
-                "qkv_bias": self.qkv_bias,
-                "dtype": serialization.dtype_config(self),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "mlp_dim": self.mlp_dim,
+            "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "drop_path_rate": self.drop_path_rate,
+            "activation": self.activation,
+            "seed": self.seed,
+            "remat": self.remat,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "layer_scale_init": self.layer_scale_init,
+            "qkv_bias": self.qkv_bias,
+            "dtype": serialization.dtype_config(self),
+        }
 
 
 @serialization.register
@@ -798,6 +744,4 @@ class TokenPooling(keras.layers.Layer):
         return (input_shape[0], input_shape[-1])
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"mode": self.mode, "num_prefix_tokens": self.num_prefix_tokens})
-        return config
+        return {**super().get_config(), "mode": self.mode, "num_prefix_tokens": self.num_prefix_tokens}

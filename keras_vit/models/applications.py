@@ -1,8 +1,8 @@
 """The public constructors, one per published variant, with the `keras.applications` signature.
 
 A `ViTB16` takes the place of a `keras.applications.ConvNeXtTiny` in the same call; each returns a
-`keras_vit.VisionTransformer` with its row of `VARIANTS`. One docstring template is filled per variant, as
-`keras/src/applications/convnext.py` does.
+`keras_vit.VisionTransformer` with its row of `VARIANTS`. One factory writes them all, filling one docstring
+template per variant as `keras/src/applications/convnext.py` does.
 """
 
 import textwrap
@@ -37,243 +37,6 @@ Args:
 Returns:
     A `keras_vit.VisionTransformer`.
 """
-
-
-def _build_variant(variant, arguments):
-    """The one body of every constructor: `arguments` are its `locals()`."""
-    kwargs = arguments.pop("kwargs")
-    return VisionTransformer(**VARIANTS[variant], **arguments, **kwargs)
-
-
-def ViTTi16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_ti16",
-    **kwargs,
-):
-    return _build_variant("Ti/16", locals())
-
-
-def ViTS16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_s16",
-    **kwargs,
-):
-    return _build_variant("S/16", locals())
-
-
-def ViTS32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_s32",
-    **kwargs,
-):
-    return _build_variant("S/32", locals())
-
-
-def ViTB8(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_b8",
-    **kwargs,
-):
-    return _build_variant("B/8", locals())
-
-
-def ViTB16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_b16",
-    **kwargs,
-):
-    return _build_variant("B/16", locals())
-
-
-def ViTB32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_b32",
-    **kwargs,
-):
-    return _build_variant("B/32", locals())
-
-
-def ViTL16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_l16",
-    **kwargs,
-):
-    return _build_variant("L/16", locals())
-
-
-def ViTL32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_l32",
-    **kwargs,
-):
-    return _build_variant("L/32", locals())
-
-
-def ViTH14(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_h14",
-    **kwargs,
-):
-    return _build_variant("H/14", locals())
-
-
-def ViTRTi16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r_ti16",
-    **kwargs,
-):
-    return _build_variant("R+Ti/16", locals())
-
-
-def ViTR26S32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r26_s32",
-    **kwargs,
-):
-    return _build_variant("R26+S/32", locals())
-
-
-def ViTR26B32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r26_b32",
-    **kwargs,
-):
-    return _build_variant("R26+B/32", locals())
-
-
-def ViTR50B16(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r50_b16",
-    **kwargs,
-):
-    return _build_variant("R50+B/16", locals())
-
-
-def ViTR50L32(
-    include_top=True,
-    include_preprocessing=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name="vit_r50_l32",
-    **kwargs,
-):
-    return _build_variant("R50+L/32", locals())
-
-
-CONSTRUCTORS = {
-    function.__name__: function
-    for function in (
-        ViTTi16,
-        ViTS16,
-        ViTS32,
-        ViTB8,
-        ViTB16,
-        ViTB32,
-        ViTL16,
-        ViTL32,
-        ViTH14,
-        ViTRTi16,
-        ViTR26S32,
-        ViTR26B32,
-        ViTR50B16,
-        ViTR50L32,
-    )
-}
 
 
 def _weights_entry(variant):
@@ -311,20 +74,87 @@ def _tokens(variant):
     )
 
 
-for _variant in VARIANTS:
-    _function = CONSTRUCTORS[constructor_name(_variant)]
-    _function.variant = _variant
-    _function.__doc__ = BASE_DOCSTRING.format(
-        variant=_variant,
-        summary=textwrap.fill(
-            f"{_tokens(_variant)}; {flops.parameter_count(VARIANTS[_variant]):,} parameters at 224 px with the "
-            "1000-class head. Any other size: `keras_vit.VisionTransformer`.",
-            width=108,
-        ),
-        weights=_weights_entry(_variant),
-        default_name=_function.__defaults__[-1],
-        **{key: VARIANTS[_variant][key] for key in ("hidden_dim", "num_layers", "num_heads", "mlp_dim")},
+def _constructor(variant):
+    """The `keras.applications`-style constructor of `variant`, named after it."""
+    default_name = "vit_" + variant.lower().replace("/", "").replace("+", "_")
+
+    def constructor(
+        include_top=True,
+        include_preprocessing=True,
+        weights=None,
+        input_tensor=None,
+        input_shape=None,
+        pooling=None,
+        classes=1000,
+        classifier_activation="softmax",
+        name=default_name,
+        **kwargs,
+    ):
+        return VisionTransformer(
+            **VARIANTS[variant],
+            include_top=include_top,
+            include_preprocessing=include_preprocessing,
+            weights=weights,
+            input_tensor=input_tensor,
+            input_shape=input_shape,
+            pooling=pooling,
+            classes=classes,
+            classifier_activation=classifier_activation,
+            name=name,
+            **kwargs,
+        )
+
+    constructor.__name__ = constructor.__qualname__ = constructor_name(variant)
+    constructor.variant = variant
+    row = VARIANTS[variant]
+    summary = (
+        f"{_tokens(variant)}; {flops.parameter_count(row):,} parameters at 224 px with the 1000-class head. Any "
+        "other size: `keras_vit.VisionTransformer`."
     )
+    constructor.__doc__ = BASE_DOCSTRING.format(
+        variant=variant,
+        summary=textwrap.fill(summary, width=108),
+        weights=_weights_entry(variant),
+        default_name=default_name,
+        **{key: row[key] for key in ("hidden_dim", "num_layers", "num_heads", "mlp_dim")},
+    )
+    return constructor
+
+
+ViTTi16 = _constructor("Ti/16")
+ViTS16 = _constructor("S/16")
+ViTS32 = _constructor("S/32")
+ViTB8 = _constructor("B/8")
+ViTB16 = _constructor("B/16")
+ViTB32 = _constructor("B/32")
+ViTL16 = _constructor("L/16")
+ViTL32 = _constructor("L/32")
+ViTH14 = _constructor("H/14")
+ViTRTi16 = _constructor("R+Ti/16")
+ViTR26S32 = _constructor("R26+S/32")
+ViTR26B32 = _constructor("R26+B/32")
+ViTR50B16 = _constructor("R50+B/16")
+ViTR50L32 = _constructor("R50+L/32")
+
+CONSTRUCTORS = {
+    constructor.__name__: constructor
+    for constructor in (
+        ViTTi16,
+        ViTS16,
+        ViTS32,
+        ViTB8,
+        ViTB16,
+        ViTB32,
+        ViTL16,
+        ViTL32,
+        ViTH14,
+        ViTRTi16,
+        ViTR26S32,
+        ViTR26B32,
+        ViTR50B16,
+        ViTR50L32,
+    )
+}
 
 
 def constructor_for(name):

@@ -12,17 +12,18 @@ from keras_vit.models import lora, preprocessing, variants
 from keras_vit.utils import keras_compat, validation
 
 POOLING_MODES = ("token", "gap", "max", "map")
+# The locals of `VisionTransformer.__init__` that are not its config.
+NOT_CONFIG = ("self", "__class__", "weights", "input_tensor", "dtype", "name", "kwargs")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class VisionTransformer(keras.Model):
     """A Vision Transformer (Dosovitskiy et al. 2021) of any size, plain or hybrid, optionally with weights.
 
-    Raw pixels in [0, 255] are scaled to [-1, 1], cut into patches (sides padded up to whole patches), embedded,
-    prefixed with a class token, given position embeddings (resampled at call time to the images' patch grid) and
-    passed through `num_layers` pre-norm transformer blocks and a final LayerNorm. On top: the pooling, the
-    optional `pre_logits` layer and the head, or without them the feature map (or the token sequence).
-    `get_config()` is the constructor's arguments (`input_tensor` and `weights` aside), each also an attribute.
+    Pixels in [0, 255] are scaled to [-1, 1], cut into patches (padded to whole patches), embedded, prefixed with
+    a class token, given position embeddings (resampled to the images' patch grid) and passed through pre-norm
+    transformer blocks and a final LayerNorm; then the pooling and head, or the feature map. `get_config()` is
+    the constructor's arguments (`input_tensor` and `weights` aside), each also an attribute.
 
     Args:
         patch_size: int or `(height, width)`.
@@ -31,50 +32,37 @@ class VisionTransformer(keras.Model):
         num_heads: int, the attention heads per block.
         mlp_dim: int, the hidden size of each MLP block.
         include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model scales raw [0, 255] pixels to [-1, 1] itself; with `False`
-            it takes pixels scaled by `keras_vit.models.preprocessing.scale_pixels`.
-        weights: `None` (random initialisation), a local `.npz` or `.safetensors` checkpoint or
-            `save_pretrained` folder, or `"hf://org/repo[/file.safetensors][@revision]"`, of this same
-            architecture. Checkpoint tags and `"imagenet"` name published variants (`ViTB16(weights="imagenet")`).
+        include_preprocessing: bool, whether the model scales raw [0, 255] pixels to [-1, 1] itself (else use
+            `keras_vit.models.preprocessing.scale_pixels`).
+        weights: `None` (random), a local `.npz`, `.safetensors` or `save_pretrained` folder, or
+            `"hf://org/repo[/file.safetensors][@revision]"`; tags and `"imagenet"` need a named constructor.
         input_tensor: optional Keras tensor to use as the image input.
-        input_shape: `(height, width, channels)` (channels first under the `"channels_first"` image data format);
-            height and width may be None (any size). Defaults to `(224, 224, 3)` with a head, else
-            `(None, None, 3)`.
-        pooling: `"token"` (the class token), `"gap"` (alias `"avg"`: the mean of the patch tokens), `"max"`,
-            `"map"` (SigLIP's attention pooling of the patch tokens, `keras_vit.layers.AttentionPooling`) or None:
-            with a head None means `"token"`, without one the features are returned.
+        input_shape: `(height, width, channels)` in the image data format; sides may be None (any size).
+            Defaults to `(224, 224, 3)` with a head, else `(None, None, 3)`.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, `"map"` (SigLIP's `AttentionPooling`) or None:
+            `"token"` with a head, the features without.
         classes: int, the classes of the head.
         classifier_activation: the head's activation; None for logits.
-        return_sequence: bool, with `include_top=False` and `pooling=None`, return the tokens
-            `(batch, num_prefix_tokens + rows * cols, hidden_dim)` (prefix tokens first) instead of the feature
-            map `(batch, rows, cols, hidden_dim)`.
-        representation_size: optional int, adds the `pre_logits` `Dense(representation_size, activation="tanh")`
-            of the original ImageNet-21k checkpoints after the pooling.
+        return_sequence: bool, without head and pooling return the tokens `(batch, num_prefix_tokens + rows *
+            cols, hidden_dim)` instead of the feature map `(batch, rows, cols, hidden_dim)`.
+        representation_size: optional int, the size of a `pre_logits` tanh `Dense` after the pooling.
         dropout_rate: float, dropout on the embeddings, after attention and in the MLP blocks.
         attention_dropout_rate: float, dropout on the attention weights.
         drop_path_rate: float, the stochastic-depth rate of the last block, rising linearly from 0 at the first.
-        mlp_activation: the MLP blocks' activation: `"gelu"` (exact), `"gelu_tanh"` (the official JAX code's) or
-            `"quick_gelu"` (OpenAI CLIP's `x * sigmoid(1.702 x)`).
-        remat: bool, recompute each block's activations in the backward pass instead of keeping them (timm's
-            `set_grad_checkpointing`): less training memory, the same outputs and gradients.
-        patch_dropout_rate: float in [0, 1), PatchDropout (Liu et al. 2022): in training each image keeps a random
-            `max(1, floor((1 - rate) * N))` of its `N` patch tokens (the prefix tokens always). Not with the feature
-            map output.
-        resample_method: how the position embedding follows another image size, one of
-            `keras_vit.layers.resampling.RESAMPLING_METHODS`.
+        mlp_activation: `"gelu"`, `"gelu_tanh"` (the official JAX code's) or `"quick_gelu"` (OpenAI CLIP's).
+        remat: bool, recompute each block's activations in the backward pass: less training memory.
+        patch_dropout_rate: float in [0, 1), the patch tokens `keras_vit.layers.PatchDropout` drops in training.
+        resample_method: how the position embedding follows another image size: `"official"`, `"bilinear"` or
+            `"bicubic"`.
         resample_antialias: bool, antialias when shrinking (half-pixel methods).
-        embedding_grid: optional `(rows, cols)` the position embedding is stored at when the input size is open.
-            Defaults to the grid of a 224 x 224 image.
-        resnet_stages: None for a plain ViT; for a hybrid, the units per stage of its ResNet (`()` for the root
-            alone, `(3, 4, 9)` for R50+B/16), whose feature map is then cut into `patch_size` patches.
+        embedding_grid: optional `(rows, cols)` of the position embedding of an open input size (default: 224 px).
+        resnet_stages: None for a plain ViT; for a hybrid, the units per stage of its ResNet (`(3, 4, 9)`).
         resnet_width: int, the hybrid ResNet's root width (a multiple of 32).
-        lora_rank: optional int: build with LoRA adapters of this rank (see `enable_lora`), as a LoRA model's
-            config records them.
+        lora_rank: optional int, build with LoRA adapters of this rank (see `enable_lora`).
         lora_alpha: optional float, the adapters' scale is `lora_alpha / lora_rank`. Defaults to `lora_rank`.
         lora_targets: the projections with adapters: `"attention"`, `"mlp"` or both.
         class_token: bool, whether the tokens start with a class token (`pooling="token"` needs one).
-        num_register_tokens: int, learned register tokens (Darcet et al. 2024; timm's `reg_tokens`), after the
-            class token and before the patch tokens; pooling and the feature map leave them out.
+        num_register_tokens: int, learned register tokens (Darcet et al. 2024) after the class token.
         no_embed_class: bool, the position embedding covers the patch tokens only (timm's `no_embed_class`).
         pre_norm: bool, a LayerNorm (`norm_pre`) before the first block, as CLIP has.
         patch_bias: bool, whether the patch projection has a bias (CLIP's has none).
@@ -141,45 +129,10 @@ class VisionTransformer(keras.Model):
         name="vision_transformer",
         **kwargs,
     ):
-        config = _checked_config(
-            patch_size=patch_size,
-            hidden_dim=hidden_dim,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            mlp_dim=mlp_dim,
-            include_top=include_top,
-            include_preprocessing=include_preprocessing,
-            input_shape=_input_shape(input_shape, input_tensor, include_top is True),
-            pooling=pooling,
-            classes=classes,
-            classifier_activation=classifier_activation,
-            return_sequence=return_sequence,
-            representation_size=representation_size,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate,
-            mlp_activation=mlp_activation,
-            remat=remat,
-            patch_dropout_rate=patch_dropout_rate,
-            resample_method=resample_method,
-            resample_antialias=resample_antialias,
-            embedding_grid=embedding_grid,
-            resnet_stages=resnet_stages,
-            resnet_width=resnet_width,
-            lora_rank=lora_rank,
-            lora_alpha=lora_alpha,
-            lora_targets=lora_targets,
-            class_token=class_token,
-            num_register_tokens=num_register_tokens,
-            no_embed_class=no_embed_class,
-            pre_norm=pre_norm,
-            patch_bias=patch_bias,
-            layer_norm_epsilon=layer_norm_epsilon,
-            final_norm=final_norm,
-            fc_norm=fc_norm,
-            layer_scale_init=layer_scale_init,
-            qkv_bias=qkv_bias,
-        )
+        # The config is the constructor's arguments, checked, but the weights, input tensor, dtype and name.
+        arguments = {key: value for key, value in locals().items() if key not in NOT_CONFIG}
+        arguments["input_shape"] = _input_shape(input_shape, input_tensor, include_top is True)
+        config = _checked_config(arguments)
         config, checkpoint = _read_weights(config, weights)
         model_inputs, images = _image_input(config["input_shape"], input_tensor)
         layers = _layers(config, dtype)
@@ -243,15 +196,13 @@ class VisionTransformer(keras.Model):
         return {"name": self.name, "trainable": self.trainable, "dtype": dtype, **self._arguments}
 
     def enable_lora(self, rank, targets=("attention",), alpha=None):
-        """Adds LoRA adapters (Hu et al. 2021) of rank `rank` and freezes every weight but theirs and the head's.
+        """Adds Keras's LoRA adapters (Hu et al. 2021) and freezes every weight but theirs and the head's.
 
-        Keras's own `Dense.enable_lora` adds them; the model's config records them, so a saved model reloads with
-        them (Keras saves the adapters folded into the kernels, and the reloaded adapters start from zero).
+        The config records them: a saved model reloads with them, folded into the kernels, and fresh adapters.
 
         Args:
             rank: int, the adapters' rank.
-            targets: the projections to adapt: `"attention"` (the fused query-key-value and the output
-                projections of every block), `"mlp"` (both MLP layers), or both.
+            targets: `"attention"` (the query-key-value and output projections), `"mlp"`, or both.
             alpha: optional float; the adapters' output is scaled by `alpha / rank`. Defaults to `rank`.
 
         Example:
@@ -280,9 +231,7 @@ class VisionTransformer(keras.Model):
         return plain
 
     def forward_intermediates(self, images, indices=None, output_fmt="NHWC", norm=False, return_attention=False):
-        """The outputs of the chosen transformer blocks, as timm's method of the same name returns them.
-
-        The model's layers run eagerly in inference mode.
+        """The outputs of the chosen transformer blocks (timm's method of the same name), run in inference mode.
 
         Args:
             images: a batch the model takes, of any size it accepts.
@@ -392,7 +341,7 @@ def _input_shape(input_shape, input_tensor, include_top):
     return tuple(None if size is None else int(size) for size in input_shape)
 
 
-def _checked_config(**config):
+def _checked_config(config):
     """The constructor's arguments, checked and normalised (the pooling alias resolved, the grid rule applied)."""
     config["patch_size"] = validation.pair("patch_size", config["patch_size"])
     for key in ("hidden_dim", "num_layers", "num_heads", "mlp_dim", "resnet_width"):
@@ -404,20 +353,7 @@ def _checked_config(**config):
         config["representation_size"] = validation.positive_int("representation_size", config["representation_size"])
     for key in ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate"):
         config[key] = validation.rate(key, config[key])
-    booleans = (
-        "include_top",
-        "include_preprocessing",
-        "return_sequence",
-        "remat",
-        "class_token",
-        "no_embed_class",
-        "pre_norm",
-        "patch_bias",
-        "final_norm",
-        "fc_norm",
-        "qkv_bias",
-    )
-    for key in booleans:
+    for key in ("include_top", "include_preprocessing", "return_sequence"):
         validation.boolean(key, config[key])
     validation.one_of("mlp_activation", config["mlp_activation"], vit_layers.MLP_ACTIVATIONS)
     config["num_register_tokens"] = validation.non_negative_int("num_register_tokens", config["num_register_tokens"])
@@ -481,7 +417,7 @@ def _read_weights(config, weights):
     """`(config, checkpoint)`: the arguments to build with and the checkpoint `weights` names, or None."""
     if weights is None:
         return config, None
-    # The weights machinery sits above the models: imported only when weights are asked for.
+    # The weights machinery sits above the models.
     from keras_vit.pretrained import loader
 
     return loader.prepare(config, weights, variant=variants.variant_of(config))
