@@ -63,10 +63,12 @@ def images_for(reference, seed=0):
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_outputs_match_timm(name, tmp_path):
+    """Raw pixels in: the model normalises them with the mean and std of timm's `pretrained_cfg`."""
     reference = saved(name, tmp_path)
-    images = images_for(reference)
-    model = build_from_checkpoint(tmp_path, include_preprocessing=False)
-    assert_close(model(images), timm_reference.run_torch(reference, images))
+    pixels = np.random.default_rng(0).uniform(0, 255, (2, *reference.patch_embed.img_size, 3)).astype("float32")
+    mean, std = (np.asarray(reference.pretrained_cfg[key], "float32") for key in ("mean", "std"))
+    model = build_from_checkpoint(tmp_path)
+    assert_close(model(pixels), timm_reference.run_torch(reference, (pixels / 255 - mean) / std))
 
 
 @pytest.mark.parametrize("name", REFUSED)

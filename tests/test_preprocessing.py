@@ -1,4 +1,4 @@
-"""scale_pixels ([0, 255] -> [-1, 1]), decode_predictions and load_image, on NumPy and the backend's tensors."""
+"""scale_pixels ([0, 255] -> [-1, 1]), the models' pixel mean and std, decode_predictions and load_image."""
 
 import hashlib
 import importlib.resources
@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 
+import keras_vit
 from keras_vit.models import preprocessing
 from keras_vit.models.preprocessing import decode_predictions, scale_pixels
 
@@ -123,3 +124,19 @@ def test_load_image_reads_a_real_image(tmp_path):
     Image.new("RGB", (20, 10), (255, 0, 0)).save(path)
     pixels = preprocessing.load_image(str(path), (4, 6))
     assert pixels.shape == (4, 6, 3) and pixels.dtype == np.uint8 and (pixels == [255, 0, 0]).all()
+
+
+def test_the_models_scaling_follows_pixel_mean_and_std():
+    assert preprocessing.scale_and_offset() == (1 / 127.5, -1.0)  # the paper's scaling, exactly
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    model = keras_vit.VisionTransformer(8, 16, 1, 2, 32, include_top=False, pixel_mean=mean, pixel_std=std)
+    plain = keras_vit.VisionTransformer.from_config({**model.get_config(), "include_preprocessing": False})
+    plain.set_weights(model.get_weights())
+    pixels = np.random.default_rng(0).uniform(0, 255, (2, 16, 16, 3)).astype("float32")
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(model(pixels)),
+        keras.ops.convert_to_numpy(plain((pixels / 255 - np.array(mean)) / np.array(std))),
+        atol=1e-5,
+    )
+    with pytest.raises(ValueError, match="pixel_std"):
+        keras_vit.VisionTransformer(8, 16, 1, 2, 32, pixel_std=(0.5, 0.0, 0.5))

@@ -24,6 +24,26 @@ OFFSET = -1.0
 DATA_FORMATS = (None, "channels_last", "channels_first")
 
 
+def scale_and_offset(mean=0.5, std=0.5):
+    """`(scale, offset)` with `pixels * scale + offset == (pixels / 255 - mean) / std`, floats or per-channel lists.
+
+    Args:
+        mean: float or per-channel sequence in [0, 1].
+        std: float or per-channel sequence, positive.
+    """
+    mean, std = np.asarray(mean, "float64"), np.asarray(std, "float64")
+    if mean.ndim > 1 or std.ndim > 1 or not np.all(std > 0) or not np.all(np.isfinite(mean)):
+        raise ValueError(
+            "`pixel_mean` and `pixel_std` must be numbers or per-channel sequences, the std positive. "
+            f"Received: pixel_mean={mean.tolist()}, pixel_std={std.tolist()}"
+        )
+    if mean.ndim == std.ndim == 0:
+        # 0.5 and 0.5 give exactly 1 / 127.5 and -1, the scaling the paper's checkpoints were trained with.
+        return float(1.0 / (255.0 * std)), float(-mean / std)
+    scale, offset = np.broadcast_arrays(1.0 / (255.0 * std), -mean / std)
+    return scale.tolist(), offset.tolist()
+
+
 def preprocess_input(x, data_format=None):
     """A placeholder method for backward compatibility: returns `x` unchanged.
 

@@ -32,8 +32,11 @@ class VisionTransformer(keras.Model):
         num_heads: int, the attention heads per block.
         mlp_dim: int, the hidden size of each MLP block.
         include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model scales raw [0, 255] pixels to [-1, 1] itself (else use
+        include_preprocessing: bool, whether the model normalises raw [0, 255] pixels itself (else use
             `keras_vit.models.preprocessing.scale_pixels`).
+        pixel_mean: float or per-channel `(r, g, b)` in [0, 1], the mean the built-in scaling subtracts; 0.5
+            (with `pixel_std` 0.5: [-1, 1]) for the paper's checkpoints, ImageNet's for DINOv2, OpenAI's for CLIP.
+        pixel_std: float or per-channel `(r, g, b)`, the standard deviation the built-in scaling divides by.
         weights: `None` (random), a local `.npz`, `.safetensors` or `save_pretrained` folder, or
             `"hf://org/repo[/file.safetensors][@revision]"`; tags and `"imagenet"` need a named constructor.
         input_tensor: optional Keras tensor to use as the image input.
@@ -93,6 +96,8 @@ class VisionTransformer(keras.Model):
         mlp_dim,
         include_top=True,
         include_preprocessing=True,
+        pixel_mean=0.5,
+        pixel_std=0.5,
         weights=None,
         input_tensor=None,
         input_shape=None,
@@ -440,9 +445,8 @@ def _layers(config, dtype):
     layers = {}
     if config["include_preprocessing"]:
         # Not "rescaling": Keras names a user's first `Rescaling` so, and an `input_tensor` may come from one.
-        layers["pixel_scaling"] = vit_layers.PixelScaling(
-            preprocessing.SCALE, offset=preprocessing.OFFSET, dtype=dtype, name="pixel_scaling"
-        )
+        scale, offset = preprocessing.scale_and_offset(config["pixel_mean"], config["pixel_std"])
+        layers["pixel_scaling"] = vit_layers.PixelScaling(scale, offset=offset, dtype=dtype, name="pixel_scaling")
     if keras.config.image_data_format() == "channels_first":
         layers["channels_last"] = keras.layers.Permute((2, 3, 1), dtype=dtype, name="channels_last")
     if config["resnet_stages"] is None:

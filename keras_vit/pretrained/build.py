@@ -55,9 +55,9 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
 
     The architecture is read from the tensors (class and register tokens, position embedding with or without the
     prefix tokens, pre-norm, biases, layer scale, final or pooled norm, MAP head, sizes, patch and grid) and from a
-    timm `config.json` next to the file (its model name and `pretrained_cfg`). The model is built at the
-    checkpoint's image size and outputs what the checkpoint's own model does (logits: `classifier_activation=None`;
-    an official `.npz` gets the JAX code's tanh GELU).
+    timm `config.json` next to the file (its model name and `pretrained_cfg`: the pixel mean and std of the built-in
+    scaling). The model is built at the checkpoint's image size and outputs what the checkpoint's own model does
+    (logits: `classifier_activation=None`; an official `.npz` gets the JAX code's tanh GELU).
 
     Args:
         source: a `.safetensors` or `.npz` file, a `save_pretrained` folder, `"hf://org/repo[/file][@revision]"`,
@@ -104,8 +104,8 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
                 ) from None
         raise
     heads = constructor_keywords.get("num_heads")
-    arguments = dict(_arguments(checkpoint, name, timm_config, heads), **constructor_keywords)
-    _warn_on_normalisation(timm_config, arguments)
+    read = dict(_arguments(checkpoint, name, timm_config, heads), **_normalisation(timm_config))
+    arguments = dict(read, **constructor_keywords)
     del checkpoint  # the constructor reads the file again; one copy of the tensors at a time
     return VisionTransformer(**arguments, weights=path)
 
@@ -219,12 +219,9 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
     return arguments
 
 
-def _warn_on_normalisation(timm_config, arguments):
+def _normalisation(timm_config):
+    """The pixel mean and std of timm's `pretrained_cfg`, as `VisionTransformer` arguments, or `{}`."""
     pretrained_cfg = timm_config.get("pretrained_cfg") or {}
-    mean, std = pretrained_cfg.get("mean"), pretrained_cfg.get("std")
-    if arguments.get("include_preprocessing", True) and mean and (set(mean) != {0.5} or set(std or ()) != {0.5}):
-        logger.warning(
-            f"This checkpoint was trained on pixels normalised with mean {tuple(mean)} and std {tuple(std)}, but the "
-            "model's built-in scaling maps [0, 255] to [-1, 1]: pass include_preprocessing=False and normalise "
-            "the images yourself."
-        )
+    if not (pretrained_cfg.get("mean") and pretrained_cfg.get("std")):
+        return {}
+    return dict(pixel_mean=tuple(pretrained_cfg["mean"]), pixel_std=tuple(pretrained_cfg["std"]))
