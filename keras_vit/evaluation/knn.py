@@ -38,9 +38,9 @@ def knn_predict(
     Args:
         train_features, train_labels: the neighbours, `(N, D)` and `(N,)`.
         test_features: `(M, D)`.
-        k: int, neighbours per test image (at most N are used).
+        k: int, neighbours per test image (at most N).
         temperature: float > 0, of the votes `exp(similarity / temperature)`.
-        num_classes: int; defaults to `max(train_labels) + 1`.
+        num_classes: int. Defaults to `max(train_labels) + 1`.
         chunk_size: int, test images per similarity block.
 
     Returns:

@@ -64,11 +64,9 @@ def linear_probe(
     Args:
         train_features, train_labels: the training split, `(N, D)` and `(N,)`.
         test_features, test_labels: the test split.
-        weight_decays: a float, or the strengths to choose from on the
-            held-out part. Defaults to `1e-6 ... 1`.
-        holdout_fraction: float in (0, 1), the part of each class held out
-            for the choice. Defaults to `0.2`.
-        num_classes: int; defaults to `max(label) + 1` of both splits.
+        weight_decays: a float, or the strengths to choose from on the held-out part. Defaults to `1e-6 ... 1`.
+        holdout_fraction: float in (0, 1), the part of each class held out for the choice. Defaults to `0.2`.
+        num_classes: int. Defaults to `max(label) + 1` of both splits.
         seed: int, the seed of the held-out split.
         max_iterations: int, L-BFGS iterations per fit.
 

@@ -1,9 +1,5 @@
-"""Looking inside a Vision Transformer: the paper's section 4.5, for any keras_vit model.
-
-The computations (`attention_maps`, `attention_rollout`, `mean_attention_distance`, `position_embedding_similarity`,
-`embedding_filters`, `intermediate_features`, and their NumPy cores) return NumPy arrays. The plots need matplotlib
-(`pip install "keras-vit[inspect]"`); `write_report` writes them all for one image, as `keras-vit inspect` does.
-"""
+"""Looking inside a Vision Transformer (paper section 4.5): NumPy computations, their plots (the `inspect` extra),
+and `write_report`, all figures for one image as `keras-vit inspect` writes them."""
 
 from keras_vit.inspection.analysis import (
     HEAD_FUSIONS,

@@ -54,10 +54,7 @@ def _missing(module):
 
 
 def check(*modules, needed_for="this command", extra=None):
-    """Raises `MissingDependencyError` for the first of `modules` that is not installed, importing none of them.
-
-    A job that needs several optional packages fails before the work starts, not when it comes to plotting.
-    """
+    """Raises `MissingDependencyError` for the first of `modules` not installed, importing none (before any work)."""
     for module in modules:
         if _missing(module):
             raise _error(module, needed_for, extra)
@@ -74,8 +71,7 @@ def require(module, needed_for="this command", extra=None):
 
 
 def from_import_error(caught):
-    """The `MissingDependencyError` for an `ImportError` of a known optional module, else None (the command
-    line's last line of defence)."""
+    """The `MissingDependencyError` for an `ImportError` of a known optional module, else None."""
     if isinstance(caught, MissingDependencyError):
         return caught
     top = (getattr(caught, "name", None) or "").split(".")[0]
