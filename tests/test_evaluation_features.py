@@ -1,5 +1,5 @@
-"""Feature extraction for the evaluations, on every backend, with tiny ViTs: the paper's representation
-of plain, nested, saved, gap-pooled and pre_logits models, streamed from a source, cached."""
+"""Feature extraction on every backend: the representation of plain, nested, saved, pooled and pre_logits ViTs,
+streamed from a source, cached."""
 
 import dataclasses
 
@@ -33,7 +33,6 @@ def _source():
 
 
 def _layer_output(model, name, images):
-    """What the model's own layer `name` gives for `images`: the reference."""
     probe = keras.Model(model.inputs[0], model.get_layer(name).output)
     return keras.ops.convert_to_numpy(probe(images.astype("float32"), training=False))
 
@@ -56,10 +55,10 @@ def test_the_papers_representation_of_each_kind_of_model(overrides, kind, layer,
     np.testing.assert_allclose(features.features, read(_layer_output(model, layer, images)), atol=1e-5)
     np.testing.assert_array_equal(features.labels, labels)
     assert features.class_names == ("a", "b", "c") and features.num_classes == NUM_CLASSES
-    if "classes" in overrides:  # the head's outputs come from the same pass
+    if "classes" in overrides:
         expected = keras.ops.convert_to_numpy(model(images.astype("float32")))
         np.testing.assert_allclose(features.outputs, expected, atol=1e-5)
-    else:  # a feature map or pooled features are no head
+    else:  # features are no head
         assert features.outputs is None
 
 
@@ -92,7 +91,6 @@ def test_features_are_cached_and_the_cache_follows_the_weights(tmp_path, monkeyp
     cached = evaluation.extract_features(model, source, batch_size=8, cache=cache, verbose=0)
     assert calls == []  # read from the file, the model not run
     np.testing.assert_array_equal(cached.features, first.features)
-    np.testing.assert_array_equal(cached.labels, first.labels)
     model.get_layer("encoder_norm").gamma.assign(np.full((16,), 2.0, "float32"))  # other weights: recomputed
     changed = evaluation.extract_features(model, source, batch_size=8, cache=cache, verbose=0)
     assert calls == [1] and not np.allclose(changed.features, first.features)
@@ -125,10 +123,8 @@ def test_a_channels_first_model_and_a_hybrid_of_any_size_give_their_features():
     np.testing.assert_allclose(features.features, expected.features, atol=1e-5)
     np.testing.assert_allclose(features.outputs, expected.outputs, atol=1e-5)
     # A hybrid that takes any size is fed its stored grid's images: tokens of 4 px (a stem-only ResNet).
-    hybrid = keras_vit.VisionTransformer(
-        patch_size=1, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, include_top=False,
-        resnet_stages=(), resnet_width=32,
-    )  # fmt: skip
+    hybrid_options = dict(patch_size=1, input_shape=None, include_top=False, resnet_stages=(), resnet_width=32)
+    hybrid = keras_vit.VisionTransformer(**{**TINY, **hybrid_options})
     grid = hybrid.get_layer("position_embedding").grid_size
     assert evaluation.representation(hybrid).image_size == (4 * grid[0], 4 * grid[1])
 
