@@ -11,6 +11,7 @@ import keras_vit
 from keras_vit import evaluation
 from keras_vit.evaluation import extraction
 from keras_vit.training import data
+from tests import helpers
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3))
 NUM_IMAGES, NUM_CLASSES = 21, 3  # 21 images in batches of 8: the last batch is short
@@ -18,10 +19,7 @@ NUM_IMAGES, NUM_CLASSES = 21, 3  # 21 images in batches of 8: the last batch is 
 
 def _tiny_vit(**overrides):
     model = keras_vit.VisionTransformer(**{**TINY, **overrides})
-    # Random, non-zero weights everywhere (the class token and the head start at zero).
-    rng = np.random.default_rng(0)
-    for variable in model.weights:
-        variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype(variable.dtype))
+    helpers.randomize_weights(model)
     return model
 
 

@@ -24,7 +24,7 @@ def tiny_model(include_top=False, pooling=None, num_layers=2, seed=0, **kwargs):
     model = keras_vit.VisionTransformer(
         **TINY, num_layers=num_layers, include_top=include_top, pooling=pooling, **kwargs
     )
-    # Random values everywhere (the class token and head start at zero).
+    # Random values everywhere, large enough for attention far from uniform.
     rng = np.random.default_rng(seed)
     for variable in model.weights:
         variable.assign(rng.normal(0, 0.3, size=tuple(variable.shape)).astype(variable.dtype))
@@ -69,11 +69,8 @@ def numpy_forward(model, pixels):
         weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
         attention.append(weights)
         attended = np.einsum("bhqk,bkhd->bqhd", weights, v).reshape(x.shape)
-        x = (
-            x
-            + attended @ weight(block.attention.output_projection.kernel)
-            + weight(block.attention.output_projection.bias)
-        )
+        projection = block.attention.output_projection
+        x = x + attended @ weight(projection.kernel) + weight(projection.bias)
         h = layer_norm(x, block.norm2) @ weight(block.mlp.fc1.kernel) + weight(block.mlp.fc1.bias)
         h = 0.5 * h * (1 + erf(h / math.sqrt(2)))
         x = x + h @ weight(block.mlp.fc2.kernel) + weight(block.mlp.fc2.bias)
@@ -92,9 +89,8 @@ def test_attention_maps_and_features_equal_numpy_reference_and_leave_the_model_u
     every = inspection.intermediate_features(model, pixels)
     assert [f.shape for f in every] == [(3, 13, 16)] * 3
     np.testing.assert_allclose(every[-1], reference_tokens, atol=1e-4)
-    last, first = inspection.intermediate_features(model, pixels, layers=[-1, 0])
-    np.testing.assert_array_equal(last, every[2])
-    np.testing.assert_array_equal(first, every[0])
+    last_and_first = inspection.intermediate_features(model, pixels, layers=[-1, 0])
+    np.testing.assert_array_equal(np.stack(last_and_first), np.stack([every[2], every[0]]))
     maps = inspection.intermediate_features(model, pixels, layers=np.int64(1), reshape=True)
     # Row-major patches: patch (row 1, column 2) is token 1 + 1 * 3 + 2.
     assert maps.shape == (3, 4, 3, 16)
@@ -139,10 +135,9 @@ def test_bad_inputs_raise_clear_errors():
 
 
 def _twin(model, **kwargs):
-    """A model built with other arguments that holds `model`'s weights."""
-    twin = tiny_model(**kwargs)
-    for target, source in zip(twin.weights, model.weights):
-        target.assign(source)
+    """A classifier built with other arguments that holds `model`'s weights."""
+    twin = tiny_model(include_top=True, pooling="token", **kwargs)
+    twin.set_weights(model.get_weights())
     return twin
 
 
@@ -150,10 +145,10 @@ def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected()
     model, pixels = tiny_model(include_top=True, pooling="token"), images(batch=2)
     expected = inspection.attention_maps(model, pixels)
     # Patch dropout is the identity at inference (a model trained with `--patch-dropout` is inspected as is).
-    dropped = _twin(model, include_top=True, pooling="token", patch_dropout_rate=0.5)
+    dropped = _twin(model, patch_dropout_rate=0.5)
     np.testing.assert_allclose(inspection.attention_maps(dropped, pixels), expected, atol=1e-6)
     # The model's own input size, 30x20: zero-padded to whole patches, as the model itself pads it.
-    between = _twin(model, include_top=True, pooling="token", input_shape=(30, 20, 3))
+    between = _twin(model, input_shape=(30, 20, 3))
     padded = np.zeros_like(pixels)
     padded[:, :30, :20] = pixels[:, :30, :20]
     np.testing.assert_allclose(
@@ -162,7 +157,7 @@ def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected()
     # A channels-first model takes its images channels-first, here as in prediction.
     keras.config.set_image_data_format("channels_first")
     try:
-        first = _twin(model, include_top=True, pooling="token", input_shape=(3, *IMAGE_SHAPE[:2]))
+        first = _twin(model, input_shape=(3, *IMAGE_SHAPE[:2]))
     finally:
         keras.config.set_image_data_format("channels_last")
     channels_first = np.transpose(pixels, (0, 3, 1, 2))

@@ -51,13 +51,7 @@ def supported(format, backend=None):
 
 
 def artefact_path(out, format, name="model"):
-    """The file or folder `export` writes for `format` at `out`; in a folder `out`, `name` + the format's suffix.
-
-    >>> artefact_path("served/", "onnx", name="vit")
-    'served/vit.onnx'
-    >>> artefact_path("served/vit", "openvino")
-    'served/vit.xml'
-    """
+    """The file or folder `export` writes for `format` at `out`; in a folder `out`, `name` + the format's suffix."""
     validation.one_of("format", format, FORMATS)
     out = os.fspath(out)
     suffix = _SUFFIXES[format]
@@ -70,11 +64,7 @@ def artefact_path(out, format, name="model"):
 
 
 def artefact_files(path, format):
-    """Every file `export` may write for the artefact at `path`, the artefact first.
-
-    >>> artefact_files("served/vit.xml", "openvino")
-    ['served/vit.xml', 'served/vit.bin']
-    """
+    """Every file `export` may write for the artefact at `path`, the artefact first."""
     if format == "openvino":
         return [path, path[: -len(".xml")] + ".bin"]
     if format == "litert":

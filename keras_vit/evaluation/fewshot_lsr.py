@@ -1,13 +1,5 @@
 """Linear few-shot evaluation (paper section 4) as big_vision's `fewshot_lsr.py`: closed-form ridge regression onto
-`2 * one_hot - 1` targets through one `eigh`, in float64 NumPy (docs/evaluation.md).
-
->>> rng = np.random.default_rng(0)
->>> labels = np.repeat(np.arange(3), 10)
->>> features = rng.normal(size=(30, 4)) + 3 * np.eye(3, 4)[labels]
->>> results = fewshot(features, labels, features, labels, shots=(5,), seeds=2)
->>> results[5].accuracies.shape
-(2,)
-"""
+`2 * one_hot - 1` targets through one `eigh`, in float64 NumPy (docs/evaluation.md)."""
 
 import contextlib
 import dataclasses

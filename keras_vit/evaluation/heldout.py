@@ -1,12 +1,4 @@
-"""What a classifier's head does on a held-out split: top-1/top-5, per class, confusion, calibration (Guo et al. 2017).
-
-Example:
-
->>> outputs = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
->>> report = heldout_report(outputs, np.array([0, 1, 1]), class_names=["cat", "dog"])
->>> round(report["top1"], 4), report["per_class"]
-(0.6667, {'cat': 1.0, 'dog': 0.5})
-"""
+"""A classifier's head on a held-out split: top-1/top-5, per class, confusion, calibration (Guo et al. 2017)."""
 
 import numpy as np
 

@@ -1,16 +1,5 @@
-"""Linear probe: scikit-learn's multinomial logistic regression on standardised frozen features (docs/evaluation.md).
-
-The loss is the mean cross-entropy plus `weight_decay / 2 * ||W||²`: `LogisticRegression(C=1 / (weight_decay * N))`.
-
-Example:
-
->>> rng = np.random.default_rng(0)
->>> labels = np.repeat(np.arange(3), 20)
->>> features = rng.normal(size=(60, 5)) + 3 * np.eye(3, 5)[labels]
->>> result = linear_probe(features, labels, features, labels)
->>> result.accuracy > 0.9
-True
-"""
+"""Linear probe: scikit-learn's logistic regression on standardised frozen features (docs/evaluation.md); its loss
+is the mean cross-entropy plus `weight_decay / 2 * ||W||²`, i.e. `LogisticRegression(C=1 / (weight_decay * N))`."""
 
 import dataclasses
 

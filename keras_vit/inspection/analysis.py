@@ -50,7 +50,6 @@ def _forward(vit, images, batch_size, **options):
             chunks.append(
                 [[keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")) for tensor in part] for part in result]
             )
-    # Per part (outputs, then attention), each tensor's chunks concatenated.
     return [[np.concatenate(tensors) for tensors in zip(*part)] for part in zip(*chunks)]
 
 
@@ -111,11 +110,11 @@ def _check_attention(attention):
 def check_grid(attention, grid_size, num_prefix_tokens):
     """`grid_size` as `(grid_h, grid_w)`, checked against the attention's tokens."""
     grid_h, grid_w = validation.pair("grid_size", grid_size)
-    if attention.shape[-1] != num_prefix_tokens + grid_h * grid_w:
+    tokens = num_prefix_tokens + grid_h * grid_w
+    if attention.shape[-1] != tokens:
         raise ValueError(
-            f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has "
-            f"{num_prefix_tokens + grid_h * grid_w} tokens, but the attention is over "
-            f"{attention.shape[-1]}. Received: grid_size={grid_size!r}"
+            f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has {tokens} tokens, but the "
+            f"attention is over {attention.shape[-1]}. Received: grid_size={grid_size!r}"
         )
     return grid_h, grid_w
 
@@ -187,15 +186,7 @@ def check_class_token(vit):
 
 
 def patch_distances(grid_size, patch_size):
-    """Pixel distances between the centres of every pair of patches, `(grid_h * grid_w,) * 2`, row-major.
-
-    Example:
-
-    >>> patch_distances((1, 3), 16)
-    array([[ 0., 16., 32.],
-           [16.,  0., 16.],
-           [32., 16.,  0.]])
-    """
+    """Pixel distances between the centres of every pair of patches, `(grid_h * grid_w,) * 2`, row-major."""
     grid_h, grid_w = validation.pair("grid_size", grid_size)
     patch_h, patch_w = validation.pair("patch_size", patch_size)
     rows, cols = np.meshgrid(np.arange(grid_h), np.arange(grid_w), indexing="ij")

@@ -49,14 +49,12 @@ def displayable_image(image):
             f"(height, width). Received: shape {image.shape}"
         )
     low, high = float(image.min()), float(image.max())
-    if low >= 0 and high <= 1:
-        pass
-    elif low >= 0 and high <= 255:
+    if low >= 0 and 1 < high <= 255:
         image = image / 255.0
-    elif low >= -1 and high <= 1:
+    elif -1 <= low < 0 and high <= 1:
         image = (image + 1.0) / 2.0
-    else:
-        image = (image - low) / max(high - low, 1e-12)
+    elif low < 0 or high > 1:
+        image = _unit_range(image)
     return np.clip(image, 0.0, 1.0)
 
 

@@ -8,8 +8,7 @@ import importlib
 import importlib.util
 import sys
 
-# module (the import name) -> (distribution on PyPI, the extra that installs it); tests/test_extras.py checks it
-# against pyproject.toml.
+# import name -> (distribution, the extra that installs it), checked against pyproject.toml by tests/test_extras.py.
 MODULES = {
     "tensorflow": ("tensorflow", "tensorflow"),
     "jax": ("jax", "jax"),

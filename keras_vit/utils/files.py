@@ -112,9 +112,7 @@ def check_output_path(path):
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.exists(directory):
-        raise FileNotFoundError(
-            f"The output folder {directory} does not exist; create it first or choose another path."
-        )
+        raise FileNotFoundError(f"The output folder {directory} does not exist; create it or choose another path.")
     if not os.path.isdir(directory):
         raise NotADirectoryError(f"The output folder {directory} is a file; choose another path.")
     if os.path.isdir(path):
@@ -139,9 +137,8 @@ def check_output_folder(path):
 
 def write_text(path, text):
     """Writes `text` (UTF-8) to `path` atomically and returns `path`."""
-    with atomic_file(path) as staged:
-        with open(staged, "w", encoding="utf-8") as handle:
-            handle.write(text)
+    with atomic_file(path) as staged, open(staged, "w", encoding="utf-8") as handle:
+        handle.write(text)
     return os.fspath(path)
 
 

@@ -66,9 +66,6 @@ class AtomicBackupWrites:
             {"epoch": self._current_epoch, "batch": self._last_batch_seen},
         )
 
-    def write_backup(self, weights_path, metadata_path, metadata):
-        raise NotImplementedError
-
 
 def call_sublayer(layer, *args, **kwargs):
     """Runs a built sublayer without `Layer.__call__` (most of a small ViT's eager time); symbolic or remat: `__call__`.
@@ -211,8 +208,7 @@ def remat(function):
     forward_dtype = getattr(get_autocast_scope(), "dtype", None)
 
     def scoped(*args, **kwargs):
-        # Reopening the scope in the forward pass, where it is open, would write global state that stops
-        # torch.compile from tracing `torch.utils.checkpoint`.
+        # Reopening an open scope writes global state that stops torch.compile tracing `torch.utils.checkpoint`.
         if getattr(get_autocast_scope(), "dtype", None) == forward_dtype:
             return function(*args, **kwargs)
         with AutocastScope(forward_dtype):
