@@ -259,7 +259,7 @@ def test_attention_distance_of_hand_made_patterns():
     np.testing.assert_allclose(inspection.attention_distance(layers, grid, 16), [[128 / 9, 0.0], [128 / 9, 0.0]])
 
 
-def test_position_embedding_similarity():
+def test_position_embedding_similarity_and_embedding_filters():
     model = tiny_model()
     similarity = inspection.position_embedding_similarity(model)
     assert similarity.shape == GRID + GRID
@@ -275,10 +275,7 @@ def test_position_embedding_similarity():
     model.get_layer("position_embedding").embedding.assign(embedding)
     similarity = inspection.position_embedding_similarity(model)
     np.testing.assert_allclose(similarity[0, 0, :2, :2], [[1.0, 1.0], [0.0, -1.0]], atol=1e-12)
-
-
-def test_embedding_filters_are_orthonormal_principal_components():
-    model = tiny_model()
+    # The embedding filters' principal components are orthonormal.
     result = inspection.embedding_filters(model, num_components=10)
     assert result.components.shape == (10, PATCH, PATCH, 3)
     flat = result.components.reshape(10, -1)
@@ -330,7 +327,7 @@ def test_rollout_and_distance_of_a_model_and_the_plots_refuse_bad_arrays(tmp_pat
     assert os.listdir(tmp_path) == ["rollout.png"]
 
 
-def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path, capsys):
+def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
     import keras_vit_cli as cli
 
@@ -355,11 +352,7 @@ def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path, capsys):
     assert sorted(os.listdir(out)) == sorted(expected) == sorted(inspection.REPORT_FILES)
     for name, (width, height) in expected.items():
         assert png_size(out / name) == (round(width * 50), round(height * 50))
-
-
-def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
-    import keras_vit_cli as cli
-
+    # A constructor's name: `--weights` and `--image-size` go to it.
     calls = []
 
     def fake_constructor(weights=None, **kwargs):
@@ -368,7 +361,7 @@ def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
 
     fake_constructor.variant = "S/16"
     monkeypatch.setitem(CONSTRUCTORS, "ViTS16", fake_constructor)
-    out = tmp_path / "report"
+    out = tmp_path / "constructor"
     argv = ["inspect", "--model", "S/16", "--weights", "ckpt.npz", "--image-size", "32", "--out", str(out)]
     assert cli.main(argv + ["--num-components", "3", "--dpi", "30"]) == 0
     assert calls == [("ckpt.npz", {"input_shape": (32, 32, 3)})]

@@ -111,37 +111,36 @@ def test_global_seed_set_without_tensorflow():
         keras_compat.set_random_seed(1.5)
 
 
-@pytest.mark.skipif(keras.backend.backend() != "jax", reason="a fresh jax process: the jax run")
-def test_serializer_tensorflow_check_imports_no_tensorflow():
-    # On jax a layer's config is read without importing TensorFlow; without the hook, Keras imports it.
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, keras\n"
-        "from keras.src.saving import serialization_lib\n"
-        "from keras_vit.utils import keras_compat\n"
-        "lazy = serialization_lib.tf\n"
-        "keras_compat.serializer_imports_no_tensorflow()\n"
-        "keras.layers.Dense(2).get_config()\n"
-        "print('tensorflow' in sys.modules)\n"
-        "serialization_lib.tf = lazy\n"
-        "keras.layers.Dense(2).get_config()\n"
-        "print('tensorflow' in sys.modules)\n"
-    )
-    env = dict(os.environ, KERAS_BACKEND="jax")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert result.stdout.split() == ["False", "True"], result.stderr[-2000:]
+CHECKS_TENSORFLOW = """
+import sys, keras
+from keras.src.saving import serialization_lib
+from keras_vit.utils import keras_compat
+lazy = serialization_lib.tf
+keras_compat.serializer_imports_no_tensorflow()
+keras.layers.Dense(2).get_config()
+print('tensorflow' in sys.modules)
+serialization_lib.tf = lazy
+keras.layers.Dense(2).get_config()
+print('tensorflow' in sys.modules)
+"""
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow types: the tensorflow run")
-def test_tensorflow_types_still_serialize_through_the_deferred_check():
-    import tensorflow as tf
+def test_serializer_imports_no_tensorflow_yet_serializes_its_types():
     from keras.src.saving import serialization_lib
 
-    keras_compat.serializer_imports_no_tensorflow()
-    assert isinstance(serialization_lib.tf, keras_compat._ImportedTensorFlow)
-    assert serialization_lib.serialize_keras_object(tf.TensorShape([2, 3])) == [2, 3]
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        keras_compat.serializer_imports_no_tensorflow()
+        assert isinstance(serialization_lib.tf, keras_compat._ImportedTensorFlow)
+        assert serialization_lib.serialize_keras_object(tf.TensorShape([2, 3])) == [2, 3]
+    if keras.backend.backend() == "jax":  # a fresh process: a config read without the hook imports TensorFlow
+        import subprocess
+        import sys
+
+        env = dict(os.environ, KERAS_BACKEND="jax")
+        result = subprocess.run([sys.executable, "-c", CHECKS_TENSORFLOW], capture_output=True, text=True, env=env)
+        assert result.stdout.split() == ["False", "True"], result.stderr[-2000:]
 
 
 def test_dot_product_attention_keeps_torch_compile_graphs_whole():
@@ -232,23 +231,19 @@ def test_dot_product_attention_is_keras_op_without_its_copies(monkeypatch):
         return
     import torch
 
-    # What a block keeps: the token-major qkv (one storage), the attention output and its log-sum-exp, and the
-    # projection's input, a view of that output. Keras's op keeps copies of the query, key and value and of the
-    # output besides.
+    # A block keeps the qkv (one storage), the attention output and its log-sum-exp; Keras's op copies besides.
     qkv = torch.randn(batch, tokens, 3, heads, head_dim, requires_grad=True)
     projection = torch.randn(heads * head_dim, heads * head_dim, requires_grad=True)
 
-    def block(attention):
-        def run(qkv):
-            query, key, value = qkv.unbind(2)
-            attended = attention(query, key, value)
+    def kept_by(attention):
+        def block(qkv):
+            attended = attention(*qkv.unbind(2))
             return attended.reshape(batch, tokens, heads * head_dim) @ projection
 
-        return run
+        return _saved_activation_bytes(block, qkv)
 
     unit = batch * tokens * heads * head_dim * 4  # one (batch, tokens, hidden) float32 tensor
-    kept = _saved_activation_bytes(block(keras_compat.dot_product_attention), qkv)
-    kept_by_keras = _saved_activation_bytes(block(keras.ops.dot_product_attention), qkv)
+    kept, kept_by_keras = kept_by(keras_compat.dot_product_attention), kept_by(keras.ops.dot_product_attention)
     assert kept <= 4 * unit + projection.nbytes + batch * heads * tokens * 4
     assert kept_by_keras >= kept + unit  # Keras's op copies its inputs and output
     # A forced flash kernel is Keras's to check and refuse (it does on a CPU): passed on as it is.
