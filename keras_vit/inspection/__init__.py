@@ -24,7 +24,6 @@ from keras_vit.inspection.plots import (
     plot_position_embedding_similarity,
 )
 from keras_vit.inspection.report import REPORT_FILES, sample_image_path, write_report
-from keras_vit.models.preprocessing import load_image
 
 __all__ = [
     "HEAD_FUSIONS",
@@ -37,7 +36,6 @@ __all__ = [
     "displayable_image",
     "embedding_filters",
     "intermediate_features",
-    "load_image",
     "mean_attention_distance",
     "patch_distances",
     "plot_attention_rollout",
