@@ -263,7 +263,7 @@ def test_folder_targets_get_a_named_file(tmp_path):
     assert deploy.artefact_files("served/vit.xml", "openvino") == ["served/vit.xml", "served/vit.bin"]
 
 
-def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys):
+def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys, monkeypatch):
     import keras_vit_cli
 
     _classifier().save(tmp_path / "model.keras")
@@ -294,11 +294,7 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys)
     argv = ["export", "Ti/16", f"{tmp_path / 'taken'}/", "--format", format, "--weights", "imagenet"]
     assert keras_vit_cli.main(argv) == 1
     assert taken in capsys.readouterr().err
-
-
-def test_cli_exports_a_constructor_with_random_weights(tmp_path, monkeypatch, capsys):
-    import keras_vit_cli
-
+    # A constructor with random weights at another size.
     built = []
     monkeypatch.setattr(deploy, "export", lambda model, out, **options: built.append(model) or out)
     argv = ["export", "Ti/16", str(tmp_path / "vit"), "--weights", "none", "--image-size", "32"]
