@@ -58,7 +58,7 @@ def test_bad_input_is_one_line(saved_model, tmp_path, capsys, extra, message):
     assert not os.path.exists(tmp_path / "metrics.json")
 
 
-def test_a_split_where_no_image_decodes_is_one_line_before_any_extraction(saved_model, tmp_path, capsys, monkeypatch):
+def test_an_unreadable_split_or_a_plain_model_is_one_line(saved_model, tmp_path, capsys, monkeypatch):
     from PIL import Image
 
     for name in ("a", "b"):
@@ -76,12 +76,10 @@ def test_a_split_where_no_image_decodes_is_one_line_before_any_extraction(saved_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No readable images under" in err and "test" in err
     assert not os.path.exists(tmp_path / "out" / "metrics.json")
-
-
-def test_a_model_without_a_vit_is_one_line(tmp_path, capsys):
-    path = str(tmp_path / "plain.keras")
-    keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Flatten(), keras.layers.Dense(10)]).save(path)
-    assert cli.main(["evaluate", path, "--out", str(tmp_path / "out")]) == 2
+    # A model without a ViT.
+    plain = str(tmp_path / "plain.keras")
+    keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Flatten(), keras.layers.Dense(10)]).save(plain)
+    assert cli.main(["evaluate", plain, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds no keras_vit Vision Transformer" in err
 

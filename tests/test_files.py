@@ -16,19 +16,6 @@ def _temporary(folder):
     return [name for name in os.listdir(folder) if name.startswith(files.TEMP_PREFIX)]
 
 
-def test_file_mode_follows_umask(tmp_path):
-    previous = os.umask(0o027)
-    try:
-        path = files.write_text(tmp_path / "a.txt", "x")
-        with files.atomic_directory(tmp_path / "folder") as staged:
-            files.write_text(os.path.join(staged, "b.txt"), "y")
-    finally:
-        os.umask(previous)
-    assert os.stat(path).st_mode & 0o777 == 0o640
-    assert os.stat(tmp_path / "folder").st_mode & 0o777 == 0o750
-    assert os.stat(tmp_path / "folder" / "b.txt").st_mode & 0o777 == 0o640
-
-
 def test_a_failed_or_empty_write_keeps_the_old_file_and_leaves_nothing(tmp_path):
     target = tmp_path / "model.keras"
     files.write_text(target, "old")
@@ -53,6 +40,15 @@ def test_directory_is_swapped_whole_and_refuses_foreign_files(tmp_path):
         files.write_text(os.path.join(staged, "config.json"), "3")
     assert (target / "config.json").read_text() == "2" and (target / "README.md").exists()
     assert os.listdir(tmp_path) == ["export"]
+    # The modes follow the umask.
+    previous = os.umask(0o027)
+    try:
+        with files.atomic_directory(tmp_path / "folder") as staged:
+            files.write_text(os.path.join(staged, "b.txt"), "y")
+    finally:
+        os.umask(previous)
+    assert os.stat(tmp_path / "folder").st_mode & 0o777 == 0o750
+    assert os.stat(tmp_path / "folder" / "b.txt").st_mode & 0o777 == 0o640
 
 
 KILLED_WRITE = """

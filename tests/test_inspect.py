@@ -102,18 +102,6 @@ def test_attention_maps_and_features_equal_numpy_reference_and_leave_the_model_u
     assert model.get_config() == config
 
 
-def test_attention_maps_of_a_reloaded_and_a_mixed_precision_model(tmp_path):
-    model, pixels = tiny_model(include_top=True, pooling="token", seed=3), images(batch=1)
-    reference = inspection.attention_maps(model, pixels)
-    model.save(tmp_path / "tiny.keras")
-    reloaded = keras.saving.load_model(tmp_path / "tiny.keras", safe_mode=True)
-    np.testing.assert_allclose(inspection.attention_maps(reloaded, pixels), reference, atol=1e-6)
-    keras.config.set_dtype_policy("mixed_float16")
-    attention = inspection.attention_maps(tiny_model(include_top=True, pooling="token", seed=3), pixels)
-    assert attention.dtype == np.float32
-    np.testing.assert_allclose(attention, reference, atol=2e-2)
-
-
 def test_bad_inputs_raise_clear_errors():
     model = tiny_model()
     with pytest.raises(ValueError, match=r"\(2, 32, 32, 3\)"):
@@ -141,7 +129,7 @@ def _twin(model, **kwargs):
     return twin
 
 
-def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected():
+def test_patch_dropout_channels_first_any_size_reloaded_and_mixed_precision_models_are_inspected(tmp_path):
     model, pixels = tiny_model(include_top=True, pooling="token"), images(batch=2)
     expected = inspection.attention_maps(model, pixels)
     # Patch dropout is the identity at inference (a model trained with `--patch-dropout` is inspected as is).
@@ -172,6 +160,14 @@ def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected()
     tall = images(batch=2, seed=3).repeat(2, axis=1)[:, :40]
     assert inspection.attention_rollout(any_size, tall).shape == (2, 5, 3)
     assert inspection.mean_attention_distance(any_size, tall).shape == (2, 2)
+    # Reloaded from a `.keras` file, and under mixed precision (float32 maps).
+    model.save(tmp_path / "tiny.keras")
+    reloaded = keras.saving.load_model(tmp_path / "tiny.keras", safe_mode=True)
+    np.testing.assert_allclose(inspection.attention_maps(reloaded, pixels), expected, atol=1e-6)
+    keras.config.set_dtype_policy("mixed_float16")
+    attention = inspection.attention_maps(_twin(model), pixels)
+    assert attention.dtype == np.float32
+    np.testing.assert_allclose(attention, expected, atol=2e-2)
 
 
 def test_rollout_rows_sum_to_one_and_identity_and_uniform_attention():
