@@ -71,9 +71,8 @@ def test_a_vit_nested_in_a_users_functional_model(tmp_path):
     np.testing.assert_allclose(features.features, reference, atol=1e-5)
     np.testing.assert_allclose(features.outputs, keras.ops.convert_to_numpy(model(images.astype("float32"))), atol=1e-5)
     # Saved and reloaded safely, the same features.
-    path = str(tmp_path / "users_model.keras")
-    model.save(path)
-    reloaded = keras_vit.models.metadata.load_classifier(path)
+    model.save(tmp_path / "users_model.keras")
+    reloaded = keras_vit.models.metadata.load_classifier(str(tmp_path / "users_model.keras"))
     again = evaluation.extract_features(reloaded, source, batch_size=8, verbose=0)
     np.testing.assert_allclose(again.features, features.features, atol=1e-5)
 
@@ -114,8 +113,7 @@ def test_a_channels_first_model_and_a_hybrid_of_any_size_give_their_features():
         first = keras_vit.VisionTransformer(**{**TINY, "input_shape": (3, 16, 16)}, classes=NUM_CLASSES)
     finally:
         keras.config.set_image_data_format("channels_last")
-    for target, value in zip(first.weights, model.weights):
-        target.assign(value)
+    first.set_weights(model.get_weights())
     assert evaluation.representation(first).image_size == (16, 16)  # not (channels, height)
     features = evaluation.extract_features(first, source, batch_size=8, with_outputs=True, verbose=0)
     np.testing.assert_allclose(features.features, expected.features, atol=1e-5)

@@ -11,7 +11,7 @@ import pytest
 from keras_vit.utils import keras_compat
 
 
-def test_optimizer_weight_decay_internals():
+def test_optimizer_weight_decay_and_sgd_update_internals():
     optimizer = keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.5)
     optimizer.exclude_from_weight_decay(var_names=["bias"])
     kernel = keras.Variable(np.ones((2,), "float32"), name="kernel")
@@ -35,8 +35,6 @@ def test_optimizer_weight_decay_internals():
     # Keras still decays through `_apply_weight_decay`: the mixin's override skips it (no double decay).
     np.testing.assert_array_equal(skipped, np.ones(2))
 
-
-def test_sgd_update_step_and_momentum_buffers():
     class Recorded(keras.optimizers.SGD):
         def _backend_update_step(self, grads, trainable_variables, learning_rate):
             calls.append(len(grads))
@@ -75,15 +73,6 @@ def test_backup_and_restore_save_model(tmp_path):
     record = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: epochs.append(epoch))
     model.fit(x, y, epochs=3, batch_size=2, verbose=0, callbacks=[resumed, record])
     assert epochs == [2]
-
-
-def test_layer_flatten_layers_lists_nested_sublayers():
-    from keras_vit.layers import TransformerBlock
-
-    block = TransformerBlock(num_heads=2, mlp_dim=8)
-    block.build((1, 3, 4))
-    paths = {layer.path.split("/", 1)[1] for layer in keras_compat.sublayers(block)}
-    assert {"attention", "attention/qkv", "attention/output", "mlp/fc1", "mlp/fc2"} <= paths, paths
 
 
 def test_the_installed_keras_is_in_the_tested_range():
@@ -384,12 +373,14 @@ def test_torch_and_jax_private_names():
         assert keras_compat.jax_backends_initialized()
 
 
-def test_call_sublayer_skips_layer_call_but_for_symbolic_inputs_and_remat_scopes(monkeypatch):
+def test_sublayers_and_call_sublayer_which_skips_layer_call_but_for_symbolic_inputs_and_remat(monkeypatch):
     from keras_vit.layers import TransformerBlock
 
     inputs = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
     block = TransformerBlock(num_heads=2, mlp_dim=16)
     block.build(inputs.shape)
+    paths = {layer.path.split("/", 1)[1] for layer in keras_compat.sublayers(block)}
+    assert {"attention", "attention/qkv", "attention/output", "mlp/fc1", "mlp/fc2"} <= paths, paths
     with keras.RematScope(mode="full"):
         scoped = keras.layers.Dense(4)
     scoped.build(inputs.shape)
