@@ -184,7 +184,7 @@ def test_a_mixed_precision_model_is_exported_computing_in_float32(tmp_path):
     np.testing.assert_allclose(deploy.load_artefact(path, format)(_images()), expected, atol=1e-5, rtol=0)
 
 
-def test_export_refuses_bad_arguments_and_models_quantized_by_keras(tmp_path):
+def test_export_refuses_bad_arguments_and_keras_quantized_models_and_names_its_files(tmp_path):
     model = _classifier()
     format = _cheapest_format()
     with pytest.raises(ValueError, match="tflite"):
@@ -200,6 +200,21 @@ def test_export_refuses_bad_arguments_and_models_quantized_by_keras(tmp_path):
         with pytest.raises(ValueError, match="quantized"):
             deploy.export(model, str(tmp_path / "quantized"), format=format)
     assert os.listdir(tmp_path) == []
+    # A folder target gets a named file (`keras-vit export model.keras DIR/` once wrote a hidden DIR/.onnx).
+    assert deploy.artefact_path("served/", "onnx", name="model") == os.path.join("served", "model.onnx")
+    assert deploy.artefact_path("served/", "litert", name="vit_b16") == os.path.join("served", "vit_b16.tflite")
+    assert deploy.artefact_path(ROOT, "openvino", name="model") == os.path.join(ROOT, "model.xml")
+    assert deploy.artefact_path("served/vit", "onnx") == "served/vit.onnx"
+    assert deploy.artefact_path("served/vit.onnx", "onnx") == "served/vit.onnx"
+    # A SavedModel is a folder of its own: `out` names it.
+    assert deploy.artefact_path("served/vit/", "saved_model") == "served/vit"
+    assert deploy.artefact_path(ROOT, "saved_model") == ROOT
+    # The README's four exports to one `out`: the ONNX file goes beside the SavedModel folder, not into it.
+    (tmp_path / "vit").mkdir()
+    (tmp_path / "vit" / "saved_model.pb").write_bytes(b"")
+    assert deploy.artefact_path(str(tmp_path / "vit"), "onnx") == str(tmp_path / "vit.onnx")
+    assert deploy.artefact_files("served/vit.tflite", "litert") == ["served/vit.tflite", "served/vit.class_names.json"]
+    assert deploy.artefact_files("served/vit.xml", "openvino") == ["served/vit.xml", "served/vit.bin"]
 
 
 @pytest.mark.parametrize("format", deploy.FORMATS)
@@ -237,24 +252,6 @@ def test_export_never_replaces_a_file(format, tmp_path, monkeypatch):
     (tmp_path / "notes.txt").write_text("someone's notes")
     with pytest.raises(NotADirectoryError, match="notes.txt"):
         deploy.export(model, str(tmp_path / "notes.txt" / "vit"), format=format)
-
-
-def test_folder_targets_get_a_named_file(tmp_path):
-    # `keras-vit export model.keras DIR/` once wrote a hidden DIR/.onnx.
-    assert deploy.artefact_path("served/", "onnx", name="model") == os.path.join("served", "model.onnx")
-    assert deploy.artefact_path("served/", "litert", name="vit_b16") == os.path.join("served", "vit_b16.tflite")
-    assert deploy.artefact_path(ROOT, "openvino", name="model") == os.path.join(ROOT, "model.xml")
-    assert deploy.artefact_path("served/vit", "onnx") == "served/vit.onnx"
-    assert deploy.artefact_path("served/vit.onnx", "onnx") == "served/vit.onnx"
-    # A SavedModel is a folder of its own: `out` names it.
-    assert deploy.artefact_path("served/vit/", "saved_model") == "served/vit"
-    assert deploy.artefact_path(ROOT, "saved_model") == ROOT
-    # The README's four exports to one `out`: the ONNX file goes beside the SavedModel folder, not into it.
-    (tmp_path / "vit").mkdir()
-    (tmp_path / "vit" / "saved_model.pb").write_bytes(b"")
-    assert deploy.artefact_path(str(tmp_path / "vit"), "onnx") == str(tmp_path / "vit.onnx")
-    assert deploy.artefact_files("served/vit.tflite", "litert") == ["served/vit.tflite", "served/vit.class_names.json"]
-    assert deploy.artefact_files("served/vit.xml", "openvino") == ["served/vit.xml", "served/vit.bin"]
 
 
 def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys, monkeypatch):

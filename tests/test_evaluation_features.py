@@ -60,7 +60,7 @@ def test_the_papers_representation_of_each_kind_of_model(overrides, kind, layer,
         assert features.outputs is None
 
 
-def test_a_vit_nested_in_a_users_functional_model(tmp_path):
+def test_nested_saved_channels_first_and_hybrid_models_give_their_features(tmp_path):
     vit = _tiny_vit(include_top=False, pooling="token", name="backbone")
     inputs = keras.Input((16, 16, 3))
     outputs = keras.layers.Dense(NUM_CLASSES, name="my_head")(keras.layers.Dropout(0.1)(vit(inputs)))
@@ -75,6 +75,24 @@ def test_a_vit_nested_in_a_users_functional_model(tmp_path):
     reloaded = keras_vit.models.metadata.load_classifier(str(tmp_path / "users_model.keras"))
     again = evaluation.extract_features(reloaded, source, batch_size=8, verbose=0)
     np.testing.assert_allclose(again.features, features.features, atol=1e-5)
+    # A channels-first twin of a classifier gives its features.
+    model = _tiny_vit(classes=NUM_CLASSES)
+    expected = evaluation.extract_features(model, source, batch_size=8, with_outputs=True, verbose=0)
+    keras.config.set_image_data_format("channels_first")
+    try:
+        first = keras_vit.VisionTransformer(**{**TINY, "input_shape": (3, 16, 16)}, classes=NUM_CLASSES)
+    finally:
+        keras.config.set_image_data_format("channels_last")
+    first.set_weights(model.get_weights())
+    assert evaluation.representation(first).image_size == (16, 16)  # not (channels, height)
+    features = evaluation.extract_features(first, source, batch_size=8, with_outputs=True, verbose=0)
+    np.testing.assert_allclose(features.features, expected.features, atol=1e-5)
+    np.testing.assert_allclose(features.outputs, expected.outputs, atol=1e-5)
+    # A hybrid that takes any size is fed its stored grid's images: tokens of 4 px (a stem-only ResNet).
+    hybrid_options = dict(patch_size=1, input_shape=None, include_top=False, resnet_stages=(), resnet_width=32)
+    hybrid = keras_vit.VisionTransformer(**{**TINY, **hybrid_options})
+    grid = hybrid.get_layer("position_embedding").grid_size
+    assert evaluation.representation(hybrid).image_size == (4 * grid[0], 4 * grid[1])
 
 
 def test_features_are_cached_and_the_cache_follows_the_weights(tmp_path, monkeypatch):
@@ -102,27 +120,6 @@ def test_features_are_cached_and_the_cache_follows_the_weights(tmp_path, monkeyp
     dataset, info = other
     with pytest.raises(ValueError, match="does not say what it holds"):
         evaluation.extract_features(model, (dataset, dataclasses.replace(info, fingerprint=None)), cache=cache)
-
-
-def test_a_channels_first_model_and_a_hybrid_of_any_size_give_their_features():
-    model = _tiny_vit(classes=NUM_CLASSES)
-    _, _, source = _source()
-    expected = evaluation.extract_features(model, source, batch_size=8, with_outputs=True, verbose=0)
-    keras.config.set_image_data_format("channels_first")
-    try:
-        first = keras_vit.VisionTransformer(**{**TINY, "input_shape": (3, 16, 16)}, classes=NUM_CLASSES)
-    finally:
-        keras.config.set_image_data_format("channels_last")
-    first.set_weights(model.get_weights())
-    assert evaluation.representation(first).image_size == (16, 16)  # not (channels, height)
-    features = evaluation.extract_features(first, source, batch_size=8, with_outputs=True, verbose=0)
-    np.testing.assert_allclose(features.features, expected.features, atol=1e-5)
-    np.testing.assert_allclose(features.outputs, expected.outputs, atol=1e-5)
-    # A hybrid that takes any size is fed its stored grid's images: tokens of 4 px (a stem-only ResNet).
-    hybrid_options = dict(patch_size=1, input_shape=None, include_top=False, resnet_stages=(), resnet_width=32)
-    hybrid = keras_vit.VisionTransformer(**{**TINY, **hybrid_options})
-    grid = hybrid.get_layer("position_embedding").grid_size
-    assert evaluation.representation(hybrid).image_size == (4 * grid[0], 4 * grid[1])
 
 
 def test_bad_models_and_splits_are_one_clear_error():

@@ -170,7 +170,7 @@ def test_patch_dropout_channels_first_any_size_reloaded_and_mixed_precision_mode
     np.testing.assert_allclose(attention, expected, atol=2e-2)
 
 
-def test_rollout_rows_sum_to_one_and_identity_and_uniform_attention():
+def test_rollout_of_random_identity_uniform_and_hand_computed_attention():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 2, 4, 7, 7))
     attention = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
@@ -188,10 +188,7 @@ def test_rollout_rows_sum_to_one_and_identity_and_uniform_attention():
     uniform = np.full((num_layers, 1, 2, tokens, tokens), 1 / tokens)
     class_map = inspection.class_token_rollout(uniform, (2, 3))
     np.testing.assert_allclose(class_map, np.full((1, 2, 3), (1 - 0.5**num_layers) / tokens))
-
-
-def test_rollout_hand_computed_and_bad_arguments():
-    # One class token and two patches; two heads, two layers.
+    # By hand: one class token and two patches; two heads, two layers.
     head_a = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     head_b = np.array([[0.5, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     layer = np.stack([head_a, head_b])[None]  # (batch 1, heads 2, 3, 3)

@@ -1,5 +1,6 @@
 """One test per Keras internal that keras_vit.utils.keras_compat uses (each backend has its own optimizer base)."""
 
+import functools
 import json
 import os
 import random
@@ -132,26 +133,8 @@ def test_serializer_imports_no_tensorflow_yet_serializes_its_types():
         assert result.stdout.split() == ["False", "True"], result.stderr[-2000:]
 
 
-def test_dot_product_attention_keeps_torch_compile_graphs_whole():
-    if keras.backend.backend() != "torch":
-        pytest.skip("torch.compile's graphs: the torch run")
-    import torch
-
-    query = keras.random.normal((1, 5, 2, 4), seed=0)
-
-    def breaks(attention):
-        try:
-            return torch._dynamo.explain(lambda query: attention(query, query, query))(query).graph_break_count
-        finally:
-            torch._dynamo.reset()
-
-    assert breaks(keras_compat.dot_product_attention) == 0
-    assert breaks(keras.ops.dot_product_attention) >= 1  # else keras_compat can call Keras's op again
-
-
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the padded fused attention is JAX's")
-@pytest.mark.parametrize("multiple", [2, 8])
-def test_padded_fused_attention_computes_the_unpadded_attention(multiple):
+def test_padded_fused_attention_computes_the_unpadded_attention_for_odd_training_calls_on_a_gpu(monkeypatch):
     import jax
     import jax.numpy as jnp
 
@@ -163,17 +146,12 @@ def test_padded_fused_attention_computes_the_unpadded_attention(multiple):
         return jax.value_and_grad(lambda *qkv: jnp.sum(attention(*qkv) * cotangent), argnums=(0, 1, 2))
 
     expected_loss, expected_grads = loss(jax.nn.dot_product_attention)(query, key, value)
-    padded = lambda *qkv: keras_compat.padded_fused_attention(*qkv, implementation="xla", multiple=multiple)  # noqa: E731
-    padded_loss, padded_grads = loss(padded)(query, key, value)
-    np.testing.assert_allclose(padded_loss, expected_loss, rtol=1e-6)
-    for grad, expected in zip(padded_grads, expected_grads):
-        np.testing.assert_allclose(grad, expected, atol=1e-6)
-
-
-@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the padded fused attention is JAX's")
-def test_dot_product_attention_pads_odd_training_calls_on_a_gpu(monkeypatch):
-    import jax
-
+    for multiple in (2, 8):
+        padded = functools.partial(keras_compat.padded_fused_attention, implementation="xla", multiple=multiple)
+        padded_loss, padded_grads = loss(padded)(query, key, value)
+        np.testing.assert_allclose(padded_loss, expected_loss, rtol=1e-6)
+        for grad, expected in zip(padded_grads, expected_grads):
+            np.testing.assert_allclose(grad, expected, atol=1e-6)
     padded_calls = []
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setattr(
@@ -235,6 +213,15 @@ def test_dot_product_attention_is_keras_op_without_its_copies(monkeypatch):
     kept, kept_by_keras = kept_by(keras_compat.dot_product_attention), kept_by(keras.ops.dot_product_attention)
     assert kept <= 4 * unit + projection.nbytes + batch * heads * tokens * 4
     assert kept_by_keras >= kept + unit  # Keras's op copies its inputs and output
+
+    def graph_breaks(attention):
+        try:
+            return torch._dynamo.explain(lambda query: attention(query, query, query))(query).graph_break_count
+        finally:
+            torch._dynamo.reset()
+
+    assert graph_breaks(keras_compat.dot_product_attention) == 0
+    assert graph_breaks(keras.ops.dot_product_attention) >= 1  # torch.compile's graph broken by Keras's op
     # A forced flash kernel is Keras's to check and refuse (it does on a CPU): passed on as it is.
     monkeypatch.setattr(keras.config, "is_flash_attention_enabled", lambda: True)
     with pytest.raises(RuntimeError):
