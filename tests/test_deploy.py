@@ -1,9 +1,6 @@
-"""Export: each artefact run by its own runtime (not Keras) agrees with the
-Keras model within 1e-4 and has one input `images` and one output `outputs`,
-on each backend that can write the format; the pairs that cannot work say
-so; a folder target gets a named file; an export never replaces a file; a
-killed export leaves no artefact under its name. Exports are slow: the tests
-that only look at an artefact share one export per format (`exported`)."""
+"""Export: each artefact, run by its own runtime, agrees with Keras within 1e-4 and has one input `images` and one
+output `outputs`; unsupported pairs say so; an export never replaces a file, and a killed one leaves no artefact.
+Exports are slow: the tests that only read an artefact share one export per format (`exported`)."""
 
 import collections
 import logging
@@ -42,13 +39,13 @@ def _images(batch=3):
     return np.random.default_rng(0).integers(0, 256, size=(batch, 8, 8, 3)).astype("uint8")
 
 
-def _cheapest_format():
-    """A format this backend writes, the cheapest first (no converter)."""
-    return next(f for f in ("saved_model", "openvino") if deploy.supported(f)[0])
+def _cheapest_format(order=("saved_model", "openvino")):
+    """A format this backend writes, the first of `order`."""
+    return next(f for f in order if deploy.supported(f)[0])
 
 
 def _runtime_names(path, format):
-    """(input names, output names) as the artefact's own runtime lists them."""
+    """(input names, output names) as the artefact's own runtime lists them (OpenVINO: one set per tensor)."""
     if format == "onnx":
         import onnxruntime
 
@@ -64,7 +61,6 @@ def _runtime_names(path, format):
 
         interpreter = Interpreter(model_path=path)
         (signature,) = interpreter.get_signature_list().values()
-        # The interpreter's own output tensors, one per name in the signature.
         assert len(interpreter.get_output_details()) == len(signature["outputs"])
         return signature["inputs"], signature["outputs"]
     import tensorflow as tf
@@ -78,9 +74,8 @@ def _runtime_names(path, format):
 
 
 def _expected_names(format):
-    if format == "openvino":
-        return [[deploy.INPUT_NAME]], [[deploy.OUTPUT_NAME]]
-    return [deploy.INPUT_NAME], [deploy.OUTPUT_NAME]
+    names = [deploy.INPUT_NAME], [deploy.OUTPUT_NAME]
+    return tuple([name] for name in names) if format == "openvino" else names
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +85,7 @@ def classifier():
 
 @pytest.fixture(scope="module")
 def exported(classifier, tmp_path_factory):
-    """`exported(format)`: `classifier` exported as `served/vit` in `format`, once per module.
-
-    `served/` already holds another model's `class_names.json`. Cost: one export per format asked for.
-    """
+    """`exported(format)`: `classifier` exported once as `served/vit`, beside another model's `class_names.json`."""
     folder = tmp_path_factory.mktemp("served")
     (folder / deploy.CLASS_NAMES_FILE).write_text(FOREIGN_NAMES)
     paths = {}
@@ -119,76 +111,61 @@ def test_artefact_matches_keras_in_its_own_runtime(format, classifier, exported,
     path = exported(format)
     with caplog.at_level(logging.WARNING):  # from JAX, TensorFlow warned on each load of a SavedModel
         run = deploy.load_artefact(path, format)
-    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []
-    # Batch size is dynamic: 3 here, the traced call used 1.
+    assert [record for record in caplog.records if record.levelno >= logging.WARNING] == []
+    # The batch size is dynamic: the traced call used 1.
     np.testing.assert_allclose(run(images), expected, atol=1e-4, rtol=0)
     np.testing.assert_allclose(run(images[:1]), expected[:1], atol=1e-4, rtol=0)
     assert deploy.artefact_class_names(path, format) == NAMES
     folder = os.path.dirname(path)
     assert not [name for name in os.listdir(folder) if name.startswith(files.TEMP_PREFIX)]
-    # One input and one output (Keras's OpenVINO export had one per unused shape slice beside the logits).
+    # One input and one output (Keras's OpenVINO export had one per unused shape slice).
     assert _runtime_names(path, format) == _expected_names(format)
-    if format == "openvino":  # the model's image size, the batch dynamic (torch's trace left all four dynamic)
-        import openvino as ov
-
-        (inputs,) = ov.Core().read_model(path).inputs
-        shape = [dimension.get_length() if dimension.is_static else None for dimension in inputs.get_partial_shape()]
-        assert shape == [None, 8, 8, 3]
     # LiteRT's class names sit beside the artefact under its own name; another model's file stays as it was.
     with open(os.path.join(folder, deploy.CLASS_NAMES_FILE)) as handle:
         assert handle.read() == FOREIGN_NAMES
-
-
-def test_openvino_graph_splits_qkv_once_and_from_torch_fuses_gelu_and_layer_norm(exported):
-    # What keeps the artefact fast: one Split of the fused QKV, and from torch OpenVINO's fused GELU and MVN.
-    ok, reason = deploy.supported("openvino")
-    if not ok:
-        pytest.skip(reason)
+    if format != "openvino":
+        return
     import openvino as ov
 
-    ops = ov.Core().read_model(exported("openvino")).get_ops()
-    types = collections.Counter(op.get_type_name() for op in ops)
-    num_layers = TINY["num_layers"]
-    # Slices and gathers of activations left: the class token, not three per block as before. (Those of the
-    # shape arithmetic, on 1-D shape vectors, cost nothing.)
+    graph = ov.Core().read_model(path)
+    # The image size fixed, the batch dynamic (torch's trace left all four dynamic).
+    (inputs,) = graph.inputs
+    shape = [dimension.get_length() if dimension.is_static else None for dimension in inputs.get_partial_shape()]
+    assert shape == [None, 8, 8, 3]
+    # What keeps it fast: one Split of the fused QKV, one slice of activations (the class token's), and from torch
+    # OpenVINO's fused GELU and MVN (two LayerNorms per block and the final one).
+    types = collections.Counter(op.get_type_name() for op in graph.get_ops())
     slices = [
-        op.get_friendly_name()
-        for op in ops
+        op
+        for op in graph.get_ops()
         if op.get_type_name() in ("StridedSlice", "Gather") and op.input(0).get_partial_shape().rank.get_length() > 1
     ]
-    assert types["Split"] == num_layers and len(slices) <= 1, (types, slices)
+    num_layers = TINY["num_layers"]
+    assert types["Split"] == num_layers and len(slices) <= 1, types
     if keras.backend.backend() == "torch":
-        # Two LayerNorms per block and the final one; one GELU per MLP.
         assert types["MVN"] == 2 * num_layers + 1 and types["Gelu"] == num_layers, types
 
 
-def test_feature_map_artefact_has_one_output(tmp_path):
+@pytest.mark.parametrize("case", ["feature_map", "saved_user_model", "user_model_scales_pixels"])
+def test_a_feature_map_and_a_backbone_in_a_user_model_export_one_output_scaled_once(case, tmp_path):
     # The feature map's reshape computes the batch size too: still one output (OpenVINO first, where it showed).
-    format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])
-    backbone = VisionTransformer(**TINY, include_top=False, pooling=None)
-    helpers.randomize_weights(backbone)
-    images = _images(2)
-    expected = keras.ops.convert_to_numpy(backbone(preprocess_input(images.astype("float32"))))
-    path = deploy.export(backbone, str(tmp_path / "features"), format=format)
-    assert _runtime_names(path, format) == _expected_names(format)
-    actual = deploy.load_artefact(path, format)(images)
-    assert actual.shape == expected.shape == (2, 2, 2, 16)
-    np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0)
-
-
-@pytest.mark.parametrize("own_scaling", [False, True], ids=["saved_user_model", "user_model_scales_pixels"])
-def test_a_backbone_nested_in_a_user_model_exports_scaled_once(own_scaling, tmp_path):
-    format = _cheapest_format()
-    backbone = VisionTransformer(**TINY, include_top=False, pooling="gap", include_preprocessing=not own_scaling)
-    inputs = keras.Input((8, 8, 3))
-    # The user's own scaling of raw pixels: the artefact must not scale them a second time.
-    scaled = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs) if own_scaling else inputs
-    user_model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(scaled)))
-    helpers.randomize_weights(user_model)
-    user_model.save(tmp_path / "user.keras")
+    format = _cheapest_format(("openvino", "saved_model"))
+    own_scaling = case == "user_model_scales_pixels"
+    pooling = None if case == "feature_map" else "gap"
+    model = backbone = VisionTransformer(
+        **TINY, include_top=False, pooling=pooling, include_preprocessing=not own_scaling
+    )
+    if case != "feature_map":
+        inputs = keras.Input((8, 8, 3))
+        # The user's own scaling of raw pixels: the artefact must not scale them a second time.
+        scaled = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs) if own_scaling else inputs
+        model = keras.Model(inputs, keras.layers.Dense(2, name="user_head")(backbone(scaled)))
+    helpers.randomize_weights(model)
+    model.save(tmp_path / "model.keras")
     images = _images(2).astype("float32")
-    path = deploy.export(str(tmp_path / "user.keras"), str(tmp_path / "user"), format=format, input_dtype="float32")
-    expected = keras.ops.convert_to_numpy(user_model(images if own_scaling else preprocess_input(images)))
+    path = deploy.export(str(tmp_path / "model.keras"), str(tmp_path / "out"), format=format, input_dtype="float32")
+    assert _runtime_names(path, format) == _expected_names(format)
+    expected = keras.ops.convert_to_numpy(model(images if own_scaling else preprocess_input(images)))
     np.testing.assert_allclose(deploy.load_artefact(path, format)(images), expected, atol=1e-4, rtol=0)
 
 
@@ -207,7 +184,7 @@ def test_a_mixed_precision_model_is_exported_computing_in_float32(tmp_path):
     np.testing.assert_allclose(deploy.load_artefact(path, format)(_images()), expected, atol=1e-5, rtol=0)
 
 
-def test_export_refuses_bad_arguments_and_models_quantized_by_keras(tmp_path):
+def test_export_refuses_bad_arguments_and_keras_quantized_models_and_names_its_files(tmp_path):
     model = _classifier()
     format = _cheapest_format()
     with pytest.raises(ValueError, match="tflite"):
@@ -218,63 +195,18 @@ def test_export_refuses_bad_arguments_and_models_quantized_by_keras(tmp_path):
         deploy.export(model, str(tmp_path / "vit"), format=format, class_names=["a"])
     with pytest.raises(ValueError, match="model.h5"):
         deploy.export(str(tmp_path / "model.h5"), str(tmp_path / "vit"), format=format)
-    # Their conversion of int8 layers fails (LiteRT) or gives other outputs (OpenVINO).
     model.quantize("int8")
     for format in [format for format in ("openvino", "litert") if deploy.supported(format)[0]]:
         with pytest.raises(ValueError, match="quantized"):
             deploy.export(model, str(tmp_path / "quantized"), format=format)
     assert os.listdir(tmp_path) == []
-
-
-@pytest.mark.parametrize("format", deploy.FORMATS)
-def test_export_never_replaces_a_file(format, tmp_path):
-    # Any file the export would write, companions included, stops it before the trace and is left as it was.
-    if not deploy.supported(format)[0]:
-        pytest.skip(deploy.supported(format)[1])
-    model = _classifier()
-    for target in deploy.artefact_files(deploy.artefact_path(str(tmp_path / "vit"), format), format):
-        os.makedirs(target) if format == "saved_model" else open(target, "w").write("someone else's")
-        with pytest.raises(FileExistsError, match=re.escape(target)):
-            deploy.export(model, str(tmp_path / "vit"), format=format)
-        assert os.listdir(tmp_path) == [os.path.basename(target)]
-        if format != "saved_model":
-            assert open(target).read() == "someone else's"
-        os.rmdir(target) if format == "saved_model" else os.remove(target)
-    # A file where the artefact's folder would be: one line before any work.
-    (tmp_path / "notes.txt").write_text("someone's notes")
-    with pytest.raises(NotADirectoryError, match="notes.txt"):
-        deploy.export(model, str(tmp_path / "notes.txt" / "vit"), format=format)
-
-
-@pytest.mark.parametrize("format", deploy.FORMATS)
-def test_a_file_that_appears_during_the_export_is_left_as_it_is(format, tmp_path, monkeypatch):
-    # The names are checked before the export's long work; a file written meanwhile must still stand.
-    if not deploy.supported(format)[0]:
-        pytest.skip(deploy.supported(format)[1])
-    targets = deploy.artefact_files(deploy.artefact_path(str(tmp_path / "vit"), format), format)
-
-    def write_while_someone_writes(model, format, target, **options):
-        folder = target if format == "saved_model" else os.path.dirname(target)
-        for name in [os.path.basename(t) for t in targets] if format != "saved_model" else ["saved_model.pb"]:
-            files.write_text(os.path.join(folder, name), "the export's")
-        os.makedirs(targets[-1]) if format == "saved_model" else files.write_text(targets[-1], "someone else's")
-
-    monkeypatch.setattr(writers, "write", write_while_someone_writes)
-    with pytest.raises(FileExistsError, match=re.escape(targets[-1])):
-        deploy.export(_classifier(), str(tmp_path / "vit"), format=format)
-    assert os.listdir(tmp_path) == [os.path.basename(targets[-1])]
-    if format != "saved_model":
-        assert open(targets[-1]).read() == "someone else's"
-
-
-def test_folder_targets_get_a_named_file(tmp_path):
-    # `keras-vit export model.keras DIR/` once wrote a hidden DIR/.onnx.
+    # A folder target gets a named file (`keras-vit export model.keras DIR/` once wrote a hidden DIR/.onnx).
     assert deploy.artefact_path("served/", "onnx", name="model") == os.path.join("served", "model.onnx")
     assert deploy.artefact_path("served/", "litert", name="vit_b16") == os.path.join("served", "vit_b16.tflite")
     assert deploy.artefact_path(ROOT, "openvino", name="model") == os.path.join(ROOT, "model.xml")
     assert deploy.artefact_path("served/vit", "onnx") == "served/vit.onnx"
     assert deploy.artefact_path("served/vit.onnx", "onnx") == "served/vit.onnx"
-    # A SavedModel is a folder of its own: `out` names it, and an existing one is refused (test above).
+    # A SavedModel is a folder of its own: `out` names it.
     assert deploy.artefact_path("served/vit/", "saved_model") == "served/vit"
     assert deploy.artefact_path(ROOT, "saved_model") == ROOT
     # The README's four exports to one `out`: the ONNX file goes beside the SavedModel folder, not into it.
@@ -285,11 +217,48 @@ def test_folder_targets_get_a_named_file(tmp_path):
     assert deploy.artefact_files("served/vit.xml", "openvino") == ["served/vit.xml", "served/vit.bin"]
 
 
-def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys):
+@pytest.mark.parametrize("format", deploy.FORMATS)
+def test_export_never_replaces_a_file(format, tmp_path, monkeypatch):
+    # Any file the export would write, companions included, stops it (before the trace, and again before the
+    # commit for one written meanwhile) and is left as it was.
+    if not deploy.supported(format)[0]:
+        pytest.skip(deploy.supported(format)[1])
+    model = _classifier()
+    targets = deploy.artefact_files(deploy.artefact_path(str(tmp_path / "vit"), format), format)
+
+    def take(target):
+        os.makedirs(target) if format == "saved_model" else files.write_text(target, "someone else's")
+
+    def write_while_someone_writes(model, format, target, **options):
+        folder = target if format == "saved_model" else os.path.dirname(target)
+        for name in ["saved_model.pb"] if format == "saved_model" else [os.path.basename(t) for t in targets]:
+            files.write_text(os.path.join(folder, name), "the export's")
+        take(targets[-1])
+
+    def refused(target):
+        with pytest.raises(FileExistsError, match=re.escape(target)):
+            deploy.export(model, str(tmp_path / "vit"), format=format)
+        assert os.listdir(tmp_path) == [os.path.basename(target)]
+        if format != "saved_model":
+            assert open(target).read() == "someone else's"
+        os.rmdir(target) if format == "saved_model" else os.remove(target)
+
+    for target in targets:
+        take(target)
+        refused(target)
+    monkeypatch.setattr(writers, "write", write_while_someone_writes)
+    refused(targets[-1])
+    # A file where the artefact's folder would be: one line before any work.
+    (tmp_path / "notes.txt").write_text("someone's notes")
+    with pytest.raises(NotADirectoryError, match="notes.txt"):
+        deploy.export(model, str(tmp_path / "notes.txt" / "vit"), format=format)
+
+
+def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys, monkeypatch):
     import keras_vit_cli
 
     _classifier().save(tmp_path / "model.keras")
-    format = next(f for f in ("openvino", "saved_model") if deploy.supported(f)[0])  # a file format where it can
+    format = _cheapest_format(("openvino", "saved_model"))  # a file format where it can
     # An existing folder for a file format (gets model.xml + model.bin); a new SavedModel folder given with "/".
     out = tmp_path / "served" if format == "openvino" else tmp_path / "served" / "vit"
     os.makedirs(tmp_path / "served")
@@ -316,11 +285,7 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys)
     argv = ["export", "Ti/16", f"{tmp_path / 'taken'}/", "--format", format, "--weights", "imagenet"]
     assert keras_vit_cli.main(argv) == 1
     assert taken in capsys.readouterr().err
-
-
-def test_cli_exports_a_constructor_with_random_weights(tmp_path, monkeypatch, capsys):
-    import keras_vit_cli
-
+    # A constructor with random weights at another size.
     built = []
     monkeypatch.setattr(deploy, "export", lambda model, out, **options: built.append(model) or out)
     argv = ["export", "Ti/16", str(tmp_path / "vit"), "--weights", "none", "--image-size", "32"]
@@ -332,25 +297,16 @@ def test_cli_exports_a_constructor_with_random_weights(tmp_path, monkeypatch, ca
 # An export that SIGKILLs itself once the artefact is complete in its staging folder, before the commit.
 KILLED_EXPORT = """
 import os, signal, sys
+from keras_vit import deploy
 from keras_vit.deploy import writers
 
 write = writers.write
-
-
-def write_then_die(*args, **kwargs):
-    write(*args, **kwargs)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-writers.write = write_then_die
-from keras_vit import deploy
-
+writers.write = lambda *args, **kwargs: write(*args, **kwargs) or os.kill(os.getpid(), signal.SIGKILL)
 deploy.export(sys.argv[1], sys.argv[2], format=sys.argv[3])
 """
 
 
-# The staging is deploy.export's, the same on every backend; what differs is the artefact's shape: a folder
-# (saved_model, the tensorflow run) or two files (openvino, the torch run). JAX writes TensorFlow's folder.
+# A folder (saved_model, the tensorflow run) or two files (openvino, the torch run).
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="JAX exports the tensorflow run's saved_model folder")
 def test_a_killed_export_leaves_no_artefact_and_the_next_one_succeeds(tmp_path):
     format = _cheapest_format()
@@ -395,7 +351,6 @@ def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_pat
     # LiteRT leaves weights with fewer than 1024 elements float: hidden 32 makes the attention and MLP int8.
     model = _classifier(hidden_dim=32, mlp_dim=64)
     images = np.random.default_rng(1).integers(0, 256, size=(32, 8, 8, 3)).astype("uint8")
-    # The float32 artefact equals the Keras model within 1e-4 (test above): compare with Keras, one export less.
     expected = keras.ops.convert_to_numpy(model(preprocess_input(images.astype("float32"))))
     path = deploy.export(model, str(tmp_path / "int8"), format=format, int8=True)
     actual = deploy.load_artefact(path, format)(images)

@@ -1,8 +1,4 @@
-"""The evaluation maths against independent references: scikit-learn's Ridge and LogisticRegression, brute-force k-NN.
-
-Pure NumPy on features made up here, so the results are the same on every
-backend: one backend runs them.
-"""
+"""The evaluation maths against scikit-learn's Ridge and LogisticRegression and a brute-force k-NN (NumPy only)."""
 
 import keras
 import numpy as np
@@ -37,15 +33,14 @@ def test_ridge_predictions_equal_scikit_learn_ridge(num_points, dim, l2):
     mean, std = x.mean(axis=0), x.std(axis=0) + 1e-5
 
     def prepared(values):
-        standardised = (values.astype("float64") - mean) / std
-        return np.hstack([standardised, np.full((len(values), 1), 100.0)])
+        return np.hstack([(values.astype("float64") - mean) / std, np.full((len(values), 1), 100.0)])
 
     targets = 2.0 * np.eye(num_classes)[labels] - 1.0
     reference = Ridge(alpha=l2, fit_intercept=False, solver="cholesky").fit(prepared(features), targets)
     np.testing.assert_allclose(solver.predict(test, l2), reference.predict(prepared(test)), rtol=0, atol=1e-6)
     # The same decomposition serves another strength.
-    again = Ridge(alpha=l2 * 8, fit_intercept=False, solver="cholesky").fit(prepared(features), targets)
-    np.testing.assert_allclose(solver.predict(test, l2 * 8), again.predict(prepared(test)), rtol=0, atol=1e-6)
+    reference.set_params(alpha=l2 * 8).fit(prepared(features), targets)
+    np.testing.assert_allclose(solver.predict(test, l2 * 8), reference.predict(prepared(test)), rtol=0, atol=1e-6)
 
 
 def test_fewshot_accuracy_is_the_argmax_of_the_ridge_on_each_draw():
@@ -61,14 +56,8 @@ def test_fewshot_accuracy_is_the_argmax_of_the_ridge_on_each_draw():
             assert np.bincount(train_y[chosen]).tolist() == [count] * 5
             solver = evaluation.RidgeSolver(train[chosen], train_y[chosen], 5)
             assert accuracy == np.mean(solver.predict(test, fewshot_lsr.DEFAULT_L2).argmax(axis=1) == test_y)
-        assert result.mean == pytest.approx(np.mean(result.accuracies))
-    # Three different draws: the spread is that of the draws.
-    assert results[1].std == pytest.approx(np.std(results[1].accuracies))
-
-
-def test_the_l2_grid_picks_a_strength_from_the_grid_on_held_out_training_images():
-    train, train_y = _clusters(4, 40, 10, spread=2.5)
-    test, test_y = _clusters(4, 20, 10, spread=2.5, seed=2)
+        assert (result.mean, result.std) == pytest.approx((np.mean(result.accuracies), np.std(result.accuracies)))
+    # An L2 grid: each draw takes a strength of the grid; a grid of one is that fixed strength.
     grid = (1e-3, 1.0, 1e3, 1e6)
     results = evaluation.fewshot(train, train_y, test, test_y, shots=(10,), seeds=2, l2_grid=grid)
     assert set(results[10].l2) <= set(grid)
@@ -96,17 +85,14 @@ def test_knn_equals_a_brute_force_reference_exactly(k, temperature, chunk_size):
     test, _ = _clusters(6, 15, 12, spread=2.5, seed=4)
     ours = evaluation.knn_predict(train, train_y, test, k=k, temperature=temperature, chunk_size=chunk_size)
     np.testing.assert_array_equal(ours, _brute_force_knn(train, train_y, test, k, temperature, 6))
-
-
-def test_knn_votes_are_weighted_by_similarity():
-    # Two far-but-many neighbours of class 1 lose to one near neighbour of class 0 at a low temperature.
+    # Votes weigh by similarity: two far neighbours of class 1 lose to a near one of class 0 at a low temperature.
     train = np.array([[1.0, 0.0], [0.0, 1.0], [0.05, 1.0]])
     test = np.array([[1.0, 0.6]])
     assert evaluation.knn_predict(train, np.array([0, 1, 1]), test, k=3, temperature=0.01).tolist() == [0]
     assert evaluation.knn_predict(train, np.array([0, 1, 1]), test, k=3, temperature=100.0).tolist() == [1]
 
 
-def test_probe_matches_scikit_learn_logistic_regression():
+def test_probe_matches_scikit_learn_logistic_regression_and_chooses_its_weight_decay():
     from sklearn.linear_model import LogisticRegression
 
     train, train_y = _clusters(5, 60, 20, spread=3.0)
@@ -121,15 +107,10 @@ def test_probe_matches_scikit_learn_logistic_regression():
     assert 0.3 < theirs < 0.99  # a problem where the probe can be wrong, so agreement means something
     assert abs(ours.accuracy - theirs) <= 0.005
     assert ours.weight_decay == decay and ours.holdout_accuracies == {}
-
-
-def test_probe_chooses_the_weight_decay_on_held_out_training_images():
-    train, train_y = _clusters(3, 40, 30, spread=4.0)
-    test, test_y = _clusters(3, 40, 30, spread=4.0, seed=6)
+    # Several strengths: the best on a held-out part of the training split.
     result = evaluation.linear_probe(train, train_y, test, test_y, weight_decays=(1e-4, 1e-1, 10.0))
     assert set(result.holdout_accuracies) == {1e-4, 1e-1, 10.0}
-    best = max(result.holdout_accuracies.values())
-    assert result.holdout_accuracies[result.weight_decay] == best
+    assert result.holdout_accuracies[result.weight_decay] == max(result.holdout_accuracies.values())
 
 
 def test_heldout_report_by_hand(tmp_path):
@@ -142,23 +123,20 @@ def test_heldout_report_by_hand(tmp_path):
     assert report["top5"] == 1.0  # k = min(5, 3 classes)
     assert report["per_class"] == {"a": 0.5, "b": 0.5, "c": 1.0}
     assert report["confusion"] == [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
-    # ECE, 15 bins of width 1/15: confidences 0.7, 0.8, 0.5, 0.6, 0.4 fall in five different bins,
-    # correct / wrong: 1, 1, 1, 0, 0.
+    # ECE: confidences 0.7, 0.8, 0.5, 0.6, 0.4 in five of the 15 bins, right in the first three.
     expected = (abs(1 - 0.7) + abs(1 - 0.8) + abs(1 - 0.5) + abs(0 - 0.6) + abs(0 - 0.4)) / 5
     assert report["ece"] == pytest.approx(expected, abs=1e-6)
     # Logits give the same report as their softmax.
-    logits = np.log(outputs)
-    assert evaluation.heldout_report(logits, labels)["ece"] == pytest.approx(report["ece"], abs=1e-6)
+    assert evaluation.heldout_report(np.log(outputs), labels)["ece"] == pytest.approx(report["ece"], abs=1e-6)
     assert evaluation.top_k_accuracy(outputs, labels, 2) == 1.0
     assert evaluation.top_k_accuracy(np.array([[0.5, 0.3, 0.2]]), np.array([2]), 2) == 0.0
-    path = tmp_path / "confusion.png"
-    evaluation.plot_confusion(report, str(path))
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    evaluation.plot_confusion(report, str(tmp_path / "confusion.png"))
+    assert (tmp_path / "confusion.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match=r"\[7\]"):  # names the label outside the classes
         evaluation.heldout_report(np.eye(3)[[0, 1, 2]], np.array([0, 7, 2]))
     # Confidence 0.75 in every row, right in 3 of 4: calibrated.
-    outputs = np.tile([[0.75, 0.25]], (4, 1))
-    assert evaluation.expected_calibration_error(outputs, np.array([0, 0, 0, 1])) == pytest.approx(0.0)
+    calibrated = np.tile([[0.75, 0.25]], (4, 1))
+    assert evaluation.expected_calibration_error(calibrated, np.array([0, 0, 0, 1])) == pytest.approx(0.0)
 
 
 def test_too_few_images_nan_features_and_empty_splits_are_refused():
@@ -188,13 +166,12 @@ def test_too_few_images_nan_features_and_empty_splits_are_refused():
 )
 def test_labels_the_classes_cannot_hold_and_mismatched_features_are_refused(evaluate):
     train, train_y = _clusters(3, 6, 5)
-    # A negative label would be the last class to NumPy's indexing; a label the classes cannot hold, lost or an
-    # IndexError deep inside; features of another size, a broadcasting error.
+    # Else: a negative label read as the last class, an IndexError deep inside, a broadcasting error.
     with pytest.raises(ValueError, match="-1"):
         evaluate(train, train_y - 1, train, train_y)
     with pytest.raises(ValueError, match="num_classes=3"):
         evaluate(train, train_y, train, train_y, num_classes=2)
     with pytest.raises(ValueError, match="5 vs 4"):
         evaluate(train, train_y, train[:, :4], train_y)
-    # NumPy integers are counts like Python's (they were refused as "not a positive integer").
+    # NumPy integers are counts like Python's.
     evaluate(train, train_y, train, train_y, num_classes=np.int64(3))

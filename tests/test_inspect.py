@@ -1,5 +1,5 @@
-"""keras_vit.inspection: attention maps against NumPy, rollout / distance / similarity / filters on
-hand-made inputs, the plots and the `keras-vit inspect` command."""
+"""keras_vit.inspection: attention maps against NumPy, the analyses on hand-made inputs, the plots and `keras-vit
+inspect`."""
 
 import math
 import os
@@ -16,21 +16,15 @@ from keras_vit.models.applications import CONSTRUCTORS
 IMAGE_SHAPE = (32, 24, 3)
 GRID = (4, 3)
 PATCH = 8
+TINY = dict(patch_size=PATCH, hidden_dim=16, num_heads=2, mlp_dim=32)
 
 
 def tiny_model(include_top=False, pooling=None, num_layers=2, seed=0, **kwargs):
+    kwargs = {"input_shape": IMAGE_SHAPE, "include_preprocessing": False, "classes": 5, **kwargs}  # images: [-1, 1]
     model = keras_vit.VisionTransformer(
-        patch_size=PATCH,
-        hidden_dim=16,
-        num_layers=num_layers,
-        num_heads=2,
-        mlp_dim=32,
-        include_top=include_top,
-        pooling=pooling,
-        classes=5,
-        **{"input_shape": IMAGE_SHAPE, "include_preprocessing": False, **kwargs},  # images() are in [-1, 1]
+        **TINY, num_layers=num_layers, include_top=include_top, pooling=pooling, **kwargs
     )
-    # Random values everywhere (the class token and head start at zero).
+    # Random values everywhere, large enough for attention far from uniform.
     rng = np.random.default_rng(seed)
     for variable in model.weights:
         variable.assign(rng.normal(0, 0.3, size=tuple(variable.shape)).astype(variable.dtype))
@@ -52,8 +46,7 @@ def layer_norm(x, layer):
 
 
 def numpy_forward(model, pixels):
-    """The ViT forward pass written independently in float64 NumPy; returns
-    the attention of every block and the last block's tokens."""
+    """The ViT forward pass in float64 NumPy: every block's attention and the last block's tokens."""
     embed = model.get_layer("patch_embedding").projection
     kernel = weight(embed.kernel)  # HWIO
     batch, (height, width, channels) = len(pixels), IMAGE_SHAPE
@@ -76,18 +69,12 @@ def numpy_forward(model, pixels):
         weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
         attention.append(weights)
         attended = np.einsum("bhqk,bkhd->bqhd", weights, v).reshape(x.shape)
-        x = (
-            x
-            + attended @ weight(block.attention.output_projection.kernel)
-            + weight(block.attention.output_projection.bias)
-        )
+        projection = block.attention.output_projection
+        x = x + attended @ weight(projection.kernel) + weight(projection.bias)
         h = layer_norm(x, block.norm2) @ weight(block.mlp.fc1.kernel) + weight(block.mlp.fc1.bias)
         h = 0.5 * h * (1 + erf(h / math.sqrt(2)))
         x = x + h @ weight(block.mlp.fc2.kernel) + weight(block.mlp.fc2.bias)
     return np.stack(attention), x
-
-
-# --- attention maps and features -------------------------------------------------------------
 
 
 def test_attention_maps_and_features_equal_numpy_reference_and_leave_the_model_unchanged():
@@ -102,9 +89,8 @@ def test_attention_maps_and_features_equal_numpy_reference_and_leave_the_model_u
     every = inspection.intermediate_features(model, pixels)
     assert [f.shape for f in every] == [(3, 13, 16)] * 3
     np.testing.assert_allclose(every[-1], reference_tokens, atol=1e-4)
-    last, first = inspection.intermediate_features(model, pixels, layers=[-1, 0])
-    np.testing.assert_array_equal(last, every[2])
-    np.testing.assert_array_equal(first, every[0])
+    last_and_first = inspection.intermediate_features(model, pixels, layers=[-1, 0])
+    np.testing.assert_array_equal(np.stack(last_and_first), np.stack([every[2], every[0]]))
     maps = inspection.intermediate_features(model, pixels, layers=np.int64(1), reshape=True)
     # Row-major patches: patch (row 1, column 2) is token 1 + 1 * 3 + 2.
     assert maps.shape == (3, 4, 3, 16)
@@ -114,18 +100,6 @@ def test_attention_maps_and_features_equal_numpy_reference_and_leave_the_model_u
     # The model's own call and config are untouched.
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(pixels)), before)
     assert model.get_config() == config
-
-
-def test_attention_maps_of_a_reloaded_and_a_mixed_precision_model(tmp_path):
-    model, pixels = tiny_model(include_top=True, pooling="token", seed=3), images(batch=1)
-    reference = inspection.attention_maps(model, pixels)
-    model.save(tmp_path / "tiny.keras")
-    reloaded = keras.saving.load_model(tmp_path / "tiny.keras", safe_mode=True)
-    np.testing.assert_allclose(inspection.attention_maps(reloaded, pixels), reference, atol=1e-6)
-    keras.config.set_dtype_policy("mixed_float16")
-    attention = inspection.attention_maps(tiny_model(include_top=True, pooling="token", seed=3), pixels)
-    assert attention.dtype == np.float32
-    np.testing.assert_allclose(attention, reference, atol=2e-2)
 
 
 def test_bad_inputs_raise_clear_errors():
@@ -143,29 +117,26 @@ def test_bad_inputs_raise_clear_errors():
             inspection.attention_maps(not_a_vit, images())
     # A layer forward_intermediates would skip (here an activation before the patches).
     scaled = keras.layers.Activation("tanh", name="scale")(inputs)
-    with_preprocessing = keras_vit.VisionTransformer(
-        patch_size=PATCH, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_tensor=scaled
-    )
+    with_preprocessing = keras_vit.VisionTransformer(**TINY, num_layers=1, input_tensor=scaled)
     with pytest.raises(ValueError, match="input_tensor"):
         inspection.attention_maps(with_preprocessing, images())
 
 
 def _twin(model, **kwargs):
-    """A model built with other arguments that holds `model`'s weights."""
-    twin = tiny_model(**kwargs)
-    for target, source in zip(twin.weights, model.weights):
-        target.assign(source)
+    """A classifier built with other arguments that holds `model`'s weights."""
+    twin = tiny_model(include_top=True, pooling="token", **kwargs)
+    twin.set_weights(model.get_weights())
     return twin
 
 
-def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected():
+def test_patch_dropout_channels_first_any_size_reloaded_and_mixed_precision_models_are_inspected(tmp_path):
     model, pixels = tiny_model(include_top=True, pooling="token"), images(batch=2)
     expected = inspection.attention_maps(model, pixels)
     # Patch dropout is the identity at inference (a model trained with `--patch-dropout` is inspected as is).
-    dropped = _twin(model, include_top=True, pooling="token", patch_dropout_rate=0.5)
+    dropped = _twin(model, patch_dropout_rate=0.5)
     np.testing.assert_allclose(inspection.attention_maps(dropped, pixels), expected, atol=1e-6)
     # The model's own input size, 30x20: zero-padded to whole patches, as the model itself pads it.
-    between = _twin(model, include_top=True, pooling="token", input_shape=(30, 20, 3))
+    between = _twin(model, input_shape=(30, 20, 3))
     padded = np.zeros_like(pixels)
     padded[:, :30, :20] = pixels[:, :30, :20]
     np.testing.assert_allclose(
@@ -174,7 +145,7 @@ def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected()
     # A channels-first model takes its images channels-first, here as in prediction.
     keras.config.set_image_data_format("channels_first")
     try:
-        first = _twin(model, include_top=True, pooling="token", input_shape=(3, *IMAGE_SHAPE[:2]))
+        first = _twin(model, input_shape=(3, *IMAGE_SHAPE[:2]))
     finally:
         keras.config.set_image_data_format("channels_last")
     channels_first = np.transpose(pixels, (0, 3, 1, 2))
@@ -185,19 +156,21 @@ def test_patch_dropout_channels_first_and_a_size_between_patches_are_inspected()
     with pytest.raises(ValueError, match=r"\(batch, 3, 32, 24\)"):
         inspection.attention_maps(first, pixels)
     # A model that takes any size: the images' own grid, 5x3 patches of 40x24 images (not the stored 4x3).
-    any_size = keras_vit.VisionTransformer(
-        patch_size=PATCH, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(None, None, 3),
-        embedding_grid=GRID, classes=5, include_preprocessing=False,
-    )  # fmt: skip
+    any_size = tiny_model(input_shape=(None, None, 3), embedding_grid=GRID)
     tall = images(batch=2, seed=3).repeat(2, axis=1)[:, :40]
     assert inspection.attention_rollout(any_size, tall).shape == (2, 5, 3)
     assert inspection.mean_attention_distance(any_size, tall).shape == (2, 2)
+    # Reloaded from a `.keras` file, and under mixed precision (float32 maps).
+    model.save(tmp_path / "tiny.keras")
+    reloaded = keras.saving.load_model(tmp_path / "tiny.keras", safe_mode=True)
+    np.testing.assert_allclose(inspection.attention_maps(reloaded, pixels), expected, atol=1e-6)
+    keras.config.set_dtype_policy("mixed_float16")
+    attention = inspection.attention_maps(_twin(model), pixels)
+    assert attention.dtype == np.float32
+    np.testing.assert_allclose(attention, expected, atol=2e-2)
 
 
-# --- rollout ----------------------------------------------------------------------------------
-
-
-def test_rollout_rows_sum_to_one_and_identity_and_uniform_attention():
+def test_rollout_of_random_identity_uniform_and_hand_computed_attention():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 2, 4, 7, 7))
     attention = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
@@ -208,17 +181,14 @@ def test_rollout_rows_sum_to_one_and_identity_and_uniform_attention():
             np.testing.assert_allclose(rolled.sum(-1), 1.0, atol=1e-12)
     tokens, num_layers = 1 + 2 * 3, 3
     identity = np.broadcast_to(np.eye(tokens), (num_layers, 1, 2, tokens, tokens))
-    # Every token attends only to itself: the rollout is the identity, the class token's map empty.
+    # Every token attends to itself only: the rollout is the identity, the class token's map empty.
     np.testing.assert_allclose(inspection.rollout(identity)[0], np.eye(tokens))
     np.testing.assert_allclose(inspection.class_token_rollout(identity, (2, 3)), np.zeros((1, 2, 3)))
     # Uniform attention: each step is (U + I) / 2, so after L layers the map is (1 - 0.5**L) / tokens.
     uniform = np.full((num_layers, 1, 2, tokens, tokens), 1 / tokens)
     class_map = inspection.class_token_rollout(uniform, (2, 3))
     np.testing.assert_allclose(class_map, np.full((1, 2, 3), (1 - 0.5**num_layers) / tokens))
-
-
-def test_rollout_hand_computed():
-    # One class token and two patches; two heads, two layers.
+    # By hand: one class token and two patches; two heads, two layers.
     head_a = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     head_b = np.array([[0.5, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     layer = np.stack([head_a, head_b])[None]  # (batch 1, heads 2, 3, 3)
@@ -233,32 +203,18 @@ def test_rollout_hand_computed():
     np.testing.assert_allclose(inspection.rollout(attention, "max")[0, 0], [0.36, 0.32, 0.32])
     # Min fusion: row 0 = [0.5, 0, 0]: the class token keeps everything.
     np.testing.assert_allclose(inspection.rollout(attention, "min")[0, 0], [1.0, 0.0, 0.0])
-
-
-def test_rollout_discard_ratio_drops_lowest_but_not_class_self_attention():
-    # One layer, one head, 3 tokens; weights chosen so the order is clear.
+    # discard_ratio 3/9 zeroes the 3 lowest weights but the class token's own (0.01): 0.05, 0.10 and 0.25.
     weights = np.array([[0.01, 0.59, 0.40], [0.30, 0.60, 0.10], [0.25, 0.05, 0.70]])
-    attention = weights[None, None, None]
-    # discard_ratio 3/9: the 3 lowest except the class token's self weight
-    # 0.01 -> 0.05, 0.10 and 0.25 are zeroed.
     kept = np.array([[0.01, 0.59, 0.40], [0.30, 0.60, 0.0], [0.0, 0.0, 0.70]]) + np.eye(3)
-    expected = kept / kept.sum(-1, keepdims=True)
-    np.testing.assert_allclose(inspection.rollout(attention, discard_ratio=3 / 9)[0], expected)
-
-
-def test_rollout_rejects_bad_arguments():
-    attention = np.full((1, 1, 1, 3, 3), 1 / 3)
-    with pytest.raises(ValueError, match="head_fusion"):
-        inspection.rollout(attention, head_fusion="median")
-    with pytest.raises(ValueError, match="discard_ratio"):
-        inspection.rollout(attention, discard_ratio=1.0)
+    rolled = inspection.rollout(weights[None, None, None], discard_ratio=3 / 9)[0]
+    np.testing.assert_allclose(rolled, kept / kept.sum(-1, keepdims=True))
+    for bad in (dict(head_fusion="median"), dict(discard_ratio=1.0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            inspection.rollout(attention, **bad)
     with pytest.raises(ValueError, match="num_layers, batch, num_heads"):
         inspection.rollout(attention[0])
     with pytest.raises(ValueError, match="2x2 grid"):
         inspection.class_token_rollout(attention, (2, 2))
-
-
-# --- mean attention distance ------------------------------------------------------------------
 
 
 def pattern_attention(grid, target_of, class_weight=0.0):
@@ -280,41 +236,23 @@ def test_attention_distance_of_hand_made_patterns():
     grid = (2, 3)
     itself = pattern_attention(grid, lambda r, c: (r, c))
     np.testing.assert_allclose(inspection.attention_distance(itself, grid, 16), [[0.0]])
-    # Each patch looks at the one in the other row: 16 px away, however much
-    # weight also goes to the class token (it has no place in the image).
+    # Each patch looks at the one in the other row: 16 px away, whatever weight the class token also gets.
     other_row = pattern_attention(grid, lambda r, c: (1 - r, c), class_weight=0.5)
     np.testing.assert_allclose(inspection.attention_distance(other_row, grid, 16), [[16.0]])
-    # Non-square patches (16 high, 8 wide): one column over is 8 px,
-    # diagonally hypot(16, 8).
+    # Non-square patches (16 high, 8 wide): one column over is 8 px, diagonally hypot(16, 8).
     beside = pattern_attention(grid, lambda r, c: (r, 1 if c != 1 else 0))
     np.testing.assert_allclose(inspection.attention_distance(beside, grid, (16, 8)), [[8.0]])
     diagonal = pattern_attention(grid, lambda r, c: (1 - r, 1 if c != 1 else 0))
     np.testing.assert_allclose(inspection.attention_distance(diagonal, grid, (16, 8)), [[math.hypot(16, 8)]])
     grid = (1, 3)
-    # Uniform over the three patches: the mean distance over queries is
-    # ((0 + 16 + 32) + (16 + 0 + 16) + (32 + 16 + 0)) / 9 = 128 / 9.
+    # Uniform over three patches: ((0 + 16 + 32) + (16 + 0 + 16) + (32 + 16 + 0)) / 9 = 128 / 9.
     uniform = np.full((1, 1, 1, 4, 4), 0.25)
     itself = pattern_attention(grid, lambda r, c: (r, c))
     layers = np.concatenate([np.concatenate([uniform, itself], axis=2)] * 2)  # (2 layers, 1, 2 heads)
     np.testing.assert_allclose(inspection.attention_distance(layers, grid, 16), [[128 / 9, 0.0], [128 / 9, 0.0]])
 
 
-def test_attention_rollout_and_mean_attention_distance_of_a_model():
-    model, pixels = tiny_model(), images(batch=2)
-    attention = inspection.attention_maps(model, pixels)
-    maps = inspection.attention_rollout(model, pixels, head_fusion="max", discard_ratio=0.2)
-    assert maps.shape == (2,) + GRID
-    np.testing.assert_allclose(maps, inspection.class_token_rollout(attention, GRID, "max", 0.2))
-    assert np.all(maps > 0) and np.all(maps.sum(axis=(1, 2)) < 1)
-    distances = inspection.mean_attention_distance(model, pixels)
-    np.testing.assert_allclose(distances, inspection.attention_distance(attention, GRID, PATCH))
-    assert distances.shape == (2, 2) and np.all(distances > 0) and np.all(distances < math.hypot(24, 16))
-
-
-# --- position embeddings and filters ----------------------------------------------------------
-
-
-def test_position_embedding_similarity():
+def test_position_embedding_similarity_and_embedding_filters():
     model = tiny_model()
     similarity = inspection.position_embedding_similarity(model)
     assert similarity.shape == GRID + GRID
@@ -322,8 +260,7 @@ def test_position_embedding_similarity():
     np.testing.assert_allclose(np.diag(flat), 1.0, atol=1e-12)
     np.testing.assert_allclose(flat, flat.T, atol=1e-12)
     assert np.all(np.abs(flat) <= 1 + 1e-12)
-    # Hand-made embeddings: patch (0, 1) equals (0, 0) scaled, (1, 0) is
-    # orthogonal to it and (1, 1) opposite; the class token is left out.
+    # Patch (0, 1) is (0, 0) scaled, (1, 0) orthogonal to it and (1, 1) opposite; the class token is left out.
     embedding = np.zeros((1, 13, 16), "float32")
     embedding[0, 0] = 5.0
     embedding[0, 1, 0], embedding[0, 2, 0], embedding[0, 4, 1], embedding[0, 5, 0] = 1.0, 3.0, 1.0, -2.0
@@ -331,18 +268,14 @@ def test_position_embedding_similarity():
     model.get_layer("position_embedding").embedding.assign(embedding)
     similarity = inspection.position_embedding_similarity(model)
     np.testing.assert_allclose(similarity[0, 0, :2, :2], [[1.0, 1.0], [0.0, -1.0]], atol=1e-12)
-
-
-def test_embedding_filters_are_orthonormal_principal_components():
-    model = tiny_model()
+    # The embedding filters' principal components are orthonormal.
     result = inspection.embedding_filters(model, num_components=10)
     assert result.components.shape == (10, PATCH, PATCH, 3)
     flat = result.components.reshape(10, -1)
     np.testing.assert_allclose(flat @ flat.T, np.eye(10), atol=1e-10)
     ratio = result.explained_variance_ratio
     assert np.all(np.diff(ratio) <= 1e-12) and 0 < ratio.sum() <= 1
-    # Filters that differ only along one direction have that direction as
-    # their first component, explaining all the variance.
+    # Filters that differ along one direction only: it is the first component, explaining all the variance.
     rng = np.random.default_rng(0)
     direction = rng.normal(size=PATCH * PATCH * 3)
     direction /= np.linalg.norm(direction)
@@ -356,60 +289,38 @@ def test_embedding_filters_are_orthonormal_principal_components():
         inspection.embedding_filters(model, num_components=28)
 
 
-# --- plots and the command line ---------------------------------------------------------------
-
-
 def png_size(path):
     from PIL import Image
 
     with Image.open(path) as image:
         assert image.format == "PNG"
-        pixels = np.asarray(image.convert("RGB"), dtype="float64")
-    # A real picture, not a blank canvas.
-    assert pixels.std() > 5
+        assert np.asarray(image.convert("RGB"), dtype="float64").std() > 5  # not a blank canvas
     return image.size
 
 
-def expected_size(figure, dpi):
-    width, height = figure.get_size_inches()
-    return (round(width * dpi), round(height * dpi))
-
-
-def test_plots_write_pngs_of_their_figure_size(tmp_path):
-    pytest.importorskip("matplotlib")
+def test_rollout_and_distance_of_a_model_and_the_plots_refuse_bad_arrays(tmp_path):
     model, pixels = tiny_model(), images(batch=2)
     attention = inspection.attention_maps(model, pixels)
-    cases = {
-        "rollout.png": lambda p: inspection.plot_attention_rollout(
-            pixels, inspection.class_token_rollout(attention, GRID), p, dpi=40
-        ),
-        "heads.png": lambda p: inspection.plot_class_token_attention(pixels[0], attention[:, 0], GRID, p, dpi=40),
-        "distance.png": lambda p: inspection.plot_mean_attention_distance(
-            inspection.attention_distance(attention, GRID, PATCH), p, dpi=40
-        ),
-        "similarity.png": lambda p: inspection.plot_position_embedding_similarity(
-            inspection.position_embedding_similarity(model), p, dpi=40
-        ),
-        "filters.png": lambda p: inspection.plot_embedding_filters(
-            inspection.embedding_filters(model, 6).components, p, dpi=40
-        ),
-    }
-    for name, draw in cases.items():
-        path = tmp_path / "plots" / name
-        figure = draw(str(path))
-        assert figure.axes, name
-        assert png_size(path) == expected_size(figure, 40), name
-    assert sorted(os.listdir(tmp_path / "plots")) == sorted(cases)  # no leftover partial files
+    maps = inspection.attention_rollout(model, pixels, head_fusion="max", discard_ratio=0.2)
+    np.testing.assert_allclose(maps, inspection.class_token_rollout(attention, GRID, "max", 0.2))
+    assert np.all(maps > 0) and np.all(maps.sum(axis=(1, 2)) < 1)
+    distances = inspection.mean_attention_distance(model, pixels)
+    np.testing.assert_allclose(distances, inspection.attention_distance(attention, GRID, PATCH))
+    assert distances.shape == (2, 2) and np.all(distances > 0) and np.all(distances < math.hypot(24, 16))
+    pytest.importorskip("matplotlib")
+    # One row of three 3-inch panels per image, 0.4 inch for the title (the report draws one image).
+    inspection.plot_attention_rollout(pixels, maps, tmp_path / "rollout.png", dpi=40)
+    assert png_size(tmp_path / "rollout.png") == (9 * 40, round(6.4 * 40))
     with pytest.raises(ValueError, match="one map per image"):
-        inspection.plot_attention_rollout(images(batch=2), np.ones((3,) + GRID), tmp_path / "x.png")
+        inspection.plot_attention_rollout(pixels, np.ones((3,) + GRID), tmp_path / "x.png")
     with pytest.raises(ValueError, match="grid_h, grid_w, grid_h, grid_w"):
         inspection.plot_position_embedding_similarity(np.ones((4, 3, 3, 4)), tmp_path / "x.png")
     with pytest.raises(ValueError, match="layer"):
-        inspection.plot_class_token_attention(images(1)[0], np.ones((2, 2, 13, 13)), GRID, tmp_path / "x.png", layer=2)
-    assert not (tmp_path / "x.png").exists()
+        inspection.plot_class_token_attention(pixels[0], np.ones((2, 2, 13, 13)), GRID, tmp_path / "x.png", layer=2)
+    assert os.listdir(tmp_path) == ["rollout.png"]
 
 
-def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path, capsys):
+def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
     import keras_vit_cli as cli
 
@@ -423,8 +334,7 @@ def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path, capsys):
     assert "ViT-Q/99" in capsys.readouterr().err
     assert not out.exists()
     assert cli.main(argv + ["--dpi", "50"]) == 0
-    # The figure sizes in inches (see each plot's docstring) times the dpi;
-    # the tiny model has 2 heads (3 panels of 2.2 in) and 16 filters (3 rows of 7).
+    # The figure sizes in inches times the dpi: 2 heads (3 panels of 2.2 in), 16 filters (3 rows of 7).
     expected = {
         "attention_rollout.png": (9.0, 3.4),
         "class_token_attention.png": (3 * 2.2, 2.2 + 0.4),
@@ -434,12 +344,8 @@ def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path, capsys):
     }
     assert sorted(os.listdir(out)) == sorted(expected) == sorted(inspection.REPORT_FILES)
     for name, (width, height) in expected.items():
-        assert png_size(out / name) == (round(width * 50), round(height * 50)), name
-
-
-def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
-    import keras_vit_cli as cli
-
+        assert png_size(out / name) == (round(width * 50), round(height * 50))
+    # A constructor's name: `--weights` and `--image-size` go to it.
     calls = []
 
     def fake_constructor(weights=None, **kwargs):
@@ -448,7 +354,7 @@ def test_cli_inspect_passes_weights_to_the_constructor(tmp_path, monkeypatch):
 
     fake_constructor.variant = "S/16"
     monkeypatch.setitem(CONSTRUCTORS, "ViTS16", fake_constructor)
-    out = tmp_path / "report"
+    out = tmp_path / "constructor"
     argv = ["inspect", "--model", "S/16", "--weights", "ckpt.npz", "--image-size", "32", "--out", str(out)]
     assert cli.main(argv + ["--num-components", "3", "--dpi", "30"]) == 0
     assert calls == [("ckpt.npz", {"input_shape": (32, 32, 3)})]

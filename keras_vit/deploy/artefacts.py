@@ -1,8 +1,7 @@
 """Export a keras_vit model as a serving artefact (docs/deploy.md), and run the artefact in its own runtime.
 
-Every artefact has one input, `images` (RGB pixels in [0, 255], `uint8` or `float32`, channels last, any batch, the
-model's resolution; the ViT scaling is inside) and one output, `outputs`. An export never replaces a file, and
-appears whole or not at all. `UNSUPPORTED` says which backend cannot write which format, and why.
+Every artefact has one input, `images` (channels-last RGB pixels in [0, 255], any batch, the model's resolution) and
+one output, `outputs`. An export never replaces a file and appears whole or not at all.
 """
 
 import json
@@ -22,15 +21,12 @@ INPUT_DTYPES = ("uint8", "float32")
 INT8_FORMATS = ("litert", "onnx")
 _SUFFIXES = {"saved_model": "", "onnx": ".onnx", "litert": ".tflite", "openvino": ".xml"}
 UNSUPPORTED = {
-    ("onnx", "jax"): "Keras 3.15 exports ONNX from JAX through the `jax2onnx` package, which pulls in flax, orbax "
-    "and tensorstore; keras_vit does not pin it",
+    ("onnx", "jax"): "Keras exports ONNX from JAX through `jax2onnx` (flax, orbax), which keras_vit does not pin",
     ("saved_model", "torch"): "Keras exports a SavedModel from the TensorFlow and JAX backends only",
-    ("onnx", "torch"): "Keras 3.15's torch ONNX export fails on its layer normalization's shape arithmetic "
-    "(torch.onnx SymbolicValueError on a Gather in keras.ops.layer_normalization)",
+    ("onnx", "torch"): "Keras 3.15's torch ONNX export fails on keras.ops.layer_normalization's shape arithmetic",
     ("openvino", "jax"): "OpenVINO cannot convert the XlaCallModule op that JAX's TensorFlow bridge emits",
     ("litert", "jax"): "Keras exports LiteRT from the TensorFlow backend (and torch with litert-torch) only",
-    ("litert", "torch"): "Keras exports LiteRT from torch through the separate `litert-torch` package, "
-    "which keras_vit does not pin",
+    ("litert", "torch"): "Keras exports LiteRT from torch through `litert-torch`, which keras_vit does not pin",
 }
 # What Keras's exporter imports for each format, and the runtime that runs the artefact.
 EXPORT_MODULES = {
@@ -55,13 +51,7 @@ def supported(format, backend=None):
 
 
 def artefact_path(out, format, name="model"):
-    """The file or folder `export` writes for `format` at `out`: a folder `out` gets `name` + the format's suffix.
-
-    >>> artefact_path("served/", "onnx", name="vit")
-    'served/vit.onnx'
-    >>> artefact_path("served/vit", "openvino")
-    'served/vit.xml'
-    """
+    """The file or folder `export` writes for `format` at `out`; in a folder `out`, `name` + the format's suffix."""
     validation.one_of("format", format, FORMATS)
     out = os.fspath(out)
     suffix = _SUFFIXES[format]
@@ -74,11 +64,7 @@ def artefact_path(out, format, name="model"):
 
 
 def artefact_files(path, format):
-    """Every file `export` may write for the artefact at `path`, the artefact first.
-
-    >>> artefact_files("served/vit.xml", "openvino")
-    ['served/vit.xml', 'served/vit.bin']
-    """
+    """Every file `export` may write for the artefact at `path`, the artefact first."""
     if format == "openvino":
         return [path, path[: -len(".xml")] + ".bin"]
     if format == "litert":
@@ -87,7 +73,7 @@ def artefact_files(path, format):
 
 
 def serving_model(model, input_dtype="uint8"):
-    """A functional model around `model` (float32) whose input `images` takes raw `uint8` or `float32` pixels."""
+    """A float32 functional model around `model` whose input `images` takes `[0, 255]` pixels of `input_dtype`."""
     validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
     model = float32_copy(model)
     shape = tuple(model.input_shape[1:])
@@ -115,7 +101,7 @@ def _layers(model):
 
 
 def float32_copy(model):
-    """`model` rebuilt with float32 layers if mixed-precision: the runtimes refuse or fail to convert mixed graphs."""
+    """`model` rebuilt in float32 if mixed-precision: the runtimes refuse or fail to convert mixed graphs."""
 
     def mixed(value):
         return isinstance(value, str) and value.startswith("mixed_")
@@ -140,8 +126,7 @@ def float32_copy(model):
 
 
 def check_target(out, format, name="model"):
-    """Checks, before any work, that `export` can write at `out` (else `FileExistsError`, `NotADirectoryError`,
-    `PermissionError`); returns the artefact's path."""
+    """The artefact's path, after checking that `export` can write there without replacing anything."""
     path = artefact_path(out, format, name=name)
     files.check_output_folder(os.path.dirname(os.path.abspath(path)))
     for existing in artefact_files(path, format):
@@ -176,16 +161,12 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     """Exports a keras_vit model as a serving artefact.
 
     Args:
-        model_or_path: a `keras.Model` holding a keras_vit ViT, or the path of
-            a `.keras` file.
-        out: the artefact's path (see `artefact_path`); nothing the export
-            would write may exist yet.
-        format: one of `"saved_model"`, `"onnx"`, `"litert"`, `"openvino"`.
+        model_or_path: a `keras.Model` holding a keras_vit ViT, or a `.keras` file's path.
+        out: the artefact's path (see `artefact_path`); nothing the export would write may exist yet.
+        format: one of `FORMATS`. Defaults to `"saved_model"`.
         input_dtype: `"uint8"` (default) or `"float32"` pixels in [0, 255].
-        class_names: optional list of str stored with the artefact (default:
-            the names saved in the model).
-        int8: bool, write a post-training int8 artefact without calibration
-            (`INT8_FORMATS`; docs/deploy-int8.md).
+        class_names: optional list of str stored with the artefact. Defaults to the names saved in the model.
+        int8: bool, a post-training int8 artefact without calibration (`INT8_FORMATS`; docs/deploy-int8.md).
         verbose: bool, let Keras print its export messages.
 
     Returns:
@@ -288,7 +269,7 @@ def load_artefact(path, format):
 
 
 def artefact_class_names(path, format):
-    """The class names stored with an exported artefact, or `None` (OpenVINO's come back with `_` for spaces)."""
+    """The class names stored with an artefact, or `None` (OpenVINO's with `_` for spaces)."""
     validation.one_of("format", format, FORMATS)
     if format == "onnx":
         import onnx

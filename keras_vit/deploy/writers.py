@@ -1,8 +1,8 @@
-"""Write one serving artefact into a staging folder: one input `images`, one output `outputs`.
+"""Write one serving artefact, with one input `images` and one output `outputs`, into a staging folder.
 
-On TensorFlow and JAX, SavedModel, LiteRT and OpenVINO are converted from one Keras `ExportArchive` returning
-`{"outputs": model(images)}` (OpenVINO converting the traced function, as Keras does, makes every unused shape slice
-an output). ONNX and OpenVINO on torch go through Keras's own export, and their one output is renamed.
+On TensorFlow and JAX, SavedModel, LiteRT and OpenVINO convert one Keras `ExportArchive` returning `{"outputs": ...}`
+(converting Keras's traced function made every unused shape slice an output); ONNX, and OpenVINO on torch, go through
+Keras's own export and have their tensors renamed.
 """
 
 import json
@@ -24,8 +24,7 @@ def class_names_path(tflite_path):
 
 
 def write(serving, format, staged, class_names=None, int8=False, verbose=False):
-    """Writes `serving` (see `serving_model`) as a `format` artefact at `staged`, a path in a staging folder whose
-    other entries are this function's scratch space."""
+    """Writes `serving` as a `format` artefact at `staged`, in a staging folder it may use as scratch space."""
     scratch = staged + ".scratch"
     os.mkdir(scratch)
     if format == "saved_model":
@@ -117,8 +116,7 @@ def _write_openvino(serving, staged, scratch, class_names, verbose):
     (outputs,) = ov_model.outputs
     images.get_tensor().set_names({INPUT_NAME})
     outputs.get_tensor().set_names({OUTPUT_NAME})
-    # Torch's trace leaves every dimension dynamic: fix the image size (the batch stays dynamic), so a wrong
-    # image size is refused at the input.
+    # Torch's trace leaves every dimension dynamic: the image size is fixed, so a wrong one is refused.
     sizes = ov.PartialShape([-1 if size is None else size for size in serving.input_shape])
     if images.get_partial_shape() != sizes:
         ov_model.reshape({images: sizes})
@@ -151,8 +149,7 @@ def _register_erfc_for_tf2onnx():
 
 
 def quantize_onnx_int8(path, out):
-    """Writes `out` (which must not exist), the ONNX file at `path` with ONNX Runtime's dynamic int8 quantization
-    (per-channel int8 weights for every MatMul, activations quantized at run time); returns `out`."""
+    """Writes `out` (new), the ONNX file `path` with ONNX Runtime's dynamic int8 quantization of every MatMul."""
     extras.check("onnxruntime", needed_for="ONNX int8 quantization", extra="deploy")
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

@@ -1,18 +1,7 @@
-"""Evaluating what a ViT has learned: linear few-shot, linear probe, k-NN, and a held-out report.
+"""What a ViT has learned: the paper's linear few-shot, a linear probe, DINO's k-NN and a held-out report of its
+head, in NumPy on the features `extract_features` streams; `evaluate` runs them all (`keras-vit evaluate`)."""
 
-`fewshot` is the paper's linear few-shot evaluation (section 4; big_vision's closed-form ridge), `linear_probe` a
-logistic regression, `knn_accuracy` DINO's weighted k-NN, and `heldout_report` describes a classifier's head (top-1/5,
-per class, confusion, calibration). The maths is NumPy; `extract_features` streams any `keras_vit.training.data`
-source through the model once. `evaluate` runs everything: it is the `keras-vit evaluate` command (docs/evaluation.md).
-"""
-
-from keras_vit.evaluation.extraction import (
-    Features,
-    Representation,
-    check_features,
-    extract_features,
-    representation,
-)
+from keras_vit.evaluation.extraction import Features, Representation, check_features, extract_features, representation
 from keras_vit.evaluation.fewshot_lsr import FewShotResult, RidgeSolver, draw_shots, fewshot
 from keras_vit.evaluation.heldout import (
     confusion_matrix,

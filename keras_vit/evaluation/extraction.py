@@ -1,9 +1,5 @@
-"""The frozen representation of a keras_vit model, streamed from a data source and optionally cached.
-
-The paper's few-shot and linear evaluations read one vector per image: the `pre_logits` layer where the checkpoint
-has one, else the pooled tokens after the final norm (the class token, or the mean patch token of a gap-pooled
-model); a ViT without pooling gives its class token after the final norm.
-"""
+"""The frozen representation of a keras_vit model, streamed from a data source and optionally cached: the
+`pre_logits` layer where the model has one, else the pooled tokens (a ViT without pooling: its class token)."""
 
 import dataclasses
 import hashlib
@@ -23,14 +19,14 @@ CACHE_FORMAT = 1
 
 @dataclasses.dataclass(frozen=True)
 class Features:
-    """The representation of every image of a split.
+    """The representation of every image of a split, in the source's order.
 
     Attributes:
-        features: float32 array `(num_images, dim)`, in the source's order.
+        features: float32 array `(num_images, dim)`.
         labels: int64 array `(num_images,)`.
-        num_classes: int, the classes of the source.
+        num_classes: int.
         class_names: tuple of str, or `None`.
-        kind: the representation (`"pre_logits"`, `"token"`, `"gap"`, `"max"`).
+        kind: `"pre_logits"`, `"token"`, `"gap"` or `"max"`.
         outputs: float32 array `(num_images, num_classes)` of the model's head, or `None`.
     """
 
@@ -44,16 +40,15 @@ class Features:
 
 @dataclasses.dataclass(frozen=True)
 class Representation:
-    """How a model's representation is read; call it on a batch of channels-last [0, 255] images.
+    """How a model's representation is read; call it on a batch of channels-last `[0, 255]` images.
 
     Attributes:
-        model: a `keras.Model` from the ViT's images to the representation
-            (and the head's outputs when they are in the same graph).
+        model: a `keras.Model` from images to the representation (and the head's outputs, in the same graph).
         kind: `"pre_logits"`, `"token"`, `"gap"` or `"max"`.
         image_size: `(height, width)` the images are resized to.
         scale_pixels: bool, the ViT does not scale pixels to [-1, 1] itself.
         classifier: the user's model around the ViT, run for its outputs, or `None`.
-        channels_first: bool, the model takes channels-first images.
+        channels_first: bool.
     """
 
     model: object
@@ -85,8 +80,8 @@ def representation(model, image_size=None, num_classes=None):
 
     Args:
         model: a keras_vit model, or a user's model with one nested in it.
-        image_size: optional int or `(height, width)`; defaults to the ViT's input size.
-        num_classes: optional int: when `model` has one output per class, its outputs are returned too.
+        image_size: optional int or `(height, width)`. Defaults to the ViT's input size.
+        num_classes: optional int: when `model` has one output per class, its outputs are read too.
 
     Returns:
         A `Representation`.
@@ -121,7 +116,7 @@ def representation(model, image_size=None, num_classes=None):
 
 
 def check_features(features, what="features"):
-    """Raises a ValueError when `features` (2-D) is empty or holds NaN or infinity."""
+    """`features` as an array, or a ValueError when it is not 2-D, is empty, or holds NaN or infinity."""
     features = np.asarray(features)
     if features.ndim != 2 or not len(features):
         raise ValueError(
@@ -138,7 +133,7 @@ def check_features(features, what="features"):
 
 
 def check_split(features, labels, what):
-    """Checks one split's features (see `check_features`) and its int labels, one per image."""
+    """One split's features (`check_features`) and int labels >= 0, one per image, checked."""
     features = check_features(features, f"{what} features")
     labels = np.asarray(labels)
     if labels.shape != (len(features),) or not np.issubdtype(labels.dtype, np.integer):
@@ -152,8 +147,7 @@ def check_split(features, labels, what):
 
 
 def check_splits(train_features, train_labels, test_features, test_labels, num_classes=None):
-    """Returns `((train features, labels), (test features, labels), num_classes)` after checking them (`check_split`);
-    `num_classes` defaults to the largest label + 1."""
+    """`((train x, y), (test x, y), num_classes)`, checked; `num_classes` defaults to the largest label + 1."""
     train = check_split(train_features, train_labels, "training")
     test = check_split(test_features, test_labels, "test")
     if train[0].shape[1] != test[0].shape[1]:
@@ -185,7 +179,7 @@ def check_source(source):
 
 
 def _cache_key(rep, info):
-    """A digest of everything the cached features depend on: weights, representation, image size, source."""
+    """A digest of everything the cached features depend on."""
     described = dict(
         format=CACHE_FORMAT,
         kind=rep.kind,
@@ -229,14 +223,11 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
 
     Args:
         model: a keras_vit model, or a user's model with one nested in it.
-        source: a `(dataset, SourceInfo)` pair from `keras_vit.training.data.load`
-            or `keras_vit.training.data.from_arrays`.
-        image_size: optional int or `(height, width)` the images are resized
-            to; defaults to the model's input size.
+        source: a `(dataset, SourceInfo)` pair from `keras_vit.training.data.load` or `from_arrays`.
+        image_size: optional int or `(height, width)`. Defaults to the model's input size.
         batch_size: int, images per forward pass. Defaults to `64`.
-        with_outputs: bool, also keep the model's outputs when it has a head
-            for the source's classes (for `heldout_report`).
-        cache: optional path of a `.npz` file, read when it holds these features, else (re)written.
+        with_outputs: bool, also keep the outputs of a head for the source's classes (for `heldout_report`).
+        cache: optional `.npz` path, read when it holds these features, else (re)written.
         verbose: 0 (silent) or 1 (progress bar).
 
     Returns:

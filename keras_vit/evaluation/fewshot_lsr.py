@@ -1,16 +1,5 @@
-"""Linear few-shot evaluation (paper section 4), as big_vision's `evaluators/fewshot_lsr.py` runs it.
-
-Closed-form ridge regression onto `2 * one_hot - 1` targets through one `eigh`, in float64 NumPy (docs/evaluation.md).
-
-Example:
-
->>> rng = np.random.default_rng(0)
->>> labels = np.repeat(np.arange(3), 10)
->>> features = rng.normal(size=(30, 4)) + 3 * np.eye(3, 4)[labels]
->>> results = fewshot(features, labels, features, labels, shots=(5,), seeds=2)
->>> results[5].accuracies.shape
-(2,)
-"""
+"""Linear few-shot evaluation (paper section 4) as big_vision's `fewshot_lsr.py`: closed-form ridge regression onto
+`2 * one_hot - 1` targets through one `eigh`, in float64 NumPy (docs/evaluation.md)."""
 
 import contextlib
 import dataclasses
@@ -24,13 +13,12 @@ BIAS_FEATURE = 100.0
 DEFAULT_L2 = 2.0**10  # big_vision's few-shot configs
 DEFAULT_SHOTS = (1, 5, 10, 25)
 DEFAULT_SEEDS = 3
-# The grid `l2_grid=True` searches, around big_vision's 2**10.
 L2_GRID = tuple(2.0**power for power in range(-4, 18, 2))
 HOLDOUT_PER_CLASS = 50
 
 
 def single_threaded():
-    """Runs NumPy/SciPy's BLAS calls on one thread where `threadpoolctl` is installed (docs/evaluation.md)."""
+    """NumPy's BLAS on one thread where `threadpoolctl` is installed (faster for these sizes; docs/evaluation.md)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -39,14 +27,7 @@ def single_threaded():
 
 
 class RidgeSolver:
-    """Closed-form ridge regression of `features` `(N, D)` onto the {-1, 1} targets of `labels`, any L2 strength.
-
-    Example:
-
-    >>> solver = RidgeSolver(np.eye(4, 3) * 10, np.array([0, 1, 2, 0]), 3)
-    >>> solver.predict(np.eye(4, 3) * 10, l2=1.0).argmax(axis=1).tolist()
-    [0, 1, 2, 0]
-    """
+    """Closed-form ridge regression of `features` `(N, D)` onto the {-1, 1} targets of `labels`, any L2 strength."""
 
     def __init__(self, features, labels, num_classes):
         from scipy import sparse
@@ -69,16 +50,14 @@ class RidgeSolver:
                 self.lhs, self.rhs = x.T @ q, q.T @ targets
 
     def transform(self, features):
-        """Standardised with the few-shot set's statistics, the bias feature appended: `(M, D + 1)`."""
+        """Standardised with the few-shot set's statistics, the bias feature appended."""
         x = (np.asarray(features, dtype="float64") - self.mean) / self.std
         return np.concatenate([x, np.full((len(x), 1), BIAS_FEATURE)], axis=1)
 
     def weights(self, l2):
-        """The ridge weights `(D + 1, num_classes)` for L2 strength `l2`."""
         return (self.lhs / (self.eigenvalues + l2)) @ self.rhs
 
     def predict(self, features, l2):
-        """The regression outputs `(M, num_classes)` for `features` `(M, D)`."""
         return self.transform(features) @ self.weights(l2)
 
 
@@ -103,7 +82,7 @@ class FewShotResult:
 
 
 def draw_shots(labels, shots, rng, num_classes, class_names=None):
-    """Indices of `shots` random images of each class (without replacement); a ValueError if a class has fewer."""
+    """Indices of `shots` random images of each class; a ValueError names a class with fewer."""
     chosen = []
     for label in range(num_classes):
         members = np.flatnonzero(labels == label)
@@ -122,7 +101,8 @@ def _accuracy(scores, labels):
 
 
 def _best_l2(solver, features, labels, chosen, rng, num_classes, l2_grid):
-    """The strength of `l2_grid` most accurate on up to 50 training images per class outside the draw."""
+    """The strength of `l2_grid` most accurate on up to 50 training images per class outside the draw (ties: the
+    smallest)."""
     rest = np.setdiff1d(np.arange(len(labels)), chosen)
     held = np.concatenate(
         [rng.permutation(rest[labels[rest] == label])[:HOLDOUT_PER_CLASS] for label in range(num_classes)]
@@ -133,7 +113,7 @@ def _best_l2(solver, features, labels, chosen, rng, num_classes, l2_grid):
             "use a fixed L2 strength or more training images."
         )
     scores = [_accuracy(solver.predict(features[held], value), labels[held]) for value in l2_grid]
-    return l2_grid[int(np.argmax(scores))]  # the first (smallest) of equally good strengths
+    return l2_grid[int(np.argmax(scores))]
 
 
 def shot_counts(shots):
@@ -158,15 +138,13 @@ def fewshot(
     """Linear few-shot accuracy at each shot count, over several random draws.
 
     Args:
-        train_features, train_labels: the training split (features `(N, D)`,
-            int labels `(N,)`) the shots are drawn from.
+        train_features, train_labels: the split the shots are drawn from, `(N, D)` and int `(N,)`.
         test_features, test_labels: the split the accuracy is measured on.
         shots: int or ints, images per class. Defaults to `(1, 5, 10, 25)`.
         seeds: int, random draws per shot count. Defaults to `3`.
         l2: float > 0, the L2 strength. Defaults to `2**10` (big_vision).
-        l2_grid: optional strengths (or `True` for `L2_GRID`): each draw picks
-            the best on up to 50 other training images per class.
-        num_classes: int; defaults to `max(label) + 1` of both splits.
+        l2_grid: optional strengths (`True`: `L2_GRID`), each draw's best on 50 other images per class.
+        num_classes: int. Defaults to `max(label) + 1` of both splits.
         class_names: optional names, for error messages.
         seed: int; draw `d` at `shots` uses `np.random.default_rng([seed, d, shots])`.
 

@@ -1,12 +1,4 @@
-"""What a classifier's head does on a held-out split: top-1/top-5, per class, confusion, calibration (Guo et al. 2017).
-
-Example:
-
->>> outputs = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
->>> report = heldout_report(outputs, np.array([0, 1, 1]), class_names=["cat", "dog"])
->>> round(report["top1"], 4), report["per_class"]
-(0.6667, {'cat': 1.0, 'dog': 0.5})
-"""
+"""A classifier's head on a held-out split: top-1/top-5, per class, confusion, calibration (Guo et al. 2017)."""
 
 import numpy as np
 
@@ -50,13 +42,12 @@ def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
     Args:
         outputs: array `(N, num_classes)` of logits or probabilities.
         labels: int array `(N,)`.
-        class_names: optional names, one per class (default `"class <i>"`).
+        class_names: optional names, one per class. Defaults to `"class <i>"`.
         num_bins: int, the confidence bins of the calibration error.
 
     Returns:
-        A JSON-ready dict: `top1`, `top5` (top-k with k = min(5, classes)),
-        `per_class` (name -> accuracy, `None` for a class with no image),
-        `ece`, `confusion` (nested lists), `class_names`, `examples`.
+        A JSON-ready dict: `top1`, `top5` (k at most the classes), `per_class` (name -> accuracy, `None` for a class
+        with no image), `ece`, `confusion` (nested lists), `class_names`, `examples`.
     """
     outputs, labels = check_split(outputs, labels, "model output")
     num_classes = outputs.shape[1]
@@ -87,17 +78,9 @@ def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
 
 
 def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
-    """The `heldout_report` of `model` on a batched dataset, as `keras-vit finetune` evaluates it.
+    """The `heldout_report` of `model` on a batched `(images, labels[, sample_weights])` dataset, as `finetune` runs it.
 
-    Args:
-        model: a classifier with one output per class.
-        dataset: a finite, batched `tf.data.Dataset` of `(images, labels[, sample_weights])`; rows of weight 0
-            (padding) are left out, one-hot labels count as their argmax.
-        class_names: optional names, one per class.
-        num_bins: int, the confidence bins of the calibration error.
-
-    Returns:
-        The `heldout_report` dict.
+    Rows of weight 0 (padding) are left out; one-hot labels count as their argmax.
     """
     import keras
 
@@ -128,7 +111,7 @@ def plot_confusion(report, path, dpi=100):
     axis.set_xlabel("predicted class")
     axis.set_ylabel("true class")
     axis.set_title(f"top-1 {report['top1']:.4f} on {report['examples']} images")
-    if len(names) <= 30:  # counts stay legible
+    if len(names) <= 30:  # legible counts
         for (row, column), count in np.ndenumerate(matrix):
             if count:
                 color = "white" if count > matrix.max() / 2 else "black"

@@ -1,13 +1,5 @@
-"""Weighted k-nearest-neighbour classification on frozen features (DINO's `eval_knn.py`; docs/evaluation.md).
-
-Each test image's `k` most cosine-similar training images vote for their class with weight `exp(similarity / T)`.
-
-Example:
-
->>> train = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])
->>> knn_predict(train, np.array([0, 0, 1]), np.array([[1.0, 0.2]]), k=2).tolist()
-[0]
-"""
+"""DINO's weighted k-NN on frozen features: a test image's `k` most cosine-similar training images vote for their
+class with weight `exp(similarity / T)` (docs/evaluation.md)."""
 
 import numpy as np
 
@@ -38,9 +30,9 @@ def knn_predict(
     Args:
         train_features, train_labels: the neighbours, `(N, D)` and `(N,)`.
         test_features: `(M, D)`.
-        k: int, neighbours per test image (at most N are used).
+        k: int, neighbours per test image (at most N).
         temperature: float > 0, of the votes `exp(similarity / temperature)`.
-        num_classes: int; defaults to `max(train_labels) + 1`.
+        num_classes: int. Defaults to `max(train_labels) + 1`.
         chunk_size: int, test images per similarity block.
 
     Returns:

@@ -1,16 +1,5 @@
-"""Linear probe: scikit-learn's multinomial logistic regression on standardised frozen features (docs/evaluation.md).
-
-The loss is the mean cross-entropy plus `weight_decay / 2 * ||W||²`: `LogisticRegression(C=1 / (weight_decay * N))`.
-
-Example:
-
->>> rng = np.random.default_rng(0)
->>> labels = np.repeat(np.arange(3), 20)
->>> features = rng.normal(size=(60, 5)) + 3 * np.eye(3, 5)[labels]
->>> result = linear_probe(features, labels, features, labels)
->>> result.accuracy > 0.9
-True
-"""
+"""Linear probe: scikit-learn's logistic regression on standardised frozen features (docs/evaluation.md); its loss
+is the mean cross-entropy plus `weight_decay / 2 * ||W||²`, i.e. `LogisticRegression(C=1 / (weight_decay * N))`."""
 
 import dataclasses
 
@@ -64,11 +53,9 @@ def linear_probe(
     Args:
         train_features, train_labels: the training split, `(N, D)` and `(N,)`.
         test_features, test_labels: the test split.
-        weight_decays: a float, or the strengths to choose from on the
-            held-out part. Defaults to `1e-6 ... 1`.
-        holdout_fraction: float in (0, 1), the part of each class held out
-            for the choice. Defaults to `0.2`.
-        num_classes: int; defaults to `max(label) + 1` of both splits.
+        weight_decays: a float, or the strengths to choose from on the held-out part. Defaults to `1e-6 ... 1`.
+        holdout_fraction: float in (0, 1), the part of each class held out for the choice. Defaults to `0.2`.
+        num_classes: int. Defaults to `max(label) + 1` of both splits.
         seed: int, the seed of the held-out split.
         max_iterations: int, L-BFGS iterations per fit.
 

@@ -60,7 +60,7 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
         model: a keras_vit model, or a user's model with one nested in it.
         train, test: `(dataset, SourceInfo)` pairs (`keras_vit.training.data.load`, `from_arrays`).
         out: optional folder for the files of `write_results`.
-        image_size, batch_size: of the feature extraction (`extract_features`).
+        image_size, batch_size: of `extract_features`.
         cache_dir: optional folder for the features (`train.npz`, `test.npz`), reused by the next evaluation.
         verbose: 0 or 1 (progress bars).
         **settings: `shots`, `seeds`, `l2`, `l2_grid`, `k`, `temperature`, `weight_decays`, `seed`.
@@ -69,21 +69,16 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
         The metrics dict: `fewshot` (`{shots: {mean, std, accuracies, l2}}`), `linear_probe`, `knn`, `heldout`
         (`None` without a head for these classes), the representation and the split sizes.
     """
-    inspect.signature(evaluate_features).bind(train, test, **settings)  # an unknown setting: TypeError, now
-    # A split where no image decodes fails now, before the other one is extracted.
+    # An unknown setting, or a split where no image decodes, fails before any extraction.
+    inspect.signature(evaluate_features).bind(train, test, **settings)
     for source in (train, test):
         extraction.check_source(source)
     common = dict(image_size=image_size, batch_size=batch_size, verbose=verbose)
     train_features = extraction.extract_features(model, train, cache=_cache(cache_dir, "train"), **common)
-    # Too few images for the shots asked fails now, before the test split is read.
-    shots = settings.get("shots", fewshot_lsr.DEFAULT_SHOTS)
-    fewshot_lsr.draw_shots(
-        train_features.labels,
-        max(fewshot_lsr.shot_counts(shots)),
-        np.random.default_rng(0),
-        train_features.num_classes,
-        train_features.class_names,
-    )
+    # Too few images for the shots asked fails before the test split is read.
+    most = max(fewshot_lsr.shot_counts(settings.get("shots", fewshot_lsr.DEFAULT_SHOTS)))
+    rng = np.random.default_rng(0)
+    fewshot_lsr.draw_shots(train_features.labels, most, rng, train_features.num_classes, train_features.class_names)
     test_features = extraction.extract_features(
         model, test, with_outputs=True, cache=_cache(cache_dir, "test"), **common
     )
@@ -122,7 +117,7 @@ def plot_shots(metrics, path, dpi=100):
 
 
 def write_results(metrics, out):
-    """Writes `metrics.json`, `fewshot.png` and (with a head) `confusion_matrix.png` into `out`; returns their paths."""
+    """Writes `metrics.json`, `fewshot.png` and (with a head) `confusion_matrix.png` into `out`; returns the paths."""
     names = [METRICS_FILE, SHOTS_PLOT] + ([CONFUSION_PLOT] if metrics.get("heldout") else [])
     with files.atomic_files(out, names) as staged:
         files.write_json(staged[METRICS_FILE], metrics)
@@ -131,7 +126,7 @@ def write_results(metrics, out):
             heldout.plot_confusion(metrics["heldout"], staged[CONFUSION_PLOT])
     stale = os.path.join(out, CONFUSION_PLOT)
     if CONFUSION_PLOT not in names and os.path.isfile(stale):
-        os.remove(stale)  # an earlier evaluation's head, not this one's: it would pass for part of this set
+        os.remove(stale)  # an earlier evaluation's, which would pass for this one's
     return {name: os.path.join(out, name) for name in names}
 
 

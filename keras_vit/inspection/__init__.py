@@ -1,9 +1,5 @@
-"""Looking inside a Vision Transformer: the paper's section 4.5, for any keras_vit model.
-
-The computations (`attention_maps`, `attention_rollout`, `mean_attention_distance`, `position_embedding_similarity`,
-`embedding_filters`, `intermediate_features`, and their NumPy cores) return NumPy arrays. The plots need matplotlib
-(`pip install "keras-vit[inspect]"`); `write_report` writes them all for one image, as `keras-vit inspect` does.
-"""
+"""Looking inside a Vision Transformer (paper section 4.5): NumPy computations, their plots (the `inspect` extra),
+and `write_report`, all figures for one image as `keras-vit inspect` writes them."""
 
 from keras_vit.inspection.analysis import (
     HEAD_FUSIONS,
@@ -28,7 +24,6 @@ from keras_vit.inspection.plots import (
     plot_position_embedding_similarity,
 )
 from keras_vit.inspection.report import REPORT_FILES, sample_image_path, write_report
-from keras_vit.models.preprocessing import load_image
 
 __all__ = [
     "HEAD_FUSIONS",
@@ -41,7 +36,6 @@ __all__ = [
     "displayable_image",
     "embedding_filters",
     "intermediate_features",
-    "load_image",
     "mean_attention_distance",
     "patch_distances",
     "plot_attention_rollout",

@@ -1,8 +1,5 @@
-"""What a Vision Transformer has learned, as NumPy arrays (paper section 4.5).
-
-The functions that take a model read it through `VisionTransformer.forward_intermediates`; the functions that take
-arrays (`rollout`, `class_token_rollout`, `attention_distance`) are plain NumPy, usable on attention from anywhere.
-"""
+"""What a Vision Transformer has learned, as NumPy arrays (paper section 4.5); `rollout`, `class_token_rollout` and
+`attention_distance` take attention from anywhere."""
 
 import collections
 import contextlib
@@ -20,12 +17,11 @@ NO_LINEAR_FILTERS = (
 )
 
 FilterComponents = collections.namedtuple("FilterComponents", ["components", "explained_variance_ratio"])
-FilterComponents.__doc__ = """The principal components `(num_components, patch_h, patch_w, channels)` of the
-patch-embedding filters, and the share of the filters' variance each explains `(num_components,)`."""
+FilterComponents.__doc__ = "Principal components `(n, patch_h, patch_w, channels)` and their explained variance."
 
 
 def is_hybrid(model):
-    """Whether `model` is a hybrid ViT (ResNet features): it has no linear patch filters."""
+    """Whether `model` is a hybrid ViT (ResNet features, no linear patch filters)."""
     return find_vit(model).resnet_stages is not None
 
 
@@ -54,7 +50,6 @@ def _forward(vit, images, batch_size, **options):
             chunks.append(
                 [[keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")) for tensor in part] for part in result]
             )
-    # Per part (outputs, then attention), per tensor of the part: its chunks concatenated.
     return [[np.concatenate(tensors) for tensors in zip(*part)] for part in zip(*chunks)]
 
 
@@ -69,13 +64,11 @@ def attention_maps(model, images, batch_size=16):
 
     Args:
         model: a keras_vit model, or a model with one nested in it.
-        images: array `(batch, height, width, channels)` the model takes,
-            preprocessed as for prediction.
+        images: array `(batch, height, width, channels)`, preprocessed as for prediction.
         batch_size: int, images per eager pass. Defaults to `16`.
 
     Returns:
-        float32 array `(num_layers, batch, num_heads, N + 1, N + 1)`, token 0
-        the class token; each row (a query) sums to 1.
+        float32 array `(num_layers, batch, num_heads, tokens, tokens)`; each row sums to 1.
     """
     _, weights = _forward(find_vit(model), images, batch_size, output_fmt="NLC", return_attention=True)
     return np.stack(weights)
@@ -86,16 +79,13 @@ def intermediate_features(model, images, layers=None, reshape=False, batch_size=
 
     Args:
         model: a keras_vit model.
-        images: array `(batch, height, width, channels)` the model takes.
-        layers: an int or a sequence of ints, block indices (negative ones
-            count from the end), or `None` for every block.
-        reshape: bool. If `True`, drop the class token and return the patch
-            tokens as maps `(batch, rows, cols, D)`. Defaults to `False`.
+        images: array `(batch, height, width, channels)`.
+        layers: a block index (negative ones count from the end), a sequence of them, or `None` for every block.
+        reshape: bool, return the patch tokens as maps `(batch, rows, cols, D)`. Defaults to `False`.
         batch_size: int, images per eager pass. Defaults to `16`.
 
     Returns:
-        For an int `layers`, one float32 array `(batch, N + 1, D)` (or the
-        map); otherwise a list of them in the order asked for.
+        For an int `layers`, one float32 array `(batch, tokens, D)` (or map); else a list in the order asked for.
     """
     vit = find_vit(model)
     single = validation.is_int(layers)
@@ -118,13 +108,13 @@ def _check_attention(attention):
 
 
 def check_grid(attention, grid_size, num_prefix_tokens):
-    """Returns `(grid_h, grid_w)` after checking it matches the attention's tokens."""
+    """`grid_size` as `(grid_h, grid_w)`, checked against the attention's tokens."""
     grid_h, grid_w = validation.pair("grid_size", grid_size)
-    if attention.shape[-1] != num_prefix_tokens + grid_h * grid_w:
+    tokens = num_prefix_tokens + grid_h * grid_w
+    if attention.shape[-1] != tokens:
         raise ValueError(
-            f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has "
-            f"{num_prefix_tokens + grid_h * grid_w} tokens, but the attention is over "
-            f"{attention.shape[-1]}. Received: grid_size={grid_size!r}"
+            f"A {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix token(s) has {tokens} tokens, but the "
+            f"attention is over {attention.shape[-1]}. Received: grid_size={grid_size!r}"
         )
     return grid_h, grid_w
 
@@ -135,8 +125,7 @@ def rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=
     Args:
         attention: array `(num_layers, batch, num_heads, T, T)`.
         head_fusion: `"mean"`, `"max"` or `"min"`. Defaults to `"mean"`.
-        discard_ratio: float in `[0, 1)`, the fraction of each fused
-            matrix's lowest weights set to 0. Defaults to `0.0`.
+        discard_ratio: float in `[0, 1)`, the share of each fused matrix's lowest weights set to 0.
         num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
 
     Returns:
@@ -173,33 +162,16 @@ def rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=
 
 
 def class_token_rollout(attention, grid_size, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=1):
-    """The class token's attention rollout over the patch grid.
-
-    Args:
-        attention: array `(num_layers, batch, num_heads, T, T)`.
-        grid_size: `(grid_h, grid_w)` or an int, the patch grid.
-        head_fusion, discard_ratio, num_prefix_tokens: see `rollout`.
-
-    Returns:
-        float64 array `(batch, grid_h, grid_w)`: row 0 of the rollout over
-        the patches, not re-scaled.
-    """
+    """The class token's row of the `rollout` (same arguments) over the patch grid `grid_size`, `(batch, h, w)`."""
     rolled = rollout(attention, head_fusion, discard_ratio, num_prefix_tokens)
     grid_h, grid_w = check_grid(rolled, grid_size, num_prefix_tokens)
     return rolled[:, 0, num_prefix_tokens:].reshape(-1, grid_h, grid_w)
 
 
 def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batch_size=16):
-    """The class token's attention rollout over the patch grid of each image (paper Figures 6 and 14).
+    """The class token's attention rollout over each image's patch grid, `(batch, grid_h, grid_w)` (Figures 6, 14).
 
-    Args:
-        model: a keras_vit model.
-        images: array `(batch, height, width, channels)` the model takes.
-        head_fusion, discard_ratio: see `rollout`.
-        batch_size: int, images per eager pass. Defaults to `16`.
-
-    Returns:
-        float64 array `(batch, grid_h, grid_w)`.
+    `head_fusion` and `discard_ratio` are `rollout`'s, `batch_size` that of `attention_maps`.
     """
     vit = find_vit(model)
     check_class_token(vit)
@@ -208,21 +180,13 @@ def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batc
 
 
 def check_class_token(vit):
-    """Refuses a ViT without a class token, whose rollout (from the class token) is not defined here."""
+    """Refuses a ViT without a class token: its rollout is not defined here."""
     if not vit.class_token:
         raise ValueError(f"Model {vit.name!r} has no class token: its attention rollout is not available yet.")
 
 
 def patch_distances(grid_size, patch_size):
-    """Pixel distances between the centres of every pair of patches, `(grid_h * grid_w,) * 2`, row-major.
-
-    Example:
-
-    >>> patch_distances((1, 3), 16)
-    array([[ 0., 16., 32.],
-           [16.,  0., 16.],
-           [32., 16.,  0.]])
-    """
+    """Pixel distances between the centres of every pair of patches, `(grid_h * grid_w,) * 2`, row-major."""
     grid_h, grid_w = validation.pair("grid_size", grid_size)
     patch_h, patch_w = validation.pair("patch_size", patch_size)
     rows, cols = np.meshgrid(np.arange(grid_h), np.arange(grid_w), indexing="ij")
@@ -232,16 +196,9 @@ def patch_distances(grid_size, patch_size):
 
 
 def attention_distance(attention, grid_size, patch_size, num_prefix_tokens=1):
-    """Mean attention distance in pixels, per layer and head (paper Figures 7 right and 11; docs/inspection.md).
+    """Mean attention distance in pixels `(num_layers, num_heads)` (paper Figures 7 right and 11).
 
-    Args:
-        attention: array `(num_layers, batch, num_heads, T, T)`.
-        grid_size: `(grid_h, grid_w)` or an int, the patch grid.
-        patch_size: `(patch_h, patch_w)` or an int, in pixels.
-        num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
-
-    Returns:
-        float64 array `(num_layers, num_heads)`.
+    `attention` is `(num_layers, batch, num_heads, T, T)`; `grid_size` and `patch_size` (pixels) are ints or pairs.
 
     Example:
 
@@ -262,28 +219,14 @@ def attention_distance(attention, grid_size, patch_size, num_prefix_tokens=1):
 
 
 def mean_attention_distance(model, images, batch_size=16):
-    """Mean attention distance in pixels of every head of every block (see `attention_distance`).
-
-    Args:
-        model: a keras_vit model.
-        images: array `(batch, height, width, channels)` the model takes.
-        batch_size: int, images per eager pass. Defaults to `16`.
-
-    Returns:
-        float64 array `(num_layers, num_heads)`.
-    """
+    """`attention_distance` of `attention_maps(model, images, batch_size)`: `(num_layers, num_heads)` pixels."""
     vit = find_vit(model)
     attention = attention_maps(vit, images, batch_size=batch_size)
     return attention_distance(attention, _token_grid(vit, images), vit.pixels_per_token, vit.num_prefix_tokens)
 
 
 def position_embedding_similarity(model):
-    """Cosine similarity of each patch's position embedding with every other (paper Figures 7 centre and 10).
-
-    Returns:
-        float64 array `(grid_h, grid_w, grid_h, grid_w)`: entry `[i, j, k, l]`
-        is the similarity of patch `(i, j)` with patch `(k, l)`.
-    """
+    """Cosine similarities `[i, j, k, l]` of patch `(i, j)`'s position embedding with `(k, l)`'s (Figures 7, 10)."""
     layer = find_vit(model).get_layer("position_embedding")
     embedding = np.asarray(keras.ops.convert_to_numpy(layer.embedding), dtype="float64")[0]
     embedding = embedding[layer.num_prefix_tokens :]
@@ -292,15 +235,9 @@ def position_embedding_similarity(model):
 
 
 def embedding_filters(model, num_components=28):
-    """The principal components of the centred patch-embedding filters (paper Figure 7 left).
+    """The `FilterComponents` of the centred patch-embedding filters (paper Figure 7 left; not for a hybrid).
 
-    Args:
-        model: a keras_vit model (not a hybrid: it has no linear filters).
-        num_components: int, at most `min(D, patch_h * patch_w * channels)`.
-            Defaults to `28`.
-
-    Returns:
-        A `FilterComponents(components, explained_variance_ratio)`.
+    `num_components` is at most `min(D, patch_h * patch_w * channels)`.
     """
     vit = find_vit(model)
     if vit.resnet_stages is not None:

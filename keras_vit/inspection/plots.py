@@ -1,8 +1,5 @@
-"""Figures of what a Vision Transformer has learned, after the paper's section 4.5.
-
-matplotlib (the `inspect` extra) is imported on first use, without pyplot (no window, no global state). Every
-function writes a PNG of `figsize * dpi` pixels (a complete file or none) and returns the figure.
-"""
+"""Figures of what a Vision Transformer has learned (paper section 4.5), each written as a PNG of `figsize * dpi`
+pixels at `path` and returned. matplotlib (the `inspect` extra) is used without pyplot: no window, no global state."""
 
 import math
 
@@ -34,7 +31,7 @@ def _tiles(count, columns, inches, margin):
 
 
 def save_png(figure, path, dpi):
-    """Writes `figure` as a PNG at `path` (a whole file or none); returns it."""
+    """Writes `figure` as a PNG at `path`, atomically; returns it."""
     validation.finite_float("dpi", dpi, minimum=0, include_minimum=False)
     with files.atomic_file(path) as staged:
         figure.savefig(staged, format="png", dpi=dpi)
@@ -42,11 +39,7 @@ def save_png(figure, path, dpi):
 
 
 def displayable_image(image):
-    """Maps an image `(height, width[, 1 or 3])` to floats in `[0, 1]` for display.
-
-    `[0, 1]` is kept, uint8-range pixels are divided by 255, `[-1, 1]` (ViT
-    preprocessing) is shifted; any other range is min-max scaled.
-    """
+    """An image `(height, width[, 1 or 3])` as floats in `[0, 1]`: from `[0, 1]`, `[0, 255]`, `[-1, 1]` or min-max."""
     image = np.asarray(image, dtype="float64")
     if image.ndim == 3 and image.shape[-1] == 1:
         image = image[..., 0]
@@ -56,14 +49,12 @@ def displayable_image(image):
             f"(height, width). Received: shape {image.shape}"
         )
     low, high = float(image.min()), float(image.max())
-    if low >= 0 and high <= 1:
-        pass
-    elif low >= 0 and high <= 255:
+    if low >= 0 and 1 < high <= 255:
         image = image / 255.0
-    elif low >= -1 and high <= 1:
+    elif -1 <= low < 0 and high <= 1:
         image = (image + 1.0) / 2.0
-    else:
-        image = (image - low) / max(high - low, 1e-12)
+    elif low < 0 or high > 1:
+        image = _unit_range(image)
     return np.clip(image, 0.0, 1.0)
 
 
@@ -90,16 +81,15 @@ def _overlay(axis, image, values, alpha):
 
 
 def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=0.5, dpi=100):
-    """Draws a row per image: the input, the rollout map over it, and the input weighted by it (paper Figure 6).
+    """Draws a row per image: the input, the rollout map over it, the input weighted by it (paper Figure 6).
 
     Args:
-        images: array `(batch, height, width, 3)` or one image, in any range
-            `displayable_image` accepts.
-        maps: array `(batch, grid_h, grid_w)` (or one map), as
-            `attention_rollout` returns; each is scaled to `[0, 1]`.
+        images: array `(batch, height, width, 3)` or one image, in any range `displayable_image` takes.
+        maps: array `(batch, grid_h, grid_w)` or one map, as `attention_rollout` returns.
+        path: where to write the PNG.
         title: the figure's title.
         alpha: float, opacity of the heat map. Defaults to `0.5`.
-        path, dpi: where to write the PNG, and its resolution (default `100`).
+        dpi: the PNG's resolution. Defaults to `100`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -131,13 +121,11 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
 
     Args:
         image: array `(height, width, 3)`.
-        attention: array `(num_layers, num_heads, T, T)`: one image's slice
-            `attention_maps(...)[:, index]`.
+        attention: one image's attention `(num_layers, num_heads, T, T)`, e.g. `attention_maps(...)[:, 0]`.
         grid_size: `(grid_h, grid_w)` or an int, the patch grid.
+        path: where to write the PNG.
         layer: int, the block to draw. Defaults to `-1`, the last.
-        num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
-        alpha: float, opacity of the heat maps. Defaults to `0.5`.
-        path, dpi: where to write the PNG, and its resolution (default `100`).
+        num_prefix_tokens, alpha, dpi: as in `class_token_rollout` and `plot_attention_rollout`.
 
     Returns:
         The `matplotlib.figure.Figure`.
@@ -166,17 +154,9 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
 
 
 def plot_mean_attention_distance(distances, path, image_size=None, title="Mean attention distance", dpi=100):
-    """Draws each head's mean attention distance against depth (paper Figure 7 right), 6 x 4.5 inches.
+    """Draws each head's mean attention distance `(num_layers, num_heads)` against depth (Figure 7 right), 6 x 4.5 in.
 
-    Args:
-        distances: array `(num_layers, num_heads)` in pixels.
-        image_size: optional `(height, width)` or int: the y axis then reaches
-            the image diagonal, the largest possible distance.
-        title: the figure's title.
-        path, dpi: where to write the PNG, and its resolution (default `100`).
-
-    Returns:
-        The `matplotlib.figure.Figure`.
+    An `image_size` (int or pair) makes the y axis reach the image diagonal, the largest possible distance.
     """
     distances = np.asarray(distances, dtype="float64")
     num_layers, num_heads = distances.shape
@@ -204,16 +184,7 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
 
 
 def plot_position_embedding_similarity(similarity, path, title="Position embedding similarity", dpi=100):
-    """Draws tile `(i, j)`: the similarity of patch `(i, j)`'s position embedding with every patch's (Figure 7).
-
-    Args:
-        similarity: array `(grid_h, grid_w, grid_h, grid_w)`.
-        title: the figure's title.
-        path, dpi: where to write the PNG, and its resolution (default `100`).
-
-    Returns:
-        The `matplotlib.figure.Figure`.
-    """
+    """Draws `similarity` `(grid_h, grid_w, grid_h, grid_w)` as tiles: tile `(i, j)` is patch `(i, j)`'s (Figure 7)."""
     similarity = np.asarray(similarity, dtype="float64")
     if similarity.ndim != 4 or similarity.shape[:2] != similarity.shape[2:]:
         raise ValueError(
@@ -248,17 +219,9 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
 
 
 def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
-    """Draws principal components of the patch-embedding filters as 1-inch tiles (paper Figure 7 left).
+    """Draws filter `components` `(n, patch_h, patch_w, channels)` as min-max scaled 1-inch tiles (Figure 7 left).
 
-    Args:
-        components: array `(num_components, patch_h, patch_w, channels)`;
-            each tile is min-max scaled, in RGB for 3 channels, else grey.
-        columns: int, tiles per row. Defaults to `7` (the paper's 4 x 7).
-        title: the figure's title; defaults to one naming the count.
-        path, dpi: where to write the PNG, and its resolution (default `100`).
-
-    Returns:
-        The `matplotlib.figure.Figure`.
+    `columns` tiles a row (the paper's 7); RGB for 3 channels, else grey.
     """
     components = np.asarray(components, dtype="float64")
     count = len(components)

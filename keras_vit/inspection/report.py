@@ -12,7 +12,6 @@ from keras_vit.models.preprocessing import load_image
 from keras_vit.models.vit import find_vit
 from keras_vit.utils import validation
 
-# The files `write_report` produces, in the order it writes them.
 REPORT_FILES = (
     "attention_rollout.png",
     "class_token_attention.png",
@@ -23,16 +22,12 @@ REPORT_FILES = (
 
 
 def sample_image_path():
-    """The path of the photograph bundled with keras_vit (a 224 x 224 crop; see `keras_vit/resources/README.md`)."""
+    """The path of the 224 x 224 photograph bundled with keras_vit (`keras_vit/resources/README.md`)."""
     return str(importlib.resources.files("keras_vit") / "resources" / "sample_image.jpg")
 
 
 def named_model(model, weights=None, image_size=None):
-    """The model `keras-vit inspect --model ... --weights ... --image-size ...` names.
-
-    `model` is a constructor name (`"ViTB16"`), a variant (`"B/16"`) or a saved `.keras` path (without `weights` or
-    `image_size`).
-    """
+    """The model `keras-vit inspect --model` names: a constructor (`"ViTB16"`), a variant (`"B/16"`) or a `.keras`."""
     import keras_vit
 
     if model.endswith(".keras") or os.path.isfile(model):
@@ -57,16 +52,12 @@ def write_report(
     """Writes the paper's "inspecting the Vision Transformer" figures (`REPORT_FILES`) for one image.
 
     Args:
-        model: a keras_vit model, or a model with one nested in it (with saved
-            class names, the rollout's title names its top class).
-        image: a path to an image file, or a uint8-range array
-            `(height, width, 3)` of the model's input size.
+        model: a keras_vit model, or a model with one nested in it (with class names, the rollout names its top class).
+        image: an image file's path, or a `[0, 255]` array `(height, width, 3)` of the model's input size.
         out_dir: the folder to write the PNGs to (created if missing).
-        preprocess: function from `[0, 255]` pixels to model inputs.
-            Defaults to `keras_vit.models.preprocessing.preprocess_input`.
+        preprocess: function from `[0, 255]` pixels to model inputs. Defaults to `preprocess_input`.
         head_fusion, discard_ratio: of the rollout (see `rollout`).
-        num_components: int, the embedding filters' components to draw, at most
-            what the model has. Defaults to `28`.
+        num_components: int, the filters' components to draw (at most what the model has). Defaults to `28`.
         dpi: the PNGs' resolution. Defaults to `100`.
 
     Returns:

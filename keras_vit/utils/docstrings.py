@@ -1,22 +1,4 @@
-"""Docstrings filled from a template, with an `Args:` section assembled from entries written once.
-
->>> def add(x, y):
-...     '''Adds.
-...
-...     Args:
-...         x: a number.
-...         y: another
-...             number.
-...     '''
->>> args_entries(add)["y"]
-'y: another\\n    number.'
->>> print(render("Adds one.\\n\\n{args}", lambda x: x + 1, args_entries(add)))
-Adds one.
-<BLANKLINE>
-    Args:
-        x: a number.
-<BLANKLINE>
-"""
+"""Docstrings filled from a template, with an `Args:` section assembled from entries written once."""
 
 import inspect
 import re

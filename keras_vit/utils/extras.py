@@ -8,8 +8,7 @@ import importlib
 import importlib.util
 import sys
 
-# module (the import name) -> (distribution on PyPI, the extra that installs it); tests/test_extras.py checks it
-# against pyproject.toml.
+# import name -> (distribution, the extra that installs it), checked against pyproject.toml by tests/test_extras.py.
 MODULES = {
     "tensorflow": ("tensorflow", "tensorflow"),
     "jax": ("jax", "jax"),
@@ -54,10 +53,7 @@ def _missing(module):
 
 
 def check(*modules, needed_for="this command", extra=None):
-    """Raises `MissingDependencyError` for the first of `modules` that is not installed, importing none of them.
-
-    A job that needs several optional packages fails before the work starts, not when it comes to plotting.
-    """
+    """Raises `MissingDependencyError` for the first of `modules` not installed, importing none (before any work)."""
     for module in modules:
         if _missing(module):
             raise _error(module, needed_for, extra)
@@ -74,8 +70,7 @@ def require(module, needed_for="this command", extra=None):
 
 
 def from_import_error(caught):
-    """The `MissingDependencyError` for an `ImportError` of a known optional module, else None (the command
-    line's last line of defence)."""
+    """The `MissingDependencyError` for an `ImportError` of a known optional module, else None."""
     if isinstance(caught, MissingDependencyError):
         return caught
     top = (getattr(caught, "name", None) or "").split(".")[0]

@@ -1,18 +1,8 @@
-"""Outputs written whole or not at all: staged beside the target, `fsync`ed, then renamed into place.
+"""Outputs written whole or not at all: staged beside the target, `fsync`ed, then moved into place by `os.replace`.
 
-Each output is written under its own name inside a temporary folder beside it (`.keras_vit-tmp-...`, so writers
-that read the suffix or name companion files after it, such as OpenVINO's `.bin` beside its `.xml`, work
-unchanged), then moved with `os.replace`, which is atomic within a file system. A killed write leaves that
-temporary folder, never a partial file under the target's name. `replace=False` refuses an existing target,
-before the work and again before the rename.
-
->>> import os, tempfile
->>> folder = tempfile.mkdtemp()
->>> _ = write_json(os.path.join(folder, "metrics.json"), {"accuracy": 0.98})
->>> with atomic_directory(os.path.join(folder, "export")) as staged:
-...     _ = write_text(os.path.join(staged, "config.json"), "{}")
->>> sorted(os.listdir(folder)), os.listdir(os.path.join(folder, "export"))
-(['export', 'metrics.json'], ['config.json'])
+Each output keeps its own name inside a temporary folder beside it (`.keras_vit-tmp-...`), so writers that name
+companion files after it (OpenVINO's `.bin` beside its `.xml`) work unchanged; a killed write leaves only that
+folder. `replace=False` refuses an existing target, before the work and again before the rename.
 """
 
 import contextlib
@@ -51,8 +41,7 @@ def _temporary_folder(folder):
 
 @contextlib.contextmanager
 def atomic_files(folder, names, replace=True):
-    """Yields `{name: temporary path}`; when the block ends without an exception each file replaces its namesake
-    in `folder` (created if needed). `replace=False` raises `FileExistsError` if any name exists."""
+    """Yields `{name: temporary path}`; when the block succeeds each file replaces its namesake in `folder`."""
     names = [os.fspath(name) for name in names]
     if not names or any(os.path.basename(name) != name or name in ("", ".", "..") for name in names):
         raise ValueError(f"`names` must be plain file names, at least one. Received: names={names!r}")
@@ -78,15 +67,7 @@ def atomic_files(folder, names, replace=True):
 
 @contextlib.contextmanager
 def atomic_file(path, replace=True):
-    """Yields a temporary path (of the same file name) to write; on success it replaces `path` whole.
-
-    >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "scores.txt")
-    >>> with atomic_file(path) as staged:
-    ...     _ = open(staged, "w").write("0.98")
-    >>> open(path).read()
-    '0.98'
-    """
+    """Yields a temporary path (of the same file name) to write; on success it replaces `path` whole."""
     folder, name = os.path.split(os.path.abspath(os.fspath(path)))
     with atomic_files(folder, [name], replace) as staged:
         yield staged[name]
@@ -96,8 +77,7 @@ def atomic_file(path, replace=True):
 def atomic_directory(path, replace=True):
     """Yields a temporary folder to fill; on success it replaces the folder `path` whole.
 
-    An existing folder is renamed aside and the new one into its place. It may only hold names the new one also
-    holds: anything else, which would be lost, raises `FileExistsError` and nothing changes.
+    An existing folder holding a name the new one does not (it would be lost) raises `FileExistsError`.
     """
     target = os.path.abspath(os.fspath(path))
     if not replace:
@@ -128,13 +108,11 @@ def atomic_directory(path, replace=True):
 
 
 def check_output_path(path):
-    """Checks, before any long work, that the output file `path` can be written later; returns it as a string."""
+    """Checks, before any long work, that the output file `path` can be written later; returns it."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.exists(directory):
-        raise FileNotFoundError(
-            f"The output folder {directory} does not exist; create it first or choose another path."
-        )
+        raise FileNotFoundError(f"The output folder {directory} does not exist; create it or choose another path.")
     if not os.path.isdir(directory):
         raise NotADirectoryError(f"The output folder {directory} is a file; choose another path.")
     if os.path.isdir(path):
@@ -159,9 +137,8 @@ def check_output_folder(path):
 
 def write_text(path, text):
     """Writes `text` (UTF-8) to `path` atomically and returns `path`."""
-    with atomic_file(path) as staged:
-        with open(staged, "w", encoding="utf-8") as handle:
-            handle.write(text)
+    with atomic_file(path) as staged, open(staged, "w", encoding="utf-8") as handle:
+        handle.write(text)
     return os.fspath(path)
 
 

@@ -66,15 +66,11 @@ class AtomicBackupWrites:
             {"epoch": self._current_epoch, "batch": self._last_batch_seen},
         )
 
-    def write_backup(self, weights_path, metadata_path, metadata):
-        raise NotImplementedError
-
 
 def call_sublayer(layer, *args, **kwargs):
-    """Runs a built sublayer from its parent's `call` without `Layer.__call__` (most of a small ViT's eager time).
+    """Runs a built sublayer without `Layer.__call__` (most of a small ViT's eager time); symbolic or remat: `__call__`.
 
-    Safe for keras_vit's sublayers: they share the parent's dtype policy and autocast scope and carry no masks or
-    losses. Symbolic inputs and a layer under Keras's `RematScope` still go through `__call__`.
+    Safe for keras_vit's sublayers: they share the parent's dtype policy and autocast scope, and carry no masks.
     """
     import keras
 
@@ -106,10 +102,8 @@ def fused_attention_compiles(dtype):
 def dot_product_attention(query, key, value, training=False):
     """`keras.ops.dot_product_attention` on `(batch, tokens, heads, head_dim)` inputs, choosing the kernel.
 
-    `keras.config.enable_flash_attention()` goes to Keras as it is. Otherwise torch calls its
-    `scaled_dot_product_attention` on strided heads-first views (Keras's op copies the inputs and output, and its
-    kernel choice breaks torch.compile graphs), and JAX pads a training call over an odd number of tokens on a GPU
-    (`padded_fused_attention`), where cuDNN has no backward pass.
+    torch runs `scaled_dot_product_attention` on heads-first views (Keras's op copies its inputs and breaks
+    torch.compile graphs); JAX pads an odd-length training call on a GPU, where cuDNN has no backward pass.
     """
     import keras
 
@@ -148,11 +142,8 @@ def padded_fused_attention(query, key, value, implementation=None, multiple=None
 
 
 def dense(layer, inputs):
-    """`layer(inputs)` for a built `keras.layers.Dense`; on torch a plain float Dense runs as one `torch.addmm`.
-
-    Keras's Dense adds the bias after the product: two output-sized tensors per call on torch. Anything else
-    (activation, LoRA, quantization, remat scope, mixed dtypes, symbolic inputs) runs `call_sublayer`.
-    """
+    """`layer(inputs)` for a built `Dense`; on torch a plain float Dense is one `torch.addmm` (Keras adds the bias
+    after the product: one more output-sized tensor). Anything else runs `call_sublayer`."""
     import keras
 
     if keras.backend.backend() != "torch" or not _plain_dense(layer):
@@ -208,9 +199,8 @@ def uniform(shape, minval, maxval, dtype=None, seed=None):
 def remat(function):
     """`keras.remat(function)`, recomputed in the caller's autocast scope, freeing torch's recomputation at once.
 
-    The backward pass recomputes outside the layer's autocast scope, so the scope open now is reopened around
-    the recomputation. torch ends a recomputation early by raising `_StopRecomputationError` through the layers,
-    whose frames would keep the recomputed activations in reference cycles: they are cleared.
+    torch ends a recomputation by raising `_StopRecomputationError`, whose frames would keep the recomputed
+    activations alive in reference cycles: they are cleared.
     """
     import keras
     from keras.src.backend import AutocastScope, get_autocast_scope
@@ -218,8 +208,7 @@ def remat(function):
     forward_dtype = getattr(get_autocast_scope(), "dtype", None)
 
     def scoped(*args, **kwargs):
-        # Reopening the scope in the forward pass, where it is open, would write global state that stops
-        # torch.compile from tracing `torch.utils.checkpoint`.
+        # Reopening an open scope writes global state that stops torch.compile tracing `torch.utils.checkpoint`.
         if getattr(get_autocast_scope(), "dtype", None) == forward_dtype:
             return function(*args, **kwargs)
         with AutocastScope(forward_dtype):
@@ -240,7 +229,7 @@ def remat(function):
 
 
 def _clear_traceback_frames(error):
-    """Drops the locals of every finished frame in `error`'s tracebacks and those of its causes and contexts."""
+    """Drops the locals of the finished frames of `error`, its causes and contexts."""
     import traceback
 
     seen = set()
@@ -258,11 +247,7 @@ def jax_backends_initialized():
 
 
 def set_random_seed(seed):
-    """`keras.utils.set_random_seed`, without importing TensorFlow on the JAX and PyTorch backends.
-
-    Args:
-        seed: int.
-    """
+    """`keras.utils.set_random_seed(seed)`, without importing TensorFlow on the JAX and PyTorch backends."""
     import random
     import sys
 

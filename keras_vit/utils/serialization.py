@@ -17,10 +17,8 @@ def register(cls):
 def dtype_config(layer):
     """The `dtype` entry of a composite layer's config, its quantized sublayers' policies included.
 
-    Keras revives each layer from its own config, so the Dense layers a composite layer builds come back with the
-    composite's policy: after `model.quantize(mode)` their quantized policies must travel in a `DTypePolicyMap`
-    (as keras-hub's backbones do), keyed by `.*/<path below the layer>` so that it still applies when the model is
-    nested or renamed.
+    The sublayers are revived with the composite's policy, so quantized ones travel in a `DTypePolicyMap` (as in
+    keras-hub), keyed by `.*/<path below the layer>` to hold when the model is nested or renamed.
 
     >>> dtype_config(keras.layers.Dense(2))["config"]["name"]
     'float32'

@@ -24,11 +24,7 @@ def boolean(name, value):
 
 
 def positive_int(name, value):
-    """Returns `value` as an int >= 1.
-
-    >>> positive_int("num_heads", 12)
-    12
-    """
+    """Returns `value` as an int >= 1."""
     if not is_int(value) or value < 1:
         raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
     return int(value)
@@ -48,11 +44,7 @@ def rate(name, value):
 
 
 def finite_float(name, value, minimum=None, maximum=None, include_minimum=True, include_maximum=True):
-    """Returns `value` as a float if it is finite and within the bounds given.
-
-    >>> finite_float("learning_rate", 0.03, minimum=0, include_minimum=False)
-    0.03
-    """
+    """Returns `value` as a float if it is finite and within the bounds given."""
     ok = _is_number(value) and math.isfinite(value)
     if ok and minimum is not None:
         ok = value >= minimum if include_minimum else value > minimum
@@ -66,11 +58,7 @@ def finite_float(name, value, minimum=None, maximum=None, include_minimum=True, 
 
 
 def pair(name, value):
-    """Returns an int or a pair of positive ints as a tuple `(height, width)`.
-
-    >>> pair("patch_size", 16)
-    (16, 16)
-    """
+    """Returns an int or a pair of positive ints as a tuple `(height, width)`."""
     if is_int(value):
         value = (value, value)
     if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(is_int(v) and v >= 1 for v in value):
