@@ -183,10 +183,10 @@ def test_rollout_of_random_identity_uniform_and_hand_computed_attention():
     identity = np.broadcast_to(np.eye(tokens), (num_layers, 1, 2, tokens, tokens))
     # Every token attends to itself only: the rollout is the identity, the class token's map empty.
     np.testing.assert_allclose(inspection.rollout(identity)[0], np.eye(tokens))
-    np.testing.assert_allclose(inspection.class_token_rollout(identity, (2, 3)), np.zeros((1, 2, 3)))
+    np.testing.assert_allclose(inspection.rollout_map(identity, (2, 3)), np.zeros((1, 2, 3)))
     # Uniform attention: each step is (U + I) / 2, so after L layers the map is (1 - 0.5**L) / tokens.
     uniform = np.full((num_layers, 1, 2, tokens, tokens), 1 / tokens)
-    class_map = inspection.class_token_rollout(uniform, (2, 3))
+    class_map = inspection.rollout_map(uniform, (2, 3))
     np.testing.assert_allclose(class_map, np.full((1, 2, 3), (1 - 0.5**num_layers) / tokens))
     # By hand: one class token and two patches; two heads, two layers.
     head_a = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
@@ -197,7 +197,7 @@ def test_rollout_of_random_identity_uniform_and_hand_computed_attention():
     # patch rows stay [0, 1, 0] and [0, 0, 1]. Two layers: class row
     # [0.75**2, 0.125 * 0.75 + 0.125, same] = [0.5625, 0.21875, 0.21875].
     np.testing.assert_allclose(inspection.rollout(attention)[0, 0], [0.5625, 0.21875, 0.21875])
-    np.testing.assert_allclose(inspection.class_token_rollout(attention, (1, 2)), [[[0.21875, 0.21875]]])
+    np.testing.assert_allclose(inspection.rollout_map(attention, (1, 2)), [[[0.21875, 0.21875]]])
     # Max fusion: row 0 = [0.5, 0.5, 0.5] + [1, 0, 0] = [1.5, 0.5, 0.5] / 2.5 = [0.6, 0.2, 0.2];
     # two layers: [0.36, 0.2 * 0.6 + 0.2, same] = [0.36, 0.32, 0.32].
     np.testing.assert_allclose(inspection.rollout(attention, "max")[0, 0], [0.36, 0.32, 0.32])
@@ -214,7 +214,7 @@ def test_rollout_of_random_identity_uniform_and_hand_computed_attention():
     with pytest.raises(ValueError, match="num_layers, batch, num_heads"):
         inspection.rollout(attention[0])
     with pytest.raises(ValueError, match="2x2 grid"):
-        inspection.class_token_rollout(attention, (2, 2))
+        inspection.rollout_map(attention, (2, 2))
 
 
 def pattern_attention(grid, target_of, class_weight=0.0):
@@ -302,7 +302,7 @@ def test_rollout_and_distance_of_a_model_and_the_plots_refuse_bad_arrays(tmp_pat
     model, pixels = tiny_model(), images(batch=2)
     attention = inspection.attention_maps(model, pixels)
     maps = inspection.attention_rollout(model, pixels, head_fusion="max", discard_ratio=0.2)
-    np.testing.assert_allclose(maps, inspection.class_token_rollout(attention, GRID, "max", 0.2))
+    np.testing.assert_allclose(maps, inspection.rollout_map(attention, GRID, "max", 0.2))
     assert np.all(maps > 0) and np.all(maps.sum(axis=(1, 2)) < 1)
     distances = inspection.mean_attention_distance(model, pixels)
     np.testing.assert_allclose(distances, inspection.attention_distance(attention, GRID, PATCH))
@@ -318,6 +318,23 @@ def test_rollout_and_distance_of_a_model_and_the_plots_refuse_bad_arrays(tmp_pat
     with pytest.raises(ValueError, match="layer"):
         inspection.plot_class_token_attention(pixels[0], np.ones((2, 2, 13, 13)), GRID, tmp_path / "x.png", layer=2)
     assert os.listdir(tmp_path) == ["rollout.png"]
+
+
+def test_rollout_without_a_class_token_is_the_patch_tokens_mean(tmp_path):
+    # One register and two patches, attention from the hand-made layer above: patch rows stay one-hot.
+    layer = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.0, 0.0, 1.0]])[None, None]
+    attention = np.stack([layer, layer])
+    rolled = inspection.rollout(attention)[0]
+    expected = rolled[1:, 1:].mean(axis=0).reshape(1, 1, 2)
+    np.testing.assert_allclose(inspection.rollout_map(attention, (1, 2), class_token=False), expected)
+    model = tiny_model(class_token=False, num_register_tokens=2, pooling="gap")
+    pixels = images(batch=2)
+    maps = inspection.attention_rollout(model, pixels)
+    full = inspection.rollout(inspection.attention_maps(model, pixels))
+    np.testing.assert_allclose(maps.reshape(2, -1), full[:, 2:, 2:].mean(axis=1))
+    pytest.importorskip("matplotlib")
+    paths = inspection.write_report(model, (pixels[0] + 1) * 127.5, tmp_path, preprocess=lambda x: x / 127.5 - 1)
+    assert sorted(os.path.basename(path) for path in paths.values()) == sorted(inspection.REPORT_FILES)
 
 
 def test_cli_inspect_writes_every_png_for_the_bundled_image(tmp_path, capsys, monkeypatch):

@@ -7,13 +7,13 @@ from keras_vit.inspection.analysis import (
     attention_distance,
     attention_maps,
     attention_rollout,
-    class_token_rollout,
     embedding_filters,
     intermediate_features,
     mean_attention_distance,
     patch_distances,
     position_embedding_similarity,
     rollout,
+    rollout_map,
 )
 from keras_vit.inspection.plots import (
     displayable_image,
@@ -32,7 +32,6 @@ __all__ = [
     "attention_distance",
     "attention_maps",
     "attention_rollout",
-    "class_token_rollout",
     "displayable_image",
     "embedding_filters",
     "intermediate_features",
@@ -45,6 +44,7 @@ __all__ = [
     "plot_position_embedding_similarity",
     "position_embedding_similarity",
     "rollout",
+    "rollout_map",
     "sample_image_path",
     "write_report",
 ]

@@ -1,4 +1,4 @@
-"""What a Vision Transformer has learned, as NumPy arrays (paper section 4.5); `rollout`, `class_token_rollout` and
+"""What a Vision Transformer has learned, as NumPy arrays (paper section 4.5); `rollout`, `rollout_map` and
 `attention_distance` take attention from anywhere."""
 
 import collections
@@ -161,28 +161,25 @@ def rollout(attention, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=
     return result
 
 
-def class_token_rollout(attention, grid_size, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=1):
-    """The class token's row of the `rollout` (same arguments) over the patch grid `grid_size`, `(batch, h, w)`."""
+def rollout_map(attention, grid_size, head_fusion="mean", discard_ratio=0.0, num_prefix_tokens=1, class_token=True):
+    """The `rollout` (same arguments) over the patch grid `grid_size`, `(batch, h, w)`: the class token's row, or
+    without a class token (`class_token=False`: SigLIP, average-pooled models) the mean of the patch tokens' rows."""
     rolled = rollout(attention, head_fusion, discard_ratio, num_prefix_tokens)
     grid_h, grid_w = check_grid(rolled, grid_size, num_prefix_tokens)
-    return rolled[:, 0, num_prefix_tokens:].reshape(-1, grid_h, grid_w)
+    rows = rolled[:, :1] if class_token else rolled[:, num_prefix_tokens:]
+    return rows[:, :, num_prefix_tokens:].mean(axis=1).reshape(-1, grid_h, grid_w)
 
 
 def attention_rollout(model, images, head_fusion="mean", discard_ratio=0.0, batch_size=16):
-    """The class token's attention rollout over each image's patch grid, `(batch, grid_h, grid_w)` (Figures 6, 14).
+    """The attention rollout over each image's patch grid, `(batch, grid_h, grid_w)` (Figures 6, 14): the class
+    token's, or the patch tokens' mean where the model has no class token.
 
     `head_fusion` and `discard_ratio` are `rollout`'s, `batch_size` that of `attention_maps`.
     """
     vit = find_vit(model)
-    check_class_token(vit)
     attention = attention_maps(model, images, batch_size=batch_size)
-    return class_token_rollout(attention, _token_grid(vit, images), head_fusion, discard_ratio, vit.num_prefix_tokens)
-
-
-def check_class_token(vit):
-    """Refuses a ViT without a class token: its rollout is not defined here."""
-    if not vit.class_token:
-        raise ValueError(f"Model {vit.name!r} has no class token: its attention rollout is not available yet.")
+    grid = _token_grid(vit, images)
+    return rollout_map(attention, grid, head_fusion, discard_ratio, vit.num_prefix_tokens, vit.class_token)
 
 
 def patch_distances(grid_size, patch_size):

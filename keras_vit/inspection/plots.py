@@ -125,7 +125,7 @@ def plot_class_token_attention(image, attention, grid_size, path, layer=-1, num_
         grid_size: `(grid_h, grid_w)` or an int, the patch grid.
         path: where to write the PNG.
         layer: int, the block to draw. Defaults to `-1`, the last.
-        num_prefix_tokens, alpha, dpi: as in `class_token_rollout` and `plot_attention_rollout`.
+        num_prefix_tokens, alpha, dpi: as in `rollout_map` and `plot_attention_rollout`.
 
     Returns:
         The `matplotlib.figure.Figure`.

@@ -12,6 +12,7 @@ from keras_vit.models.preprocessing import load_image
 from keras_vit.models.vit import find_vit
 from keras_vit.utils import validation
 
+NO_CLASS_TOKEN = "This model has no class token; the attention rollout shows the patch tokens' mean instead."
 REPORT_FILES = (
     "attention_rollout.png",
     "class_token_attention.png",
@@ -71,7 +72,6 @@ def write_report(
     if preprocess is None:
         from keras_vit.models.preprocessing import preprocess_input as preprocess
     vit = find_vit(model)
-    analysis.check_class_token(vit)
     height, width = vit.default_image_size
     if isinstance(image, (str, os.PathLike)):
         pixels = load_image(os.fspath(image), (height, width))
@@ -93,7 +93,7 @@ def write_report(
         outputs = keras.ops.convert_to_numpy(model(inputs, training=False))
         name, probability = metadata.top_classes(model, outputs, top=1)[0][0]
         title = f"{title}\npredicted: {name} ({probability:.2f})"
-    rollout_map = analysis.class_token_rollout(attention, grid, head_fusion, discard_ratio, prefix)
+    rollout_map = analysis.rollout_map(attention, grid, head_fusion, discard_ratio, prefix, vit.class_token)
     distances = analysis.attention_distance(attention, grid, vit.pixels_per_token, prefix)
     hybrid = vit.resnet_stages is not None
     if not hybrid:
@@ -104,9 +104,12 @@ def write_report(
     paths = {name[: -len(".png")]: os.path.join(os.fspath(out_dir), name) for name in REPORT_FILES}
     os.makedirs(out_dir, exist_ok=True)
     plots.plot_attention_rollout(pixels, rollout_map, paths["attention_rollout"], title=title, dpi=dpi)
-    plots.plot_class_token_attention(
-        pixels, attention[:, 0], grid, paths["class_token_attention"], num_prefix_tokens=prefix, dpi=dpi
-    )
+    if vit.class_token:
+        plots.plot_class_token_attention(
+            pixels, attention[:, 0], grid, paths["class_token_attention"], num_prefix_tokens=prefix, dpi=dpi
+        )
+    else:
+        plots.plot_note(paths["class_token_attention"], "No class token", NO_CLASS_TOKEN, dpi=dpi)
     plots.plot_mean_attention_distance(distances, paths["mean_attention_distance"], dpi=dpi)
     similarity = analysis.position_embedding_similarity(vit)
     plots.plot_position_embedding_similarity(similarity, paths["position_embedding_similarity"], dpi=dpi)
