@@ -97,7 +97,7 @@ def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
 
 @one_backend
 def test_the_default_model_is_the_small_digits_vit():
-    model = finetune.training_model("small", None, 16, 10)  # what the other tests shrink
+    model = finetune.training_model(finetune.make_config(), 10)  # what the other tests shrink
     assert model.name == "vit_small_digits" and model.output_shape == (None, 10)
     assert model.get_layer("patch_embedding").weights[0].shape == (4, 4, 3, 64)  # 4x4 patches of 3 channels to 64
     assert (model.num_layers, model.num_heads, model.mlp_dim) == (4, 4, 128)

@@ -1,9 +1,5 @@
-"""The paper's training recipes: schedules, optimizers, losses and callbacks.
-
-`finetune_optimizer` is the official fine-tune recipe (Dosovitskiy et al.
-2021, Appendix B.1.1), `pretrain_optimizer` the pre-training one. The
-callbacks write their files atomically, so a killed run resumes.
-"""
+"""The paper's training recipes (Dosovitskiy et al. 2021, Appendix B.1.1): schedules, optimizers, losses and
+callbacks that write their files atomically, so that a killed run resumes."""
 
 import math
 import os
@@ -158,17 +154,9 @@ def pretrain_optimizer(
     """The pre-training optimizer: AdamW, warmup and linear decay, weight decay on kernels only.
 
     Args:
-        learning_rate: float, the peak learning rate.
-        total_steps: int, optimizer updates.
-        warmup_steps: int, linear-warmup updates.
         weight_decay: float, applied to kernels only (`NO_WEIGHT_DECAY_NAMES`).
-        beta_1: float, Adam's first-moment decay.
-        beta_2: float, Adam's second-moment decay.
-        end_learning_rate: float, the final learning rate.
-        clipnorm: float, global gradient-norm clip; `None` disables it.
-        accumulation_steps: int, batches per update.
-        layer_decay: optional float in (0, 1], layer-wise learning-rate decay.
-        model: the model to train; required with `layer_decay`.
+        beta_1, beta_2: floats, Adam's moment decays.
+        Others: as in `finetune_optimizer`.
 
     Returns:
         A `keras.optimizers.AdamW`, or a `layer_decay.LayerwiseAdamW` with `layer_decay`.
@@ -199,16 +187,7 @@ def decays_weight(optimizer, variable):
 
 
 def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
-    """Cross-entropy for integer labels, or one-hot ones (MixUp, CutMix).
-
-    Args:
-        label_smoothing: float in [0, 1).
-        from_logits: bool, whether the model outputs logits.
-        one_hot: bool, whether the labels are one-hot already.
-
-    Returns:
-        A `keras.losses.Loss`.
-    """
+    """A cross-entropy `keras.losses.Loss` for integer labels, or `one_hot` ones (MixUp, CutMix)."""
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}")
     if one_hot:
