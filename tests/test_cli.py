@@ -91,19 +91,8 @@ def test_argparse_answers_usage_version_and_help(argv, code, stream, capsys):
 @one_backend
 def test_weights_none_is_random_weights_in_inspect(capsys, tmp_path):
     image = os.path.join(REPO_ROOT, "keras_vit", "resources", "sample_image.jpg")
-    argv = [
-        "inspect",
-        image,
-        "--model",
-        "ViTTi16",
-        "--weights",
-        "none",
-        "--image-size",
-        "32",
-        "--out",
-        str(tmp_path / "out"),
-    ]
-    assert cli.main(argv) == 0
+    options = "--model ViTTi16 --weights none --image-size 32".split()
+    assert cli.main(["inspect", image, *options, "--out", str(tmp_path / "out")]) == 0
     assert len(os.listdir(tmp_path / "out")) == 5
     assert capsys.readouterr().err.count("\n") == 1  # the one note: random weights
 

@@ -165,6 +165,7 @@ def test_train_pipeline_shapes_static_batches_and_finite_unless_repeated(folder)
         (dict(image_size=0), "image_size"),
         (dict(area_range=(0.5, 0.2)), "area_range"),
         (dict(area_range=(0.0, 1.0)), "area_range"),
+        (dict(area_range=(0.5, 1.5)), "area_range"),
         (dict(num_classes=0), "num_classes"),
         # Fewer images than one full batch: one pass would give none (Keras's fit then ends in StopIteration).
         (dict(batch_size=8), "has 4 images, fewer than one batch of 8"),
@@ -256,9 +257,13 @@ def test_bad_sources_are_errors(folder, tmp_path):
     os.makedirs(tmp_path / "empty" / "train" / "a")
     with pytest.raises(ValueError, match="No .* images under"):
         data.load(str(tmp_path / "empty"), "train")
+    with pytest.raises(ValueError, match="dataset name"):
+        data.load("tfds:", "train")
+    with pytest.raises(ValueError, match="from_arrays"):
+        data.load(np.zeros(3), "train")
 
 
-def test_arrays_validate_labels_and_grayscale():
+def test_arrays_validate_labels_and_grayscale_and_shard_the_eval_set():
     images = np.zeros((4, 6, 6), np.uint8)
     with pytest.raises(ValueError, match=r"\[0, num_classes=3\)"):
         data.from_arrays(images, np.array([0, 1, 2, 3]), num_classes=3)
@@ -268,6 +273,9 @@ def test_arrays_validate_labels_and_grayscale():
     ((batch, labels),) = list(data.eval_pipeline(dataset, image_size=4, batch_size=8))
     assert np.asarray(batch).shape == (4, 4, 4, 3) and np.asarray(batch).dtype == np.float32
     np.testing.assert_allclose(np.asarray(batch), 255.0)  # grayscale 255 -> RGB 255: the models scale, not the data
+    dataset, _ = data.from_arrays(np.zeros((5, 2, 2, 3), np.uint8), np.arange(5))
+    shards = [_collect(data.eval_pipeline(dataset, image_size=2, batch_size=2, shard=(2, i)))[0][1] for i in (0, 1)]
+    assert sorted(np.concatenate(shards).tolist()) == [0, 1, 2, 3, 4]  # disjoint, together the whole set
 
 
 def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
@@ -279,15 +287,6 @@ def test_folder_shards_are_disjoint_and_cover_the_files_before_decoding(folder):
     assert sorted(sum(pixels, [])) == sorted(image.tobytes() for image, _ in whole.as_numpy_iterator())
     with pytest.raises(ValueError, match="fewer than the 1000 shards"):
         data.load(folder, "train", shard=(1000, 0))
-
-
-def test_sharding_splits_eval_without_overlap():
-    dataset, _ = data.from_arrays(np.arange(5, dtype=np.uint8)[:, None, None] * np.ones((5, 2, 2)), np.arange(5))
-    seen = []
-    for index in range(2):
-        (_, labels), _ = _collect(data.eval_pipeline(dataset, image_size=2, batch_size=2, shard=(2, index)))
-        seen += labels.tolist()
-    assert sorted(seen) == [0, 1, 2, 3, 4]
 
 
 def test_mixup_cutmix_randaugment_give_soft_labels():
@@ -413,10 +412,3 @@ def test_finetune_on_an_unprepared_tfds_dataset_offline_is_one_line_at_once(tmp_
     assert line.startswith("keras-vit finetune: TFDS dataset 'cifar10' is not prepared in "), line
     _one_line_how_to_prepare(line, "cifar10")
     assert not os.path.exists(tmp_path / "run")
-
-
-def test_tfds_source_without_labels_or_name_is_an_error():
-    with pytest.raises(ValueError, match="dataset name"):
-        data.load("tfds:", "train")
-    with pytest.raises(ValueError, match="from_arrays"):
-        data.load(np.zeros(3), "train")

@@ -52,8 +52,6 @@ def test_multipliers_decay_from_the_head_down_to_the_embeddings():
         layer_decay.layer_decay_multipliers(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]), 0.7)
     with pytest.raises(ValueError, match="model="):
         training.finetune_optimizer(layer_decay=0.7)
-    with pytest.raises(ValueError, match="positive"):
-        layer_decay.LayerwiseSGD(learning_rate_multipliers={"head": -1.0})
 
 
 def test_each_variable_moves_at_its_scaled_rate_in_fit():

@@ -25,11 +25,8 @@ TFDS_PROBE_URL = "https://storage.googleapis.com"
 
 @dataclasses.dataclass(frozen=True)
 class SourceInfo:
-    """What a loaded split holds.
-
-    `num_examples` is `None` where unknown; `fingerprint()` digests what the split holds (a cache key). `folder`,
-    `files` and `decoded` (a `tf.Variable` flagging each decoded file) are set for image folders only.
-    """
+    """What a loaded split holds: `num_examples` (`None` where unknown), the classes, and `fingerprint()`, a digest
+    of its content (a cache key). `folder`, `files` and `decoded` (a flag per file) are set for image folders only."""
 
     num_examples: object
     num_classes: int
@@ -78,10 +75,8 @@ def load(
     """Loads one split of a dataset as `(image uint8 HxWx3, label int32)` pairs.
 
     Args:
-        source: `"tfds:NAME"` (a TFDS dataset's `as_supervised` pairs) or the
-            path of an image folder, `root/<split>/<class>/` or `root/<class>/`.
-        split: `"train"`, `"train[:90%]"` (TFDS) or the split folder's name;
-            `None` reads a folder in the flat layout `root/<class>/`.
+        source: `"tfds:NAME"` (`as_supervised` pairs) or an image folder, `root/<split>/<class>/` or `root/<class>/`
+        split: `"train"`, `"train[:90%]"` (TFDS) or the split folder's name; `None` for the flat layout.
         data_dir: TFDS data directory.
         class_names: folders only: the class list, e.g. the training split's.
         validation_split: folders only: the fraction held out, as in `keras.utils.image_dataset_from_directory`.
@@ -418,6 +413,8 @@ def train_pipeline(
 ):
     """The training pipeline: shuffle, augment, batch; every batch full (static shapes).
 
+    Returns a `tf.data.Dataset` of `(images, labels)`, the labels one-hot with MixUp or CutMix.
+
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`, the model's input size.
@@ -433,9 +430,6 @@ def train_pipeline(
         cache: bool, cache the decoded images in memory (small datasets).
         shard: `(num_shards, index)` to read only this host's part.
         seed: optional int for shuffling and augmentation.
-
-    Returns:
-        A `tf.data.Dataset` of `(images, labels)`, the labels one-hot with MixUp or CutMix.
     """
     import keras
 
@@ -517,6 +511,9 @@ def eval_pipeline(
 ):
     """The evaluation pipeline: resize, batch; every example once, in the source's order.
 
+    Returns a `tf.data.Dataset` of `(images, labels)`, or `(images, labels, weights)` with `static_shapes` or
+    `num_examples`.
+
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`.
@@ -526,9 +523,6 @@ def eval_pipeline(
         num_examples: optional int, `SourceInfo.num_examples` (before `shard`): the batches are known unread.
         cache: bool, cache the resized images in memory.
         shard: `(num_shards, index)` to evaluate only this host's part.
-
-    Returns:
-        A `tf.data.Dataset` of `(images, labels)`, or `(images, labels, weights)` with `static_shapes`/`num_examples`.
     """
     image_size = validation.pair("image_size", image_size)
     validation.positive_int("batch_size", batch_size)

@@ -67,11 +67,11 @@ def settings(coordinator_address=None, num_processes=None, process_id=None):
 
 
 def initialize(coordinator_address=None, num_processes=None, process_id=None, *, seed=None, heartbeat_timeout=100):
-    """Connects this process to the others of a multi-process run (JAX backend), before any JAX computation.
+    """Connects this process to the others of a multi-process run (JAX), before any JAX computation.
 
     Args:
         coordinator_address, num_processes, process_id: see `settings`.
-        seed: int, Keras's global seed on every process (the same initial weights); `None`: one process 0 draws.
+        seed: int, Keras's global seed on every process (the same initial weights); `None`: process 0 draws one.
         heartbeat_timeout: int, seconds without a heartbeat after which JAX ends the other processes.
 
     Returns:

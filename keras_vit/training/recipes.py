@@ -30,8 +30,6 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         end: float, the learning rate at `total_steps` and after.
         decay: `"cosine"` (fine-tuning) or `"linear"` (pre-training).
 
-    Example:
-
     >>> schedule = WarmupDecay(0.03, total_steps=100, warmup_steps=10, end=1e-5)
     >>> round(float(schedule(10)), 4), round(float(schedule(55)), 4), round(float(schedule(100)), 6)
     (0.03, 0.015, 1e-05)
@@ -65,13 +63,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         return ops.where(step < self.warmup_steps, warmup, decayed)
 
     def get_config(self):
-        return {
-            "peak": self.peak,
-            "total_steps": self.total_steps,
-            "warmup_steps": self.warmup_steps,
-            "end": self.end,
-            "decay": self.decay,
-        }
+        return {name: getattr(self, name) for name in ("peak", "total_steps", "warmup_steps", "end", "decay")}
 
 
 @serialization.register
@@ -214,9 +206,7 @@ class SparseSmoothedCrossentropy(keras.losses.Loss):
         )
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"label_smoothing": self.label_smoothing, "from_logits": self.from_logits})
-        return config
+        return {**super().get_config(), "label_smoothing": self.label_smoothing, "from_logits": self.from_logits}
 
 
 def atomic_save_model(model, path):
@@ -226,9 +216,7 @@ def atomic_save_model(model, path):
 
 
 class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.BackupAndRestore):
-    """`keras.callbacks.BackupAndRestore` whose files are replaced atomically, so a killed run resumes.
-
-    In a multi-process run process 0 writes the backup and every process restores from it.
+    """`keras.callbacks.BackupAndRestore` whose files are replaced atomically; process 0 writes, all restore.
 
     Args:
         backup_dir: str, the folder of the backup (one all processes see).
@@ -349,10 +337,7 @@ class ThroughputMeter(keras.callbacks.Callback):
 
 
 class ReleaseGradients(keras.callbacks.Callback):
-    """Frees each step's gradients when the next batch begins (torch; a no-op elsewhere).
-
-    Keras's torch train step clears the previous gradients only after its forward pass, through the memory peak.
-    """
+    """Frees each step's gradients when the next batch begins (torch; Keras clears them after the forward pass)."""
 
     def on_train_batch_begin(self, batch, logs=None):
         self._release()
