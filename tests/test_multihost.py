@@ -71,33 +71,22 @@ def test_a_single_process_run_is_untouched(no_cluster_env, tmp_path):
         multihost.initialize(heartbeat_timeout=0)
 
 
-def _start_processes(arguments, count=2, env=None):
-    port = multihost.free_port()
-    processes = []
-    for index in range(count):
-        process_env = dict(
-            os.environ,
-            PYTHONPATH=REPO_ROOT,
-            KERAS_BACKEND="jax",
-            TF_CPP_MIN_LOG_LEVEL="2",
-            **(env or {}),
-            **{
-                multihost.ENV_JOB_ADDRESSES: f"localhost:{port}",
-                multihost.ENV_NUM_PROCESSES: str(count),
-                multihost.ENV_PROCESS_ID: str(index),
-            },
+def _start_processes(arguments, count=2):
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+    env.update(
+        {multihost.ENV_JOB_ADDRESSES: f"localhost:{multihost.free_port()}", multihost.ENV_NUM_PROCESSES: str(count)}
+    )
+    return [
+        subprocess.Popen(
+            [sys.executable, *arguments],
+            cwd=REPO_ROOT,
+            env=dict(env, **{multihost.ENV_PROCESS_ID: str(index)}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, *arguments],
-                cwd=REPO_ROOT,
-                env=process_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    return processes
+        for index in range(count)
+    ]
 
 
 def _finish(processes):

@@ -366,13 +366,10 @@ def from_arrays(images, labels, num_classes=None, class_names=None):
     if images.ndim == 3:
         images = images[..., None]
     if images.ndim != 4 or images.shape[-1] not in (1, 3):
-        raise ValueError(
-            f"`images` must have shape (N, H, W), (N, H, W, 1) or (N, H, W, 3). Received: images.shape={images.shape}"
-        )
+        raise ValueError(f"`images` must have shape (N, H, W[, 1 or 3]). Received: images.shape={images.shape}")
     if labels.ndim != 1 or len(labels) != len(images) or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
-            f"`labels` must be integers, one per image ({len(images)}). Received: labels.shape={labels.shape}, "
-            f"labels.dtype={labels.dtype}"
+            f"`labels` must be integers, one per image. Received: labels.shape={labels.shape} {labels.dtype}"
         )
     if num_classes is None:
         num_classes = int(labels.max()) + 1 if len(labels) else 0

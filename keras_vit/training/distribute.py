@@ -172,7 +172,6 @@ def replicas_for(global_batch_size, num_replicas):
     if global_batch_size % num_replicas:
         suggestion = -(-global_batch_size // num_replicas) * num_replicas
         raise ValueError(
-            f"The global batch size {global_batch_size} must be divisible by the {num_replicas} replicas; "
-            f"use e.g. {suggestion}."
+            f"The batch {global_batch_size} must split over {num_replicas} replicas: use e.g. {suggestion}."
         )
     return global_batch_size // num_replicas

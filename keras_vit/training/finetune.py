@@ -163,8 +163,7 @@ def make_config(**options):
     values["epochs"] = math.ceil(steps / math.ceil(steps / epochs))  # only epochs that hold updates
     if batch_size % values["accumulation_steps"]:
         raise ValueError(
-            f"`accumulation_steps` must be a positive divisor of `batch_size`. "
-            f"Received: batch_size={batch_size}, accumulation_steps={values['accumulation_steps']}"
+            f"`batch_size={batch_size}` must split into accumulation_steps={values['accumulation_steps']}."
         )
     if values["optimizer"] == "auto":
         values["optimizer"] = "sgd" if pretrained else "adamw"

@@ -191,10 +191,7 @@ def per_process_batch_size(global_batch_size):
     validation.positive_int("global_batch_size", global_batch_size)
     count = process_info().count
     if global_batch_size % count:
-        raise ValueError(
-            f"`global_batch_size` must be divisible by the {count} processes. "
-            f"Received: global_batch_size={global_batch_size}"
-        )
+        raise ValueError(f"`global_batch_size={global_batch_size}` must be divisible by the {count} processes.")
     return global_batch_size // count
 
 

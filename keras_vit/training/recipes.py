@@ -39,10 +39,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         if decay not in ("cosine", "linear"):
             raise ValueError(f"`decay` must be 'cosine' or 'linear'. Received: decay={decay!r}")
         if not (isinstance(total_steps, int) and isinstance(warmup_steps, int) and 0 <= warmup_steps < total_steps):
-            raise ValueError(
-                "`warmup_steps` and `total_steps` must be integers with 0 <= warmup_steps < total_steps. "
-                f"Received: warmup_steps={warmup_steps!r}, total_steps={total_steps!r}"
-            )
+            raise ValueError(f"Need integers 0 <= warmup_steps={warmup_steps!r} < total_steps={total_steps!r}.")
         if not 0 <= end <= peak:
             raise ValueError(f"Need 0 <= end <= peak. Received: peak={peak}, end={end}")
         self.peak = float(peak)
