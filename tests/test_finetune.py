@@ -48,8 +48,6 @@ def reduced_run(tmp_path_factory):
 
 
 def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
-    from keras_vit.training import data
-
     out, metrics = reduced_run
     written = "checkpoint.keras confusion_matrix.png history.csv metrics.json model.keras training_curves.png"
     assert sorted(os.listdir(out)) == written.split()  # the backup is removed once finished
@@ -82,11 +80,6 @@ def test_reduced_main_job_writes_model_metrics_and_curves(reduced_run):
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 7
     assert int(keras.ops.convert_to_numpy(model.optimizer._iterations)) == 14
     assert model.optimizer._learning_rate.total_steps == 14
-    _, (evaluation, _) = finetune.digits_sources()
-    # Inference uses every token (PatchDropout trains only): the held-out accuracy is this model's.
-    images, labels = next(iter(data.eval_pipeline(evaluation, image_size=16, batch_size=360)))
-    accuracy = np.mean(np.argmax(keras.ops.convert_to_numpy(model(np.asarray(images))), -1) == np.asarray(labels))
-    assert accuracy == pytest.approx(metrics["heldout_accuracy"], abs=1e-6)
 
 
 @one_backend

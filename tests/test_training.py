@@ -254,15 +254,12 @@ def test_backup_resumes_epoch_weights_and_optimizer_state(tmp_path):
 
 def test_throughput_meter_sums_each_epoch_from_its_calls_ends_in_any_order(monkeypatch):
     import random
-    import threading
 
     from keras_vit.training import recipes
 
-    def at(seconds, callback, *args):  # runs the callback on its own thread at `seconds`
+    def at(seconds, callback, *args):
         monkeypatch.setattr(recipes.time, "perf_counter", lambda: seconds)
-        thread = threading.Thread(target=callback, args=args)
-        thread.start()
-        thread.join()
+        callback(*args)
 
     meter = training.ThroughputMeter()
     # Calls of 2 batches. Epoch 0 starts at 0, its calls at 0 (it compiles until 3), 3, 4, 5, and they end at 3, 4,

@@ -146,7 +146,7 @@ def make_config(**options):
     from keras_vit.training import multihost
 
     values = settings.parse(options)
-    multihost.settings(values["coordinator"], values["num_processes"], values["process_id"])  # checked here
+    multihost.settings(values["coordinator"], values["num_processes"], values["process_id"])  # checked early
     digits, pretrained = values["data"] == DIGITS, values["weights"] is not None
 
     def default(name, value):
@@ -408,13 +408,8 @@ def finetune(**options):
     extras.check("matplotlib", needed_for="the finetune job's training curves", extra="inspect")
     check_backup(config)
     # Joining the other processes (if any) comes before any JAX work.
-    multihost.initialize(
-        config.coordinator,
-        config.num_processes,
-        config.process_id,
-        seed=config.seed,
-        heartbeat_timeout=config.heartbeat_timeout,
-    )
+    processes = (config.coordinator, config.num_processes, config.process_id)
+    multihost.initialize(*processes, seed=config.seed, heartbeat_timeout=config.heartbeat_timeout)
     keras.utils.set_random_seed(config.seed)
     setup = distribute.configure(config.strategy, config.precision)
     distribute.replicas_for(config.fit_batch_size, setup.num_replicas)

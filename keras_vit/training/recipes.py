@@ -8,8 +8,8 @@ import time
 import keras
 from keras import ops
 
-from keras_vit.training import layer_decay as layer_decay_lib
 from keras_vit.training import multihost
+from keras_vit.training.layer_decay import LayerwiseAdamW, LayerwiseSGD, layer_decay_multipliers
 from keras_vit.utils import files, keras_compat, serialization, validation
 
 # Not decayed: biases, LayerNorm scale/offset, the class token and the position embedding (as in big_vision and
@@ -68,20 +68,18 @@ class SyncFreeSGD(keras_compat.SyncFreeSGDUpdate, keras.optimizers.SGD):
     """`keras.optimizers.SGD` whose update on torch never reads the learning rate back to the host."""
 
 
-def _optimizer(base, layerwise, decay, learning_rate, total_steps, warmup_steps, end, accumulation_steps, **kwargs):
-    """`base` (or `layerwise` with `layer_decay`) with a warmup schedule counted in batches, as Keras counts."""
+def _optimizer(base, layerwise, schedule, accumulation_steps, layer_decay, model, **kwargs):
+    """`base`, or `layerwise` with `layer_decay`, on a `WarmupDecay` counted in batches, as Keras counts."""
     validation.positive_int("accumulation_steps", accumulation_steps)
-    kwargs["learning_rate"] = WarmupDecay(
-        learning_rate, total_steps * accumulation_steps, warmup_steps * accumulation_steps, end=end, decay=decay
-    )
+    peak, total_steps, warmup_steps, end, decay = schedule
+    steps = (total_steps * accumulation_steps, warmup_steps * accumulation_steps)
+    kwargs["learning_rate"] = WarmupDecay(peak, *steps, end=end, decay=decay)
     kwargs["gradient_accumulation_steps"] = accumulation_steps if accumulation_steps > 1 else None
-    layer_decay, model = kwargs.pop("layer_decay"), kwargs.pop("model")
     if layer_decay is None:
         return base(**kwargs)
     if model is None:
         raise ValueError(f"`layer_decay={layer_decay}` needs the built `model` whose blocks it decays: pass model=...")
-    multipliers = layer_decay_lib.layer_decay_multipliers(model, layer_decay)
-    return layerwise(learning_rate_multipliers=multipliers, **kwargs)
+    return layerwise(learning_rate_multipliers=layer_decay_multipliers(model, layer_decay), **kwargs)
 
 
 def finetune_optimizer(
@@ -109,22 +107,11 @@ def finetune_optimizer(
         model: the model to fine-tune; required with `layer_decay`.
 
     Returns:
-        A `SyncFreeSGD`, or a `layer_decay.LayerwiseSGD` with `layer_decay`.
+        A `SyncFreeSGD`, or a `LayerwiseSGD` with `layer_decay`.
     """
-    return _optimizer(
-        SyncFreeSGD,
-        layer_decay_lib.LayerwiseSGD,
-        "cosine",
-        learning_rate,
-        total_steps,
-        warmup_steps,
-        end_learning_rate,
-        accumulation_steps,
-        momentum=momentum,
-        global_clipnorm=clipnorm,
-        layer_decay=layer_decay,
-        model=model,
-    )
+    schedule = (learning_rate, total_steps, warmup_steps, end_learning_rate, "cosine")
+    sgd = dict(momentum=momentum, global_clipnorm=clipnorm)
+    return _optimizer(SyncFreeSGD, LayerwiseSGD, schedule, accumulation_steps, layer_decay, model, **sgd)
 
 
 def pretrain_optimizer(
@@ -148,23 +135,12 @@ def pretrain_optimizer(
         Others: as in `finetune_optimizer`.
 
     Returns:
-        A `keras.optimizers.AdamW`, or a `layer_decay.LayerwiseAdamW` with `layer_decay`.
+        A `keras.optimizers.AdamW`, or a `LayerwiseAdamW` with `layer_decay`.
     """
+    schedule = (learning_rate, total_steps, warmup_steps, end_learning_rate, "linear")
+    adam = dict(weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, global_clipnorm=clipnorm)
     optimizer = _optimizer(
-        keras.optimizers.AdamW,
-        layer_decay_lib.LayerwiseAdamW,
-        "linear",
-        learning_rate,
-        total_steps,
-        warmup_steps,
-        end_learning_rate,
-        accumulation_steps,
-        weight_decay=weight_decay,
-        beta_1=beta_1,
-        beta_2=beta_2,
-        global_clipnorm=clipnorm,
-        layer_decay=layer_decay,
-        model=model,
+        keras.optimizers.AdamW, LayerwiseAdamW, schedule, accumulation_steps, layer_decay, model, **adam
     )
     optimizer.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY_NAMES))
     return optimizer
