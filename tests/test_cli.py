@@ -97,15 +97,6 @@ def test_argparse_answers_usage_version_and_help(argv, code, stream, capsys):
 
 
 @one_backend
-def test_weights_none_is_random_weights_in_inspect(capsys, tmp_path):
-    image = os.path.join(REPO_ROOT, "keras_vit", "resources", "sample_image.jpg")
-    options = "--model ViTTi16 --weights none --image-size 32".split()
-    assert cli.main(["inspect", image, *options, "--out", str(tmp_path / "out")]) == 0
-    assert len(os.listdir(tmp_path / "out")) == 5
-    assert capsys.readouterr().err.count("\n") == 1  # the one note: random weights
-
-
-@one_backend
 @pytest.mark.parametrize("command", [["finetune"], ["inspect"], ["evaluate", "ViTTi16"]], ids=lambda argv: argv[0])
 def test_an_output_folder_that_is_a_file_is_one_line_before_any_work(capsys, tmp_path, command):
     taken = tmp_path / "notes.txt"

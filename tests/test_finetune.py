@@ -24,11 +24,6 @@ TINY_SMALL_CONFIG = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2,
 one_backend = pytest.mark.skipif(BACKEND != "tensorflow", reason="plain Python: the tensorflow run checks it")
 
 
-@pytest.fixture
-def tiny_small_model(monkeypatch):
-    monkeypatch.setattr(finetune, "SMALL_CONFIG", TINY_SMALL_CONFIG)
-
-
 @pytest.fixture(scope="module")
 def reduced_run(tmp_path_factory):
     """`keras-vit finetune` in-process: 7 updates of 2 accumulated batches of 16 in 2 epochs (4 + 3), with
@@ -278,7 +273,8 @@ FINETUNE_ARGV = ["finetune", "--steps", "32", "--epochs", "2", "--batch-size", "
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="one kill-and-resume run is enough")
-def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tiny_small_model, tmp_path, capsys):
+def test_sigkill_mid_epoch_then_restart_resumes_from_backup(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(finetune, "SMALL_CONFIG", TINY_SMALL_CONFIG)
     out = str(tmp_path / "run")
     argv = [*FINETUNE_ARGV, "--verbose", "2", "--out", out]
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=BACKEND)

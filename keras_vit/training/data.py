@@ -306,8 +306,7 @@ def _load_folder(root, split, class_names, validation_split, subset, shuffle_fil
         num_shards, index = shard
         if len(paths) < num_shards:
             raise ValueError(
-                f"{folder} has {len(paths)} image(s), fewer than the {num_shards} shards: every host needs at "
-                f"least one. Received: shard={shard!r}"
+                f"{folder} has {len(paths)} image(s), fewer than the {num_shards} shards. Received: {shard}"
             )
         paths, labels = paths[index::num_shards], labels[index::num_shards]
         parts.append(f"shard {index} of {num_shards}")
