@@ -24,6 +24,7 @@ NO_KERAS = """
 import contextlib, io, os, sys
 import keras_vit_cli
 parser = keras_vit_cli.build_parser()
+flags_from = sys.modules["keras_vit.training.settings"]
 for argv in [["--help"]] + [[name, "--help"] for name in keras_vit_cli.COMMANDS]:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
         parser.parse_args(argv)
@@ -34,6 +35,8 @@ code = keras_vit_cli.main(["finetune", "--data", "tfds:cifar10", "--data-dir", s
 print(code, sorted(m for m in ("keras", "keras_vit", "tensorflow", "jax", "torch") if m in sys.modules))
 keras_vit_cli.keras_free.load("keras_vit.training.data")  # imports NumPy, which must stay imported: no second load
 print("numpy" in sys.modules)
+from keras_vit.training import finetune, settings  # the library uses the settings module the flags came from
+print(settings is flags_from and finetune.settings is flags_from, finetune.make_config(steps=4).epochs)
 """
 
 
@@ -65,8 +68,8 @@ def test_help_variants_and_offline_checks_import_no_keras_and_the_table_counts_a
     result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[-3:] == ["0 []", "1 []", "True"]
-    (line,) = result.stderr.splitlines()
+    assert lines[-4:] == ["0 []", "1 []", "True", "True 4"]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("keras-vit ")]
     assert line.startswith("keras-vit finetune: TFDS dataset 'cifar10' is not prepared in ")
     assert "`tfds build cifar10 --data_dir DIR`" in line and "--data-dir DIR" in line
     assert not os.path.exists(tmp_path / "run")

@@ -178,25 +178,6 @@ def test_every_setting_is_a_config_field_a_flag_an_argument_and_a_docs_row():
     assert settings.args_entries(extra)["freeze_stem"] == "freeze_stem: bool, freeze the patch embedding. Default: off."
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="CLI parsing: one backend is enough, the one Keras imports fastest")
-def test_flags_come_from_the_library_module_loaded_once(tmp_path):
-    # `keras-vit finetune` builds its flags before Keras is imported; the library, imported afterwards, uses them.
-    code = (
-        "import sys\n"
-        "import keras_vit_cli\n"
-        "keras_vit_cli.build_parser()\n"
-        "loaded = sys.modules['keras_vit.training.settings']\n"
-        "assert 'keras_vit' not in sys.modules and 'keras' not in sys.modules\n"
-        "from keras_vit.training import finetune, settings\n"
-        "assert settings is loaded and finetune.settings is loaded\n"
-        "print(finetune.make_config(steps=4).epochs)\n"
-    )
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND=BACKEND)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "4"
-
-
 def _write_images(folder, count, readable=True):
     """`count` 12x12 PNGs in `folder`, or text files named *.jpg that no decoder reads."""
     from PIL import Image
