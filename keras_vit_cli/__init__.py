@@ -1,13 +1,9 @@
 """The `keras-vit` command line (also `python -m keras_vit_cli`); the backend comes from `KERAS_BACKEND`.
 
-A command is a module of `keras_vit_cli.commands` named in `COMMANDS`, which
-imports no Keras at module level: its docstring is its help, `add_arguments`
-adds its options, the optional `check(args)` runs before any framework import,
-`run(args)` returns the exit code. `TENSORFLOW_ON` names the backends on which
-it uses TensorFlow (default: tensorflow); `USES_KERAS = False`: no framework.
-
->>> build_parser().parse_args(["demo", "--batch-size", "4"]).batch_size
-4
+A command is a module of `keras_vit_cli.commands` named in `COMMANDS` that imports no Keras at module level: its
+docstring is its help, `add_arguments` adds its options, the optional `check(args)` runs before any framework import,
+`run(args)` returns the exit code. `TENSORFLOW_ON` names the backends on which it uses TensorFlow (default:
+tensorflow); `USES_KERAS = False`: no framework.
 """
 
 import argparse
@@ -60,8 +56,7 @@ def build_parser():
 
 
 def _stdout_closed():
-    """Whether the reader of standard output is gone (`keras-vit variants | head -1`); if so, standard output goes
-    to /dev/null, where Python's flush at exit cannot fail again."""
+    """Whether the reader of stdout is gone (`keras-vit variants | head -1`); if so, stdout goes to /dev/null."""
     poll = select.poll()
     poll.register(sys.stdout.fileno(), select.POLLOUT)
     if not any(events & select.POLLERR for _, events in poll.poll(0)):

@@ -1,11 +1,6 @@
 """No framework logs for `keras-vit`, the examples and the benchmarks (`KERAS_VIT_VERBOSE=1`: all of them).
 
-Call `install()` before Keras is imported:
-
-    from keras_vit_cli import quiet
-
-    quiet.install(tensorflow=True)  # this script uses tf.data
-    import keras
+Call `quiet.install()` before Keras is imported.
 """
 
 import contextlib

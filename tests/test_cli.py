@@ -21,16 +21,22 @@ one_backend = pytest.mark.skipif(BACKEND != "tensorflow", reason="argument parsi
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT)
 
 NO_KERAS = """
-import contextlib, io, sys
+import contextlib, io, os, sys
 import keras_vit_cli
 parser = keras_vit_cli.build_parser()
+flags_from = sys.modules["keras_vit.training.settings"]
 for argv in [["--help"]] + [[name, "--help"] for name in keras_vit_cli.COMMANDS]:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
         parser.parse_args(argv)
 code = keras_vit_cli.main(["variants", "--image-size", "384", "--classes", "10"])
 print(code, sorted(m for m in ("keras", "keras_vit", "tensorflow", "jax", "torch") if m in sys.modules))
+os.environ["KERAS_VIT_OFFLINE"] = "1"  # an unprepared TFDS dataset offline fails before any framework import
+code = keras_vit_cli.main(["finetune", "--data", "tfds:cifar10", "--data-dir", sys.argv[1], "--out", sys.argv[2]])
+print(code, sorted(m for m in ("keras", "keras_vit", "tensorflow", "jax", "torch") if m in sys.modules))
 keras_vit_cli.keras_free.load("keras_vit.training.data")  # imports NumPy, which must stay imported: no second load
 print("numpy" in sys.modules)
+from keras_vit.training import finetune, settings  # the library uses the settings module the flags came from
+print(settings is flags_from and finetune.settings is flags_from, finetune.make_config(steps=4).epochs)
 """
 
 
@@ -57,11 +63,16 @@ def test_every_command_follows_the_protocol_and_takes_the_same_weights_values():
 
 
 @one_backend
-def test_help_and_variants_import_no_keras_and_the_table_counts_analytically():
-    result = subprocess.run([sys.executable, "-c", NO_KERAS], capture_output=True, text=True, env=ENV, timeout=120)
+def test_help_variants_and_offline_checks_import_no_keras_and_the_table_counts_analytically(tmp_path):
+    command = [sys.executable, "-c", NO_KERAS, str(tmp_path / "tfds"), str(tmp_path / "run")]
+    result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[-2:] == ["0 []", "True"]
+    assert lines[-4:] == ["0 []", "1 []", "True", "True 4"]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("keras-vit ")]
+    assert line.startswith("keras-vit finetune: TFDS dataset 'cifar10' is not prepared in ")
+    assert "`tfds build cifar10 --data_dir DIR`" in line and "--data-dir DIR" in line
+    assert not os.path.exists(tmp_path / "run")
     rows = [line.split(" | ") for line in lines if line.startswith("| `ViT")]
     assert [row[0] for row in rows] == [f"| `{name}`" for name in CONSTRUCTORS]
     assert [row[1] for row in rows] == list(VARIANTS)
@@ -86,26 +97,6 @@ def test_argparse_answers_usage_version_and_help(argv, code, stream, capsys):
         cli.main(argv)
     assert info.value.code == code
     assert "keras-vit" in getattr(capsys.readouterr(), stream)
-
-
-@one_backend
-def test_weights_none_is_random_weights_in_inspect(capsys, tmp_path):
-    image = os.path.join(REPO_ROOT, "keras_vit", "resources", "sample_image.jpg")
-    argv = [
-        "inspect",
-        image,
-        "--model",
-        "ViTTi16",
-        "--weights",
-        "none",
-        "--image-size",
-        "32",
-        "--out",
-        str(tmp_path / "out"),
-    ]
-    assert cli.main(argv) == 0
-    assert len(os.listdir(tmp_path / "out")) == 5
-    assert capsys.readouterr().err.count("\n") == 1  # the one note: random weights
 
 
 @one_backend

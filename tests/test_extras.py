@@ -73,11 +73,7 @@ def _cases(tmp_path):
         (["huggingface_hub"], ["download", "ViTTi16", "--weights", "imagenet"], "weights", "huggingface-hub"),
         (["safetensors"], ["convert", checkpoint, str(tmp_path / "out.npz")], "weights", "safetensors"),
     ]
-    deploy = {
-        "tensorflow": ("onnx", "tf2onnx"),
-        "jax": ("saved_model", "tensorflow"),
-        "torch": ("openvino", "openvino"),
-    }
+    deploy = {"tensorflow": ("onnx", "tf2onnx"), "jax": ("saved_model", "tensorflow"), "torch": ("openvino",) * 2}
     format, module = deploy[BACKEND]
     export = ["export", str(tmp_path / "model.keras"), str(tmp_path / "artefact"), "--format", format]
     cases.append(([module], export, "deploy", module))

@@ -1,13 +1,12 @@
-"""`keras-vit finetune / predict / convert / download` with a hybrid's name, run in-process through `cli.main`.
+"""`keras-vit predict / convert / download` with a hybrid's name, run in-process through `cli.main` (finetune: in
+tests/test_finetune.py).
 
 The R+Ti/16 row of the variant table is shrunk (a 32-channel ResNet root, one block 32 wide); nothing is
 downloaded: the Hub fetch returns a local file and the https mirror is a local HTTP server.
 """
 
-import json
 import os
 
-import keras
 import numpy as np
 import pytest
 
@@ -42,31 +41,6 @@ def _image(tmp_path, shape=(45, 37, 3)):
     path = tmp_path / "image.png"
     Image.fromarray(np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)).save(path)
     return str(path)
-
-
-# Training compiles the model: one backend (the hybrid's compiled fit runs on every backend in test_hybrid.py).
-@ONE_BACKEND
-def test_finetune_then_predict_with_a_hybrid(tiny_hybrid, tmp_path, capsys):
-    from PIL import Image
-
-    root = tmp_path / "shapes"
-    rng = np.random.default_rng(0)
-    for name in ("disc", "ring"):
-        (root / name).mkdir(parents=True)
-        for index in range(5):
-            Image.fromarray(rng.integers(0, 256, size=(20, 18, 3), dtype=np.uint8)).save(root / name / f"{index}.png")
-    out = str(tmp_path / "run")
-    arguments = ["--model", "ViTRTi16", "--data", str(root), "--image-size", "32", "--batch-size", "4"]
-    assert cli.main(["finetune", *arguments, "--steps", "2", "--epochs", "1", "--verbose", "0", "--out", out]) == 0
-    metrics = json.load(open(os.path.join(out, "metrics.json")))
-    assert metrics["steps"] == 2 and metrics["class_names"] == ["disc", "ring"]
-    model = keras.saving.load_model(os.path.join(out, "model.keras"))
-    assert models.find_vit(model).resnet_stages == ()
-    image = _image(tmp_path)
-    capsys.readouterr()
-    assert cli.main(["predict", image, "--model", os.path.join(out, "model.keras"), "--top", "2"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == image and sorted(line.split()[1] for line in lines[1:]) == ["disc", "ring"]
 
 
 def test_predict_with_a_hybrid_constructor(tiny_hybrid, tmp_path, capsys):

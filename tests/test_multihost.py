@@ -20,12 +20,7 @@ STEPS = 3
 
 @pytest.fixture
 def no_cluster_env(monkeypatch):
-    for name in (
-        multihost.ENV_JOB_ADDRESSES,
-        multihost.ENV_NUM_PROCESSES,
-        multihost.ENV_PROCESS_ID,
-        multihost.ENV_JAX_COORDINATOR,
-    ):
+    for name in [value for key, value in vars(multihost).items() if key.startswith("ENV_")]:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -76,33 +71,22 @@ def test_a_single_process_run_is_untouched(no_cluster_env, tmp_path):
         multihost.initialize(heartbeat_timeout=0)
 
 
-def _start_processes(arguments, count=2, env=None):
-    port = multihost.free_port()
-    processes = []
-    for index in range(count):
-        process_env = dict(
-            os.environ,
-            PYTHONPATH=REPO_ROOT,
-            KERAS_BACKEND="jax",
-            TF_CPP_MIN_LOG_LEVEL="2",
-            **(env or {}),
-            **{
-                multihost.ENV_JOB_ADDRESSES: f"localhost:{port}",
-                multihost.ENV_NUM_PROCESSES: str(count),
-                multihost.ENV_PROCESS_ID: str(index),
-            },
+def _start_processes(arguments, count=2):
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+    env.update(
+        {multihost.ENV_JOB_ADDRESSES: f"localhost:{multihost.free_port()}", multihost.ENV_NUM_PROCESSES: str(count)}
+    )
+    return [
+        subprocess.Popen(
+            [sys.executable, *arguments],
+            cwd=REPO_ROOT,
+            env=dict(env, **{multihost.ENV_PROCESS_ID: str(index)}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, *arguments],
-                cwd=REPO_ROOT,
-                env=process_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    return processes
+        for index in range(count)
+    ]
 
 
 def _finish(processes):
@@ -206,10 +190,6 @@ def test_finetune_launched_in_two_processes_resumes_on_every_process_and_writes_
     assert result.stdout.count("held-out accuracy") == 1 and result.stdout.count("wrote ") == 1, result.stdout
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["start_step"], metrics["steps"], metrics["processes"], metrics["replicas"]) == (2, 4, 2, 2)
-    assert sorted(os.listdir(out)) == [
-        "checkpoint.keras",
-        "history.csv",
-        "metrics.json",
-        "model.keras",
-        "training_curves.png",
-    ]
+    assert (
+        sorted(os.listdir(out)) == "checkpoint.keras history.csv metrics.json model.keras training_curves.png".split()
+    )

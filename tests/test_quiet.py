@@ -65,7 +65,7 @@ def _commands(tmp_path, tiny):
         ["--help"],
         ["variants"],
         ["demo", "--model", "Ti/16", "--image-size", "32", "--batch-size", "1"],
-        ["inspect", image, "--model", "Ti/16", "--image-size", "32", "--out", str(tmp_path / "inspect")],
+        ["inspect", image, "--model", "Ti/16", "--weights", "none", "--image-size", "32", "--out", str(tmp_path / "i")],
         ["download", "ViTTi16", "--weights", "imagenet"],  # offline: the one-line error path
         ["predict", image, "--model", tiny],
         ["convert", tiny, str(tmp_path / "tiny.safetensors"), "--to", "timm"],
@@ -101,6 +101,7 @@ def test_every_command_is_quiet_at_the_default_verbosity(tmp_path):
     assert not FRAMEWORK_NOISE.findall(result.stderr), result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 2 and all(line.startswith(USER_LINES) for line in lines), lines
+    assert len(os.listdir(tmp_path / "i")) == 5  # `inspect --weights none`: a random model's five figures
     if BACKEND != "tensorflow":  # no TensorFlow import before the first command that needs it
         first = next(index for index, (name, _, _) in enumerate(results) if name in NEEDS_TENSORFLOW[BACKEND])
         assert [name for name, _, tensorflow in results[:first] if tensorflow] == [], results

@@ -1,14 +1,7 @@
 """Input pipelines: `tf.data` for TFDS datasets, image folders and arrays, with the paper's preprocessing.
 
-Pixels reach the model as raw [0, 255] floats (the models scale them). A file that does not decode is skipped by
-`tf.data` (`ignore_errors`) and listed by `SourceInfo.skipped()`.
-
-Example:
-
-```python
-train, info = keras_vit.training.data.load("tfds:cifar10", "train")
-train = keras_vit.training.data.train_pipeline(train, image_size=224, batch_size=64, num_classes=info.num_classes)
-```
+Pixels reach the model as raw [0, 255] floats (the models scale them). A file that does not decode is skipped
+(`ignore_errors`) and listed by `SourceInfo.skipped()`.
 """
 
 import dataclasses
@@ -32,11 +25,8 @@ TFDS_PROBE_URL = "https://storage.googleapis.com"
 
 @dataclasses.dataclass(frozen=True)
 class SourceInfo:
-    """What a loaded split holds.
-
-    `num_examples` is `None` where unknown; `fingerprint()` digests what the split holds (a cache key). `folder`,
-    `files` and `decoded` (a `tf.Variable` flagging each decoded file) are set for image folders only.
-    """
+    """What a loaded split holds: `num_examples` (`None` where unknown), the classes, and `fingerprint()`, a digest
+    of its content (a cache key). `folder`, `files` and `decoded` (a flag per file) are set for image folders only."""
 
     num_examples: object
     num_classes: int
@@ -85,10 +75,8 @@ def load(
     """Loads one split of a dataset as `(image uint8 HxWx3, label int32)` pairs.
 
     Args:
-        source: `"tfds:NAME"` (a TFDS dataset's `as_supervised` pairs) or the
-            path of an image folder, `root/<split>/<class>/` or `root/<class>/`.
-        split: `"train"`, `"train[:90%]"` (TFDS) or the split folder's name;
-            `None` reads a folder in the flat layout `root/<class>/`.
+        source: `"tfds:NAME"` (`as_supervised` pairs) or an image folder, `root/<split>/<class>/` or `root/<class>/`
+        split: `"train"`, `"train[:90%]"` (TFDS) or the split folder's name; `None` for the flat layout.
         data_dir: TFDS data directory.
         class_names: folders only: the class list, e.g. the training split's.
         validation_split: folders only: the fraction held out, as in `keras.utils.image_dataset_from_directory`.
@@ -131,7 +119,6 @@ def _load_tfds(name, split, data_dir, shuffle_files, seed, shard):
     if not hasattr(label_feature, "num_classes"):
         raise ValueError(f"TFDS dataset {name!r} has no (image, class label) supervised keys; use `from_arrays`.")
     if shard is not None:
-        # A sub-split reads only this host's examples (TFDS skips the rest of the files unread).
         split = tfds.even_splits(split, n=shard[0])[shard[1]]
     dataset = tfds.load(
         name,
@@ -174,11 +161,7 @@ class DataNotPreparedError(OSError):
 
 
 def check_tfds_source(name, data_dir=None):
-    """Raises `DataNotPreparedError` if TFDS dataset `name` is on no disk here and cannot be downloaded.
-
-    It looks for a `dataset_info.json` in the data dir, else (unless offline) probes TFDS's host; it imports neither
-    TensorFlow nor TFDS.
-    """
+    """Raises `DataNotPreparedError` if TFDS dataset `name` is not prepared here and cannot be downloaded."""
     if not name:
         raise ValueError(f"A TFDS source needs a dataset name, e.g. 'tfds:cifar10'. Received: {name!r}")
     extras.check("tensorflow_datasets", needed_for="a tfds: source", extra="data")
@@ -241,6 +224,43 @@ def default_eval_split(source, data_dir=None):
     )
 
 
+def load_splits(
+    source,
+    train_split="train",
+    eval_split=None,
+    *,
+    data_dir=None,
+    validation_split=0.2,
+    seed=0,
+    shuffle_files=False,
+    shard=None,
+):
+    """`(train, held_out)` pairs of `load`: `eval_split` (default: `default_eval_split`), or a flat folder's
+    `validation_split`; `shuffle_files` and `shard` apply to the training split."""
+    training = dict(shuffle_files=shuffle_files, seed=seed, shard=shard)
+    if source.startswith("tfds:"):
+        train = load(source, train_split, data_dir=data_dir, **training)
+        held_out = dict(split=eval_split or default_eval_split(source, data_dir), data_dir=data_dir)
+        return train, load(source, **held_out)
+    if folder_layout(source, train_split) == "flat":
+        folder = source
+        training.update(validation_split=validation_split)
+        train = load(source, None, subset="training", **training)
+        held_out = dict(split=None, subset="validation", validation_split=validation_split, seed=seed)
+    else:
+        folder = os.path.join(source, train_split)
+        train = load(source, train_split, **training)
+        held_out = dict(split=eval_split or default_eval_split(source))
+    class_names = train[1].class_names
+    if len(class_names) < 2:
+        # Keras would train a 1-logit "classifier".
+        raise ValueError(
+            f"{folder} has 1 class ({class_names[0]!r}); a classifier needs at least 2: put each class's images in "
+            f"its own folder, {os.path.join(folder, '<class>', '*.jpg')}."
+        )
+    return train, load(source, class_names=class_names, **held_out)
+
+
 def _subfolders(path):
     with os.scandir(path) as entries:
         return sorted(entry.name for entry in entries if entry.is_dir())
@@ -252,10 +272,7 @@ def _index_folder(folder, class_names):
     class_names = tuple(found if class_names is None else class_names)
     unknown = sorted(set(found) - set(class_names))
     if unknown:
-        raise ValueError(
-            f"{folder!r} has class folders that are not in the class list "
-            f"{list(class_names)}: {unknown}. Their labels would be outside [0, {len(class_names)})."
-        )
+        raise ValueError(f"{folder!r} has class folders that are not in the class list {list(class_names)}: {unknown}.")
     paths, labels = [], []
     for label, name in enumerate(class_names):
         walk = os.walk(os.path.join(folder, name))
@@ -289,8 +306,7 @@ def _load_folder(root, split, class_names, validation_split, subset, shuffle_fil
         num_shards, index = shard
         if len(paths) < num_shards:
             raise ValueError(
-                f"{folder} has {len(paths)} image(s), fewer than the {num_shards} shards: every host needs at "
-                f"least one. Received: shard={shard!r}"
+                f"{folder} has {len(paths)} image(s), fewer than the {num_shards} shards. Received: {shard}"
             )
         paths, labels = paths[index::num_shards], labels[index::num_shards]
         parts.append(f"shard {index} of {num_shards}")
@@ -299,7 +315,6 @@ def _load_folder(root, split, class_names, validation_split, subset, shuffle_fil
         decoded = tf.Variable(tf.zeros([len(paths)], tf.bool), trainable=False)
     dataset = tf.data.Dataset.from_tensor_slices((np.arange(len(paths)), paths, labels))
     if shuffle_files:
-        # Shuffling names, not decoded images: a whole-epoch shuffle costs a few bytes per file.
         dataset = dataset.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
 
     def decode(index, path, label):
@@ -310,7 +325,6 @@ def _load_folder(root, split, class_names, validation_split, subset, shuffle_fil
         with tf.control_dependencies([mark]):
             return tf.identity(image), label
 
-    # A file that does not decode fails its `decode` call, and tf.data drops that element.
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     dataset = dataset.ignore_errors(log_warning=True)
 
@@ -323,10 +337,7 @@ def _load_folder(root, split, class_names, validation_split, subset, shuffle_fil
 
 
 def check_readable(dataset, info):
-    """Fails in one line if an image folder source has no image that decodes; other sources pass unread.
-
-    An empty epoch would end `fit` with an obscure `StopIteration`.
-    """
+    """Fails in one line if an image folder has no image that decodes (`fit` would end in `StopIteration`)."""
     if info.decoded is None:
         return
     for _ in dataset.take(1):
@@ -345,26 +356,19 @@ def check_readable(dataset, info):
 
 
 def from_arrays(images, labels, num_classes=None, class_names=None):
-    """Wraps in-memory images `(N, H, W[, 1 or 3])` in [0, 255] and int labels `(N,)` as `(dataset, SourceInfo)`.
+    """Wraps images `(N, H, W[, 1 or 3])` in [0, 255] and int labels `(N,)` as `(dataset, SourceInfo)`.
 
-    Args:
-        images: array of images.
-        labels: int array.
-        num_classes: int; defaults to `max(labels) + 1`.
-        class_names: optional sequence of `num_classes` names.
+    `num_classes` defaults to `max(labels) + 1`; `class_names` is an optional sequence of `num_classes` names.
     """
     images = np.asarray(images)
     labels = np.asarray(labels)
     if images.ndim == 3:
         images = images[..., None]
     if images.ndim != 4 or images.shape[-1] not in (1, 3):
-        raise ValueError(
-            f"`images` must have shape (N, H, W), (N, H, W, 1) or (N, H, W, 3). Received: images.shape={images.shape}"
-        )
+        raise ValueError(f"`images` must have shape (N, H, W[, 1 or 3]). Received: images.shape={images.shape}")
     if labels.ndim != 1 or len(labels) != len(images) or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
-            f"`labels` must be integers, one per image ({len(images)}). Received: labels.shape={labels.shape}, "
-            f"labels.dtype={labels.dtype}"
+            f"`labels` must be integers, one per image. Received: labels.shape={labels.shape} {labels.dtype}"
         )
     if num_classes is None:
         num_classes = int(labels.max()) + 1 if len(labels) else 0
@@ -376,23 +380,14 @@ def from_arrays(images, labels, num_classes=None, class_names=None):
             f"{labels[bad][:5].tolist()}. Pass the right `num_classes` or fix the labels."
         )
     if class_names is not None and len(class_names) != num_classes:
-        raise ValueError(
-            f"`class_names` must have one name per class ({num_classes}). Received: {len(class_names)} names"
-        )
+        raise ValueError(f"`class_names` must have one name per class ({num_classes}). Received: {class_names!r}")
     tf = _tf()
     dataset = tf.data.Dataset.from_tensor_slices((images, labels.astype(np.int32)))
     if images.shape[-1] == 1:
         dataset = dataset.map(lambda image, label: (tf.image.grayscale_to_rgb(image), label))
-    # Hashed now: keeping the arrays for later would hold a second copy of the images beside tf.data's.
     identity = _digest("arrays", images.shape, images.dtype, images, labels)
     names = None if class_names is None else tuple(class_names)
     return dataset, SourceInfo(len(images), int(num_classes), names, fingerprint=lambda: identity)
-
-
-def model_input(images):
-    """Pixel values in [0, 255] as float32, the range keras_vit models take (the last step of every pipeline)."""
-    tf = _tf()
-    return tf.cast(images, tf.float32)
 
 
 def train_pipeline(
@@ -414,6 +409,8 @@ def train_pipeline(
 ):
     """The training pipeline: shuffle, augment, batch; every batch full (static shapes).
 
+    Returns a `tf.data.Dataset` of `(images, labels)`, the labels one-hot with MixUp or CutMix.
+
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`, the model's input size.
@@ -429,9 +426,6 @@ def train_pipeline(
         cache: bool, cache the decoded images in memory (small datasets).
         shard: `(num_shards, index)` to read only this host's part.
         seed: optional int for shuffling and augmentation.
-
-    Returns:
-        A `tf.data.Dataset` of `(images, labels)`, the labels one-hot with MixUp or CutMix.
     """
     import keras
 
@@ -447,7 +441,7 @@ def train_pipeline(
     tf = _tf()
     if shard is not None:
         dataset = dataset.shard(*shard)
-    examples = int(dataset.cardinality())  # unknown (< 0) for a folder, whose unreadable files drop out as met
+    examples = int(dataset.cardinality())  # unknown (< 0) for a folder
     if not repeat and 0 <= examples < batch_size:
         raise ValueError(
             f"The source has {examples} images, fewer than one batch of {batch_size}: every batch is full, so one "
@@ -462,7 +456,6 @@ def train_pipeline(
 
     def augment(image, label):
         if area_range is not None:
-            # The Inception crop: a random box covering `area_range` of the image.
             begin, size, _ = tf.image.sample_distorted_bounding_box(
                 tf.shape(image),
                 bounding_boxes=tf.zeros((1, 0, 4)),
@@ -477,11 +470,10 @@ def train_pipeline(
         image = tf.image.resize(image, image_size, method="bilinear")
         if flip:
             image = tf.image.random_flip_left_right(image, seed=seed)
-        # The crop's size is data-dependent; the channels are not.
         image = tf.ensure_shape(image, image_size + (3,))
         if randaugment_layer is not None:
             image = randaugment_layer(tf.clip_by_value(image, 0.0, 255.0))
-        return model_input(image), label
+        return tf.cast(image, tf.float32), label
 
     dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.batch(batch_size, drop_remainder=True)
@@ -515,19 +507,18 @@ def eval_pipeline(
 ):
     """The evaluation pipeline: resize, batch; every example once, in the source's order.
 
+    Returns a `tf.data.Dataset` of `(images, labels)`, or `(images, labels, weights)` with `static_shapes` or
+    `num_examples`.
+
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
         image_size: int or `(height, width)`.
         batch_size: int.
         crop_fraction: float in (0, 1], central crop before the resize (1.0: the official plain resize).
         static_shapes: bool, every batch full, the last one padded with zero images of weight 0.
-        num_examples: optional int, `SourceInfo.num_examples` (before `shard`): the batches are then known without
-            reading the files, weight 0 on unreadable ones.
+        num_examples: optional int, `SourceInfo.num_examples` (before `shard`): the batches are known unread.
         cache: bool, cache the resized images in memory.
         shard: `(num_shards, index)` to evaluate only this host's part.
-
-    Returns:
-        A `tf.data.Dataset` of `(images, labels)`, or `(images, labels, weights)` with `static_shapes`/`num_examples`.
     """
     image_size = validation.pair("image_size", image_size)
     validation.positive_int("batch_size", batch_size)
@@ -540,7 +531,7 @@ def eval_pipeline(
         if crop_fraction < 1.0:
             image = tf.image.central_crop(image, crop_fraction)
         image = tf.ensure_shape(tf.image.resize(image, image_size, method="bilinear"), image_size + (3,))
-        return model_input(image), label
+        return tf.cast(image, tf.float32), label
 
     dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if cache:
@@ -556,9 +547,8 @@ def eval_pipeline(
         (tf.zeros(image_size + (3,), tf.float32), tf.constant(0, tf.int32), tf.constant(0.0))
     )
     if examples >= 0:
-        # Padding to whole batches keeps one static shape without dropping the tail (as big_vision pads eval).
+        # Unreadable files are replaced by padding rows: a length tf.data knows (big_vision pads eval too).
         rows = math.ceil(examples / batch_size) * batch_size if static_shapes else examples
-        # Cut to the rows the listed examples fill: a length tf.data knows, whatever fails to decode.
         dataset = dataset.concatenate(padding.repeat()).take(rows)
     else:
         # N examples + (batch_size - 1) padding rows make exactly ceil(N / batch_size) full batches.

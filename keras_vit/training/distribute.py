@@ -67,16 +67,6 @@ def _tensorflow_strategy(strategy):
     return tf.distribute.get_strategy(), device
 
 
-def _tensorflow_gpus_support_bfloat16():
-    import tensorflow as tf
-
-    for gpu in tf.config.list_physical_devices("GPU"):
-        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability")
-        if not capability or capability[0] < 8:  # bfloat16 tensor cores arrive with Ampere (8.0)
-            return False
-    return True
-
-
 def select_precision(precision="auto", device="cpu"):
     """The dtype policy: `"auto"` is bfloat16 on TPUs and Ampere or newer GPUs, float16 on older GPUs, else float32."""
     validation.one_of("precision", precision, PRECISIONS)
@@ -84,24 +74,24 @@ def select_precision(precision="auto", device="cpu"):
         return precision
     if device == "tpu":
         return "mixed_bfloat16"
-    if device == "gpu":
-        if keras.backend.backend() == "tensorflow" and not _tensorflow_gpus_support_bfloat16():
+    if device == "gpu" and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        details = [tf.config.experimental.get_device_details(gpu) for gpu in tf.config.list_physical_devices("GPU")]
+        # bfloat16 tensor cores arrive with Ampere (compute capability 8.0).
+        if not all((detail.get("compute_capability") or (0,))[0] >= 8 for detail in details):
             return "mixed_float16"
-        return "mixed_bfloat16"
-    return "float32"
+    return "mixed_bfloat16" if device == "gpu" else "float32"
 
 
 def configure(strategy="auto", precision="auto"):
-    """Picks strategy, precision and XLA for the hardware and sets the dtype policy.
+    """Picks strategy, precision and XLA for the hardware and sets the dtype policy; returns a `Setup`.
 
     XLA is on, except under `MirroredStrategy` (whose replicas' variables XLA cannot reach) and on PyTorch.
 
     Args:
         strategy: `"auto"`, `"default"`, `"mirrored"` (all local GPUs, or all logical CPUs) or `"tpu"`.
         precision: one of `settings.PRECISIONS`.
-
-    Returns:
-        A `Setup`.
     """
     validation.one_of("strategy", strategy, STRATEGIES)
     backend = keras.backend.backend()
@@ -160,9 +150,6 @@ def model_parallel(model_shards=2, devices=None, auto_shard_dataset=True):
         model_shards: int, the devices each kernel is split over (a divisor of the device count and the widths).
         devices: the devices; default all, of all processes.
         auto_shard_dataset: bool, as in `keras.distribution.DataParallel`.
-
-    Returns:
-        A `keras.distribution.ModelParallel`.
     """
     devices = devices or keras.distribution.list_devices()
     if len(devices) % model_shards:
@@ -185,7 +172,6 @@ def replicas_for(global_batch_size, num_replicas):
     if global_batch_size % num_replicas:
         suggestion = -(-global_batch_size // num_replicas) * num_replicas
         raise ValueError(
-            f"The global batch size {global_batch_size} must be divisible by the {num_replicas} replicas; "
-            f"use e.g. {suggestion}."
+            f"The batch {global_batch_size} must split over {num_replicas} replicas: use e.g. {suggestion}."
         )
     return global_batch_size // num_replicas

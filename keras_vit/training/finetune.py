@@ -1,5 +1,6 @@
 """The `keras-vit finetune` job: train or fine-tune a ViT and write its results (see `docs/finetune.md`)."""
 
+import collections
 import csv
 import dataclasses
 import json
@@ -18,6 +19,10 @@ SMALL_CONFIG = dict(patch_size=4, hidden_dim=64, num_layers=4, num_heads=4, mlp_
 DIGITS_IMAGE_SIZE = 16
 DIGITS_HOLDOUT_FRACTION = 0.2
 CONFUSION_NAME = "confusion_matrix.png"
+# The settings `metrics.json` repeats.
+REPORTED_SETTINGS = (
+    "model weights data image_size epochs optimizer learning_rate layer_decay mixup cutmix remat patch_dropout lora"
+).split()
 # Settings that do not change what is trained: a backup resumes whatever they are.
 _NOT_THE_RUN = ("out", "verbose", "backup_every", "coordinator", "num_processes", "process_id", "heartbeat_timeout")
 
@@ -41,28 +46,28 @@ def digits_sources(seed=0):
     )
 
 
-def training_model(model_name, weights, image_size, num_classes, remat=False, patch_dropout=0.0, lora=None):
-    """The small digits model or a named constructor's, with a logits head (and LoRA adapters of rank `lora`)."""
+def training_model(config, num_classes):
+    """The small digits model or `config.model`'s constructor, with a logits head (and LoRA adapters)."""
     import keras_vit
 
     options = dict(
-        input_shape=(image_size, image_size, 3),
+        input_shape=(config.image_size, config.image_size, 3),
         classes=num_classes,
         classifier_activation=None,
-        remat=remat,
-        patch_dropout_rate=patch_dropout,
-        lora_rank=lora,
+        remat=config.remat,
+        patch_dropout_rate=config.patch_dropout,
+        lora_rank=config.lora,
     )
-    if model_name == SMALL_MODEL:
-        if weights is not None:
-            raise ValueError(f"--model {SMALL_MODEL} has no pretrained weights. Received: weights={weights!r}")
+    if config.model == SMALL_MODEL:
+        if config.weights is not None:
+            raise ValueError(f"--model {SMALL_MODEL} has no pretrained weights. Received: weights={config.weights!r}")
         return keras_vit.VisionTransformer(**SMALL_CONFIG, name="vit_small_digits", **options)
     try:
-        constructor = keras_vit.models.applications.constructor_for(model_name)
+        constructor = keras_vit.models.applications.constructor_for(config.model)
     except ValueError as error:
         raise ValueError(f"{error} Or {SMALL_MODEL!r}, the default digits model.") from None
     # A new number of classes gets the paper's zero-initialised head, without pre_logits.
-    return constructor(weights=weights, **options)
+    return constructor(weights=config.weights, **options)
 
 
 def read_history(path):
@@ -141,7 +146,7 @@ def make_config(**options):
     from keras_vit.training import multihost
 
     values = settings.parse(options)
-    multihost.settings(values["coordinator"], values["num_processes"], values["process_id"])  # checked here
+    multihost.settings(values["coordinator"], values["num_processes"], values["process_id"])  # checked early
     digits, pretrained = values["data"] == DIGITS, values["weights"] is not None
 
     def default(name, value):
@@ -158,8 +163,7 @@ def make_config(**options):
     values["epochs"] = math.ceil(steps / math.ceil(steps / epochs))  # only epochs that hold updates
     if batch_size % values["accumulation_steps"]:
         raise ValueError(
-            f"`accumulation_steps` must be a positive divisor of `batch_size`. "
-            f"Received: batch_size={batch_size}, accumulation_steps={values['accumulation_steps']}"
+            f"`batch_size={batch_size}` must split into accumulation_steps={values['accumulation_steps']}."
         )
     if values["optimizer"] == "auto":
         values["optimizer"] = "sgd" if pretrained else "adamw"
@@ -172,57 +176,31 @@ def make_config(**options):
     return FinetuneConfig(**values)
 
 
-@dataclasses.dataclass(frozen=True)
-class Datasets:
-    """The pipelines of a run and their sources' `data.SourceInfo`."""
-
-    train: object
-    eval: object
-    train_info: object
-    eval_info: object
-
-
-def load_sources(config, shard=None):
-    """The `(dataset, SourceInfo)` pairs of the training and held-out data (`shard`: this host's training part)."""
-    from keras_vit.training import data
-
-    if config.digits:
-        return digits_sources(config.seed)
-    shuffle = dict(shuffle_files=True, seed=config.seed, shard=shard)
-    if config.data.startswith("tfds:"):
-        train = data.load(config.data, config.train_split, data_dir=config.data_dir, **shuffle)
-        eval_split = config.eval_split or data.default_eval_split(config.data, config.data_dir)
-        return train, data.load(config.data, eval_split, data_dir=config.data_dir)
-    if data.folder_layout(config.data, config.train_split) == "flat":
-        split = dict(validation_split=config.validation_split, seed=config.seed)
-        train = data.load(config.data, None, subset="training", shuffle_files=True, **split)
-        folder, held_out = config.data, dict(subset="validation", **split)
-    else:
-        train = data.load(config.data, config.train_split, **shuffle)
-        folder = os.path.join(config.data, config.train_split)
-        held_out = dict(split=config.eval_split or data.default_eval_split(config.data))
-    info = train[1]
-    if info.num_classes < 2:
-        # Keras would train a 1-logit "classifier".
-        names = ", ".join(repr(name) for name in info.class_names)
-        raise ValueError(
-            f"{folder} has {info.num_classes} class ({names}); a classifier needs at least 2: put each class's "
-            f"images in its own folder, {os.path.join(folder, '<class>', '*.jpg')}."
-        )
-    return train, data.load(config.data, class_names=info.class_names, **held_out)
+Datasets = collections.namedtuple("Datasets", ["train", "eval", "train_info", "eval_info"])
 
 
 def make_datasets(config):
     """The repeated training pipeline and the held-out one (one-hot labels with MixUp or CutMix), as `Datasets`.
 
-    In a multi-process run each process reads its own shard of the training data; every process builds the whole
-    held-out pipeline, padded to global batches, and feeds its slice of each.
+    Each process of a multi-process run reads its shard of the training data and its slice of each held-out batch.
     """
     from keras_vit.training import data, multihost
 
     shard = multihost.data_shard()
-    # Files and TFDS splits are sharded before decoding; the in-memory digits in the pipeline.
-    (train_source, train_info), (eval_source, eval_info) = load_sources(config, None if config.digits else shard)
+    if config.digits:
+        (train_source, train_info), (eval_source, eval_info) = digits_sources(config.seed)
+    else:
+        # Files and TFDS splits are sharded before decoding; the in-memory digits in the pipeline.
+        (train_source, train_info), (eval_source, eval_info) = data.load_splits(
+            config.data,
+            config.train_split,
+            config.eval_split,
+            data_dir=config.data_dir,
+            validation_split=config.validation_split,
+            seed=config.seed,
+            shuffle_files=True,
+            shard=shard,
+        )
     data.check_readable(train_source, train_info)
     data.check_readable(eval_source, eval_info)
     train = data.train_pipeline(
@@ -247,7 +225,7 @@ def make_datasets(config):
         batch_size=config.fit_batch_size,
         cache=config.digits,
         static_shapes=shard is not None,
-        num_examples=eval_info.num_examples,  # batches known without reading the files; weight 0 on any unreadable
+        num_examples=eval_info.num_examples,
     )
     if config.mixing:
         import tensorflow as tf
@@ -272,15 +250,7 @@ def compile_model(config, setup, num_classes, class_names):
     from keras_vit.models import metadata
 
     with setup.scope():
-        model = training_model(
-            config.model,
-            config.weights,
-            config.image_size,
-            num_classes,
-            config.remat,
-            config.patch_dropout,
-            config.lora,
-        )
+        model = training_model(config, num_classes)
         if class_names:
             model = metadata.with_class_names(model, class_names)
         recipe = dict(
@@ -402,19 +372,7 @@ def write_report(config, model, datasets, callbacks, setup, fit_seconds, total_s
         "images_per_second": None if speed is None else round(speed * config.fit_batch_size, 1),
         "fit_seconds": round(fit_seconds, 2),
         "total_seconds": round(total_seconds, 2),
-        "model": config.model,
-        "weights": config.weights,
-        "data": config.data,
-        "image_size": config.image_size,
-        "epochs": config.epochs,
-        "optimizer": config.optimizer,
-        "learning_rate": config.learning_rate,
-        "layer_decay": config.layer_decay,
-        "mixup": config.mixup,
-        "cutmix": config.cutmix,
-        "remat": config.remat,
-        "patch_dropout": config.patch_dropout,
-        "lora": config.lora,
+        **{name: getattr(config, name) for name in REPORTED_SETTINGS},
         "trainable_parameters": sum(math.prod(v.shape) for v in model.trainable_weights),
         "parameters": model.count_params(),
         "precision": setup.precision,
@@ -450,13 +408,8 @@ def finetune(**options):
     extras.check("matplotlib", needed_for="the finetune job's training curves", extra="inspect")
     check_backup(config)
     # Joining the other processes (if any) comes before any JAX work.
-    multihost.initialize(
-        config.coordinator,
-        config.num_processes,
-        config.process_id,
-        seed=config.seed,
-        heartbeat_timeout=config.heartbeat_timeout,
-    )
+    processes = (config.coordinator, config.num_processes, config.process_id)
+    multihost.initialize(*processes, seed=config.seed, heartbeat_timeout=config.heartbeat_timeout)
     keras.utils.set_random_seed(config.seed)
     setup = distribute.configure(config.strategy, config.precision)
     distribute.replicas_for(config.fit_batch_size, setup.num_replicas)

@@ -48,13 +48,8 @@ class LayerwiseLearningRate(keras_compat.PerVariableWeightDecay):
 
     def __init__(self, *args, learning_rate_multipliers=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.learning_rate_multipliers = {}
-        for name, value in (learning_rate_multipliers or {}).items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(
-                    f"`learning_rate_multipliers` must map layer names to positive numbers. Received: {name}={value!r}"
-                )
-            self.learning_rate_multipliers[name] = float(value)
+        multipliers = learning_rate_multipliers or {}
+        self.learning_rate_multipliers = {name: float(value) for name, value in multipliers.items()}
 
     def multiplier_for(self, path):
         """The multiplier of a variable with this `path`."""

@@ -5,7 +5,7 @@ of every global batch and process 0 alone writes files (`run_on_primary`). With 
 environment variables of `keras.distribution.initialize`) the program is one process and every function is a no-op.
 """
 
-import dataclasses
+import collections
 import os
 import socket
 
@@ -16,26 +16,10 @@ ENV_NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 ENV_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
 ENV_JAX_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 
-
-@dataclasses.dataclass(frozen=True)
-class ProcessInfo:
-    """This process among the `count` processes of a run; process `index` 0 writes the files."""
-
-    count: int = 1
-    index: int = 0
-
-    @property
-    def is_primary(self):
-        return self.index == 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """The resolved `initialize` settings (`None` fields: JAX detects them)."""
-
-    coordinator_address: object
-    num_processes: object
-    process_id: object
+# This process among the `count` processes of a run; process `index` 0 writes the files.
+ProcessInfo = collections.namedtuple("ProcessInfo", ["count", "index"], defaults=(1, 0))
+# The resolved `initialize` settings (`None` fields: JAX detects them).
+Settings = collections.namedtuple("Settings", ["coordinator_address", "num_processes", "process_id"])
 
 
 def _env_int(name):
@@ -49,16 +33,10 @@ def _env_int(name):
 
 
 def settings(coordinator_address=None, num_processes=None, process_id=None):
-    """The multi-process settings: the arguments, else the environment; `None` for one process.
+    """The multi-process `Settings`: the arguments, else the environment; `None` for one process.
 
-    Args:
-        coordinator_address: `"host:port"` of process 0, `"auto"` (JAX detects the cluster) or `None` (the first
-            address of `KERAS_DISTRIBUTION_JOB_ADDRESSES`).
-        num_processes: int or `None`.
-        process_id: int or `None`.
-
-    Returns:
-        A `Settings`, or `None`.
+    `coordinator_address` is `"host:port"` of process 0, `"auto"` (JAX detects the cluster) or `None` (the first
+    address of `KERAS_DISTRIBUTION_JOB_ADDRESSES`).
     """
     if coordinator_address is None:
         addresses = os.environ.get(ENV_JOB_ADDRESSES) or os.environ.get(ENV_JAX_COORDINATOR)
@@ -84,19 +62,16 @@ def settings(coordinator_address=None, num_processes=None, process_id=None):
     validation.positive_int("num_processes", num_processes)
     validation.non_negative_int("process_id", process_id)
     if process_id >= num_processes:
-        raise ValueError(
-            f"`process_id` must be in [0, num_processes - 1]. Received: process_id={process_id}, "
-            f"num_processes={num_processes}"
-        )
+        raise ValueError(f"`process_id` must be below num_processes={num_processes}. Received: {process_id}")
     return Settings(coordinator_address, num_processes, process_id)
 
 
 def initialize(coordinator_address=None, num_processes=None, process_id=None, *, seed=None, heartbeat_timeout=100):
-    """Connects this process to the others of a multi-process run (JAX backend), before any JAX computation.
+    """Connects this process to the others of a multi-process run (JAX), before any JAX computation.
 
     Args:
         coordinator_address, num_processes, process_id: see `settings`.
-        seed: int, Keras's global seed on every process (the same initial weights); `None`: one process 0 draws.
+        seed: int, Keras's global seed on every process (the same initial weights); `None`: process 0 draws one.
         heartbeat_timeout: int, seconds without a heartbeat after which JAX ends the other processes.
 
     Returns:
@@ -155,7 +130,7 @@ def process_info():
 
 def is_primary():
     """Whether this process writes the files (process 0, or the only one)."""
-    return process_info().is_primary
+    return process_info().index == 0
 
 
 def check_same(name, value):
@@ -188,7 +163,7 @@ def run_on_primary(function, name):
     from jax.experimental import multihost_utils
 
     result, failure = None, None
-    if info.is_primary:
+    if info.index == 0:
         distribution = keras.distribution.distribution()
         keras.distribution.set_distribution(None)
         try:
@@ -216,10 +191,7 @@ def per_process_batch_size(global_batch_size):
     validation.positive_int("global_batch_size", global_batch_size)
     count = process_info().count
     if global_batch_size % count:
-        raise ValueError(
-            f"`global_batch_size` must be divisible by the {count} processes. "
-            f"Received: global_batch_size={global_batch_size}"
-        )
+        raise ValueError(f"`global_batch_size={global_batch_size}` must be divisible by the {count} processes.")
     return global_batch_size // count
 
 

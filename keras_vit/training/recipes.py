@@ -1,9 +1,5 @@
-"""The paper's training recipes: schedules, optimizers, losses and callbacks.
-
-`finetune_optimizer` is the official fine-tune recipe (Dosovitskiy et al.
-2021, Appendix B.1.1), `pretrain_optimizer` the pre-training one. The
-callbacks write their files atomically, so a killed run resumes.
-"""
+"""The paper's training recipes (Dosovitskiy et al. 2021, Appendix B.1.1): schedules, optimizers, losses and
+callbacks that write their files atomically, so that a killed run resumes."""
 
 import math
 import os
@@ -12,8 +8,8 @@ import time
 import keras
 from keras import ops
 
-from keras_vit.training import layer_decay as layer_decay_lib
 from keras_vit.training import multihost
+from keras_vit.training.layer_decay import LayerwiseAdamW, LayerwiseSGD, layer_decay_multipliers
 from keras_vit.utils import files, keras_compat, serialization, validation
 
 # Not decayed: biases, LayerNorm scale/offset, the class token and the position embedding (as in big_vision and
@@ -34,8 +30,6 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         end: float, the learning rate at `total_steps` and after.
         decay: `"cosine"` (fine-tuning) or `"linear"` (pre-training).
 
-    Example:
-
     >>> schedule = WarmupDecay(0.03, total_steps=100, warmup_steps=10, end=1e-5)
     >>> round(float(schedule(10)), 4), round(float(schedule(55)), 4), round(float(schedule(100)), 6)
     (0.03, 0.015, 1e-05)
@@ -45,10 +39,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         if decay not in ("cosine", "linear"):
             raise ValueError(f"`decay` must be 'cosine' or 'linear'. Received: decay={decay!r}")
         if not (isinstance(total_steps, int) and isinstance(warmup_steps, int) and 0 <= warmup_steps < total_steps):
-            raise ValueError(
-                "`warmup_steps` and `total_steps` must be integers with 0 <= warmup_steps < total_steps. "
-                f"Received: warmup_steps={warmup_steps!r}, total_steps={total_steps!r}"
-            )
+            raise ValueError(f"Need integers 0 <= warmup_steps={warmup_steps!r} < total_steps={total_steps!r}.")
         if not 0 <= end <= peak:
             raise ValueError(f"Need 0 <= end <= peak. Received: peak={peak}, end={end}")
         self.peak = float(peak)
@@ -69,13 +60,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         return ops.where(step < self.warmup_steps, warmup, decayed)
 
     def get_config(self):
-        return {
-            "peak": self.peak,
-            "total_steps": self.total_steps,
-            "warmup_steps": self.warmup_steps,
-            "end": self.end,
-            "decay": self.decay,
-        }
+        return {name: getattr(self, name) for name in ("peak", "total_steps", "warmup_steps", "end", "decay")}
 
 
 @serialization.register
@@ -83,20 +68,18 @@ class SyncFreeSGD(keras_compat.SyncFreeSGDUpdate, keras.optimizers.SGD):
     """`keras.optimizers.SGD` whose update on torch never reads the learning rate back to the host."""
 
 
-def _optimizer(base, layerwise, decay, learning_rate, total_steps, warmup_steps, end, accumulation_steps, **kwargs):
-    """`base` (or `layerwise` with `layer_decay`) with a warmup schedule counted in batches, as Keras counts."""
+def _optimizer(base, layerwise, schedule, accumulation_steps, layer_decay, model, **kwargs):
+    """`base`, or `layerwise` with `layer_decay`, on a `WarmupDecay` counted in batches, as Keras counts."""
     validation.positive_int("accumulation_steps", accumulation_steps)
-    kwargs["learning_rate"] = WarmupDecay(
-        learning_rate, total_steps * accumulation_steps, warmup_steps * accumulation_steps, end=end, decay=decay
-    )
+    peak, total_steps, warmup_steps, end, decay = schedule
+    steps = (total_steps * accumulation_steps, warmup_steps * accumulation_steps)
+    kwargs["learning_rate"] = WarmupDecay(peak, *steps, end=end, decay=decay)
     kwargs["gradient_accumulation_steps"] = accumulation_steps if accumulation_steps > 1 else None
-    layer_decay, model = kwargs.pop("layer_decay"), kwargs.pop("model")
     if layer_decay is None:
         return base(**kwargs)
     if model is None:
         raise ValueError(f"`layer_decay={layer_decay}` needs the built `model` whose blocks it decays: pass model=...")
-    multipliers = layer_decay_lib.layer_decay_multipliers(model, layer_decay)
-    return layerwise(learning_rate_multipliers=multipliers, **kwargs)
+    return layerwise(learning_rate_multipliers=layer_decay_multipliers(model, layer_decay), **kwargs)
 
 
 def finetune_optimizer(
@@ -124,22 +107,11 @@ def finetune_optimizer(
         model: the model to fine-tune; required with `layer_decay`.
 
     Returns:
-        A `SyncFreeSGD`, or a `layer_decay.LayerwiseSGD` with `layer_decay`.
+        A `SyncFreeSGD`, or a `LayerwiseSGD` with `layer_decay`.
     """
-    return _optimizer(
-        SyncFreeSGD,
-        layer_decay_lib.LayerwiseSGD,
-        "cosine",
-        learning_rate,
-        total_steps,
-        warmup_steps,
-        end_learning_rate,
-        accumulation_steps,
-        momentum=momentum,
-        global_clipnorm=clipnorm,
-        layer_decay=layer_decay,
-        model=model,
-    )
+    schedule = (learning_rate, total_steps, warmup_steps, end_learning_rate, "cosine")
+    sgd = dict(momentum=momentum, global_clipnorm=clipnorm)
+    return _optimizer(SyncFreeSGD, LayerwiseSGD, schedule, accumulation_steps, layer_decay, model, **sgd)
 
 
 def pretrain_optimizer(
@@ -158,36 +130,17 @@ def pretrain_optimizer(
     """The pre-training optimizer: AdamW, warmup and linear decay, weight decay on kernels only.
 
     Args:
-        learning_rate: float, the peak learning rate.
-        total_steps: int, optimizer updates.
-        warmup_steps: int, linear-warmup updates.
         weight_decay: float, applied to kernels only (`NO_WEIGHT_DECAY_NAMES`).
-        beta_1: float, Adam's first-moment decay.
-        beta_2: float, Adam's second-moment decay.
-        end_learning_rate: float, the final learning rate.
-        clipnorm: float, global gradient-norm clip; `None` disables it.
-        accumulation_steps: int, batches per update.
-        layer_decay: optional float in (0, 1], layer-wise learning-rate decay.
-        model: the model to train; required with `layer_decay`.
+        beta_1, beta_2: floats, Adam's moment decays.
+        Others: as in `finetune_optimizer`.
 
     Returns:
-        A `keras.optimizers.AdamW`, or a `layer_decay.LayerwiseAdamW` with `layer_decay`.
+        A `keras.optimizers.AdamW`, or a `LayerwiseAdamW` with `layer_decay`.
     """
+    schedule = (learning_rate, total_steps, warmup_steps, end_learning_rate, "linear")
+    adam = dict(weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, global_clipnorm=clipnorm)
     optimizer = _optimizer(
-        keras.optimizers.AdamW,
-        layer_decay_lib.LayerwiseAdamW,
-        "linear",
-        learning_rate,
-        total_steps,
-        warmup_steps,
-        end_learning_rate,
-        accumulation_steps,
-        weight_decay=weight_decay,
-        beta_1=beta_1,
-        beta_2=beta_2,
-        global_clipnorm=clipnorm,
-        layer_decay=layer_decay,
-        model=model,
+        keras.optimizers.AdamW, LayerwiseAdamW, schedule, accumulation_steps, layer_decay, model, **adam
     )
     optimizer.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY_NAMES))
     return optimizer
@@ -199,16 +152,7 @@ def decays_weight(optimizer, variable):
 
 
 def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
-    """Cross-entropy for integer labels, or one-hot ones (MixUp, CutMix).
-
-    Args:
-        label_smoothing: float in [0, 1).
-        from_logits: bool, whether the model outputs logits.
-        one_hot: bool, whether the labels are one-hot already.
-
-    Returns:
-        A `keras.losses.Loss`.
-    """
+    """A cross-entropy `keras.losses.Loss` for integer labels, or `one_hot` ones (MixUp, CutMix)."""
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}")
     if one_hot:
@@ -235,9 +179,7 @@ class SparseSmoothedCrossentropy(keras.losses.Loss):
         )
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"label_smoothing": self.label_smoothing, "from_logits": self.from_logits})
-        return config
+        return {**super().get_config(), "label_smoothing": self.label_smoothing, "from_logits": self.from_logits}
 
 
 def atomic_save_model(model, path):
@@ -247,9 +189,7 @@ def atomic_save_model(model, path):
 
 
 class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.BackupAndRestore):
-    """`keras.callbacks.BackupAndRestore` whose files are replaced atomically, so a killed run resumes.
-
-    In a multi-process run process 0 writes the backup and every process restores from it.
+    """`keras.callbacks.BackupAndRestore` whose files are replaced atomically; process 0 writes, all restore.
 
     Args:
         backup_dir: str, the folder of the backup (one all processes see).
@@ -370,10 +310,7 @@ class ThroughputMeter(keras.callbacks.Callback):
 
 
 class ReleaseGradients(keras.callbacks.Callback):
-    """Frees each step's gradients when the next batch begins (torch; a no-op elsewhere).
-
-    Keras's torch train step clears the previous gradients only after its forward pass, through the memory peak.
-    """
+    """Frees each step's gradients when the next batch begins (torch; Keras clears them after the forward pass)."""
 
     def on_train_batch_begin(self, batch, logs=None):
         self._release()

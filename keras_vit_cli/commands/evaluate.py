@@ -41,26 +41,6 @@ def _shots(text):
     return tuple(int(part) for part in parts)
 
 
-def _sources(args):
-    from keras_vit.training import data, finetune
-
-    if args.data == "digits":
-        return finetune.digits_sources(args.seed)
-    if args.data.startswith("tfds:"):
-        test_split = args.test_split or data.default_eval_split(args.data, args.data_dir)
-        return (
-            data.load(args.data, args.train_split, data_dir=args.data_dir),
-            data.load(args.data, test_split, data_dir=args.data_dir),
-        )
-    if data.folder_layout(args.data, args.train_split) == "flat":
-        split = dict(validation_split=0.2, seed=args.seed)
-        train = data.load(args.data, None, subset="training", **split)
-        return train, data.load(args.data, None, subset="validation", class_names=train[1].class_names, **split)
-    train = data.load(args.data, args.train_split)
-    test_split = args.test_split or data.default_eval_split(args.data)
-    return train, data.load(args.data, test_split, class_names=train[1].class_names)
-
-
 def _model(args):
     import keras
 
@@ -82,7 +62,7 @@ def _model(args):
 def run(args):
     from keras_vit import evaluation
     from keras_vit.models.vit import find_vit
-    from keras_vit.training import data
+    from keras_vit.training import data, finetune
     from keras_vit.utils import extras, files, validation
 
     # Before a model is built or data read.
@@ -98,7 +78,12 @@ def run(args):
     validation.finite_float("temperature", args.temperature, minimum=0, include_minimum=False)
     model = _model(args)
     find_vit(model)  # not a keras_vit model: fail before reading any data
-    train, test = _sources(args)
+    if args.data == "digits":
+        train, test = finetune.digits_sources(args.seed)
+    else:
+        train, test = data.load_splits(
+            args.data, args.train_split, args.test_split, data_dir=args.data_dir, seed=args.seed
+        )
     verbose = int(sys.stdout.isatty()) if args.verbose is None else args.verbose  # no progress bar in a log file
     extraction = dict(image_size=args.image_size, batch_size=args.batch_size, cache_dir=args.cache, verbose=verbose)
     settings = dict(shots=shots, seeds=args.seeds, l2=args.l2, k=args.k, temperature=args.temperature, seed=args.seed)

@@ -63,9 +63,4 @@ def run(args):
         for process in processes:
             if process.poll() is None:
                 process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
                 process.wait()
