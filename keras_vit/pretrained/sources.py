@@ -1,8 +1,4 @@
-"""What `weights=` can name, and fetching it.
-
-`resolve_source` only parses and looks up (never the network), so a typo
-fails fast; `fetch` then brings the file into a cache.
-"""
+"""What `weights=` can name: `resolve_source` parses it offline (a typo fails fast), `fetch` downloads it."""
 
 import dataclasses
 import os
@@ -49,13 +45,7 @@ def parse_hub_handle(handle):
 
 
 def resolve_source(variant, weights, image_size=(224, 224)):
-    """The `WeightsSource` `weights` names for `variant`, without any network access.
-
-    Args:
-        variant: `"B/16"` etc.
-        weights: a tag or `"imagenet"`, a local file or folder, `"hf://org/repo[/file][@revision]"` or a URL.
-        image_size: `(height, width)` the model is built at (picks the nearest resolution of a tag).
-    """
+    """The `WeightsSource` of `weights` (a tag, a file or folder, `hf://org/repo[/file][@revision]` or a URL)."""
     if not isinstance(weights, (str, os.PathLike)):
         raise ValueError(
             "`weights` must be None, a checkpoint tag, a file path or 'hf://org/repo'. "
@@ -65,10 +55,7 @@ def resolve_source(variant, weights, image_size=(224, 224)):
     if text.startswith(HUB_SCHEME):
         return parse_hub_handle(text)
     if "://" in text:
-        try:
-            return WeightsSource("url", path=download.check_url(text))
-        except ValueError as error:
-            raise ValueError(f"{error} (or 'hf://org/repo' for the Hugging Face Hub)") from None
+        return WeightsSource("url", path=download.check_url(text))
     if text in registry.available_tags(variant):
         return WeightsSource("registry", info=registry.resolve(variant, text, image_size))
     if os.path.exists(text):
@@ -80,10 +67,7 @@ def resolve_source(variant, weights, image_size=(224, 224)):
 
 
 def fetch(source):
-    """Brings the source's file into the cache; returns `(path, format)` (format None: found from the names).
-
-    Registry checkpoints come from their Hub copy only: the official bucket refuses anonymous downloads.
-    """
+    """Brings the source's file into the cache; returns `(path, format)` (format None: found from the names)."""
     if source.kind == "file":
         return source.path, None
     if source.kind == "hub":
@@ -97,4 +81,5 @@ def fetch(source):
         return path, None
     if source.kind == "url":
         return download.download_url(source.path), None
+    # The Hub copy only: the official bucket refuses anonymous downloads.
     return download.hf_download(source.info.hub_repo, source.info.hub_filename), source.info.format
