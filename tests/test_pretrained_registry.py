@@ -1,9 +1,7 @@
-"""The checkpoint registry: every tag resolves, and loads from a file of its layout.
+"""The checkpoint registry: every tag resolves, and loads from a file in the layout of its Hub copy.
 
-Each plain-ViT row is loaded from a synthetic file in the layout of its Hub copy (written by `transformers`, and
-mapped to timm's names for the timm rows) with the row's patch size, resolution, head and pre_logits, but a tiny
-width and two blocks; the download is replaced by a function that checks the requested repo and file. One row is also
-loaded at full size.
+The files are written by `transformers` (mapped to timm's names for timm rows) with each row's patch size,
+resolution, head and pre_logits, but a tiny width; the download is faked and checks the requested repo and file.
 """
 
 import keras
@@ -78,29 +76,22 @@ def test_a_registry_checkpoint_at_full_size(monkeypatch, tmp_path):
 
 
 def test_every_variant_has_checkpoints_and_sources():
-    for variant in VARIANTS:
+    for variant, arch in VARIANTS.items():
         rows = pretrained.checkpoints(variant)
         assert rows or variant == "R26+B/32", variant  # never published
-        patch = VARIANTS[variant]["patch_size"]
         for info in rows:
-            assert info.resolution % patch == 0 and info.hub_filename.endswith(".safetensors")
-            if "resnet_stages" in VARIANTS[variant]:
-                assert info.hub_repo.startswith("timm/vit_") and info.hub_repo.endswith(
-                    f"_{info.resolution}.{info.tag}"
-                )
-            elif info.format == "timm":
-                assert info.hub_repo.endswith(f"_patch{patch}_{info.resolution}.{info.tag}"), info
-            else:
-                assert f"-patch{patch}-{info.resolution}" in info.hub_repo, info
-            if info.url:
-                assert info.url.startswith("https://storage.googleapis.com/vit_models/") and info.url.endswith(".npz")
-            if info.top1 is not None:
-                assert info.tag in registry.IMAGENET_1K_TAGS, info
+            assert info.resolution % arch["patch_size"] == 0 and info.hub_filename.endswith(".safetensors")
+            assert info.hub_repo.startswith({"timm": "timm/vit_", "hf": "google/vit-"}[info.format])
+            patch = "" if "resnet_stages" in arch else f"patch{arch['patch_size']}"
+            timm_suffix = f"{patch}_{info.resolution}.{info.tag}"
+            assert info.hub_repo.endswith(timm_suffix) or f"{patch}-{info.resolution}" in info.hub_repo
+            assert info.url is None or info.url.startswith(registry.BUCKET) and info.url.endswith(".npz")
+            assert info.top1 is None or info.tag in registry.IMAGENET_1K_TAGS
 
 
 def test_official_urls_match_the_published_names():
     # Spot checks against the file names listed in timm's default_cfgs.
-    bucket = "https://storage.googleapis.com/vit_models/"
+    bucket = registry.BUCKET
     assert pretrained.resolve("B/16", "augreg_in21k_ft_in1k", (384, 384)).url == bucket + (
         "augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.01-res_384.npz"
     )
