@@ -32,14 +32,13 @@ def _load_row(info, monkeypatch, tmp_path, arch):
         path = str(tmp_path / "hf" / "model.safetensors")
     requested = ph.fake_hub(monkeypatch, path)
     monkeypatch.setattr(download, "download_url", lambda *a, **k: pytest.fail("the Hub copy must come first"))
-    kwargs = dict(input_shape=(info.resolution, info.resolution, 3))
-    if info.classes is None:
-        kwargs.update(include_top=False, pooling="token")
-    else:
-        kwargs.update(classes=info.classes)
-    if info.pre_logits:
-        kwargs["representation_size"] = arch["hidden_dim"]
-    model = CONSTRUCTORS["ViT" + info.variant.replace("/", "")](weights=info.tag, **kwargs)
+    top = dict(classes=info.classes) if info.classes else dict(include_top=False, pooling="token")
+    model = CONSTRUCTORS["ViT" + info.variant.replace("/", "")](
+        weights=info.tag,
+        input_shape=(info.resolution, info.resolution, 3),
+        representation_size=arch["hidden_dim"] if info.pre_logits else None,
+        **top,
+    )
     assert requested == [(info.hub_repo, info.hub_filename)]
     cls_token = state.get("cls_token", state.get("vit.embeddings.cls_token", state.get("embeddings.cls_token")))
     return model, cls_token
