@@ -137,10 +137,7 @@ def read_checkpoint(path):
     if os.path.isdir(path):
         candidate = os.path.join(path, "model.safetensors")
         if not os.path.isfile(candidate):
-            raise CheckpointError(
-                f"{path} is a directory without model.safetensors. Pass the checkpoint file itself "
-                f"(found: {sorted(os.listdir(path))[:10]})."
-            )
+            raise CheckpointError(f"{path} is a folder without model.safetensors: pass the checkpoint file itself.")
         path = candidate
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No checkpoint file at {path}.")

@@ -31,17 +31,12 @@ class WeightsSource:
 
 def parse_hub_handle(handle):
     """Parses `hf://org/repo[/path/file.safetensors][@revision]`."""
-    body, at, revision = handle[len(HUB_SCHEME) :].rpartition("@")
-    if not at:
-        body = revision
+    body, at, revision = handle[len(HUB_SCHEME) :].partition("@")
     parts = [part for part in body.split("/") if part]
     if len(parts) < 2 or (at and not revision):
-        raise ValueError(
-            "A Hub handle is 'hf://org/repo', optionally followed by '/file.safetensors' and "
-            f"'@revision'. Received: {handle!r}"
-        )
+        raise ValueError(f"A Hub handle is 'hf://org/repo[/file.safetensors][@revision]'. Received: {handle!r}")
     filename = "/".join(parts[2:]) or "model.safetensors"
-    return WeightsSource("hub", repo_id="/".join(parts[:2]), filename=filename, revision=revision if at else None)
+    return WeightsSource("hub", repo_id="/".join(parts[:2]), filename=filename, revision=revision or None)
 
 
 def resolve_source(variant, weights, image_size=(224, 224)):
