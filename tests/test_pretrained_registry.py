@@ -106,16 +106,9 @@ def test_official_urls_match_the_published_names():
     assert pretrained.resolve("R50+B/16", "orig_in21k", (224, 224)).url == bucket + "imagenet21k/R50+ViT-B_16.npz"
 
 
-@pytest.fixture
-def no_network(monkeypatch):
-    def forbidden(*args, **kwargs):
-        pytest.fail("network access before the tag was validated")
-
-    monkeypatch.setattr(download, "hf_download", forbidden)
-    monkeypatch.setattr(download, "download_url", forbidden)
-
-
-def test_unknown_weights_fail_before_any_download(no_network):
+def test_unknown_weights_fail_before_any_download(monkeypatch):
+    for name in ("hf_download", "download_url"):
+        monkeypatch.setattr(download, name, lambda *a, **k: pytest.fail("network access before the tag was validated"))
     with pytest.raises(ValueError) as info:
         keras_vit.ViTB16(weights="augreg_in22k_ft_in1k")
     for tag in ("augreg_in22k_ft_in1k", "augreg2_in21k_ft_in1k", "augreg_in21k_ft_in1k", "orig_in21k", "imagenet"):

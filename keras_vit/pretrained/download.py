@@ -59,8 +59,8 @@ def _preseed_hint(command):
 
 def check_url(url):
     """Returns `url` if it is an http(s) URL with a host, else raises `ValueError`."""
-    parsed = urllib.parse.urlparse(url) if isinstance(url, str) else None
-    if parsed is None or parsed.scheme not in ("https", "http") or not parsed.hostname:
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in ("https", "http") or not parsed.hostname:
         raise ValueError(f"`url` must be an https or http URL with a host. Received: url={url!r}")
     return url
 

@@ -150,9 +150,8 @@ _GOOGLE_ROWS = (
 def _official_url(variant, tag, resolution):
     """The official bucket file of a checkpoint; None for timm's own augreg2 fine-tunes."""
     if tag in ("orig_in21k", "orig_in21k_ft_in1k"):
-        backbone, _, vit = variant.rpartition("+")
-        name = f"{backbone}+ViT-" if backbone else "ViT-"
-        name += vit.replace("/", "_")
+        backbone, plus, vit = variant.rpartition("+")
+        name = f"{backbone}{plus}ViT-{vit.replace('/', '_')}"
         if tag == "orig_in21k":
             return f"{BUCKET}imagenet21k/{name}.npz"
         return f"{BUCKET}imagenet21k+imagenet2012/{name}{'-224' if resolution == 224 else ''}.npz"
