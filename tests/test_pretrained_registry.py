@@ -1,9 +1,7 @@
-"""The checkpoint registry: every tag resolves, and loads from a file of its layout.
+"""The checkpoint registry: every tag resolves, and loads from a file in the layout of its Hub copy.
 
-Each plain-ViT row is loaded from a synthetic file in the layout of its Hub copy (written by `transformers`, and
-mapped to timm's names for the timm rows) with the row's patch size, resolution, head and pre_logits, but a tiny
-width and two blocks; the download is replaced by a function that checks the requested repo and file. One row is also
-loaded at full size.
+The files are written by `transformers` (mapped to timm's names for timm rows) with each row's patch size,
+resolution, head and pre_logits, but a tiny width; the download is faked and checks the requested repo and file.
 """
 
 import keras
@@ -34,14 +32,13 @@ def _load_row(info, monkeypatch, tmp_path, arch):
         path = str(tmp_path / "hf" / "model.safetensors")
     requested = ph.fake_hub(monkeypatch, path)
     monkeypatch.setattr(download, "download_url", lambda *a, **k: pytest.fail("the Hub copy must come first"))
-    kwargs = dict(input_shape=(info.resolution, info.resolution, 3))
-    if info.classes is None:
-        kwargs.update(include_top=False, pooling="token")
-    else:
-        kwargs.update(classes=info.classes)
-    if info.pre_logits:
-        kwargs["representation_size"] = arch["hidden_dim"]
-    model = CONSTRUCTORS["ViT" + info.variant.replace("/", "")](weights=info.tag, **kwargs)
+    top = dict(classes=info.classes) if info.classes else dict(include_top=False, pooling="token")
+    model = CONSTRUCTORS["ViT" + info.variant.replace("/", "")](
+        weights=info.tag,
+        input_shape=(info.resolution, info.resolution, 3),
+        representation_size=arch["hidden_dim"] if info.pre_logits else None,
+        **top,
+    )
     assert requested == [(info.hub_repo, info.hub_filename)]
     cls_token = state.get("cls_token", state.get("vit.embeddings.cls_token", state.get("embeddings.cls_token")))
     return model, cls_token
@@ -78,29 +75,22 @@ def test_a_registry_checkpoint_at_full_size(monkeypatch, tmp_path):
 
 
 def test_every_variant_has_checkpoints_and_sources():
-    for variant in VARIANTS:
+    for variant, arch in VARIANTS.items():
         rows = pretrained.checkpoints(variant)
         assert rows or variant == "R26+B/32", variant  # never published
-        patch = VARIANTS[variant]["patch_size"]
         for info in rows:
-            assert info.resolution % patch == 0 and info.hub_filename.endswith(".safetensors")
-            if "resnet_stages" in VARIANTS[variant]:
-                assert info.hub_repo.startswith("timm/vit_") and info.hub_repo.endswith(
-                    f"_{info.resolution}.{info.tag}"
-                )
-            elif info.format == "timm":
-                assert info.hub_repo.endswith(f"_patch{patch}_{info.resolution}.{info.tag}"), info
-            else:
-                assert f"-patch{patch}-{info.resolution}" in info.hub_repo, info
-            if info.url:
-                assert info.url.startswith("https://storage.googleapis.com/vit_models/") and info.url.endswith(".npz")
-            if info.top1 is not None:
-                assert info.tag in registry.IMAGENET_1K_TAGS, info
+            assert info.resolution % arch["patch_size"] == 0 and info.hub_filename.endswith(".safetensors")
+            assert info.hub_repo.startswith({"timm": "timm/vit_", "hf": "google/vit-"}[info.format])
+            patch = "" if "resnet_stages" in arch else f"patch{arch['patch_size']}"
+            timm_suffix = f"{patch}_{info.resolution}.{info.tag}"
+            assert info.hub_repo.endswith(timm_suffix) or f"{patch}-{info.resolution}" in info.hub_repo
+            assert info.url is None or info.url.startswith(registry.BUCKET) and info.url.endswith(".npz")
+            assert info.top1 is None or info.tag in registry.IMAGENET_1K_TAGS
 
 
 def test_official_urls_match_the_published_names():
     # Spot checks against the file names listed in timm's default_cfgs.
-    bucket = "https://storage.googleapis.com/vit_models/"
+    bucket = registry.BUCKET
     assert pretrained.resolve("B/16", "augreg_in21k_ft_in1k", (384, 384)).url == bucket + (
         "augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.01-res_384.npz"
     )
@@ -116,16 +106,9 @@ def test_official_urls_match_the_published_names():
     assert pretrained.resolve("R50+B/16", "orig_in21k", (224, 224)).url == bucket + "imagenet21k/R50+ViT-B_16.npz"
 
 
-@pytest.fixture
-def no_network(monkeypatch):
-    def forbidden(*args, **kwargs):
-        pytest.fail("network access before the tag was validated")
-
-    monkeypatch.setattr(download, "hf_download", forbidden)
-    monkeypatch.setattr(download, "download_url", forbidden)
-
-
-def test_unknown_weights_fail_before_any_download(no_network):
+def test_unknown_weights_fail_before_any_download(monkeypatch):
+    for name in ("hf_download", "download_url"):
+        monkeypatch.setattr(download, name, lambda *a, **k: pytest.fail("network access before the tag was validated"))
     with pytest.raises(ValueError) as info:
         keras_vit.ViTB16(weights="augreg_in22k_ft_in1k")
     for tag in ("augreg_in22k_ft_in1k", "augreg2_in21k_ft_in1k", "augreg_in21k_ft_in1k", "orig_in21k", "imagenet"):

@@ -1,7 +1,4 @@
-"""The layout tables: every layout is read back exactly as it is written (pure NumPy: the tensorflow run).
-
-The numerics of each layout against independent references are in test_pretrained_converters.
-"""
+"""Every layout reads back exactly what it writes (pure NumPy; numerics: test_pretrained_converters)."""
 
 import dataclasses
 

@@ -1,20 +1,10 @@
-"""The two errors of the pretrained-weights machinery.
-
-`CheckpointError` (a `ValueError`): a checkpoint that cannot be used.
-`DownloadError` (an `OSError`): a file that cannot be fetched.
-"""
+"""The two errors of the pretrained-weights machinery."""
 
 _LIST_LIMIT = 12
 
 
 class CheckpointError(ValueError):
-    """A checkpoint keras_vit cannot use; the message names the file and what is wrong.
-
-    Attributes:
-        missing: names the model needs but the checkpoint lacks.
-        unexpected: checkpoint names nothing in the model uses.
-        mismatched: `(name, checkpoint_shape, model_shape)` tuples.
-    """
+    """A checkpoint keras_vit cannot use; `missing`, `unexpected` and `mismatched` (name, got, want) list why."""
 
     def __init__(self, message, missing=(), unexpected=(), mismatched=()):
         super().__init__(message)
@@ -24,7 +14,7 @@ class CheckpointError(ValueError):
 
 
 class DownloadError(OSError):
-    """A checkpoint could not be fetched into the cache; the message says how to pre-seed it."""
+    """A checkpoint could not be fetched; the message says how to pre-seed the cache."""
 
 
 def _summarise(names):

@@ -1,12 +1,8 @@
 """Reading and writing checkpoint files as dicts of NumPy arrays.
 
-`.npz` files are read with `numpy.load(allow_pickle=False)` and safetensors
-with the `safetensors` library; nothing is ever unpickled. The one check left
-here is the one neither library makes: each `.npz` member's declared shape is
-compared with its size in the archive, and members are decompressed only
-when a layout uses them, so a small archive cannot inflate a huge member.
-Pickles and Keras saves are recognised by their bytes and refused with what
-to do instead. Writes are atomic (`keras_vit.utils.files`).
+`.npz` files are read with `numpy.load(allow_pickle=False)` and safetensors with
+the `safetensors` library. The one check added here: each `.npz` member's
+declared size is compared with the archive's before it is decompressed.
 """
 
 import json
@@ -23,32 +19,17 @@ from keras_vit.utils import extras, files
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 _DAMAGED = "Delete it and download it again."
 _PICKLE_HINT = (
-    "PyTorch .pth/.pt/.bin checkpoints are pickles, and unpickling can run arbitrary code, so "
-    "keras_vit refuses them. Use the safetensors file of the same checkpoint (the Hub repos of "
-    "timm/ and google/ ViTs have one: model.safetensors), or convert it yourself in a trusted "
-    "environment: `safetensors.torch.save_file(torch.load(path, weights_only=True), "
-    "'model.safetensors')`."
+    "Unpickling can run arbitrary code, so keras_vit refuses pickles. Use the checkpoint's model.safetensors "
+    "(timm/ and google/ Hub repos have one), or convert it in a trusted environment: "
+    "`safetensors.torch.save_file(torch.load(path, weights_only=True), 'model.safetensors')`."
 )
 
 
 def detect_container(path):
-    """Returns `"npz"` or `"safetensors"` from a file's bytes; refuses pickles and Keras saves."""
+    """Returns `"npz"` or `"safetensors"` from a file's first bytes; refuses pickles and HDF5 files."""
     with open(path, "rb") as handle:
         head = handle.read(16)
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        try:
-            with zipfile.ZipFile(path) as archive:
-                names = archive.namelist()
-        except zipfile.BadZipFile as error:
-            raise CheckpointError(f"{path} is a damaged zip archive (.npz): {error}. {_DAMAGED}") from error
-        if any(name.endswith("data.pkl") for name in names):
-            raise CheckpointError(f"{path} is a PyTorch zip checkpoint. {_PICKLE_HINT}")
-        if "model.weights.h5" in names and "config.json" in names:
-            raise CheckpointError(
-                f"{path} is a Keras .keras save (a whole model), not a checkpoint. Load it with "
-                f"`keras.saving.load_model({path!r})`, or convert its weights for `weights=` with "
-                f"`keras-vit convert {path} weights.npz` (then `weights='weights.npz'`)."
-            )
         return "npz"
     # An 8-byte header length, then a JSON object; tested before pickles (a length can start with 0x80).
     if len(head) >= 9 and 0 < struct.unpack("<Q", head[:8])[0] < 100 << 20 and head[8:9] == b"{":
@@ -57,9 +38,7 @@ def detect_container(path):
         raise CheckpointError(f"{path} is a pickle (PyTorch-style) file. {_PICKLE_HINT}")
     if head.startswith(b"\x89HDF"):
         raise CheckpointError(
-            f"{path} is an HDF5 file (a Keras .h5/.weights.h5 save?). Load Keras saves with "
-            "`keras.saving.load_model` or `model.load_weights`; `weights=` takes published "
-            "checkpoints (.npz, .safetensors)."
+            f"{path} is an HDF5 file (a Keras save?): load it with `keras.saving.load_model` or `model.load_weights`."
         )
     raise CheckpointError(
         f"{path} is neither a NumPy .npz nor a safetensors file (first bytes: {head[:8]!r}). "
@@ -67,13 +46,12 @@ def detect_container(path):
     )
 
 
-def read_safetensors(path, with_metadata=False):
-    """Reads a safetensors file into `{name: np.ndarray}` (and its `__metadata__`); bfloat16 becomes float32."""
+def read_safetensors(path):
+    """Reads a safetensors file into `({name: np.ndarray}, metadata)`; bfloat16 becomes float32."""
     extras.check("safetensors", needed_for="reading a .safetensors checkpoint")
     import ml_dtypes  # a Keras dependency: registers bfloat16 with NumPy for safetensors' reader
     from safetensors import SafetensorError, safe_open
 
-    path = os.fspath(path)
     tensors = {}
     try:
         with safe_open(path, framework="numpy") as handle:
@@ -85,7 +63,7 @@ def read_safetensors(path, with_metadata=False):
     for name, array in tensors.items():
         if array.dtype == ml_dtypes.bfloat16:
             tensors[name] = array.astype(np.float32)
-    return (tensors, metadata) if with_metadata else tensors
+    return tensors, metadata
 
 
 class NpzMember:
@@ -103,24 +81,36 @@ class NpzMember:
         return array if dtype is None else array.astype(dtype)
 
 
+def _refuse_other_zips(path, names):
+    if any(name.endswith("data.pkl") for name in names):
+        raise CheckpointError(f"{path} is a PyTorch zip checkpoint. {_PICKLE_HINT}")
+    if "model.weights.h5" in names and "config.json" in names:
+        raise CheckpointError(
+            f"{path} is a .keras save (a whole model): load it with `keras.saving.load_model`, or "
+            f"`keras-vit convert {path} weights.npz` for `weights='weights.npz'`."
+        )
+
+
+def _read_npy_header(archive, info):
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(member)
+        return shape, dtype, member.tell()
+
+
 def read_npz(path):
     """Reads an `.npz` into `{name: NpzMember}`, every member's header checked against its size first."""
-    path = os.fspath(path)
     members = {}
     try:
         with zipfile.ZipFile(path) as archive:
+            _refuse_other_zips(path, archive.namelist())
             for info in archive.infolist():
                 field = f"member {info.filename!r}"
                 if not info.filename.endswith(".npy"):
                     raise CheckpointError(f"{path}: {field} is not a .npy array (an .npz holds only .npy members).")
                 try:
-                    with archive.open(info) as member:
-                        version = np.lib.format.read_magic(member)
-                        if version == (1, 0):
-                            shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-                        else:
-                            shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-                        header_length = member.tell()
+                    shape, dtype, header_length = _read_npy_header(archive, info)
                 except (ValueError, SyntaxError) as error:
                     raise CheckpointError(f"{path}: the header of {field} cannot be read ({error}).") from error
                 if dtype.hasobject:
@@ -147,10 +137,7 @@ def read_checkpoint(path):
     if os.path.isdir(path):
         candidate = os.path.join(path, "model.safetensors")
         if not os.path.isfile(candidate):
-            raise CheckpointError(
-                f"{path} is a directory without model.safetensors. Pass the checkpoint file itself "
-                f"(found: {sorted(os.listdir(path))[:10]})."
-            )
+            raise CheckpointError(f"{path} is a folder without model.safetensors: pass the checkpoint file itself.")
         path = candidate
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No checkpoint file at {path}.")
@@ -158,10 +145,9 @@ def read_checkpoint(path):
     if detect_container(path) == "npz":
         tensors = read_npz(path)
     else:
-        tensors, metadata = read_safetensors(path, with_metadata=True)
-        config_path = os.path.join(os.path.dirname(path), "config.json")
+        tensors, metadata = read_safetensors(path)
         try:
-            with open(config_path) as handle:
+            with open(os.path.join(os.path.dirname(path), "config.json")) as handle:
                 metadata["config"] = json.load(handle)
         except (OSError, json.JSONDecodeError):
             pass  # no (or a broken) neighbouring config only loses a hint, never weights

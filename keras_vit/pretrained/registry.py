@@ -1,13 +1,10 @@
-"""The published ViT checkpoints as data, and looking them up without touching the network.
+"""The published ViT checkpoints as data (from timm's `default_cfgs` and the vision_transformer README).
 
-One row per file: its Hub copy (`timm/...` in timm's layout, `google/...` in
-transformers'), the official bucket file it came from (provenance: the bucket
-refuses anonymous downloads) and its ImageNet-1k top-1 (timm's
-`results-imagenet.csv` unless a row says otherwise); sources: timm's
-`default_cfgs` and the vision_transformer README. `orig_*` tags are the
-paper's, `augreg_*` "How to train your ViT?" (Steiner et al. 2021), `augreg2_*`
-timm's further fine-tune; `"imagenet"` is the best ImageNet-1k classifier at
-the resolution nearest the model's input.
+One row per file: its Hub copy (`timm/...` in timm's layout, `google/...` in transformers'), the official bucket
+file it came from (provenance: the bucket refuses anonymous downloads) and its ImageNet-1k top-1 (timm's
+`results-imagenet.csv` unless a row says otherwise). `orig_*` tags are the paper's, `augreg_*` "How to train your
+ViT?" (Steiner et al. 2021), `augreg2_*` timm's further fine-tune; `"imagenet"` is the best ImageNet-1k
+classifier at the resolution nearest the model's input.
 """
 
 import dataclasses
@@ -28,8 +25,7 @@ VARIANT_NOTES = {
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointInfo:
-    """One published checkpoint file: its variant (`"B/16"`), tag, training resolution, head classes (None: no
-    head), whether it has `pre_logits`, its Hub copy and that copy's layout, the official file, top-1 and license."""
+    """One published checkpoint file (`classes` None: no head; `url`: the official file it came from)."""
 
     variant: str
     tag: str
@@ -61,13 +57,7 @@ _TIMM_NAMES = {
     "R26+S/32": "vit_small_r26_s32",
     "R50+B/16": "vit_base_r50_s16",
     "R50+L/32": "vit_large_r50_s32",
-}
-_GOOGLE_NAMES = {
-    "B/16": "vit-base-patch16",
-    "B/32": "vit-base-patch32",
-    "L/16": "vit-large-patch16",
-    "L/32": "vit-large-patch32",
-    "H/14": "vit-huge-patch14",
+    "H/14": "vit_huge_patch14",
 }
 
 # The AugReg runs encode their recipe in the file name: the ImageNet-21k run of each variant and the
@@ -160,9 +150,8 @@ _GOOGLE_ROWS = (
 def _official_url(variant, tag, resolution):
     """The official bucket file of a checkpoint; None for timm's own augreg2 fine-tunes."""
     if tag in ("orig_in21k", "orig_in21k_ft_in1k"):
-        backbone, _, vit = variant.rpartition("+")
-        name = f"{backbone}+ViT-" if backbone else "ViT-"
-        name += vit.replace("/", "_")
+        backbone, plus, vit = variant.rpartition("+")
+        name = f"{backbone}{plus}ViT-{vit.replace('/', '_')}"
         if tag == "orig_in21k":
             return f"{BUCKET}imagenet21k/{name}.npz"
         return f"{BUCKET}imagenet21k+imagenet2012/{name}{'-224' if resolution == 224 else ''}.npz"
@@ -178,35 +167,26 @@ def _official_url(variant, tag, resolution):
     return f"{BUCKET}augreg/{stem}--imagenet2012-steps_20k-lr_{lr}-res_{resolution}.npz"
 
 
-def _rows():
-    for variant, tag, resolution, classes, top1 in _TIMM_ROWS:
-        yield CheckpointInfo(
-            variant,
-            tag,
-            resolution,
-            classes,
-            pre_logits=False,
-            hub_repo=f"timm/{_TIMM_NAMES[variant]}_{resolution}.{tag}",
-            format="timm",
-            url=_official_url(variant, tag, resolution),
-            top1=top1,
-        )
-    for variant, tag, resolution, classes, top1 in _GOOGLE_ROWS:
-        suffix = "-in21k" if tag == "orig_in21k" else ""
-        yield CheckpointInfo(
-            variant,
-            tag,
-            resolution,
-            classes,
-            pre_logits=tag == "orig_in21k",
-            hub_repo=f"google/{_GOOGLE_NAMES[variant]}-{resolution}{suffix}",
-            format="hf",
-            url=_official_url(variant, tag, resolution),
-            top1=top1,
-        )
+def _row(format, variant, tag, resolution, classes, top1):
+    name = _TIMM_NAMES[variant]
+    if format == "timm":
+        hub_repo = f"timm/{name}_{resolution}.{tag}"
+    else:
+        hub_repo = f"google/{name.replace('_', '-')}-{resolution}" + ("-in21k" if tag == "orig_in21k" else "")
+    return CheckpointInfo(
+        variant,
+        tag,
+        resolution,
+        classes,
+        pre_logits=format == "hf" and tag == "orig_in21k",
+        hub_repo=hub_repo,
+        format=format,
+        url=_official_url(variant, tag, resolution),
+        top1=top1,
+    )
 
 
-CHECKPOINTS = tuple(_rows())
+CHECKPOINTS = tuple(_row("timm", *row) for row in _TIMM_ROWS) + tuple(_row("hf", *row) for row in _GOOGLE_ROWS)
 
 
 def checkpoints(variant=None):
@@ -240,28 +220,15 @@ def unknown_tag_message(variant, weights):
 
 
 def resolve(variant, tag, image_size=(224, 224)):
-    """Returns the `CheckpointInfo` of `tag` nearest `image_size`, without touching the network.
-
-    Args:
-        variant: `"B/16"` etc.
-        tag: a tag from `available_tags(variant)` or `"imagenet"`.
-        image_size: `(height, width)` the model will be built at.
+    """Returns the `CheckpointInfo` of `tag` (or `"imagenet"`) for `variant` nearest `image_size`, offline.
 
     Raises:
         ValueError: the tag does not exist for the variant (the message lists the valid ones).
     """
-    entries = checkpoints(variant)
-    if tag == IMAGENET_ALIAS:
-        classifiers = [info for info in entries if info.tag in IMAGENET_1K_TAGS and info.top1 is not None]
-        if not classifiers:
-            raise ValueError(
-                f"No ImageNet-1k classifier is published for ViT-{variant}, so weights='imagenet' has "
-                f"nothing to load. {VARIANT_NOTES.get(variant, '')} "
-                f"Valid tags: {', '.join(available_tags(variant)) or '(none)'}."
-            )
-        resolution = _nearest(classifiers, image_size).resolution
-        return max((info for info in classifiers if info.resolution == resolution), key=lambda info: info.top1)
-    matching = [info for info in entries if info.tag == tag]
-    if not matching:
+    if tag not in available_tags(variant):
         raise ValueError(unknown_tag_message(variant, tag))
-    return _nearest(matching, image_size)
+    if tag != IMAGENET_ALIAS:
+        return _nearest([info for info in checkpoints(variant) if info.tag == tag], image_size)
+    classifiers = [info for info in checkpoints(variant) if info.tag in IMAGENET_1K_TAGS and info.top1 is not None]
+    resolution = _nearest(classifiers, image_size).resolution
+    return max((info for info in classifiers if info.resolution == resolution), key=lambda info: info.top1)

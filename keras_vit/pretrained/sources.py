@@ -1,8 +1,4 @@
-"""What `weights=` can name, and fetching it.
-
-`resolve_source` only parses and looks up (never the network), so a typo
-fails fast; `fetch` then brings the file into a cache.
-"""
+"""What `weights=` can name: `resolve_source` parses it offline (a typo fails fast), `fetch` downloads it."""
 
 import dataclasses
 import os
@@ -35,27 +31,16 @@ class WeightsSource:
 
 def parse_hub_handle(handle):
     """Parses `hf://org/repo[/path/file.safetensors][@revision]`."""
-    body, at, revision = handle[len(HUB_SCHEME) :].rpartition("@")
-    if not at:
-        body = revision
+    body, at, revision = handle[len(HUB_SCHEME) :].partition("@")
     parts = [part for part in body.split("/") if part]
     if len(parts) < 2 or (at and not revision):
-        raise ValueError(
-            "A Hub handle is 'hf://org/repo', optionally followed by '/file.safetensors' and "
-            f"'@revision'. Received: {handle!r}"
-        )
+        raise ValueError(f"A Hub handle is 'hf://org/repo[/file.safetensors][@revision]'. Received: {handle!r}")
     filename = "/".join(parts[2:]) or "model.safetensors"
-    return WeightsSource("hub", repo_id="/".join(parts[:2]), filename=filename, revision=revision if at else None)
+    return WeightsSource("hub", repo_id="/".join(parts[:2]), filename=filename, revision=revision or None)
 
 
 def resolve_source(variant, weights, image_size=(224, 224)):
-    """The `WeightsSource` `weights` names for `variant`, without any network access.
-
-    Args:
-        variant: `"B/16"` etc.
-        weights: a tag or `"imagenet"`, a local file or folder, `"hf://org/repo[/file][@revision]"` or a URL.
-        image_size: `(height, width)` the model is built at (picks the nearest resolution of a tag).
-    """
+    """The `WeightsSource` of `weights` (a tag, a file or folder, `hf://org/repo[/file][@revision]` or a URL)."""
     if not isinstance(weights, (str, os.PathLike)):
         raise ValueError(
             "`weights` must be None, a checkpoint tag, a file path or 'hf://org/repo'. "
@@ -65,10 +50,7 @@ def resolve_source(variant, weights, image_size=(224, 224)):
     if text.startswith(HUB_SCHEME):
         return parse_hub_handle(text)
     if "://" in text:
-        try:
-            return WeightsSource("url", path=download.check_url(text))
-        except ValueError as error:
-            raise ValueError(f"{error} (or 'hf://org/repo' for the Hugging Face Hub)") from None
+        return WeightsSource("url", path=download.check_url(text))
     if text in registry.available_tags(variant):
         return WeightsSource("registry", info=registry.resolve(variant, text, image_size))
     if os.path.exists(text):
@@ -80,10 +62,7 @@ def resolve_source(variant, weights, image_size=(224, 224)):
 
 
 def fetch(source):
-    """Brings the source's file into the cache; returns `(path, format)` (format None: found from the names).
-
-    Registry checkpoints come from their Hub copy only: the official bucket refuses anonymous downloads.
-    """
+    """Brings the source's file into the cache; returns `(path, format)` (format None: found from the names)."""
     if source.kind == "file":
         return source.path, None
     if source.kind == "hub":
@@ -97,4 +76,5 @@ def fetch(source):
         return path, None
     if source.kind == "url":
         return download.download_url(source.path), None
+    # The Hub copy only: the official bucket refuses anonymous downloads.
     return download.hf_download(source.info.hub_repo, source.info.hub_filename), source.info.format
