@@ -23,10 +23,7 @@ FAMILIES = (
 # What `write_weights` reads of the model's arguments (`get_config`'s first call would import TensorFlow).
 ARCHITECTURE = ("patch_size", "hidden_dim", "num_layers", "num_heads", "mlp_dim", "embedding_grid", "mlp_activation")
 ARCHITECTURE += ("layer_norm_epsilon", "num_register_tokens")
-TEXT_TOWER = {
-    "text_model.embeddings.token_embedding.weight": np.ones((4, 8)),
-    "text_projection.weight": np.ones((8, 8)),
-}
+TEXT_TOWER = {"text_model.embeddings.token_embedding.weight": np.ones((4, 8)), "text_projection.weight": np.eye(8)}
 
 
 def saved_reference(model_class, config_class, options, folder):
