@@ -1,4 +1,4 @@
-"""`build_from_checkpoint`: the `VisionTransformer` a checkpoint holds, read from its tensors and timm's config.
+"""`build_from_checkpoint`: the `VisionTransformer` a checkpoint holds, read from its tensors and config.
 
 The tensors tell most of the architecture (`loader.architecture_of_weights`); what they cannot tell (the MLP
 activation, the LayerNorm epsilon, the heads of a fused projection) comes from the timm model name, by the
@@ -41,12 +41,15 @@ UNSUPPORTED_TENSORS = (
     (".attn.norm.", "a norm inside the attention (BEiT-3)"),
     (".lambda_q1", "differential attention (timm's DiffAttention)"),
     (".in_proj.", "parallel attention and MLP blocks (timm's ParallelScalingBlock)"),
+    (".mlp.weights_in.", "a SwiGLU MLP (DINOv2 giant)"),
     ("dist_token", "a distillation token (DeiT)"),
 )
 UNSUPPORTED_NAMES = (
     ("*_rpn_*", "post-norm residual blocks (timm's ResPostBlock)"),
     ("test_vit3", "attention pooling over the prefix tokens (timm's pool_include_prefix)"),
 )
+# transformers' `hidden_act` names of the activations keras_vit builds.
+HF_ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "quick_gelu": "quick_gelu"}
 TIMM_POOLING = {"token": "token", "avg": "gap", "max": "max", "map": "map", "": None}
 
 
@@ -54,10 +57,11 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
     """The `keras_vit.VisionTransformer` a checkpoint holds, with its weights (all or nothing).
 
     The architecture is read from the tensors (class and register tokens, position embedding with or without the
-    prefix tokens, pre-norm, biases, layer scale, final or pooled norm, MAP head, sizes, patch and grid) and from a
-    timm `config.json` next to the file (its model name and `pretrained_cfg`: the pixel mean and std of the built-in
-    scaling). The model is built at the checkpoint's image size and outputs what the checkpoint's own model does
-    (logits: `classifier_activation=None`; an official `.npz` gets the JAX code's tanh GELU).
+    prefix tokens, pre-norm, biases, layer scale, final or pooled norm, MAP head, sizes, patch and grid) and from the
+    `config.json` next to the file: timm's (model name, `pretrained_cfg` with the pixel mean and std) or
+    transformers' (DINOv2, SigLIP, CLIP, ViT: else the class's defaults). Built at the checkpoint's image size, it
+    outputs what the checkpoint's own model does (logits: `classifier_activation=None`; an official `.npz` gets the
+    JAX code's tanh GELU).
 
     Args:
         source: a `.safetensors` or `.npz` file, a `save_pretrained` folder, `"hf://org/repo[/file][@revision]"`,
@@ -186,9 +190,19 @@ def _pooling(found, weights, timm_config):
     return "gap" if found["fc_norm"] or not found["class_token"] else "token"
 
 
+def _transformers_named(checkpoint):
+    """What a transformers `config.json` (else the model class's defaults) says that the tensors do not."""
+    config = checkpoint.transformers_config()
+    if not config:
+        return {}
+    if config["hidden_act"] not in HF_ACTIVATIONS:
+        raise CheckpointError(f"{checkpoint.path}: keras_vit does not build the activation {config['hidden_act']!r}.")
+    return dict(mlp_activation=HF_ACTIVATIONS[config["hidden_act"]], layer_norm_epsilon=config["layer_norm_eps"])
+
+
 def _arguments(checkpoint, name, timm_config, num_heads=None):
     """The `VisionTransformer` arguments of the checkpoint, read from its tensors, config and model name."""
-    named = _named(name)
+    named = dict(_transformers_named(checkpoint), **_named(name))
     if not name and checkpoint.format == "timm":
         logger.info(
             f"{checkpoint.path} does not name its timm model: GELU and LayerNorm epsilon 1e-6 assumed; pass "
@@ -215,6 +229,10 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
     if checkpoint.format == "timm":
         # timm's `resample_abs_pos_embed`, for images of another size.
         arguments.update(resample_method="bicubic", resample_antialias=True)
+    elif checkpoint.format == "hf":
+        # transformers' `interpolate_pos_encoding` (antialiased for DINOv2 with registers), for other sizes.
+        antialias = checkpoint.transformers_config()["model_type"] == "dinov2_with_registers"
+        arguments.update(resample_method="bicubic", resample_antialias=antialias)
     arguments.pop("embedding_grid")
     return arguments
 

@@ -20,16 +20,20 @@ import itertools
 
 from keras_vit.pretrained.errors import CheckpointError
 from keras_vit.pretrained.mapping import (
+    FOLD_CLASS_POSITION,
     IDENTITY,
     MERGE_HEADS_BIAS,
     MERGE_HEADS_IN,
     MERGE_HEADS_OUT,
+    PATCH_POSITIONS,
     TORCH_CONV,
     TRANSPOSE,
     ZERO_CLASS_ROW,
     Layout,
     Part,
     fuse,
+    leading_axes,
+    packed_in_proj,
     rows,
 )
 
@@ -249,25 +253,35 @@ HF_EMBEDDING = Part(
         ("position_embedding/embedding", "embeddings.position_embeddings"),
     ),
 )
-HF_BLOCKS = Part(
-    "transformer blocks",
-    rows(
-        ("norm1/gamma", "layernorm_before.weight"),
-        ("norm1/beta", "layernorm_before.bias"),
-        ("attention/qkv/kernel", [f"attention.attention.{n}.weight" for n in _QKV], fuse(TRANSPOSE, 1)),
-        ("attention/qkv/bias", [f"attention.attention.{n}.bias" for n in _QKV], fuse(IDENTITY, 0)),
-        ("attention/output/kernel", "attention.output.dense.weight", TRANSPOSE),
-        ("attention/output/bias", "attention.output.dense.bias"),
-        ("norm2/gamma", "layernorm_after.weight"),
-        ("norm2/beta", "layernorm_after.bias"),
-        ("mlp/fc1/kernel", "intermediate.dense.weight", TRANSPOSE),
-        ("mlp/fc1/bias", "intermediate.dense.bias"),
-        ("mlp/fc2/kernel", "output.dense.weight", TRANSPOSE),
-        ("mlp/fc2/bias", "output.dense.bias"),
-    ),
-    keras_root=BLOCKS,
-    key_root="encoder.layer.{i}.",
-)
+
+
+def hf_blocks(key_root, norms, qkv, output, mlp, *more):
+    """A transformers encoder's blocks, given the file's names of a block's submodules."""
+    return Part(
+        "transformer blocks",
+        rows(
+            ("norm1/gamma", f"{norms[0]}.weight"),
+            ("norm1/beta", f"{norms[0]}.bias"),
+            ("attention/qkv/kernel", [f"{name}.weight" for name in qkv], fuse(TRANSPOSE, 1)),
+            ("attention/qkv/bias", [f"{name}.bias" for name in qkv], fuse(IDENTITY, 0)),
+            ("attention/output/kernel", f"{output}.weight", TRANSPOSE),
+            ("attention/output/bias", f"{output}.bias"),
+            ("norm2/gamma", f"{norms[1]}.weight"),
+            ("norm2/beta", f"{norms[1]}.bias"),
+            ("mlp/fc1/kernel", f"{mlp[0]}.weight", TRANSPOSE),
+            ("mlp/fc1/bias", f"{mlp[0]}.bias"),
+            ("mlp/fc2/kernel", f"{mlp[1]}.weight", TRANSPOSE),
+            ("mlp/fc2/bias", f"{mlp[1]}.bias"),
+            *more,
+        ),
+        keras_root=BLOCKS,
+        key_root=key_root,
+    )
+
+
+VIT_ATTENTION = ([f"attention.attention.{n}" for n in _QKV], "attention.output.dense")
+VIT_MLP = ("intermediate.dense", "output.dense")
+HF_BLOCKS = hf_blocks("encoder.layer.{i}.", ("layernorm_before", "layernorm_after"), *VIT_ATTENTION, VIT_MLP)
 HF_NORM = Part(
     "encoder norm", rows(("encoder_norm/gamma", "layernorm.weight"), ("encoder_norm/beta", "layernorm.bias"))
 )
@@ -280,6 +294,7 @@ HF_PARTS = (
     torch_dense("pre_logits", "pooler.dense"),
     torch_dense("head", "classifier", prefixed=False),
 )
+VIT = dict(model_type="vit", hidden_act="gelu", layer_norm_eps=1e-12)
 NO_HF_POOLER_WITH_HEAD = (
     "transformers' ViTForImageClassification has no pre_logits (pooler) before its classifier, so a model with "
     "both cannot be exported to the 'hf' layout. Export with include_top=False (ViTModel with pooler) or use the "
@@ -295,15 +310,89 @@ HF_CLASSIFIER = Layout(
     refuses=(("pre_logits/", NO_HF_POOLER_WITH_HEAD),),
     writes=True,
     write_when="head/kernel",
+    config=dict(VIT, architectures=["ViTForImageClassification"]),
 )
-HF_MODEL = Layout(
-    "hf",
-    "Hugging Face transformers",
-    "Hugging Face transformers safetensors (ViTModel)",
-    HF_PARTS,
-    ignore=("embeddings.mask_token",),
-    writes=True,
+
+
+def hf_layout(model_class, parts, write_when, config, prefix=""):
+    """The layout of a transformers `model_class` (with `prefix`: inside a whole CLIPModel's or SiglipModel's file)."""
+    extras = ("text_model.", "text_projection.", "visual_projection.", "logit_scale", "logit_bias") if prefix else ()
+    return Layout(
+        "hf",
+        "Hugging Face transformers",
+        f"Hugging Face transformers safetensors ({prefix}{model_class})",
+        parts,
+        prefix=prefix,
+        ignore=tuple(prefix + name for name in ("embeddings.mask_token", "embeddings.position_ids")) + extras,
+        writes=not prefix,
+        write_when=write_when,
+        config=dict(config, architectures=[model_class]),
+    )
+
+
+HF_MODEL = hf_layout("ViTModel", HF_PARTS, "", VIT)
+MLP = ("mlp.fc1", "mlp.fc2")
+LAYER_SCALE = (("layer_scale1", "layer_scale1.lambda1"), ("layer_scale2", "layer_scale2.lambda1"))
+DINOV2_BLOCKS = hf_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, MLP, *LAYER_SCALE)
+DINOV2_PARTS = (DINOV2_BLOCKS, HF_NORM)
+# The registers first: they recognise the layout.
+HF_REGISTERS_EMBEDDING = Part(
+    "patch embedding",
+    rows(
+        ("register_tokens/token", "embeddings.register_tokens"),
+        ("class_token/token", ["embeddings.cls_token", "embeddings.position_embeddings"], FOLD_CLASS_POSITION),
+        ("position_embedding/embedding", "embeddings.position_embeddings", PATCH_POSITIONS),
+    )
+    + HF_EMBEDDING.rows[:2],
 )
+# SigLIP's and CLIP's vision towers: one encoder, their embeddings and tops differ.
+CLIP_PATCHES = ("patch_embedding/projection/kernel", "embeddings.patch_embedding.weight", TORCH_CONV)
+CLIP_POSITIONS = ("position_embedding/embedding", "embeddings.position_embedding.weight", leading_axes(1))
+CLIP_ATTENTION = ([f"self_attn.{n}_proj" for n in "qkv"], "self_attn.out_proj")
+CLIP_BLOCKS = hf_blocks("encoder.layers.{i}.", ("layer_norm1", "layer_norm2"), *CLIP_ATTENTION, MLP)
+CLIP_NORM = Part(
+    "encoder norm", rows(("encoder_norm/gamma", "post_layernorm.weight"), ("encoder_norm/beta", "post_layernorm.bias"))
+)
+SIGLIP_HEAD = Part(
+    "attention pooling",
+    rows(
+        ("latent", "probe"),
+        ("query/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=True)),
+        ("query/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=True)),
+        ("key_value/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=False)),
+        ("key_value/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=False)),
+        ("output/kernel", "attention.out_proj.weight", TRANSPOSE),
+        ("output/bias", "attention.out_proj.bias"),
+        ("norm/gamma", "layernorm.weight"),
+        ("norm/beta", "layernorm.bias"),
+    )
+    + TIMM_ATTENTION_POOL.rows[-4:],  # the same `mlp.fc1`, `mlp.fc2`
+    keras_root="pooling/",
+    key_root="head.",
+    optional=True,
+)
+SIGLIP_EMBEDDING = rows(CLIP_PATCHES, ("patch_embedding/projection/bias", "embeddings.patch_embedding.bias"))
+CLIP_EMBEDDING = rows(
+    CLIP_PATCHES,
+    ("class_token/token", "embeddings.class_embedding", leading_axes(2)),
+    ("norm_pre/gamma", "pre_layrnorm.weight"),
+    ("norm_pre/beta", "pre_layrnorm.bias"),
+)
+SIGLIP_PARTS = (Part("patch embedding", SIGLIP_EMBEDDING + rows(CLIP_POSITIONS)), CLIP_BLOCKS, CLIP_NORM, SIGLIP_HEAD)
+CLIP_PARTS = (Part("patch embedding", CLIP_EMBEDDING + rows(CLIP_POSITIONS)), CLIP_BLOCKS, CLIP_NORM)
+DINOV2 = dict(model_type="dinov2", hidden_act="gelu", layer_norm_eps=1e-6)
+SIGLIP = dict(model_type="siglip_vision_model", hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6)
+CLIP = dict(model_type="clip_vision_model", hidden_act="quick_gelu", layer_norm_eps=1e-5)
+REGISTERS = dict(DINOV2, model_type="dinov2_with_registers")
+HF_FAMILY = (
+    hf_layout("Dinov2WithRegistersModel", (HF_REGISTERS_EMBEDDING, *DINOV2_PARTS), "register_tokens/token", REGISTERS),
+    hf_layout("Dinov2Model", (HF_EMBEDDING, *DINOV2_PARTS), "encoder_block_0/layer_scale1", DINOV2),
+)
+for prefix in ("", "vision_model."):
+    HF_FAMILY += (
+        hf_layout("SiglipVisionModel", SIGLIP_PARTS, "pooling/latent", SIGLIP, prefix),
+        hf_layout("CLIPVisionModel", CLIP_PARTS, "norm_pre/gamma", CLIP, prefix),
+    )
 
 # ---------------------------------------------------------------- hybrids: the ResNet backbone
 # keras_vit (`keras_vit.layers.resnet`): `patch_embedding/backbone/conv_root`, `gn_root`,
@@ -382,7 +471,7 @@ def _hybrid(layout, parts, what, write_when):
 # plain layout; a hybrid file's backbone tensors make its hybrid layout score higher.
 LAYOUTS = (
     tuple(official_layouts())
-    + (TIMM, HF_CLASSIFIER, HF_MODEL)
+    + (TIMM, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
     + tuple(_hybrid(layout, OFFICIAL_BACKBONE, "ResNet backbone", ROOT_KERNEL) for layout in official_layouts())
     + (
         _hybrid(TIMM, TIMM_BACKBONE, "ResNet stages", BACKBONE + "block1_unit1/conv1/kernel"),
@@ -431,13 +520,17 @@ def to_keras(tensors, format=None, layouts=LAYOUTS):
     return layout.read(tensors), layout.description
 
 
-def from_keras(weights, format, num_heads=None, layouts=LAYOUTS):
-    """Converts keras_vit weights to `format` (`"official"` needs `num_heads`)."""
+def writing_layout(weights, format, layouts=LAYOUTS):
+    """The layout among `layouts` that `from_keras` writes these keras_vit weights in."""
     formats = tuple(dict.fromkeys(layout.format for layout in layouts))
     if format not in formats:
         raise ValueError(f"`format` must be one of {formats}. Received: format={format!r}")
     candidates = [layout for layout in layouts if layout.format == format and layout.writes]
     # A layout written only for some weights (a head, a ResNet backbone) wins over an unconditional one.
     candidates.sort(key=lambda layout: not layout.write_when)
-    layout = next(layout for layout in candidates if not layout.write_when or layout.write_when in weights)
-    return layout.write(weights, {"num_heads": num_heads})
+    return next(layout for layout in candidates if not layout.write_when or layout.write_when in weights)
+
+
+def from_keras(weights, format, num_heads=None, layouts=LAYOUTS):
+    """Converts keras_vit weights to `format` (`"official"` needs `num_heads`)."""
+    return writing_layout(weights, format, layouts).write(weights, {"num_heads": num_heads})

@@ -24,23 +24,28 @@ def model_weights(model):
 
 
 def hf_config(architecture, weights):
-    """A `transformers` `ViTConfig` dict for these weights of a model of `architecture` (its arguments)."""
+    """The `transformers` `config.json` for these weights of a model of `architecture` (its arguments)."""
     grid, patch = architecture["embedding_grid"], architecture["patch_size"]
     if patch[0] != patch[1]:
-        raise ValueError(f"transformers' ViT needs square patches. Received: patch_size={patch}")
+        raise ValueError(f"transformers needs square patches. Received: patch_size={patch}")
     image_size = [grid[0] * patch[0], grid[1] * patch[1]]
+    layout = converters.writing_layout(weights, "hf")
+    mlp_ratio = architecture["mlp_dim"] / architecture["hidden_dim"]
+    activation = architecture.get("mlp_activation", "gelu")  # "gelu" and "quick_gelu" are transformers' names too
     config = {
-        "model_type": "vit",
-        "architectures": ["ViTModel"],
+        "model_type": layout.config["model_type"],
+        "architectures": layout.config["architectures"],
         "hidden_size": architecture["hidden_dim"],
         "num_hidden_layers": architecture["num_layers"],
         "num_attention_heads": architecture["num_heads"],
         "intermediate_size": architecture["mlp_dim"],
-        "hidden_act": "gelu_pytorch_tanh" if architecture.get("mlp_activation") == "gelu_tanh" else "gelu",
+        "mlp_ratio": int(mlp_ratio) if mlp_ratio.is_integer() else mlp_ratio,  # DINOv2's MLP width
+        "hidden_act": {"gelu_tanh": "gelu_pytorch_tanh"}.get(activation, activation),
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
         "initializer_range": 0.02,
-        "layer_norm_eps": 1e-6,
+        "layer_norm_eps": architecture.get("layer_norm_epsilon", 1e-6),
+        "num_register_tokens": architecture.get("num_register_tokens", 0),
         "image_size": image_size[0] if image_size[0] == image_size[1] else image_size,
         "patch_size": patch[0],
         "num_channels": int(weights["patch_embedding/projection/kernel"].shape[2]),
@@ -49,7 +54,6 @@ def hf_config(architecture, weights):
     }
     if "head/kernel" in weights:
         classes = int(weights["head/kernel"].shape[1])
-        config["architectures"] = ["ViTForImageClassification"]
         config["id2label"] = {str(i): f"LABEL_{i}" for i in range(classes)}
         config["label2id"] = {f"LABEL_{i}": i for i in range(classes)}
     return config

@@ -38,6 +38,7 @@ class Checkpoint:
         path: the file it was read from.
         shape_facts: what the file's shapes say that the converted weights no longer show (`{"num_heads": 12}`).
         no_embed_class: whether the position embedding covers the patches only (the model's `no_embed_class`).
+        defaults: the `config.json` defaults of the layout's transformers model class, `{}` for other layouts.
     """
 
     weights: dict
@@ -47,6 +48,7 @@ class Checkpoint:
     path: str
     shape_facts: dict = dataclasses.field(default_factory=dict)
     no_embed_class: bool = False
+    defaults: dict = dataclasses.field(default_factory=dict)
 
     @property
     def position_prefix(self):
@@ -56,16 +58,22 @@ class Checkpoint:
         registers = self.weights.get("register_tokens/token")
         return int("class_token/token" in self.weights) + (0 if registers is None else int(registers.shape[1]))
 
-    def _config(self):
+    def transformers_config(self):
+        """The file's transformers `config.json` (a CLIP's or SigLIP's `vision_config`) over its class's defaults."""
         config = self.metadata.get("config")
-        return config if isinstance(config, dict) and config.get("model_type") == "vit" else {}
+        config = config.get("vision_config", config) if isinstance(config, dict) and self.defaults else {}
+        model_type = self.defaults.get("model_type")
+        if config.get("model_type", model_type) != model_type:
+            raise CheckpointError(f"{self.path}: config.json is a {config['model_type']!r} model's, not {self.layout}.")
+        return {**self.defaults, **config}
 
     def declared_heads(self):
         """The attention heads the file declares (per-head shapes, or a transformers `config.json`), or None."""
         if "num_heads" in self.shape_facts:
             return self.shape_facts["num_heads"]
-        if "num_attention_heads" in self._config():
-            return self._positive_pair("config.json num_attention_heads", self._config()["num_attention_heads"])[0]
+        config = self.transformers_config()
+        if "num_attention_heads" in config:
+            return self._positive_pair("config.json num_attention_heads", config["num_attention_heads"])[0]
         return None
 
     def num_heads(self, num_heads=None):
@@ -154,10 +162,11 @@ class Checkpoint:
             parts = grid.split(",")
             numbers = [int(part) if part.strip().isdigit() else part for part in parts]
             return self._positive_pair("metadata['keras_vit.grid_size']", numbers)
-        if "image_size" in self._config():
-            size = self._positive_pair("config.json image_size", self._config()["image_size"])
+        config = self.transformers_config()
+        if "image_size" in config:
+            size = self._positive_pair("config.json image_size", config["image_size"])
             patch = pixels_per_token_of_weights(self.weights)
-            patch = self._positive_pair("config.json patch_size", self._config().get("patch_size", patch[0]))
+            patch = self._positive_pair("config.json patch_size", config.get("patch_size", patch[0]))
             return (size[0] // patch[0], size[1] // patch[1])
         return None
 
@@ -269,7 +278,8 @@ def load_checkpoint(path, format=None):
             f"{path} holds NaN or infinite values in {len(non_finite)} tensor(s): {shown}. A model loaded from it "
             "would only output NaN; the training run that wrote it diverged or the file is damaged."
         )
-    return Checkpoint(weights, layout.format, description, metadata, str(path), layout.shape_facts(tensors))
+    facts = layout.shape_facts(tensors)
+    return Checkpoint(weights, layout.format, description, metadata, str(path), facts, defaults=layout.config)
 
 
 def checkpoint_grid(checkpoint, info=None, target_grid=None):

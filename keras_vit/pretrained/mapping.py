@@ -105,6 +105,28 @@ def _drop_class_row(x, context):
 ZERO_CLASS_ROW = Transform(
     "zero_class_row", lambda x: np.concatenate([np.zeros_like(x[:, :1]), x], axis=1), _drop_class_row
 )
+# transformers' DINOv2 with registers gives only the class token a position row: keras_vit folds it in (as timm
+# does) and keeps the patch rows; written back, the class token's row is zero (the same model).
+FOLD_CLASS_POSITION = Transform("fold_class_position", lambda cls, rows: cls + rows[:, :1], lambda x, context: (x,))
+PATCH_POSITIONS = Transform("patch_positions", lambda x: x[:, 1:], lambda x, context: (ZERO_CLASS_ROW.forward(x),))
+
+
+def leading_axes(count):
+    """The file's tensor lacks `count` leading unit axes (transformers' position tables, CLIP's class token)."""
+    return Transform(
+        f"leading_axes({count})",
+        lambda x: x.reshape((1,) * count + x.shape),
+        lambda x, context: (x.reshape(x.shape[count:]),),
+    )
+
+
+def packed_in_proj(each, query):
+    """The query (else the key-value) rows of a packed `[q; k; v]` (`nn.MultiheadAttention`'s `in_proj`), by `each`."""
+    return Transform(
+        f"packed_in_proj({each.name}, query={query})",
+        lambda x: each.forward(x[: len(x) // 3] if query else x[len(x) // 3 :]),
+        each.backward,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,6 +245,7 @@ class Layout:
         refuses: `(keras prefix, message)`: weights the layout cannot hold (`ValueError(message)` on writing).
         writes: whether `from_keras` may write this layout.
         write_when: the keras_vit path whose presence selects this layout for writing ("" for always).
+        config: the `config.json` defaults of the layout's transformers model class (what the tensors do not show).
     """
 
     format: str
@@ -235,6 +258,7 @@ class Layout:
     refuses: tuple = ()
     writes: bool = False
     write_when: str = ""
+    config: dict = dataclasses.field(default_factory=dict)
 
     def with_parts(self, *parts, **changes):
         """This layout with more parts (and any field changed), e.g. a ResNet stem."""
@@ -327,7 +351,9 @@ class Layout:
         for entry in entries:
             pieces = entry.transform.backward(np.asarray(weights[entry.keras]), context)
             for key, piece in zip(entry.keys, pieces):
-                if entry.index is None:
+                if entry.index is None and key in tensors:
+                    tensors[key] = np.concatenate([tensors[key], piece])  # a packed projection, in row order
+                elif entry.index is None:
                     tensors[key] = np.ascontiguousarray(piece)
                 else:
                     stacks[key].append(piece)  # entries come in block order
