@@ -1,19 +1,15 @@
 """Every code block of README.md runs, and the README's lists match the code.
 
-A fenced block is `python`, shell (`bash`, `shell`, `console`) or `text` (a tree, a diagram). Every code block runs,
-in README order, in one fresh process on the tensorflow backend (this file run as a script, from a folder that
-stands in for a clone, with a fresh HOME), unless the line before it says why it cannot run here:
-
-    <!-- not run by tests/test_readme.py: REASON -->
-
-Shell commands run in that process: `keras-vit` through `keras_vit_cli.main`, `make TARGET` as the commands of its
-recipe (`make -n`; bootstrap built the environment this runs in); a command already run is not run again. What
-differs from the README: the SUBSTITUTIONS below, and the reader's world (`put_world_in_place`): every variant at
-2 blocks, 4 wide per head; the reader's files; a local Hugging Face Hub; tfds:cifar10 made from 24 random images;
-no XLA (compiling costs more than 2 training steps; tests/test_finetune.py trains with XLA).
+A fenced block is `python`, shell (`bash`, `shell`, `console`) or `text`. Every code block runs, in README order, in
+one fresh tensorflow process (this file run as a script, in a folder standing in for a clone, with a fresh HOME),
+unless the line before it says why not: `<!-- not run by tests/test_readme.py: REASON -->`. `keras-vit` runs through
+`keras_vit_cli.main`, `make TARGET` as its recipe's commands (`make -n`), each command once. What differs from the
+README: the SUBSTITUTIONS below and the reader's world (`put_world_in_place`): every variant at 2 blocks, 4 wide per
+head; the reader's files; a local Hugging Face Hub; tfds:cifar10 from 24 random images; no XLA.
 """
 
 import os
+import pathlib
 import re
 import shlex
 import subprocess
@@ -24,9 +20,9 @@ import numpy as np
 import pytest
 
 from keras_vit_cli.commands import COMMANDS
-from tests.helpers import BACKEND, REPO_ROOT
+from tests.helpers import BACKEND, REPO_ROOT, write_images
 
-README = os.path.join(REPO_ROOT, "README.md")
+README = pathlib.Path(REPO_ROOT, "README.md").read_text(encoding="utf-8")
 SHELL = ("bash", "shell", "console")
 LANGUAGES = ("python", "text", *SHELL)
 NOT_RUN = re.compile(r"<!-- not run by tests/test_readme\.py: (.*) -->")
@@ -39,14 +35,9 @@ SUBSTITUTIONS = (
 )
 
 
-def readme_text():
-    with open(README, encoding="utf-8") as file:
-        return file.read()
-
-
 def readme_blocks():
     """`(line, language, code, reason it is not run or None)` for every fenced block of the README."""
-    lines = readme_text().splitlines()
+    lines = README.splitlines()
     blocks = []
     start = None
     for index, line in enumerate(lines):
@@ -80,11 +71,11 @@ def test_every_block_is_code_or_text_and_says_why_it_is_not_run():
     for line, language, _, not_run in blocks:
         assert language in LANGUAGES, f"README.md:{line}: fence language {language!r}"
         assert not_run is None or (language != "text" and len(not_run.split()) >= 4), f"README.md:{line}"
-    assert readme_text().count("not run by tests/test_readme.py") == sum(block[3] is not None for block in blocks)
+    assert README.count("not run by tests/test_readme.py") == sum(block[3] is not None for block in blocks)
 
 
 def test_readme_lists_every_command():
-    listed = re.search(r"`keras-vit ((?:[a-z]+ / )+[a-z]+)`", readme_text())
+    listed = re.search(r"`keras-vit ((?:[a-z]+ / )+[a-z]+)`", README)
     assert listed and tuple(listed.group(1).split(" / ")) == COMMANDS
 
 
@@ -92,7 +83,7 @@ def test_readme_lists_every_extra():
     tomllib = pytest.importorskip("tomllib")
     with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as file:
         extras = tomllib.load(file)["project"]["optional-dependencies"]
-    install = readme_text().split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    install = README.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
     cells = [line.split("|")[1] for line in install.splitlines() if line.startswith("| `")]
     assert sorted(name for cell in cells for name in re.findall(r"`([a-z]+)`", cell)) == sorted(extras)
 
@@ -127,21 +118,10 @@ def test_every_readme_block_runs(tmp_path):
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
     print(*[line for line in result.stdout.splitlines() if line.startswith("README.md:")], sep="\n")  # with -s
     for name in os.listdir(clone / "outputs" / "finetune"):
-        assert f"`{name}`" in readme_text(), f"the README names every file the main job writes: {name}"
+        assert f"`{name}`" in README, f"the README names every file the main job writes: {name}"
 
 
 # ---- The process that runs the blocks: `python tests/test_readme.py`, in the folder that stands in for a clone.
-
-
-def write_images(folder, classes, count, suffix, seed):
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    for name in classes:
-        os.makedirs(os.path.join(folder, name), exist_ok=True)
-        for index in range(count):
-            pixels = rng.integers(0, 256, (24, 20, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(os.path.join(folder, name, f"{index}{suffix}"))
 
 
 def write_cifar10_release(folder):
