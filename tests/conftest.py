@@ -1,5 +1,4 @@
-"""Shared set-up: a fixed seed and the float32 policy for every test, fast XLA compiles, and one temporary folder of
-the run's own for compile caches and temporary files."""
+"""Shared set-up: a fixed seed and the float32 policy per test, fast XLA compiles, one temporary folder per run."""
 
 import gc
 import os

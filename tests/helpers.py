@@ -131,39 +131,29 @@ def trainable_gradients(model, inputs):
     return [variable.value.grad.detach().cpu().numpy() for variable in model.trainable_variables]
 
 
-# Loads `.keras` files as a user's script does: an interpreter that imported keras_vit and built no model itself.
+# Loads a `.keras` file as a user's script does: an interpreter that imported keras_vit and built no model itself.
 FRESH_PROCESS_SCRIPT = """
 import sys
 import keras
 import numpy as np
 import keras_vit
 from tests.helpers import reference_outputs
-inputs = np.load(sys.argv[1])
-for path in sys.argv[2:]:
-    np.savez(path + ".npz", *reference_outputs(keras.saving.load_model(path, safe_mode=True), inputs))
+model = keras.saving.load_model(sys.argv[1], safe_mode=True)
+np.savez(sys.argv[3], *reference_outputs(model, np.load(sys.argv[2])))
 """
 
 
-def predict_in_fresh_process(model_paths, inputs, workdir):
-    """Each `.keras` file's outputs (a list of arrays per file), loaded with `safe_mode=True` in a fresh process."""
+def predict_in_fresh_process(model_path, inputs, workdir, backend=BACKEND):
+    """The outputs (a list of arrays) of a `.keras` file loaded with `safe_mode=True` in a fresh process."""
     inputs_path = os.path.join(workdir, "inputs.npy")
     np.save(inputs_path, inputs)
-    environment = dict(os.environ, KERAS_BACKEND=BACKEND, TF_CPP_MIN_LOG_LEVEL="3")
+    environment = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
     environment["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, environment.get("PYTHONPATH", "")])
-    command = [sys.executable, "-c", FRESH_PROCESS_SCRIPT, inputs_path, *model_paths]
+    command = [sys.executable, "-c", FRESH_PROCESS_SCRIPT, model_path, inputs_path, model_path + ".npz"]
     result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
-    outputs = []
-    for path in model_paths:
-        with np.load(path + ".npz") as saved:
-            outputs.append([saved[f"arr_{index}"] for index in range(len(saved.files))])
-    return outputs
-
-
-def assert_outputs_equal(got, expected):
-    assert len(got) == len(expected)
-    for got_output, expected_output in zip(got, expected):
-        np.testing.assert_array_equal(got_output, expected_output)
+    with np.load(model_path + ".npz") as saved:
+        return [saved[f"arr_{index}"] for index in range(len(saved.files))]
 
 
 def run_model_saving_test(model, inputs, workdir, fresh_process=False):
@@ -173,9 +163,9 @@ def run_model_saving_test(model, inputs, workdir, fresh_process=False):
     model.save(path)
     revived = keras.saving.load_model(path, safe_mode=True)
     assert_same_config(revived, model)
-    assert_outputs_equal(reference_outputs(revived, inputs), expected)
+    np.testing.assert_equal(reference_outputs(revived, inputs), expected)
     if fresh_process:
-        assert_outputs_equal(predict_in_fresh_process([path], inputs, str(workdir))[0], expected)
+        np.testing.assert_equal(predict_in_fresh_process(path, inputs, str(workdir)), expected)
 
 
 def run_precision_test(build_model, inputs, float32_outputs=True):

@@ -1,5 +1,4 @@
-"""The docstring examples of every module run (those that build models on every backend, the rest on the
-tensorflow run), and the constructors' docstrings state their variants."""
+"""Every module's docstring examples run, and the constructors' docstrings state their variants."""
 
 import doctest
 import importlib
@@ -48,9 +47,6 @@ def test_docstring_examples_run(name):
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"
     if name in EVERY_BACKEND:
         assert result.attempted > 0
-
-
-# --- the constructors' docstrings, one template filled per variant (keras_vit.models.applications) -------------
 
 
 @pytest.mark.parametrize("name", list(CONSTRUCTORS))

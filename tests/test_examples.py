@@ -1,5 +1,4 @@
-"""The example scripts and the Colab notebook, run on tiny settings: an image folder written here, a few CPU steps,
-random weights."""
+"""The example scripts and the Colab notebook run on tiny settings: a few CPU steps on random images and weights."""
 
 import os
 import pathlib

@@ -127,14 +127,13 @@ def test_every_readme_block_runs(tmp_path):
 def write_cifar10_release(folder):
     """CIFAR-10's binary release (a label byte and 3,072 pixel bytes per image), 4 random images per file."""
     rng = np.random.default_rng(0)
-    os.makedirs(folder)
+    folder.mkdir(parents=True)
     names = [f"data_batch_{index}.bin" for index in range(1, 6)] + ["test_batch.bin"]
     for offset, name in enumerate(names):
-        records = [np.concatenate([[(index + offset) % 10], rng.integers(0, 256, 3072)]) for index in range(4)]
-        with open(os.path.join(folder, name), "wb") as file:
-            file.write(np.stack(records).astype(np.uint8).tobytes())
-    with open(os.path.join(folder, "batches.meta.txt"), "w") as file:
-        file.write("airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n")
+        records = rng.integers(0, 256, (4, 1 + 3072), dtype=np.uint8)
+        records[:, 0] = (np.arange(4) + offset) % 10
+        (folder / name).write_bytes(records.tobytes())
+    (folder / "batches.meta.txt").write_text("airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n")
 
 
 def put_world_in_place(patch):
@@ -189,7 +188,7 @@ def put_world_in_place(patch):
 
     # tfds:cifar10, prepared by TFDS's own builder from the release above (its download replaced).
     release = os.path.abspath("cifar10_release")
-    write_cifar10_release(os.path.join(release, "cifar-10-batches-bin"))
+    write_cifar10_release(pathlib.Path(release, "cifar-10-batches-bin"))
     with pytest.MonkeyPatch.context() as download:
         download.setattr(tfds.download.DownloadManager, "download_and_extract", lambda self, url: release)
         tfds.builder("cifar10", data_dir=os.path.expanduser("~/tensorflow_datasets")).download_and_prepare()
@@ -220,12 +219,10 @@ def run_command(command):
 def run_python(code, line):
     import keras
 
-    try:
-        # Padded so that a traceback names the README's own line numbers.
-        exec(compile("\n" * line + code, "README.md", "exec"), {"__name__": "__main__"})
-    finally:
-        keras.config.set_dtype_policy("float32")
-        keras.backend.clear_session()
+    # Padded so that a traceback names the README's own line numbers.
+    exec(compile("\n" * line + code, "README.md", "exec"), {"__name__": "__main__"})
+    keras.config.set_dtype_policy("float32")
+    keras.backend.clear_session()
 
 
 def main():

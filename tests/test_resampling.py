@@ -1,5 +1,4 @@
-"""Position-embedding resampling against independent reference implementations:
-scipy.ndimage.zoom (the official method) and torch.nn.functional.interpolate."""
+"""Position-embedding resampling against scipy.ndimage.zoom (the official method) and torch's interpolate."""
 
 import numpy as np
 import pytest
