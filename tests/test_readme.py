@@ -37,17 +37,12 @@ SUBSTITUTIONS = (
 
 def readme_blocks():
     """`(line, language, code, reason it is not run or None)` for every fenced block of the README."""
-    lines = README.splitlines()
     blocks = []
-    start = None
-    for index, line in enumerate(lines):
-        if start is None and line.startswith("```"):
-            start = index
-        elif start is not None and line == "```":
-            not_run = NOT_RUN.fullmatch(lines[start - 1].strip())
-            code = "\n".join(lines[start + 1 : index]) + "\n"
-            blocks.append((start + 1, lines[start][3:].strip(), code, not_run and not_run.group(1)))
-            start = None
+    for match in re.finditer(r"^```(.*)\n((?:.*\n)*?)```$", README, re.MULTILINE):
+        line_before = README[: match.start() - 1].rsplit("\n", 1)[-1]
+        not_run = NOT_RUN.fullmatch(line_before.strip())
+        line = README.count("\n", 0, match.start()) + 1
+        blocks.append((line, match.group(1).strip(), match.group(2), not_run and not_run.group(1)))
     return blocks
 
 
@@ -72,6 +67,11 @@ def test_every_block_is_code_or_text_and_says_why_it_is_not_run():
         assert language in LANGUAGES, f"README.md:{line}: fence language {language!r}"
         assert not_run is None or (language != "text" and len(not_run.split()) >= 4), f"README.md:{line}"
     assert README.count("not run by tests/test_readme.py") == sum(block[3] is not None for block in blocks)
+    used = {}
+    for _, language, code, not_run in blocks:
+        if language in SHELL and not not_run:
+            shell_commands(code, used)
+    assert [pattern for pattern, _ in SUBSTITUTIONS if not used[pattern]] == []
 
 
 def test_readme_lists_every_command():
@@ -93,11 +93,6 @@ def test_readme_lists_every_extra():
 @pytest.mark.slow
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the README runs once, on the tensorflow backend")
 def test_every_readme_block_runs(tmp_path):
-    used = {}
-    for _, language, code, not_run in readme_blocks():
-        if language in SHELL and not not_run:
-            shell_commands(code, used)
-    assert [pattern for pattern, _ in SUBSTITUTIONS if not used[pattern]] == []
     clone = tmp_path / "clone"  # the repository's files linked, outputs written beside them
     clone.mkdir()
     for name in os.listdir(REPO_ROOT):
