@@ -1,5 +1,4 @@
-"""Shared set-up: a fixed seed and the float32 policy for every test, fast XLA compiles, and one temporary folder of
-the run's own for compile caches and temporary files."""
+"""Shared set-up: a fixed seed and the float32 policy per test, fast XLA compiles, one temporary folder per run."""
 
 import gc
 import os
@@ -12,9 +11,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # On the tiny test models compiling, not running, is the cost; set before any framework loads, inherited by children.
 os.environ["XLA_FLAGS"] = xla_settings.with_fast_compile(os.environ.get("XLA_FLAGS", ""))
 
-# One folder per run, made by the first process that loads this file (the xdist controller, or a plain pytest) and
-# inherited by the workers and every process the tests start: JAX's compilation cache shared by all of them, and
-# TorchInductor's cache and TMPDIR starting empty as on a fresh CI machine. A user's caches are never touched.
+# One folder per run, made by the first process that loads this file and inherited by every process the tests start:
+# a shared JAX compilation cache, TorchInductor's cache and TMPDIR empty as on a fresh CI machine, no user cache used.
 OWN_RUN_FOLDER = "KERAS_VIT_TESTS_RUN_FOLDER" not in os.environ
 if OWN_RUN_FOLDER:
     run_folder = tempfile.mkdtemp(prefix="keras-vit-tests-")

@@ -1,39 +1,36 @@
 """The class of CPU a float result was computed on, for the bit-exact fixture checks (keras-free).
 
-The same float32 model gives results that differ in the last bits from one kind of CPU to another (XLA, oneDNN and
-PyTorch pick their kernels by instruction set), so tests/test_fixtures.py compares bit for bit only on the CPU class
-its outputs were recorded on.
+XLA, oneDNN and PyTorch pick their kernels by instruction set, so the same float32 model differs in the last bits
+from one kind of CPU to another: tests/test_fixtures.py compares bit for bit only on the class it recorded.
 """
 
 import platform
 
+# The float instruction sets the frameworks dispatch on, widest first.
+INSTRUCTION_SETS = (
+    ("amx", {"amx_tile", "amx_bf16"}),
+    ("avx512-bf16", {"avx512f", "avx512_bf16"}),
+    ("avx512", {"avx512f"}),
+    ("avx2", {"avx2", "fma"}),
+    ("baseline", set()),
+)
+
 
 def cpu_class(cpuinfo="/proc/cpuinfo"):
-    """`vendor-isa`, e.g. `AuthenticAMD-avx2`: the widest float instruction set the frameworks dispatch on (`amx`,
-    `avx512-bf16`, `avx512`, `avx2`, `baseline`); `platform.machine()` off x86 or without `/proc/cpuinfo`."""
+    """`vendor-isa`, e.g. `AuthenticAMD-avx2`; `platform.machine()` off x86 or without `/proc/cpuinfo`."""
     try:
         with open(cpuinfo) as file:
-            text = file.read()
+            lines = file.read().splitlines()
     except OSError:
-        return platform.machine() or "unknown"
+        return platform.machine()
     fields = {}
-    for line in text.splitlines():
+    for line in lines:
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
     if "flags" not in fields:
-        return platform.machine() or "unknown"
+        return platform.machine()
     flags = set(fields["flags"].split())
-    isa = next(
-        name
-        for name, needed in (
-            ("amx", {"amx_tile", "amx_bf16"}),
-            ("avx512-bf16", {"avx512f", "avx512_bf16"}),
-            ("avx512", {"avx512f"}),
-            ("avx2", {"avx2", "fma"}),
-            ("baseline", set()),
-        )
-        if needed <= flags
-    )
+    isa = next(name for name, needed in INSTRUCTION_SETS if needed <= flags)
     return f"{fields.get('vendor_id', 'unknown')}-{isa}"
 
 

@@ -1,9 +1,7 @@
 """The checks every keras_vit layer and model goes through, on whichever backend the suite runs.
 
-`run_model_test` checks a model's Keras contract end to end: config round trip, symbolic and eager output shapes,
-weight counts, a finite non-zero gradient for every trainable weight, `.keras` save and reload (here and in a fresh
-interpreter), mixed precision and `fit`/`predict` with `jit_compile=True`. `run_layer_test` runs it on a functional
-model made of one layer, and `run_quantization_test` checks `model.quantize`.
+`run_model_test` checks a model's Keras contract end to end, `run_layer_test` runs it on a model of one layer, and
+`run_quantization_test` checks `model.quantize`.
 """
 
 import copy
@@ -28,7 +26,7 @@ FRAMEWORK_NOISE = re.compile(
     r"WARNING:(tensorflow|absl|root|tf2onnx)|tf2onnx|Warning:|ran out of data",
     re.IGNORECASE | re.MULTILINE,
 )
-# What tests/conftest.py sets for the suite and a user's shell does not.
+# What tests/conftest.py (and the Makefile) set for the suite and a user's shell does not.
 SUITE_ONLY_VARIABLES = (
     "TF_CPP_MIN_LOG_LEVEL",
     "KERAS_VIT_VERBOSE",
@@ -37,10 +35,6 @@ SUITE_ONLY_VARIABLES = (
     "TORCHINDUCTOR_CACHE_DIR",
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
 )
-# The layers keras_vit keeps in float32 under mixed precision.
-FLOAT32_LAYER_NAMES = ("head", "predictions", "class_names")
-# The modes `Dense.quantize` takes without calibration data ("gptq" and "awq" calibrate on token ids).
-QUANTIZATION_MODES = ("int8", "float8", "int4")
 
 
 def user_environment(**extra):
@@ -66,27 +60,43 @@ def randomize_weights(model, seed=0):
         variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype(variable.dtype))
 
 
-def to_numpy(outputs):
-    if isinstance(outputs, (list, tuple)):
-        return [keras.ops.convert_to_numpy(output) for output in outputs]
-    return keras.ops.convert_to_numpy(outputs)
+def write_images(folder, classes, count, suffix, seed):
+    """`count` random 24x20 images per class, in one subfolder per class (an image-folder dataset)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for name in classes:
+        os.makedirs(os.path.join(folder, name), exist_ok=True)
+        for index in range(count):
+            pixels = rng.integers(0, 256, (24, 20, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(os.path.join(folder, name, f"{index}{suffix}"))
 
 
 def as_list(outputs):
     return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
 
+def to_numpy(outputs):
+    if isinstance(outputs, (list, tuple)):
+        return [keras.ops.convert_to_numpy(output) for output in outputs]
+    return keras.ops.convert_to_numpy(outputs)
+
+
 def reference_outputs(model, inputs):
     """The model's outputs as a list of arrays: a compiled `predict` on JAX (eager JAX compiles op by op)."""
-    if BACKEND == "jax":
-        return as_list(to_numpy(model.predict(inputs, verbose=0)))
-    return as_list(to_numpy(model(inputs, training=False)))
+    outputs = model.predict(inputs, verbose=0) if BACKEND == "jax" else model(inputs, training=False)
+    return as_list(to_numpy(outputs))
+
+
+def assert_same_config(got, expected):
+    assert json.dumps(got.get_config(), sort_keys=True) == json.dumps(expected.get_config(), sort_keys=True)
 
 
 def assert_config_round_trip(obj):
-    config = obj.get_config()
-    revived = obj.__class__.from_config(copy.deepcopy(config))  # Functional.from_config consumes its argument
-    assert json.dumps(revived.get_config(), sort_keys=True) == json.dumps(config, sort_keys=True)
+    """`from_config(get_config())` gives the same config; returns the revived object."""
+    revived = obj.__class__.from_config(copy.deepcopy(obj.get_config()))  # Functional.from_config consumes it
+    assert_same_config(revived, obj)
+    return revived
 
 
 def trainable_gradients(model, inputs):
@@ -103,7 +113,7 @@ def trainable_gradients(model, inputs):
 
         with tf.GradientTape() as tape:
             loss = objective(model(inputs, training=True))
-        return [keras.ops.convert_to_numpy(g) for g in tape.gradient(loss, model.trainable_variables)]
+        return to_numpy(tape.gradient(loss, model.trainable_variables))
     if BACKEND == "jax":
         import jax
 
@@ -114,46 +124,36 @@ def trainable_gradients(model, inputs):
             return objective(outputs)
 
         trainable = [variable.value for variable in model.trainable_variables]
-        return [np.asarray(g) for g in jax.jit(jax.grad(loss))(trainable)]
+        return to_numpy(jax.jit(jax.grad(loss))(trainable))
     for variable in model.trainable_variables:
         variable.value.grad = None
     objective(model(inputs, training=True)).backward()
     return [variable.value.grad.detach().cpu().numpy() for variable in model.trainable_variables]
 
 
-# Loads `.keras` files as a user's script does: an interpreter that imported keras_vit and built no model itself.
+# Loads a `.keras` file as a user's script does: an interpreter that imported keras_vit and built no model itself.
 FRESH_PROCESS_SCRIPT = """
 import sys
 import keras
 import numpy as np
 import keras_vit
 from tests.helpers import reference_outputs
-inputs = np.load(sys.argv[1])
-for path in sys.argv[2:]:
-    np.savez(path + ".npz", *reference_outputs(keras.saving.load_model(path, safe_mode=True), inputs))
+model = keras.saving.load_model(sys.argv[1], safe_mode=True)
+np.savez(sys.argv[3], *reference_outputs(model, np.load(sys.argv[2])))
 """
 
 
-def predict_in_fresh_process(model_paths, inputs, workdir):
-    """Each `.keras` file's outputs (a list of arrays per file), loaded with `safe_mode=True` in a fresh process."""
+def predict_in_fresh_process(model_path, inputs, workdir, backend=BACKEND):
+    """The outputs (a list of arrays) of a `.keras` file loaded with `safe_mode=True` in a fresh process."""
     inputs_path = os.path.join(workdir, "inputs.npy")
     np.save(inputs_path, inputs)
-    environment = dict(os.environ, KERAS_BACKEND=BACKEND, TF_CPP_MIN_LOG_LEVEL="3")
+    environment = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
     environment["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, environment.get("PYTHONPATH", "")])
-    command = [sys.executable, "-c", FRESH_PROCESS_SCRIPT, inputs_path, *model_paths]
+    command = [sys.executable, "-c", FRESH_PROCESS_SCRIPT, model_path, inputs_path, model_path + ".npz"]
     result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
-    outputs = []
-    for path in model_paths:
-        with np.load(path + ".npz") as saved:
-            outputs.append([saved[f"arr_{index}"] for index in range(len(saved.files))])
-    return outputs
-
-
-def assert_outputs_equal(got, expected):
-    assert len(got) == len(expected)
-    for got_output, expected_output in zip(got, expected):
-        np.testing.assert_array_equal(got_output, expected_output)
+    with np.load(model_path + ".npz") as saved:
+        return [saved[f"arr_{index}"] for index in range(len(saved.files))]
 
 
 def run_model_saving_test(model, inputs, workdir, fresh_process=False):
@@ -162,26 +162,24 @@ def run_model_saving_test(model, inputs, workdir, fresh_process=False):
     path = os.path.join(workdir, "model.keras")
     model.save(path)
     revived = keras.saving.load_model(path, safe_mode=True)
-    assert json.dumps(revived.get_config(), sort_keys=True) == json.dumps(model.get_config(), sort_keys=True)
-    assert_outputs_equal(reference_outputs(revived, inputs), expected)
+    assert_same_config(revived, model)
+    np.testing.assert_equal(reference_outputs(revived, inputs), expected)
     if fresh_process:
-        assert_outputs_equal(predict_in_fresh_process([path], inputs, str(workdir))[0], expected)
+        np.testing.assert_equal(predict_in_fresh_process(path, inputs, str(workdir)), expected)
 
 
 def run_precision_test(build_model, inputs, float32_outputs=True):
     """Under `mixed_bfloat16` and `mixed_float16` every sublayer carries the policy (the float32 head excepted) and
     the outputs are finite, in float32 when `float32_outputs`."""
     for policy in ("mixed_bfloat16", "mixed_float16"):
-        previous = keras.config.dtype_policy()
         keras.config.set_dtype_policy(policy)
-        try:
-            model = build_model()
-        finally:
-            keras.config.set_dtype_policy(previous)
+        model = build_model()
+        keras.config.set_dtype_policy("float32")  # the suite's policy (tests/conftest.py restores it after a failure)
         for layer in keras_compat.sublayers(model):
             if not isinstance(layer, keras.layers.InputLayer):
-                expected = "float32" if layer.name in FLOAT32_LAYER_NAMES else policy
-                assert layer.dtype_policy.name == expected, f"{layer.path}: {layer.dtype_policy.name}"
+                float32_layer = layer.name in ("head", "predictions", "class_names")  # kept in float32 by keras_vit
+                expected = "float32" if float32_layer else policy
+                assert layer.dtype_policy.name == expected, layer.path
         randomize_weights(model)
         for output in reference_outputs(model, inputs):
             assert np.all(np.isfinite(output.astype("float32")))
@@ -215,7 +213,9 @@ def run_model_test(
     jit=True,
     mixed_precision=True,
 ):
-    """Runs every contract check on the model `build_model()` returns.
+    """Runs every contract check on the model `build_model()` returns: config round trip, symbolic and eager output
+    shapes, weight counts, a finite non-zero gradient for every trainable weight, `.keras` save and reload, mixed
+    precision, and `fit`/`predict` with `jit_compile=True`.
 
     Args:
         build_model: a function of no arguments returning a fresh model (called again under each mixed policy).
@@ -247,7 +247,7 @@ def run_model_test(
     gradients = trainable_gradients(model, inputs)
     assert len(gradients) == len(model.trainable_variables) > 0
     for variable, gradient in zip(model.trainable_variables, gradients):
-        assert np.all(np.isfinite(gradient)) and np.any(gradient != 0), f"gradient of {variable.path}"
+        assert np.all(np.isfinite(gradient)) and np.any(gradient != 0), variable.path
     if workdir is not None:
         run_model_saving_test(model, inputs, str(workdir), fresh_process=fresh_process)
     if mixed_precision:
@@ -270,8 +270,8 @@ def run_layer_test(
 ):
     """Checks a layer's config round trip and output shape, then `run_model_test` on a model of just that layer.
 
-    Unlike `run_model_test`, the outputs follow the mixed policy, the saved model is reloaded in this process only,
-    and torch skips `jit_compile` (torch.compile takes minutes per graph on a CPU; the model tests cover it).
+    By default the outputs follow the mixed policy, the saved model is reloaded in this process only, and torch
+    skips `jit_compile` (torch.compile takes minutes per graph on a CPU; the model tests cover it).
     """
     layer = layer_cls(**init_kwargs)
     assert_config_round_trip(layer)
@@ -281,7 +281,7 @@ def run_layer_test(
     def build_model():
         inputs = keras.Input(batch_shape=input_shape)
         outputs = layer_cls(**init_kwargs)(inputs, **(call_kwargs or {}))
-        return keras.Model(inputs, list(outputs) if isinstance(outputs, tuple) else outputs)
+        return keras.Model(inputs, as_list(outputs) if isinstance(outputs, tuple) else outputs)
 
     model_test_kwargs.setdefault("float32_outputs", False)
     model_test_kwargs.setdefault("fresh_process", False)
@@ -302,9 +302,10 @@ def quantizable_layers(model):
     return [layer for layer in keras_compat.sublayers(model) if isinstance(layer, dense)]
 
 
-def run_quantization_test(build_model, input_shape, workdir, modes=QUANTIZATION_MODES, fresh_process=True):
-    """`model.quantize(mode)` for each mode: every Dense is quantized, the outputs are finite, `from_config` and a
-    `.keras` reload (here, and in one fresh process for all modes) give identical outputs.
+def run_quantization_test(build_model, input_shape, workdir, modes=("int8", "float8", "int4"), fresh_process=True):
+    """`model.quantize(mode)` for each mode (those `Dense.quantize` takes without calibration data): every Dense is
+    quantized, the outputs are finite, `from_config` keeps the modes, and a `.keras` reload (`from_config` and the
+    weights; here, and in a fresh process when `fresh_process`) gives identical outputs.
 
     Returns:
         `{mode: max |quantized - float| / max |float|}` on random weights.
@@ -313,7 +314,8 @@ def run_quantization_test(build_model, input_shape, workdir, modes=QUANTIZATION_
     float_model = build_model()
     randomize_weights(float_model)  # seeded: every mode starts from these float weights
     float_outputs = reference_outputs(float_model, inputs)
-    errors, saved = {}, {}
+    scale = max(float(np.max(np.abs(output))) for output in float_outputs) or 1.0
+    errors = {}
     for mode in modes:
         model = build_model()
         randomize_weights(model)
@@ -324,25 +326,11 @@ def run_quantization_test(build_model, input_shape, workdir, modes=QUANTIZATION_
         assert layers and all(layer.quantization_mode == mode for layer in layers)
         predicted = as_list(to_numpy(model.predict(inputs, verbose=0)))
         assert all(np.all(np.isfinite(output)) for output in predicted)
-        scale = max(float(np.max(np.abs(output))) for output in float_outputs) or 1.0
         errors[mode] = max(float(np.max(np.abs(q - f))) for q, f in zip(predicted, float_outputs)) / scale
 
-        outputs = as_list(to_numpy(model(inputs, training=False)))
-        revived = model.__class__.from_config(copy.deepcopy(model.get_config()))
-        assert json.dumps(revived.get_config(), sort_keys=True) == json.dumps(model.get_config(), sort_keys=True)
+        revived = assert_config_round_trip(model)
         assert all(layer.quantization_mode == mode for layer in quantizable_layers(revived))
-        # By path: a quantized layer's variables come in another order once rebuilt.
-        values = {variable.path: keras.ops.convert_to_numpy(variable) for variable in model.weights}
-        assert sorted(values) == sorted(variable.path for variable in revived.weights)
-        for variable in revived.weights:
-            variable.assign(values[variable.path])
-        assert_outputs_equal(as_list(to_numpy(revived(inputs, training=False))), outputs)
-
         folder = os.path.join(str(workdir), mode)
-        os.makedirs(folder, exist_ok=True)
-        run_model_saving_test(model, inputs, folder)
-        saved[os.path.join(folder, "model.keras")] = reference_outputs(model, inputs)
-    if fresh_process:
-        for got, expected in zip(predict_in_fresh_process(list(saved), inputs, str(workdir)), saved.values()):
-            assert_outputs_equal(got, expected)
+        os.makedirs(folder)
+        run_model_saving_test(model, inputs, folder, fresh_process=fresh_process)
     return errors

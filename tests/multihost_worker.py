@@ -1,10 +1,9 @@
-"""One process of the two-process training check in `test_multihost.py` (not a test module itself).
+"""One process of the two-process training check of `test_multihost.py`: `python tests/multihost_worker.py OUT STEPS
+[die]`, with its rank's `KERAS_DISTRIBUTION_*` settings in the environment.
 
-Run as `python tests/multihost_worker.py OUT STEPS [die]` with the `KERAS_DISTRIBUTION_*` settings of its rank in the
-environment. Trains the tiny ViT for STEPS global steps (global batch 8, the official fine-tune optimizer: warmup +
-cosine schedule, global-norm clipping) on this process's shard of a fixed dataset; process 0 writes the initial and
-trained weights to OUT. Every process prints one JSON line with what it saw. With `die`, process 1 then kills itself
-and process 0 waits at a barrier, which JAX's heartbeat must break.
+Trains the tiny ViT for STEPS global steps (global batch 8, the official fine-tune optimizer) on this process's shard;
+process 0 writes the initial and trained weights to OUT; every process prints one JSON line of what it saw. With
+`die`, process 1 then kills itself and process 0 waits at a barrier, which JAX's heartbeat must break.
 """
 
 import json

@@ -1,8 +1,7 @@
 """One smoke run of every benchmark script at its tiniest arguments: each exits 0 and reports the expected rows.
 
-The scripts of a backend run one after the other in one process (`python -m benchmarks.<name>` is each one's
-`main(argv)`), with the Ti/16 variant cut to one block; the main benchmark runs on every backend, the others on the
-backend they are for. What a benchmark measures is never asserted.
+A backend's scripts run in one process (each one's `main(argv)`), with Ti/16 cut to one block; the main benchmark
+runs on every backend, the others on the backend they are for. What a benchmark measures is never asserted.
 """
 
 import json
@@ -29,8 +28,15 @@ print(json.dumps(results))
 TINY_VARIANT = ["--variant", "Ti/16", "--image-size", "16"]
 
 
-def run_benchmarks(*calls):
-    """Runs `(module, argv)` calls in one process; returns each call's stdout."""
+def run_benchmarks(tmp_path, *calls):
+    """Runs `(module, argv)` calls, then the main benchmark, in one process; checks the main benchmark's report and
+    returns each call's stdout."""
+    # The main benchmark: keras_vit on this backend, and on torch its OpenVINO artefact too.
+    artefacts = "openvino" if BACKEND == "torch" else "none"
+    arguments = ["--quick", "--backends", BACKEND, "--precisions", "float32", "--peers", "none", "--no-ceiling"]
+    arguments += ["--artefacts", artefacts, "--batch-sizes", "1", "--train-batch-size", "2", "--classes", "2"]
+    arguments += ["--threads", "1", "--output", str(tmp_path / "main.json")]
+    calls = [*calls, ("benchmarks.__main__", [*TINY_VARIANT, *arguments])]
     completed = subprocess.run(
         [sys.executable, "-c", DRIVER, json.dumps(calls)],
         cwd=REPO_ROOT,
@@ -43,31 +49,8 @@ def run_benchmarks(*calls):
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = json.loads(completed.stdout.splitlines()[-1])
     assert [code for code, _ in results] == [0] * len(calls), completed.stderr[-3000:]
-    return [shown for _, shown in results]
 
-
-def on_backend(backend):
-    return pytest.mark.skipif(BACKEND != backend, reason=f"the {backend} scripts run on the {backend} run")
-
-
-def read_json(path):
-    with open(path) as file:
-        return json.load(file)
-
-
-def main_benchmark(tmp_path):
-    """The main benchmark's call: keras_vit on this backend, and on torch its OpenVINO artefact too."""
-    artefacts = "openvino" if BACKEND == "torch" else "none"
-    arguments = ["--quick", "--backends", BACKEND, "--precisions", "float32", "--peers", "none", "--no-ceiling"]
-    arguments += ["--artefacts", artefacts, "--batch-sizes", "1", "--train-batch-size", "2", "--classes", "2"]
-    return (
-        "benchmarks.__main__",
-        [*TINY_VARIANT, *arguments, "--threads", "1", "--output", str(tmp_path / "main.json")],
-    )
-
-
-def check_main_report(tmp_path):
-    report = read_json(tmp_path / "main.json")
+    report = json.loads((tmp_path / "main.json").read_text())
     assert {"records", "targets", "table", "machine"} <= set(report)
     labels = [record["label"] for record in report["records"]]
     assert labels[0] == f"keras_vit, {BACKEND}, float32"
@@ -76,10 +59,11 @@ def check_main_report(tmp_path):
     assert all(set(record["result"]["inference"]) == {"1"} for record in report["records"])
     assert "train" in report["records"][0]["result"]
     assert all(label in report["table"] for label in labels)
+    return [shown for _, shown in results[:-1]]
 
 
 @pytest.mark.slow
-@on_backend("tensorflow")
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="the tensorflow scripts: the tensorflow run")
 def test_tensorflow_benchmarks(tmp_path):
     import keras_vit
 
@@ -92,34 +76,32 @@ def test_tensorflow_benchmarks(tmp_path):
     evaluation = ["--repeats", "1", "--small-images", "40", "--b16-images", "", "--output", str(tmp_path / "eval.json")]
     deploy = ["--finetuned", str(tmp_path / "model.keras"), "--skip-b16", "--seconds", "0.05", "--rounds", "1"]
     run_benchmarks(
+        tmp_path,
         ("benchmarks.data", data),  # first: it sets TensorFlow's thread counts, which only a fresh runtime takes
         ("benchmarks.evaluation", evaluation),
         ("benchmarks.deploy", [*deploy, "--out", str(tmp_path / "deploy.json")]),
-        main_benchmark(tmp_path),
     )
-    check_main_report(tmp_path)
-    report = read_json(tmp_path / "data.json")
+    report = json.loads((tmp_path / "data.json").read_text())
     assert set(report["indexing_seconds"]) == {"keras_vit", "keras"}
     assert set(report["model_images_per_second"]) == {"ViTTi16"} and report["pipeline_images_per_second"] > 0
-    report = read_json(tmp_path / "eval.json")
+    report = json.loads((tmp_path / "eval.json").read_text())
     assert set(report["ridge"]) >= {"solve_seconds", "per_extra_l2_seconds"}
     assert [(row["model"], row["images"]) for row in report["extraction"]] == [("small", 40)]
-    report = read_json(tmp_path / "deploy.json")
+    report = json.loads((tmp_path / "deploy.json").read_text())
     assert "onnx_float32_images_per_s" in report["digits"] and "keras_int8_top1_agreement" in report["digits"]
     assert {"quality", "images_per_s", "int8_over_own_float32"} <= set(report["digits_int8"])
 
 
 @pytest.mark.slow
-@on_backend("jax")
+@pytest.mark.skipif(BACKEND != "jax", reason="the jax scripts: the jax run")
 def test_jax_benchmarks(tmp_path):
     # xla_cpu_depth's sizes are B/16's (it measures XLA's behaviour at that width): one block only.
-    _, depth = run_benchmarks(main_benchmark(tmp_path), ("benchmarks.xla_cpu_depth", ["--depths", "1"]))
-    check_main_report(tmp_path)
+    (depth,) = run_benchmarks(tmp_path, ("benchmarks.xla_cpu_depth", ["--depths", "1"]))
     assert "\n| 1 |" in depth
 
 
 @pytest.mark.slow
-@on_backend("torch")
+@pytest.mark.skipif(BACKEND != "torch", reason="the torch scripts: the torch run")
 def test_torch_benchmarks(tmp_path):
     small = [*TINY_VARIANT, "--threads", "1"]
     accelerator = ["--configurations", "keras_vit torch eager", "--precision", "float32", "--classes", "2"]
@@ -128,24 +110,23 @@ def test_torch_benchmarks(tmp_path):
     memory = ["--batch-size", "2", "--backends", "torch", "--torch-only", "--lora", "2"]
     memory += ["--output", str(tmp_path / "memory.json")]
     largest = ["--batch-sizes", "2", "--output", str(tmp_path / "largest.json")]
-    _, _, largest_shown, _, tensors_shown = run_benchmarks(
-        main_benchmark(tmp_path),
+    _, largest_shown, _, tensors_shown = run_benchmarks(
+        tmp_path,
         ("benchmarks.accelerator", [*TINY_VARIANT, *accelerator]),
         ("benchmarks.largest_batch", [*small, *largest]),
         ("benchmarks.memory", [*small, *memory]),
         ("benchmarks.tensor_memory", [*small, "--batch-size", "2"]),
     )
-    check_main_report(tmp_path)
-    report = read_json(tmp_path / "acc.json")
+    report = json.loads((tmp_path / "acc.json").read_text())
     assert {"arguments", "records", "summary", "table"} <= set(report)
     record = report["records"]["keras_vit torch eager"]
     assert record["status"] == "ok" and "| keras_vit torch eager |" in report["table"]
     assert set(record["profile"]) == {"train", "infer"} and record["profile"]["train"]["device_ms"] > 0
-    report = read_json(tmp_path / "largest.json")
+    report = json.loads((tmp_path / "largest.json").read_text())
     (record,) = report["records"]
     assert record["status"] == "ok" and record["train_batch_size"] == 2
     assert report["largest"] == 2 and "Largest measured batch within 20 GB: 2" in largest_shown
-    report = read_json(tmp_path / "memory.json")
+    report = json.loads((tmp_path / "memory.json").read_text())
     assert [record["label"] for record in report["records"]] == [
         "keras_vit, torch, float32, torch-only install",
         "keras_vit, torch, float32, remat, torch-only install",

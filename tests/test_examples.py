@@ -1,7 +1,7 @@
-"""The example scripts and the Colab notebook, run on tiny settings: an image folder written here, a few CPU steps,
-random weights."""
+"""The example scripts and the Colab notebook run on tiny settings: a few CPU steps on random images and weights."""
 
 import os
+import pathlib
 import re
 import runpy
 import subprocess
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from keras_vit.models.variants import VARIANTS
-from tests.helpers import BACKEND, REPO_ROOT
+from tests.helpers import BACKEND, REPO_ROOT, write_images
 
 EXAMPLES = os.path.join(REPO_ROOT, "examples")
 SCRIPTS = ("finetune_official_recipe.py", "distributed_training.py")
@@ -21,15 +21,8 @@ pytestmark = pytest.mark.skipif(BACKEND != "tensorflow", reason="the examples ru
 
 @pytest.fixture()
 def folder(tmp_path):
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for split, count in (("train", 6), ("test", 3)):
-        for name in ("a", "b"):
-            os.makedirs(tmp_path / "images" / split / name)
-            for index in range(count):
-                pixels = rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)
-                Image.fromarray(pixels).save(tmp_path / "images" / split / name / f"{index}.png")
+    write_images(tmp_path / "images" / "train", ("a", "b"), count=6, suffix=".png", seed=0)
+    write_images(tmp_path / "images" / "test", ("a", "b"), count=3, suffix=".png", seed=1)
     return str(tmp_path / "images")
 
 
@@ -62,11 +55,10 @@ def test_distributed_training_script(folder, monkeypatch):
     assert len(history["loss"]) == 1 and np.isfinite(history["loss"][0])
 
 
-def test_every_example_states_command_runtime_and_result():
-    for name in SCRIPTS:
-        with open(os.path.join(EXAMPLES, name)) as file:
-            header = file.read().split('"""')[1]
-        assert "python examples/" in header and "Runtime" in header and "%" in header, name
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_example_states_command_runtime_and_result(name):
+    header = pathlib.Path(EXAMPLES, name).read_text().split('"""')[1]
+    assert "python examples/" in header and "Runtime" in header and "%" in header
 
 
 # `--help` answers at once: the scripts and the benchmark import Keras and the frameworks after parsing arguments.

@@ -1,7 +1,6 @@
-"""The distribution: the sdist and the wheel build offline (as `python -m build` does: the wheel from the
-unpacked sdist), the wheel installs into a fresh virtual environment and runs from there; an install with the
-torch extra holds everything `import keras_vit` needs.
-"""
+"""The distribution: the sdist and the wheel build offline (as `python -m build` does: the wheel from the unpacked
+sdist), the wheel installs into a fresh virtual environment and runs from there; an install with the torch extra
+holds everything `import keras_vit` needs."""
 
 import importlib.metadata
 import json
@@ -21,6 +20,8 @@ IGNORED = shutil.ignore_patterns(
     ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "outputs", ".pytest_cache", ".ipynb_checkpoints"
 )
 NAME = "keras_vision_transformer-0.1.0"
+# The PEP 517 hooks `python -m build` calls, here without an isolated environment (offline).
+BUILD = "import sys; from setuptools import build_meta; getattr(build_meta, sys.argv[1])(sys.argv[2])"
 
 
 def _run(command, **kwargs):
@@ -29,24 +30,12 @@ def _run(command, **kwargs):
     return result.stdout
 
 
-def _fresh_venv(path):
-    """A venv from the base interpreter that also sees this environment's packages (after its own)."""
-    base = getattr(sys, "_base_executable", sys.executable)
-    _run([base, "-m", "venv", "--without-pip", str(path)])
-    python = os.path.join(path, "bin", "python")
-    own = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip()
-    with open(os.path.join(own, "main_environment.pth"), "w") as file:
-        file.write(sysconfig.get_path("purelib") + "\n")
-    return python, own
-
-
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the distribution is built once, on the tensorflow run")
 def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path):
     source = shutil.copytree(REPO_ROOT, tmp_path / "source", ignore=IGNORED, symlinks=True)
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     environment["PIP_CONFIG_FILE"] = os.devnull  # --no-index: no machine-wide index settings apply
-    build = [sys.executable, "-c", "import sys; from setuptools import build_meta; build_meta.build_sdist(sys.argv[1])"]
-    _run([*build, str(tmp_path / "dist")], cwd=source, env=environment)
+    _run([sys.executable, "-c", BUILD, "build_sdist", str(tmp_path / "dist")], cwd=source, env=environment)
     with tarfile.open(tmp_path / "dist" / f"{NAME}.tar.gz") as sdist:
         names = sdist.getnames()
         sdist.extractall(tmp_path / "unpacked", filter="data")
@@ -54,11 +43,8 @@ def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path)
     assert {"LICENSE", "README.md", "pyproject.toml", "keras_vit", "keras_vit_cli"} <= shipped
     assert "tests" not in shipped
 
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-q"]
-        + ["-w", str(tmp_path / "wheels"), str(tmp_path / "unpacked" / NAME)],
-        env=environment,
-    )
+    unpacked = tmp_path / "unpacked" / NAME
+    _run([sys.executable, "-c", BUILD, "build_wheel", str(tmp_path / "wheels")], cwd=unpacked, env=environment)
     (wheel,) = (tmp_path / "wheels").glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         metadata = archive.read(f"{NAME}.dist-info/METADATA").decode()
@@ -66,7 +52,12 @@ def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path)
         assert "keras_vit/resources/imagenet_class_index.json" in archive.namelist()
     assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
 
-    python, site_packages = _fresh_venv(tmp_path / "venv")
+    # A fresh venv of the base interpreter that also sees this environment's packages (after its own).
+    _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(tmp_path / "venv")])
+    python = str(tmp_path / "venv" / "bin" / "python")
+    site_packages = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip()
+    with open(os.path.join(site_packages, "main_environment.pth"), "w") as file:
+        file.write(sysconfig.get_path("purelib") + "\n")
     _run(
         [python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q", str(wheel)],
         env=environment,

@@ -1,5 +1,4 @@
-"""`model.quantize(mode)` on the transformer block (its attention and MLP Dense sublayers) and on the models:
-quantized predictions, config round trip and `.keras` reload with `safe_mode=True`."""
+"""`model.quantize(mode)` on the transformer block and the models (`tests/helpers.run_quantization_test`)."""
 
 import keras
 

@@ -1,19 +1,15 @@
 """Every code block of README.md runs, and the README's lists match the code.
 
-A fenced block is `python`, shell (`bash`, `shell`, `console`) or `text` (a tree, a diagram). Every code block runs,
-in README order, in one fresh process on the tensorflow backend (this file run as a script, from a folder that
-stands in for a clone, with a fresh HOME), unless the line before it says why it cannot run here:
-
-    <!-- not run by tests/test_readme.py: REASON -->
-
-Shell commands run in that process: `keras-vit` through `keras_vit_cli.main`, `make TARGET` as the commands of its
-recipe (`make -n`; bootstrap built the environment this runs in); a command already run is not run again. What
-differs from the README: the SUBSTITUTIONS below, and the reader's world (`put_world_in_place`): every variant at
-2 blocks, 4 wide per head; the reader's files; a local Hugging Face Hub; tfds:cifar10 made from 24 random images;
-no XLA (compiling costs more than 2 training steps; tests/test_finetune.py trains with XLA).
+A fenced block is `python`, shell (`bash`, `shell`, `console`) or `text`. Every code block runs, in README order, in
+one fresh tensorflow process (this file run as a script, in a folder standing in for a clone, with a fresh HOME),
+unless the line before it says why not: `<!-- not run by tests/test_readme.py: REASON -->`. `keras-vit` runs through
+`keras_vit_cli.main`, `make TARGET` as its recipe's commands (`make -n`), each command once. What differs from the
+README: the SUBSTITUTIONS below and the reader's world (`put_world_in_place`): every variant at 2 blocks, 4 wide per
+head; the reader's files; a local Hugging Face Hub; tfds:cifar10 from 24 random images; no XLA.
 """
 
 import os
+import pathlib
 import re
 import shlex
 import subprocess
@@ -24,9 +20,9 @@ import numpy as np
 import pytest
 
 from keras_vit_cli.commands import COMMANDS
-from tests.helpers import BACKEND, REPO_ROOT
+from tests.helpers import BACKEND, REPO_ROOT, write_images
 
-README = os.path.join(REPO_ROOT, "README.md")
+README = pathlib.Path(REPO_ROOT, "README.md").read_text(encoding="utf-8")
 SHELL = ("bash", "shell", "console")
 LANGUAGES = ("python", "text", *SHELL)
 NOT_RUN = re.compile(r"<!-- not run by tests/test_readme\.py: (.*) -->")
@@ -39,24 +35,14 @@ SUBSTITUTIONS = (
 )
 
 
-def readme_text():
-    with open(README, encoding="utf-8") as file:
-        return file.read()
-
-
 def readme_blocks():
     """`(line, language, code, reason it is not run or None)` for every fenced block of the README."""
-    lines = readme_text().splitlines()
     blocks = []
-    start = None
-    for index, line in enumerate(lines):
-        if start is None and line.startswith("```"):
-            start = index
-        elif start is not None and line == "```":
-            not_run = NOT_RUN.fullmatch(lines[start - 1].strip())
-            code = "\n".join(lines[start + 1 : index]) + "\n"
-            blocks.append((start + 1, lines[start][3:].strip(), code, not_run and not_run.group(1)))
-            start = None
+    for match in re.finditer(r"^```(.*)\n((?:.*\n)*?)```$", README, re.MULTILINE):
+        line_before = README[: match.start() - 1].rsplit("\n", 1)[-1]
+        not_run = NOT_RUN.fullmatch(line_before.strip())
+        line = README.count("\n", 0, match.start()) + 1
+        blocks.append((line, match.group(1).strip(), match.group(2), not_run and not_run.group(1)))
     return blocks
 
 
@@ -80,11 +66,16 @@ def test_every_block_is_code_or_text_and_says_why_it_is_not_run():
     for line, language, _, not_run in blocks:
         assert language in LANGUAGES, f"README.md:{line}: fence language {language!r}"
         assert not_run is None or (language != "text" and len(not_run.split()) >= 4), f"README.md:{line}"
-    assert readme_text().count("not run by tests/test_readme.py") == sum(block[3] is not None for block in blocks)
+    assert README.count("not run by tests/test_readme.py") == sum(block[3] is not None for block in blocks)
+    used = {}
+    for _, language, code, not_run in blocks:
+        if language in SHELL and not not_run:
+            shell_commands(code, used)
+    assert [pattern for pattern, _ in SUBSTITUTIONS if not used[pattern]] == []
 
 
 def test_readme_lists_every_command():
-    listed = re.search(r"`keras-vit ((?:[a-z]+ / )+[a-z]+)`", readme_text())
+    listed = re.search(r"`keras-vit ((?:[a-z]+ / )+[a-z]+)`", README)
     assert listed and tuple(listed.group(1).split(" / ")) == COMMANDS
 
 
@@ -92,7 +83,7 @@ def test_readme_lists_every_extra():
     tomllib = pytest.importorskip("tomllib")
     with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as file:
         extras = tomllib.load(file)["project"]["optional-dependencies"]
-    install = readme_text().split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    install = README.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
     cells = [line.split("|")[1] for line in install.splitlines() if line.startswith("| `")]
     assert sorted(name for cell in cells for name in re.findall(r"`([a-z]+)`", cell)) == sorted(extras)
 
@@ -102,11 +93,6 @@ def test_readme_lists_every_extra():
 @pytest.mark.slow
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the README runs once, on the tensorflow backend")
 def test_every_readme_block_runs(tmp_path):
-    used = {}
-    for _, language, code, not_run in readme_blocks():
-        if language in SHELL and not not_run:
-            shell_commands(code, used)
-    assert [pattern for pattern, _ in SUBSTITUTIONS if not used[pattern]] == []
     clone = tmp_path / "clone"  # the repository's files linked, outputs written beside them
     clone.mkdir()
     for name in os.listdir(REPO_ROOT):
@@ -127,34 +113,22 @@ def test_every_readme_block_runs(tmp_path):
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
     print(*[line for line in result.stdout.splitlines() if line.startswith("README.md:")], sep="\n")  # with -s
     for name in os.listdir(clone / "outputs" / "finetune"):
-        assert f"`{name}`" in readme_text(), f"the README names every file the main job writes: {name}"
+        assert f"`{name}`" in README, f"the README names every file the main job writes: {name}"
 
 
 # ---- The process that runs the blocks: `python tests/test_readme.py`, in the folder that stands in for a clone.
 
 
-def write_images(folder, classes, count, suffix, seed):
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    for name in classes:
-        os.makedirs(os.path.join(folder, name), exist_ok=True)
-        for index in range(count):
-            pixels = rng.integers(0, 256, (24, 20, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(os.path.join(folder, name, f"{index}{suffix}"))
-
-
 def write_cifar10_release(folder):
     """CIFAR-10's binary release (a label byte and 3,072 pixel bytes per image), 4 random images per file."""
     rng = np.random.default_rng(0)
-    os.makedirs(folder)
+    folder.mkdir(parents=True)
     names = [f"data_batch_{index}.bin" for index in range(1, 6)] + ["test_batch.bin"]
     for offset, name in enumerate(names):
-        records = [np.concatenate([[(index + offset) % 10], rng.integers(0, 256, 3072)]) for index in range(4)]
-        with open(os.path.join(folder, name), "wb") as file:
-            file.write(np.stack(records).astype(np.uint8).tobytes())
-    with open(os.path.join(folder, "batches.meta.txt"), "w") as file:
-        file.write("airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n")
+        records = rng.integers(0, 256, (4, 1 + 3072), dtype=np.uint8)
+        records[:, 0] = (np.arange(4) + offset) % 10
+        (folder / name).write_bytes(records.tobytes())
+    (folder / "batches.meta.txt").write_text("airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n")
 
 
 def put_world_in_place(patch):
@@ -209,7 +183,7 @@ def put_world_in_place(patch):
 
     # tfds:cifar10, prepared by TFDS's own builder from the release above (its download replaced).
     release = os.path.abspath("cifar10_release")
-    write_cifar10_release(os.path.join(release, "cifar-10-batches-bin"))
+    write_cifar10_release(pathlib.Path(release, "cifar-10-batches-bin"))
     with pytest.MonkeyPatch.context() as download:
         download.setattr(tfds.download.DownloadManager, "download_and_extract", lambda self, url: release)
         tfds.builder("cifar10", data_dir=os.path.expanduser("~/tensorflow_datasets")).download_and_prepare()
@@ -240,12 +214,10 @@ def run_command(command):
 def run_python(code, line):
     import keras
 
-    try:
-        # Padded so that a traceback names the README's own line numbers.
-        exec(compile("\n" * line + code, "README.md", "exec"), {"__name__": "__main__"})
-    finally:
-        keras.config.set_dtype_policy("float32")
-        keras.backend.clear_session()
+    # Padded so that a traceback names the README's own line numbers.
+    exec(compile("\n" * line + code, "README.md", "exec"), {"__name__": "__main__"})
+    keras.config.set_dtype_policy("float32")
+    keras.backend.clear_session()
 
 
 def main():

@@ -1,5 +1,4 @@
-"""Position-embedding resampling against independent reference implementations:
-scipy.ndimage.zoom (the official method) and torch.nn.functional.interpolate."""
+"""Position-embedding resampling against scipy.ndimage.zoom (the official method) and torch's interpolate."""
 
 import numpy as np
 import pytest
@@ -8,41 +7,36 @@ import scipy.ndimage
 from keras_vit.layers.resampling import resample_position_embedding
 
 GRIDS = [((14, 14), (24, 24)), ((14, 14), (7, 7)), ((14, 14), (12, 20)), ((6, 9), (10, 4)), ((3, 5), (1, 7))]
+METHODS = [("official", False), ("bilinear", False), ("bicubic", False), ("bilinear", True), ("bicubic", True)]
 
 
 def _embedding(grid, dim=5, prefix=1, seed=0):
     return np.random.default_rng(seed).normal(size=(1, prefix + grid[0] * grid[1], dim)).astype("float32")
 
 
-@pytest.mark.parametrize("source, target", GRIDS)
-def test_official_method_matches_scipy_zoom(source, target):
-    embedding = _embedding(source)
-    result = resample_position_embedding(embedding, source, target)
-    grid = embedding[0, 1:].reshape(source + (-1,)).astype("float64")
-    expected = scipy.ndimage.zoom(grid, (target[0] / source[0], target[1] / source[1], 1), order=1)
-    assert result.shape == (1, 1 + target[0] * target[1], 5)
-    assert result.dtype == np.float32
-    # float32 interpolation matrices (the ones the model uses at call time) against float64 scipy: the
-    # products accumulate in float32, so a few entries differ by up to ~2e-6 on torch.
-    np.testing.assert_allclose(result[0, 1:].reshape(target + (-1,)), expected, atol=1e-5)
-    np.testing.assert_array_equal(result[:, :1], embedding[:, :1])  # class token kept
-
-
-@pytest.mark.parametrize("source, target", GRIDS)
-@pytest.mark.parametrize(
-    "method, antialias", [("bilinear", False), ("bicubic", False), ("bilinear", True), ("bicubic", True)]
-)
-def test_half_pixel_methods_match_torch_interpolate(source, target, method, antialias):
+def reference(grid, target, method, antialias):
+    """`grid` (height, width, channels; float64) resized by scipy (the official method) or by torch."""
+    if method == "official":
+        return scipy.ndimage.zoom(grid, (target[0] / grid.shape[0], target[1] / grid.shape[1], 1), order=1)
     torch = pytest.importorskip("torch")
+    images = torch.from_numpy(grid).permute(2, 0, 1)[None]
+    resized = torch.nn.functional.interpolate(images, target, mode=method, align_corners=False, antialias=antialias)
+    return resized[0].permute(1, 2, 0).numpy()
+
+
+@pytest.mark.parametrize("source, target", GRIDS)
+@pytest.mark.parametrize("method, antialias", METHODS)
+def test_resampling_matches_the_reference(source, target, method, antialias):
     embedding = _embedding(source, prefix=2)
     result = resample_position_embedding(
         embedding, source, target, num_prefix_tokens=2, method=method, antialias=antialias
     )
-    grid = torch.tensor(embedding[0, 2:].reshape(source + (-1,)), dtype=torch.float64).permute(2, 0, 1)[None]
-    expected = torch.nn.functional.interpolate(grid, size=target, mode=method, align_corners=False, antialias=antialias)
-    expected = expected[0].permute(1, 2, 0).numpy()
+    assert result.shape == (1, 2 + target[0] * target[1], 5)
+    assert result.dtype == np.float32
+    expected = reference(embedding[0, 2:].reshape(source + (-1,)).astype("float64"), target, method, antialias)
+    # float32 interpolation matrices (those the model uses) against float64 references: up to ~2e-6 apart on torch.
     np.testing.assert_allclose(result[0, 2:].reshape(target + (-1,)), expected, atol=1e-5)
-    np.testing.assert_array_equal(result[:, :2], embedding[:, :2])
+    np.testing.assert_array_equal(result[:, :2], embedding[:, :2])  # the prefix tokens kept
 
 
 @pytest.mark.parametrize("method", ["official", "bilinear", "bicubic"])

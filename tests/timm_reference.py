@@ -1,10 +1,9 @@
-"""timm's hybrid Vision Transformers, with random weights, as the independent reference in tests.
+"""timm's Vision Transformers, with random weights, as the independent reference in tests.
 
 timm imports torchvision names a ViT never calls, and torchvision has no CPU build on this project's index: while timm
 is imported (and only when no real torchvision is installed) the stand-in of `tests/stubs/` is on `sys.path`.
 """
 
-import contextlib
 import functools
 import importlib.util
 import os
@@ -16,70 +15,55 @@ import pytest
 STUB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stubs")
 
 
-@contextlib.contextmanager
-def _torchvision_stand_in():
-    if importlib.util.find_spec("torchvision") is not None:
-        yield
-        return
-    sys.path.insert(0, STUB_DIR)
-    try:
-        yield
-    finally:
-        sys.path.remove(STUB_DIR)
-        # timm keeps the objects it took from the stand-in; nothing else may find a torchvision module.
-        for name in [name for name in sys.modules if name == "torchvision" or name.startswith("torchvision.")]:
-            del sys.modules[name]
-
-
 @functools.cache
 def import_timm():
     """Returns the `timm` module, or skips the test when timm or torch is missing."""
     pytest.importorskip("torch")
     if importlib.util.find_spec("timm") is None:
         pytest.skip("timm is not installed (requirements/no-deps.txt)")
-    with _torchvision_stand_in():
+    stand_in = importlib.util.find_spec("torchvision") is None
+    if stand_in:
+        sys.path.insert(0, STUB_DIR)
+    try:
         import timm
         import timm.layers
         import timm.models.resnetv2
         import timm.models.vision_transformer
+    finally:
+        if stand_in:
+            sys.path.remove(STUB_DIR)
+            # timm keeps the objects it took from the stand-in; nothing else may find a torchvision module.
+            for name in [name for name in sys.modules if name == "torchvision" or name.startswith("torchvision.")]:
+                del sys.modules[name]
     return timm
-
-
-def _conv_layer():
-    """The hybrids' convolution, as timm's vision_transformer_hybrid builds it."""
-    return functools.partial(import_timm().layers.StdConv2dSame, eps=1e-8)
-
-
-def timm_resnet(stage_depths, width):
-    """timm's hybrid ResNet (non-pre-activation, "same" padding) for any layout and width."""
-    import torch
-
-    timm = import_timm()
-    resnetv2 = timm.models.resnetv2
-    torch.manual_seed(0)
-    if not stage_depths:
-        return resnetv2.create_resnetv2_stem(3, out_chs=width, stem_type="same", preact=False, conv_layer=_conv_layer())
-    return resnetv2.ResNetV2(
-        layers=tuple(stage_depths),
-        channels=tuple(4 * width * 2**i for i in range(len(stage_depths))),
-        stem_chs=width,
-        num_classes=0,
-        global_pool="",
-        preact=False,
-        stem_type="same",
-        conv_layer=_conv_layer(),
-    )
 
 
 def timm_hybrid_vit(
     stage_depths, width, patch_size, hidden_dim, num_layers, num_heads, mlp_dim, image_size, classes=10, **kwargs
 ):
-    """A small timm hybrid ViT built like timm's published ones, in eval mode; `kwargs` go to its
-    `VisionTransformer` (e.g. `dynamic_img_size=True, dynamic_img_pad=True`)."""
+    """A small timm hybrid ViT (non-pre-activation ResNet, "same" padding) built like timm's published ones, in eval
+    mode; `kwargs` go to its `VisionTransformer` (e.g. `dynamic_img_size=True, dynamic_img_pad=True`)."""
     import torch
 
     timm = import_timm()
-    backbone = timm_resnet(stage_depths, width)
+    resnetv2 = timm.models.resnetv2
+    conv_layer = functools.partial(timm.layers.StdConv2dSame, eps=1e-8)
+    torch.manual_seed(0)
+    if stage_depths:
+        backbone = resnetv2.ResNetV2(
+            layers=tuple(stage_depths),
+            channels=tuple(4 * width * 2**i for i in range(len(stage_depths))),
+            stem_chs=width,
+            num_classes=0,
+            global_pool="",
+            preact=False,
+            stem_type="same",
+            conv_layer=conv_layer,
+        )
+    else:
+        backbone = resnetv2.create_resnetv2_stem(
+            3, out_chs=width, stem_type="same", preact=False, conv_layer=conv_layer
+        )
     torch.manual_seed(1)
     model = timm.models.vision_transformer.VisionTransformer(
         img_size=image_size,
