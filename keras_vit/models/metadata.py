@@ -17,7 +17,7 @@ import zipfile
 import keras
 import numpy as np
 
-from keras_vit.models.vit import find_vit
+from keras_vit.models.vit import find_layer, find_vit
 from keras_vit.utils.serialization import register
 
 __all__ = ["ClassNames", "class_names", "find_vit", "load_classifier", "top_classes", "with_class_names"]
@@ -61,13 +61,8 @@ class ClassNames(keras.layers.Layer):
 
 def class_names(model):
     """The class names saved with `model` or a model nested in it (a tuple of str), or None."""
-    pending = [model]
-    while pending:
-        layer = pending.pop(0)
-        if isinstance(layer, ClassNames):
-            return layer.class_names
-        pending.extend(getattr(layer, "layers", ()))
-    return None
+    layer = find_layer(model, ClassNames)
+    return None if layer is None else layer.class_names
 
 
 def with_class_names(model, names):
