@@ -9,7 +9,13 @@ from keras_vit.utils import keras_compat
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class GlorotUniform(keras.initializers.GlorotUniform):
-    """`keras.initializers.GlorotUniform`, the same values, drawn without kernel-sized temporaries on torch."""
+    """`keras.initializers.GlorotUniform`, the same values, drawn without kernel-sized temporaries on torch.
+
+    Example:
+
+    >>> keras.ops.shape(GlorotUniform(seed=1)((4, 3)))
+    (4, 3)
+    """
 
     def __call__(self, shape, dtype=None):
         if keras.backend.backend() != "torch" or len(shape) != 2:

@@ -53,12 +53,6 @@ class StandardizedConv2D(keras.layers.Layer):
         strides: int or `(height, width)`. Defaults to `1`.
         epsilon: float > 0 added to the variance. Defaults to `1e-8`.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Example:
-
-    >>> layer = StandardizedConv2D(filters=8, kernel_size=3, strides=2)
-    >>> keras.ops.shape(layer(np.zeros((2, 9, 8, 3))))
-    (2, 5, 4, 8)
     """
 
     def __init__(self, filters, kernel_size, strides=1, epsilon=STANDARDIZATION_EPSILON, **kwargs):
@@ -115,11 +109,6 @@ class BottleneckUnit(keras.layers.Layer):
         standardization_epsilon: float, see `StandardizedConv2D`. Defaults to `1e-8`.
         norm_epsilon: float, the GroupNorm epsilon. Defaults to `1e-5`.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Example:
-
-    >>> keras.ops.shape(BottleneckUnit(filters=32, strides=2)(np.zeros((1, 8, 8, 64))))
-    (1, 4, 4, 128)
     """
 
     def __init__(
@@ -190,7 +179,8 @@ class BottleneckUnit(keras.layers.Layer):
 
 @serialization.register
 class ResNetBackbone(keras.layers.Layer):
-    """The hybrids' ResNet v2: the root, then stages of `BottleneckUnit`s named `block{s}_unit{u}` (1-based).
+    """The hybrids' ResNet v2: the root, then stages of `BottleneckUnit`s named `block{s}_unit{u}` (1-based);
+    the feature map is downsampled by `output_stride(stage_depths)`.
 
     Args:
         stage_depths: sequence of ints, the units per stage, e.g. `()` (root only) or `(3, 4, 9)`.
@@ -199,14 +189,6 @@ class ResNetBackbone(keras.layers.Layer):
         standardization_epsilon: float, see `StandardizedConv2D`. Defaults to `1e-8`.
         norm_epsilon: float, the GroupNorm epsilon. Defaults to `1e-5`.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Returns:
-        The feature map, downsampled by `output_stride(stage_depths)`.
-
-    Example:
-
-    >>> keras.ops.shape(ResNetBackbone(stage_depths=(1, 1), width=32)(np.zeros((1, 32, 32, 3))))
-    (1, 4, 4, 256)
     """
 
     def __init__(

@@ -37,13 +37,7 @@ def patch_projection(hidden_dim, patch_size, dtype, use_bias=True):
 
 
 def pad_to_patches(images, patch_size):
-    """Zero-pads channels-last `images` at the bottom / right up to whole patches (timm's `dynamic_img_pad`).
-
-    Example:
-
-    >>> keras.ops.shape(pad_to_patches(np.zeros((2, 5, 8, 3)), (4, 4)))
-    (2, 8, 8, 3)
-    """
+    """Zero-pads channels-last `images` at the bottom / right up to whole patches (timm's `dynamic_img_pad`)."""
     shape = ops.shape(images)
     padding = [(-shape[axis]) % patch for axis, patch in ((1, patch_size[0]), (2, patch_size[1]))]
     if all(validation.static_dim(pad) == 0 for pad in padding):
@@ -85,6 +79,20 @@ def dense_over_tokens(dense, tokens):
         rows = rows * size  # explicit sizes, never -1: a reshape cannot infer -1 for an empty batch
     outputs = keras_compat.call_sublayer(dense, ops.reshape(tokens, (rows, shape[-1])))
     return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
+
+
+def xavier_dense(units, input_shape, dtype, name, use_bias=True, bias_initializer="zeros"):
+    """A built `Dense` with xavier-uniform kernels, flax's initialiser that the official code trains with."""
+    dense = keras.layers.Dense(
+        units,
+        use_bias=use_bias,
+        kernel_initializer=initializers.GlorotUniform(),
+        bias_initializer=bias_initializer,
+        dtype=dtype,
+        name=name,
+    )
+    dense.build(input_shape)
+    return dense
 
 
 @serialization.register
@@ -275,12 +283,6 @@ class PatchFeatureMap(keras.layers.Layer):
     Call arguments:
         tokens: tensor `(batch, num_prefix_tokens + rows * cols, dim)`.
         patch_grid: optional tensor `(batch, rows, cols, ...)`; only its shape is read.
-
-    Example:
-
-    >>> layer = PatchFeatureMap()
-    >>> keras.ops.shape(layer(np.zeros((2, 7, 8)), patch_grid=np.zeros((2, 2, 3, 8))))
-    (2, 2, 3, 8)
     """
 
     def __init__(self, num_prefix_tokens=1, grid_size=None, **kwargs):
@@ -434,19 +436,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 f"The hidden size must be divisible by num_heads={self.num_heads}. Received: input_shape={input_shape}"
             )
         self.head_dim = hidden_dim // self.num_heads
-        # xavier_uniform: flax's attention initialiser, as the official code trains.
-        self.qkv = keras.layers.Dense(
-            3 * hidden_dim,
-            use_bias=self.qkv_bias,
-            kernel_initializer=initializers.GlorotUniform(),
-            dtype=self.dtype_policy,
-            name="qkv",
-        )
-        self.qkv.build(input_shape)
-        self.output_projection = keras.layers.Dense(
-            hidden_dim, kernel_initializer=initializers.GlorotUniform(), dtype=self.dtype_policy, name="output"
-        )
-        self.output_projection.build(input_shape)
+        policy = self.dtype_policy
+        self.qkv = xavier_dense(3 * hidden_dim, input_shape, policy, "qkv", use_bias=self.qkv_bias)
+        self.output_projection = xavier_dense(hidden_dim, input_shape, policy, "output")
         self.attention_dropout.build(None)
 
     def call(self, tokens, training=False, return_attention_scores=False):
@@ -507,11 +499,6 @@ class MLPBlock(keras.layers.Layer):
         activation: one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         seed: optional int for the dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Example:
-
-    >>> keras.ops.shape(MLPBlock(mlp_dim=32)(np.ones((2, 5, 8))))
-    (2, 5, 8)
     """
 
     def __init__(self, mlp_dim, dropout_rate=0.0, activation="gelu", seed=None, **kwargs):
@@ -523,21 +510,14 @@ class MLPBlock(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape):
-        # The official initialisation: xavier_uniform kernels, normal(1e-6) biases.
-        self.fc1 = self._dense(self.mlp_dim, "fc1")
-        self.fc1.build(input_shape)
-        self.fc2 = self._dense(input_shape[-1], "fc2")
-        self.fc2.build((*input_shape[:-1], self.mlp_dim))
-        self.dropout.build(None)
-
-    def _dense(self, units, name):
-        return keras.layers.Dense(
-            units,
-            kernel_initializer=initializers.GlorotUniform(),
-            bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
-            dtype=self.dtype_policy,
-            name=name,
+        # The official initialisation: normal(1e-6) biases.
+        biases = keras.initializers.RandomNormal(stddev=1e-6)
+        policy = self.dtype_policy
+        self.fc1 = xavier_dense(self.mlp_dim, input_shape, policy, "fc1", bias_initializer=biases)
+        self.fc2 = xavier_dense(
+            input_shape[-1], (*input_shape[:-1], self.mlp_dim), policy, "fc2", bias_initializer=biases
         )
+        self.dropout.build(None)
 
     def call(self, tokens, training=False):
         run = keras_compat.call_sublayer
