@@ -83,6 +83,7 @@ def test_attention_contract_with_scores(tmp_path):
         (layers.PixelScaling, dict(scale=1 / 127.5, offset=-1.0, name="rescaling")),
         (GlorotUniform, dict(seed=5)),
         # Their weights, shapes and saving are checked by the hybrid patch embedding's contract (test_resnet.py).
+        (layers.StandardizedConv2D, dict(filters=8, kernel_size=3, strides=2)),
         (layers.BottleneckUnit, dict(filters=32, strides=2)),
         (layers.ResNetBackbone, dict(stage_depths=(1, 1))),
     ],
@@ -222,6 +223,8 @@ def _called_twice(layer, first, second):
         (lambda: _called_twice(layers.PositionEmbedding((2, 2)), (1, 5, 8), (1, 10, 8)), r"\(1, 10, 8\)"),
         (lambda: layers.PositionEmbedding((2, 2), resample_antialias=True), "resample_method='official'"),
         (lambda: layers.MLPBlock(8, activation="relu"), "activation='relu'"),
+        (lambda: layers.ResNetBackbone((3, 0)), "stage_depths"),
+        (lambda: layers.ResNetBackbone((), width=48), "width=48"),
         (lambda: layers.TransformerBlock(num_heads=2, mlp_dim=8, remat="yes"), "remat='yes'"),
     ],
 )
