@@ -99,11 +99,8 @@ def test_preprocess_input_is_the_documented_pass_through():
 
 
 def test_default_input_shape_follows_include_top_and_data_format(tiny_variants, data_format):
-    channels_first = data_format == "channels_first"
-    assert keras_vit.ViTTi16(include_top=False).input_shape[1:] == (
-        (3, None, None) if channels_first else (None, None, 3)
-    )
-    assert keras_vit.ViTTi16().input_shape[1:] == ((3, 224, 224) if channels_first else (224, 224, 3))
+    expected = {"channels_first": [(3, None, None), (3, 224, 224)], "channels_last": [(None, None, 3), (224, 224, 3)]}
+    assert [keras_vit.ViTTi16(include_top=top).input_shape[1:] for top in (False, True)] == expected[data_format]
 
 
 # --- any resolution, raw pixels, the keras-hub TestCase checks ------------------------------------------------

@@ -185,7 +185,6 @@ def test_inspection_works_on_a_hybrid(tmp_path):
     assert analysis.attention_rollout(model, images).shape == (2, 4, 4)
     assert analysis.mean_attention_distance(model, images).shape == (TINY["num_layers"], TINY["num_heads"])
     assert analysis.position_embedding_similarity(model).shape == (4, 4, 4, 4)
-    assert analysis.is_hybrid(model)
     with pytest.raises(ValueError, match="no linear patch filters"):
         analysis.embedding_filters(model)
     pixels = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype("uint8")
