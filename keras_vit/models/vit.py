@@ -409,8 +409,7 @@ def _checked_config(config):
 
 
 def _embedding_grid(config):
-    """The grid the position embedding is stored at: that of a fixed input size, else `embedding_grid`, else that
-    of a 224 x 224 image."""
+    """The position embedding's grid: a fixed input size's, else `embedding_grid`, else a 224 x 224 image's."""
     height, width, _ = variants.channels_last(config["input_shape"], keras.config.image_data_format())
     pixels = resnet.pixels_per_token(config["patch_size"], config["resnet_stages"])
     # A hybrid's "same"-padded ResNet gives the same ceil(size / token) grid as a plain ViT's padded patches.
@@ -520,8 +519,7 @@ def _layers(config, dtype):
 
 
 def _embed(layers, images, training=None):
-    """Pixels to the first block's tokens, and the patch grid `(batch, rows, cols, hidden_dim)`: the one place
-    where the tokens are assembled, shared by the model's graph and `forward_intermediates`."""
+    """Pixels to the first block's tokens, and the patch grid: for the model's graph and `forward_intermediates`."""
     x = images
     for name in ("pixel_scaling", "channels_last"):
         if name in layers:
