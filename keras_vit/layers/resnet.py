@@ -1,8 +1,5 @@
-"""The BiT-style ResNet v2 of the paper's hybrid Vision Transformers (section 3.1), as Keras layers.
-
-Weight-standardised convolutions, each followed by `GroupNormalization(32)`, with timm's numerics (epsilons 1e-8
-and 1e-5) and the official checkpoint's names (`conv_root`, `gn_root`, `block{s}_unit{u}/conv1`, ...), kernels HWIO.
-"""
+"""The BiT-style ResNet v2 of the paper's hybrid ViTs (section 3.1): weight-standardised convolutions, each
+followed by `GroupNormalization(32)`, with timm's epsilons and the official checkpoint's names, kernels HWIO."""
 
 import keras
 from keras import ops
@@ -99,9 +96,8 @@ class StandardizedConv2D(keras.layers.Layer):
 
 @serialization.register
 class BottleneckUnit(keras.layers.Layer):
-    """The hybrids' ResNet bottleneck unit (no pre-activation): `1x1 conv, GN, ReLU, strided 3x3 conv, GN, ReLU,
-    1x1 conv, GN` plus the shortcut, then ReLU. The shortcut is a strided 1x1 conv + GN (`conv_proj`, `gn_proj`)
-    when the unit changes the channels or the resolution. The last GN starts at zero: a fresh unit is its shortcut.
+    """The hybrids' bottleneck unit: `1x1 conv, GN, ReLU, strided 3x3 conv, GN, ReLU, 1x1 conv, GN` plus the
+    shortcut (a strided 1x1 conv + GN where the shape changes), then ReLU; a fresh unit is its shortcut.
 
     Args:
         filters: int, the bottleneck width (a multiple of 32); the unit outputs `4 * filters` channels.

@@ -221,15 +221,6 @@ class PositionEmbedding(keras.layers.Layer):
         self.resample_antialias = resample_antialias
         self.sequence_length = self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
 
-    def _check_length(self, tokens_shape):
-        count = validation.static_dim(tokens_shape[1])
-        if count is not None and count != self.sequence_length:
-            raise ValueError(
-                f"PositionEmbedding for a {self.grid_size[0]}x{self.grid_size[1]} grid expects "
-                f"{self.sequence_length} tokens; pass `patch_grid` for another grid. "
-                f"Received: input_shape={tuple(tokens_shape)}"
-            )
-
     def build(self, tokens_shape, patch_grid_shape=None):
         # Normal(0.02) is the official initialiser.
         self.embedding = self.add_weight(
@@ -240,9 +231,14 @@ class PositionEmbedding(keras.layers.Layer):
 
     def call(self, tokens, patch_grid=None):
         embedding = self.embedding
-        if patch_grid is None:
-            self._check_length(ops.shape(tokens))
-        else:
+        count = validation.static_dim(ops.shape(tokens)[1])
+        if patch_grid is None and count is not None and count != self.sequence_length:
+            raise ValueError(
+                f"PositionEmbedding for a {self.grid_size[0]}x{self.grid_size[1]} grid expects "
+                f"{self.sequence_length} tokens; pass `patch_grid` for another grid. "
+                f"Received: input_shape={tuple(ops.shape(tokens))}"
+            )
+        if patch_grid is not None:
             grid = ops.shape(patch_grid)[1:3]
             if tuple(validation.static_dim(size) for size in grid) != self.grid_size:
                 embedding = self._resampled(grid)
@@ -329,9 +325,6 @@ class DropPath(keras.layers.Layer):
         mask = keras.random.dropout(ops.ones(mask_shape, inputs.dtype), self.rate, seed=self.seed_generator)
         return inputs * mask
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
     def get_config(self):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
@@ -387,9 +380,6 @@ class PatchDropout(keras.layers.Layer):
         bits = keras.random.dropout(ops.ones((batch, num_patches, 24), "float32"), 0.5, seed=self.seed_generator)
         weights = ops.convert_to_tensor([0.5 ** (k + 2) for k in range(24)], "float32")
         return ops.sum(bits * weights, axis=-1)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
 
     def get_config(self):
         config = {"rate": self.rate, "num_prefix_tokens": self.num_prefix_tokens, "seed": self.seed}
