@@ -84,14 +84,8 @@ def saved(model, tmp_path):
 
 
 def keras_vit_from(path, **options):
-    return keras_vit.VisionTransformer(
-        **SIZE,
-        input_shape=(32, 32, 3),
-        include_preprocessing=False,
-        classifier_activation=None,
-        weights=path,
-        **options,
-    )
+    options = dict(input_shape=(32, 32, 3), include_preprocessing=False, classifier_activation=None, **options)
+    return keras_vit.VisionTransformer(**SIZE, weights=path, **options)
 
 
 def assert_close(actual, expected):

@@ -18,7 +18,6 @@ def test_class_names_layer_contract(tmp_path):
     # No weights of its own: the model checks on the head of a tiny ViT.
     layer = metadata.ClassNames(["cat", "dog", "emu"])
     assert_config_round_trip(layer)
-    assert layer.compute_output_shape((2, 3)) == (2, 3)
     run_model_test(
         lambda: metadata.with_class_names(keras_vit.VisionTransformer(**TINY, classes=3), ["cat", "dog", "emu"]),
         input_shape=(2, 16, 16, 3),
@@ -51,7 +50,6 @@ def test_nested_model_round_trips_class_names_and_finds_its_vit(tmp_path):
     model.save(path)
     loaded = metadata.load_classifier(path)
     assert keras_vit.class_names(loaded) == ("ant", "bee")
-    assert metadata.find_vit(loaded).name == "vit_backbone"
     images = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
     rows = metadata.top_classes(loaded, keras.ops.convert_to_numpy(loaded(images)), top=2)
     assert [sorted(name for name, _ in row) for row in rows] == [["ant", "bee"]] * 2

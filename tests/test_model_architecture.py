@@ -19,15 +19,6 @@ from tests.helpers import random_inputs, randomize_weights, run_model_saving_tes
 TINY = dict(patch_size=8, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32)
 
 
-def _rebuilt(model):
-    """`from_config` of `model`'s config after a JSON round trip, with `model`'s weights."""
-    config = json.loads(json.dumps(model.get_config()))
-    rebuilt = VisionTransformer.from_config(config)
-    assert rebuilt.get_config() == model.get_config()
-    rebuilt.set_weights(model.get_weights())
-    return rebuilt
-
-
 def test_a_named_constructor_describes_its_architecture_and_the_grid_rule():
     with keras.StatelessScope(initialize_variables=False):
         model = keras_vit.ViTB16(weights=None)
@@ -68,7 +59,10 @@ def test_a_named_constructor_describes_its_architecture_and_the_grid_rule():
 def test_from_config_rebuilds_the_same_model(arguments):
     model = VisionTransformer(**{**TINY, **arguments})
     randomize_weights(model)
-    rebuilt = _rebuilt(model)
+    # After a JSON round trip of the config.
+    rebuilt = VisionTransformer.from_config(json.loads(json.dumps(model.get_config())))
+    assert rebuilt.get_config() == model.get_config()
+    rebuilt.set_weights(model.get_weights())
     images = random_inputs((2, *model.default_image_size, 3)) * 127.5 + 127.5
     np.testing.assert_array_equal(to_numpy(rebuilt(images)), to_numpy(model(images)))
     # Each argument is also an attribute ("avg" is kept as the pooling it names).

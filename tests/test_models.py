@@ -120,14 +120,6 @@ def test_drop_path_rises_linearly_with_depth():
     np.testing.assert_allclose(rates, [0.0, 0.05, 0.1, 0.15, 0.2])
 
 
-def test_input_tensor_is_used():
-    images = keras.Input((32, 24, 3), name="my_images")
-    assert _tiny(input_tensor=images).inputs[0] is images
-    # Keras names a user's first Rescaling "rescaling": the model's own scaling must not take that name.
-    scaled = keras.layers.Rescaling(1.0)(keras.Input((32, 24, 3)))
-    assert _tiny(input_tensor=scaled).output_shape == (None, 5)
-
-
 def test_numpy_integers_build_a_model_whose_config_is_plain_json(tmp_path):
     sizes = {name: np.int64(value) for name, value in TINY.items()}
     model = keras_vit.VisionTransformer(**sizes, input_shape=tuple(np.array([32, 24, 3])), classes=np.int64(10))
@@ -206,6 +198,7 @@ def test_analytic_parameter_counts_are_the_pinned_and_the_built_ones():
         (dict(include_top="yes"), "include_top"),
         (dict(dropout_rate=1.5), "dropout_rate"),
         (dict(attention_dropout_rate=-0.1), "attention_dropout_rate"),
+        (dict(patch_dropout_rate=-0.1), "patch_dropout_rate=-0.1"),
         (dict(return_sequence=True), "return_sequence"),
         (dict(pooling="min"), "pooling='min'"),
         (dict(classes=0), "classes=0"),

@@ -2,7 +2,6 @@
 
 import hashlib
 import importlib.resources
-import json
 
 import keras
 import numpy as np
@@ -86,11 +85,6 @@ def test_decode_predictions_orders_and_labels_the_top_k():
         ],
         [("n02123045", "tabby", 1.0), ("n01440764", "tench", 0.0), ("n01443537", "goldfish", 0.0)],  # ties in order
     ]
-    preds = np.random.default_rng(1).random((3, 1000)).astype("float32")
-    index = json.loads(_class_index())
-    for row, pred in zip(decode_predictions(preds), preds):
-        expected = np.argsort(pred)[::-1][:5]
-        assert row == [(*index[str(i)], float(pred[i])) for i in expected]
     everything = decode_predictions(np.linspace(0, 1, 1000, dtype="float32")[None], top=1000)[0]
     assert len({wnid for wnid, _, _ in everything}) == 1000
 
@@ -126,9 +120,11 @@ def test_load_image_reads_a_real_image(tmp_path):
     assert pixels.shape == (4, 6, 3) and pixels.dtype == np.uint8 and (pixels == [255, 0, 0]).all()
 
 
-def test_the_models_scaling_follows_pixel_mean_and_std():
+@pytest.mark.parametrize(
+    "mean, std", [(0.5, 0.5), ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))], ids=["paper", "imagenet"]
+)
+def test_the_models_scaling_follows_pixel_mean_and_std(mean, std):
     assert preprocessing.scale_and_offset() == (1 / 127.5, -1.0)  # the paper's scaling, exactly
-    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
     model = keras_vit.VisionTransformer(8, 16, 1, 2, 32, include_top=False, pixel_mean=mean, pixel_std=std)
     plain = keras_vit.VisionTransformer.from_config({**model.get_config(), "include_preprocessing": False})
     plain.set_weights(model.get_weights())

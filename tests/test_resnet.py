@@ -10,19 +10,6 @@ from tests.helpers import run_layer_test, to_numpy
 WIDTH = 32  # the smallest width GroupNorm(32) allows
 
 
-def test_standardized_conv_contract(tmp_path):
-    # Odd, non-square input with stride 2: TF-style "same" padding gives ceil(size / 2).
-    run_layer_test(
-        resnet.StandardizedConv2D,
-        dict(filters=8, kernel_size=3, strides=2),
-        input_shape=(2, 9, 6, 4),
-        expected_output_shape=(2, 5, 3, 8),
-        expected_num_trainable_weights=1,
-        expected_num_params=3 * 3 * 4 * 8,
-        workdir=tmp_path,
-    )
-
-
 def test_bottleneck_unit_identity_shortcut():
     unit = resnet.BottleneckUnit(filters=WIDTH)
     unit.build((1, 4, 4, 4 * WIDTH))
@@ -88,10 +75,3 @@ def test_grid_of_sizes_no_stride_divides(size):
     assert embedding.compute_output_shape(images.shape) == (1, *grid, 8)
     assert tuple(keras.ops.shape(embedding(images))) == (1, *grid, 8)
     assert tuple(embedding(keras.Input((None, None, 3))).shape) == (None, None, None, 8)
-
-
-def test_bad_arguments_name_the_value():
-    with pytest.raises(ValueError, match="stage_depths"):
-        resnet.ResNetBackbone((3, 0))
-    with pytest.raises(ValueError, match="width=48"):
-        resnet.ResNetBackbone((), width=48)

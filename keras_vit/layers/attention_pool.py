@@ -5,8 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers import initializers
-from keras_vit.layers.transformer import LAYER_NORM_EPSILON, MLP_ACTIVATIONS, MLPBlock, dense_over_tokens
+from keras_vit.layers.transformer import LAYER_NORM_EPSILON, MLPBlock, dense_over_tokens, xavier_dense
 from keras_vit.utils import keras_compat, serialization, validation
 
 
@@ -34,12 +33,13 @@ class AttentionPooling(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.num_heads = validation.positive_int("num_heads", num_heads)
-        self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
+        self.mlp_dim = mlp_dim
         self.num_prefix_tokens = validation.non_negative_int("num_prefix_tokens", num_prefix_tokens)
-        self.activation = validation.one_of("activation", activation, MLP_ACTIVATIONS)
+        self.activation = activation
         self.epsilon = epsilon
         policy = self.dtype_policy
         self.norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=policy, name="norm")
+        # The MLP checks `mlp_dim` and `activation`.
         self.mlp = MLPBlock(mlp_dim, activation=activation, dtype=policy, name="mlp")
 
     def build(self, input_shape):
@@ -53,19 +53,12 @@ class AttentionPooling(keras.layers.Layer):
         self.latent = self.add_weight(
             shape=(1, 1, dim), initializer=keras.initializers.TruncatedNormal(stddev=dim**-0.5), name="latent"
         )
-        self.query = self._dense(dim, "query")
-        self.query.build((None, dim))
-        self.key_value = self._dense(2 * dim, "key_value")
-        self.key_value.build(input_shape)
-        self.output_projection = self._dense(dim, "output")
-        self.output_projection.build((None, dim))
+        policy = self.dtype_policy
+        self.query = xavier_dense(dim, (None, dim), policy, "query")
+        self.key_value = xavier_dense(2 * dim, input_shape, policy, "key_value")
+        self.output_projection = xavier_dense(dim, (None, dim), policy, "output")
         self.norm.build((None, dim))
         self.mlp.build((None, dim))
-
-    def _dense(self, units, name):
-        return keras.layers.Dense(
-            units, kernel_initializer=initializers.GlorotUniform(), dtype=self.dtype_policy, name=name
-        )
 
     def call(self, tokens):
         run = keras_compat.call_sublayer

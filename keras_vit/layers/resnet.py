@@ -1,8 +1,5 @@
-"""The BiT-style ResNet v2 of the paper's hybrid Vision Transformers (section 3.1), as Keras layers.
-
-Weight-standardised convolutions, each followed by `GroupNormalization(32)`, with timm's numerics (epsilons 1e-8
-and 1e-5) and the official checkpoint's names (`conv_root`, `gn_root`, `block{s}_unit{u}/conv1`, ...), kernels HWIO.
-"""
+"""The BiT-style ResNet v2 of the paper's hybrid ViTs (section 3.1): weight-standardised convolutions, each
+followed by `GroupNormalization(32)`, with timm's epsilons and the official checkpoint's names, kernels HWIO."""
 
 import keras
 from keras import ops
@@ -53,12 +50,6 @@ class StandardizedConv2D(keras.layers.Layer):
         strides: int or `(height, width)`. Defaults to `1`.
         epsilon: float > 0 added to the variance. Defaults to `1e-8`.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Example:
-
-    >>> layer = StandardizedConv2D(filters=8, kernel_size=3, strides=2)
-    >>> keras.ops.shape(layer(np.zeros((2, 9, 8, 3))))
-    (2, 5, 4, 8)
     """
 
     def __init__(self, filters, kernel_size, strides=1, epsilon=STANDARDIZATION_EPSILON, **kwargs):
@@ -105,9 +96,8 @@ class StandardizedConv2D(keras.layers.Layer):
 
 @serialization.register
 class BottleneckUnit(keras.layers.Layer):
-    """The hybrids' ResNet bottleneck unit (no pre-activation): `1x1 conv, GN, ReLU, strided 3x3 conv, GN, ReLU,
-    1x1 conv, GN` plus the shortcut, then ReLU. The shortcut is a strided 1x1 conv + GN (`conv_proj`, `gn_proj`)
-    when the unit changes the channels or the resolution. The last GN starts at zero: a fresh unit is its shortcut.
+    """The hybrids' bottleneck unit: `1x1 conv, GN, ReLU, strided 3x3 conv, GN, ReLU, 1x1 conv, GN` plus the
+    shortcut (a strided 1x1 conv + GN where the shape changes), then ReLU; a fresh unit is its shortcut.
 
     Args:
         filters: int, the bottleneck width (a multiple of 32); the unit outputs `4 * filters` channels.
@@ -115,11 +105,6 @@ class BottleneckUnit(keras.layers.Layer):
         standardization_epsilon: float, see `StandardizedConv2D`. Defaults to `1e-8`.
         norm_epsilon: float, the GroupNorm epsilon. Defaults to `1e-5`.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Example:
-
-    >>> keras.ops.shape(BottleneckUnit(filters=32, strides=2)(np.zeros((1, 8, 8, 64))))
-    (1, 4, 4, 128)
     """
 
     def __init__(
@@ -190,7 +175,8 @@ class BottleneckUnit(keras.layers.Layer):
 
 @serialization.register
 class ResNetBackbone(keras.layers.Layer):
-    """The hybrids' ResNet v2: the root, then stages of `BottleneckUnit`s named `block{s}_unit{u}` (1-based).
+    """The hybrids' ResNet v2: the root, then stages of `BottleneckUnit`s named `block{s}_unit{u}` (1-based);
+    the feature map is downsampled by `output_stride(stage_depths)`.
 
     Args:
         stage_depths: sequence of ints, the units per stage, e.g. `()` (root only) or `(3, 4, 9)`.
@@ -199,14 +185,6 @@ class ResNetBackbone(keras.layers.Layer):
         standardization_epsilon: float, see `StandardizedConv2D`. Defaults to `1e-8`.
         norm_epsilon: float, the GroupNorm epsilon. Defaults to `1e-5`.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Returns:
-        The feature map, downsampled by `output_stride(stage_depths)`.
-
-    Example:
-
-    >>> keras.ops.shape(ResNetBackbone(stage_depths=(1, 1), width=32)(np.zeros((1, 32, 32, 3))))
-    (1, 4, 4, 256)
     """
 
     def __init__(

@@ -37,13 +37,7 @@ def patch_projection(hidden_dim, patch_size, dtype, use_bias=True):
 
 
 def pad_to_patches(images, patch_size):
-    """Zero-pads channels-last `images` at the bottom / right up to whole patches (timm's `dynamic_img_pad`).
-
-    Example:
-
-    >>> keras.ops.shape(pad_to_patches(np.zeros((2, 5, 8, 3)), (4, 4)))
-    (2, 8, 8, 3)
-    """
+    """Zero-pads channels-last `images` at the bottom / right up to whole patches (timm's `dynamic_img_pad`)."""
     shape = ops.shape(images)
     padding = [(-shape[axis]) % patch for axis, patch in ((1, patch_size[0]), (2, patch_size[1]))]
     if all(validation.static_dim(pad) == 0 for pad in padding):
@@ -85,6 +79,20 @@ def dense_over_tokens(dense, tokens):
         rows = rows * size  # explicit sizes, never -1: a reshape cannot infer -1 for an empty batch
     outputs = keras_compat.call_sublayer(dense, ops.reshape(tokens, (rows, shape[-1])))
     return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
+
+
+def xavier_dense(units, input_shape, dtype, name, use_bias=True, bias_initializer="zeros"):
+    """A built `Dense` with xavier-uniform kernels, flax's initialiser that the official code trains with."""
+    dense = keras.layers.Dense(
+        units,
+        use_bias=use_bias,
+        kernel_initializer=initializers.GlorotUniform(),
+        bias_initializer=bias_initializer,
+        dtype=dtype,
+        name=name,
+    )
+    dense.build(input_shape)
+    return dense
 
 
 @serialization.register
@@ -213,15 +221,6 @@ class PositionEmbedding(keras.layers.Layer):
         self.resample_antialias = resample_antialias
         self.sequence_length = self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
 
-    def _check_length(self, tokens_shape):
-        count = validation.static_dim(tokens_shape[1])
-        if count is not None and count != self.sequence_length:
-            raise ValueError(
-                f"PositionEmbedding for a {self.grid_size[0]}x{self.grid_size[1]} grid expects "
-                f"{self.sequence_length} tokens; pass `patch_grid` for another grid. "
-                f"Received: input_shape={tuple(tokens_shape)}"
-            )
-
     def build(self, tokens_shape, patch_grid_shape=None):
         # Normal(0.02) is the official initialiser.
         self.embedding = self.add_weight(
@@ -232,9 +231,14 @@ class PositionEmbedding(keras.layers.Layer):
 
     def call(self, tokens, patch_grid=None):
         embedding = self.embedding
-        if patch_grid is None:
-            self._check_length(ops.shape(tokens))
-        else:
+        count = validation.static_dim(ops.shape(tokens)[1])
+        if patch_grid is None and count is not None and count != self.sequence_length:
+            raise ValueError(
+                f"PositionEmbedding for a {self.grid_size[0]}x{self.grid_size[1]} grid expects "
+                f"{self.sequence_length} tokens; pass `patch_grid` for another grid. "
+                f"Received: input_shape={tuple(ops.shape(tokens))}"
+            )
+        if patch_grid is not None:
             grid = ops.shape(patch_grid)[1:3]
             if tuple(validation.static_dim(size) for size in grid) != self.grid_size:
                 embedding = self._resampled(grid)
@@ -275,12 +279,6 @@ class PatchFeatureMap(keras.layers.Layer):
     Call arguments:
         tokens: tensor `(batch, num_prefix_tokens + rows * cols, dim)`.
         patch_grid: optional tensor `(batch, rows, cols, ...)`; only its shape is read.
-
-    Example:
-
-    >>> layer = PatchFeatureMap()
-    >>> keras.ops.shape(layer(np.zeros((2, 7, 8)), patch_grid=np.zeros((2, 2, 3, 8))))
-    (2, 2, 3, 8)
     """
 
     def __init__(self, num_prefix_tokens=1, grid_size=None, **kwargs):
@@ -326,9 +324,6 @@ class DropPath(keras.layers.Layer):
         # `keras.random.dropout`: unseeded on torch it is torch's own dropout, which torch.compile traces.
         mask = keras.random.dropout(ops.ones(mask_shape, inputs.dtype), self.rate, seed=self.seed_generator)
         return inputs * mask
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
 
     def get_config(self):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
@@ -386,9 +381,6 @@ class PatchDropout(keras.layers.Layer):
         weights = ops.convert_to_tensor([0.5 ** (k + 2) for k in range(24)], "float32")
         return ops.sum(bits * weights, axis=-1)
 
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
-
     def get_config(self):
         config = {"rate": self.rate, "num_prefix_tokens": self.num_prefix_tokens, "seed": self.seed}
         return {**super().get_config(), **config}
@@ -434,19 +426,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 f"The hidden size must be divisible by num_heads={self.num_heads}. Received: input_shape={input_shape}"
             )
         self.head_dim = hidden_dim // self.num_heads
-        # xavier_uniform: flax's attention initialiser, as the official code trains.
-        self.qkv = keras.layers.Dense(
-            3 * hidden_dim,
-            use_bias=self.qkv_bias,
-            kernel_initializer=initializers.GlorotUniform(),
-            dtype=self.dtype_policy,
-            name="qkv",
-        )
-        self.qkv.build(input_shape)
-        self.output_projection = keras.layers.Dense(
-            hidden_dim, kernel_initializer=initializers.GlorotUniform(), dtype=self.dtype_policy, name="output"
-        )
-        self.output_projection.build(input_shape)
+        policy = self.dtype_policy
+        self.qkv = xavier_dense(3 * hidden_dim, input_shape, policy, "qkv", use_bias=self.qkv_bias)
+        self.output_projection = xavier_dense(hidden_dim, input_shape, policy, "output")
         self.attention_dropout.build(None)
 
     def call(self, tokens, training=False, return_attention_scores=False):
@@ -507,11 +489,6 @@ class MLPBlock(keras.layers.Layer):
         activation: one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         seed: optional int for the dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Example:
-
-    >>> keras.ops.shape(MLPBlock(mlp_dim=32)(np.ones((2, 5, 8))))
-    (2, 5, 8)
     """
 
     def __init__(self, mlp_dim, dropout_rate=0.0, activation="gelu", seed=None, **kwargs):
@@ -523,21 +500,14 @@ class MLPBlock(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape):
-        # The official initialisation: xavier_uniform kernels, normal(1e-6) biases.
-        self.fc1 = self._dense(self.mlp_dim, "fc1")
-        self.fc1.build(input_shape)
-        self.fc2 = self._dense(input_shape[-1], "fc2")
-        self.fc2.build((*input_shape[:-1], self.mlp_dim))
-        self.dropout.build(None)
-
-    def _dense(self, units, name):
-        return keras.layers.Dense(
-            units,
-            kernel_initializer=initializers.GlorotUniform(),
-            bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
-            dtype=self.dtype_policy,
-            name=name,
+        # The official initialisation: normal(1e-6) biases.
+        biases = keras.initializers.RandomNormal(stddev=1e-6)
+        policy = self.dtype_policy
+        self.fc1 = xavier_dense(self.mlp_dim, input_shape, policy, "fc1", bias_initializer=biases)
+        self.fc2 = xavier_dense(
+            input_shape[-1], (*input_shape[:-1], self.mlp_dim), policy, "fc2", bias_initializer=biases
         )
+        self.dropout.build(None)
 
     def call(self, tokens, training=False):
         run = keras_compat.call_sublayer

@@ -41,22 +41,13 @@ Returns:
 
 def _weights_entry(variant):
     tags = pretrained.available_tags(variant)
-    checkpoints = ", ".join(f'`"{tag}"`' for tag in tags if tag != "imagenet")
-    lister = f'`keras_vit.pretrained.available_tags("{variant}")`'
-    if not checkpoints:
-        published = f"no ViT-{variant} checkpoint was published ({lister} is empty)"
-    elif "imagenet" in tags:
-        published = (
-            f'a checkpoint tag of ViT-{variant}: {checkpoints} ({lister}); `"imagenet"`, the best ImageNet-1k '
-            "classifier at the published resolution nearest `input_shape`"
-        )
-    else:
-        published = (
-            f"a checkpoint tag of ViT-{variant}: {checkpoints} ({lister}; no ImageNet-1k classifier was published, "
-            'so no `"imagenet"`)'
-        )
+    checkpoints = ", ".join(f'`"{tag}"`' for tag in tags if tag != "imagenet") or "none published"
+    imagenet = ""
+    if "imagenet" in tags:
+        imagenet = '; `"imagenet"`, the best ImageNet-1k classifier at the published resolution nearest `input_shape`'
     text = (
-        f"weights: `None` (random initialisation, the default); {published}; a local `.npz` or `.safetensors` "
+        f"weights: `None` (random initialisation, the default); a checkpoint tag of ViT-{variant} ({checkpoints}; "
+        f'`keras_vit.pretrained.available_tags("{variant}")`){imagenet}; a local `.npz` or `.safetensors` '
         'checkpoint or `save_pretrained` folder; or `"hf://org/repo[/file.safetensors][@revision]"`.'
     )
     return textwrap.fill(text, width=104, initial_indent="    ", subsequent_indent="        ")
@@ -121,40 +112,21 @@ def _constructor(variant):
     return constructor
 
 
-ViTTi16 = _constructor("Ti/16")
-ViTS16 = _constructor("S/16")
-ViTS32 = _constructor("S/32")
-ViTB8 = _constructor("B/8")
-ViTB16 = _constructor("B/16")
-ViTB32 = _constructor("B/32")
-ViTL16 = _constructor("L/16")
-ViTL32 = _constructor("L/32")
-ViTH14 = _constructor("H/14")
-ViTRTi16 = _constructor("R+Ti/16")
-ViTR26S32 = _constructor("R26+S/32")
-ViTR26B32 = _constructor("R26+B/32")
-ViTR50B16 = _constructor("R50+B/16")
-ViTR50L32 = _constructor("R50+L/32")
-
-CONSTRUCTORS = {
-    constructor.__name__: constructor
-    for constructor in (
-        ViTTi16,
-        ViTS16,
-        ViTS32,
-        ViTB8,
-        ViTB16,
-        ViTB32,
-        ViTL16,
-        ViTL32,
-        ViTH14,
-        ViTRTi16,
-        ViTR26S32,
-        ViTR26B32,
-        ViTR50B16,
-        ViTR50L32,
-    )
-}
+CONSTRUCTORS = {constructor_name(variant): _constructor(variant) for variant in VARIANTS}
+ViTTi16 = CONSTRUCTORS["ViTTi16"]
+ViTS16 = CONSTRUCTORS["ViTS16"]
+ViTS32 = CONSTRUCTORS["ViTS32"]
+ViTB8 = CONSTRUCTORS["ViTB8"]
+ViTB16 = CONSTRUCTORS["ViTB16"]
+ViTB32 = CONSTRUCTORS["ViTB32"]
+ViTL16 = CONSTRUCTORS["ViTL16"]
+ViTL32 = CONSTRUCTORS["ViTL32"]
+ViTH14 = CONSTRUCTORS["ViTH14"]
+ViTRTi16 = CONSTRUCTORS["ViTRTi16"]
+ViTR26S32 = CONSTRUCTORS["ViTR26S32"]
+ViTR26B32 = CONSTRUCTORS["ViTR26B32"]
+ViTR50B16 = CONSTRUCTORS["ViTR50B16"]
+ViTR50L32 = CONSTRUCTORS["ViTR50L32"]
 
 
 def constructor_for(name):

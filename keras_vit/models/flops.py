@@ -16,10 +16,11 @@ def _ceil_div(size, divisor):
 
 def _resnet(variant, image_size):
     """A hybrid ResNet's convolutions `(kernel_side, in_channels, out_channels, out_rows, out_cols)` (none for a
-    plain ViT) and the `(rows, cols, channels)` that the patch embedding cuts into patches."""
+    plain ViT), the channels the patch embedding cuts into patches, the patch size and the token grid."""
     rows, cols = (image_size, image_size) if validation.is_int(image_size) else image_size
+    patch = validation.pair("patch_size", variant["patch_size"])
     if variant.get("resnet_stages") is None:
-        return [], (rows, cols, 3)
+        return [], 3, patch, patch_grid((rows, cols), patch)
     width = variant.get("resnet_width", 64)
     # keras_vit.layers.resnet: a 7x7 stride-2 root convolution and a stride-2 max pooling, then bottleneck units;
     # stage i has width * 2**i bottleneck channels and 4x that out, and strides 2 in its first unit but in stage 0.
@@ -37,7 +38,7 @@ def _resnet(variant, image_size):
             convolutions.append((3, filters, filters, out_rows, out_cols))
             convolutions.append((1, filters, 4 * filters, out_rows, out_cols))
             rows, cols, channels = out_rows, out_cols, 4 * filters
-    return convolutions, (rows, cols, channels)
+    return convolutions, channels, patch, patch_grid((rows, cols), patch)
 
 
 def parameter_count(variant, image_size=224, classes=1000):
@@ -47,10 +48,8 @@ def parameter_count(variant, image_size=224, classes=1000):
     >>> parameter_count({"patch_size": 16, "hidden_dim": 768, "num_layers": 12, "mlp_dim": 3072})
     86567656
     """
-    convolutions, (rows, cols, channels) = _resnet(variant, image_size)
-    patch_h, patch_w = validation.pair("patch_size", variant["patch_size"])
+    convolutions, channels, (patch_h, patch_w), (grid_h, grid_w) = _resnet(variant, image_size)
     dim, mlp = variant["hidden_dim"], variant["mlp_dim"]
-    grid_h, grid_w = patch_grid((rows, cols), (patch_h, patch_w))
     # Unbiased weight-standardised convolutions, each with a GroupNorm.
     resnet = sum(side * side * fan_in * fan_out + 2 * fan_out for side, fan_in, fan_out, _, _ in convolutions)
     # The patch projection, the class token and the position embedding (a row per patch and one for the class).
@@ -67,10 +66,8 @@ def forward_flops(variant, image_size=224, classes=1000):
     >>> round(forward_flops(VARIANTS["B/16"]) / 1e9, 1), round(forward_flops(VARIANTS["R50+B/16"]) / 1e9, 1)
     (35.1, 43.1)
     """
-    convolutions, (rows, cols, channels) = _resnet(variant, image_size)
-    patch_h, patch_w = validation.pair("patch_size", variant["patch_size"])
+    convolutions, channels, (patch_h, patch_w), (grid_h, grid_w) = _resnet(variant, image_size)
     dim, mlp = variant["hidden_dim"], variant["mlp_dim"]
-    grid_h, grid_w = patch_grid((rows, cols), (patch_h, patch_w))
     # A strided convolution counts its kernel at every output position, "same" padding included.
     macs = sum(out_h * out_w * side * side * fan_in * fan_out for side, fan_in, fan_out, out_h, out_w in convolutions)
     patches = grid_h * grid_w

@@ -10,8 +10,6 @@ from keras_vit.utils import keras_compat, validation
 
 # The projections each target names, by the `Dense` layers' names inside a transformer block.
 LORA_TARGETS = {"attention": ("qkv", "output"), "mlp": ("fc1", "fc2")}
-# The layers that stay trainable besides the adapters.
-TRAINABLE_WITH_LORA = ("head",)
 
 
 def check_targets(targets):
@@ -24,7 +22,7 @@ def check_targets(targets):
 
 def lora_layers(model, targets):
     """The `Dense` projections of `model`'s transformer blocks that `targets` names, in block order."""
-    names = {name for target in check_targets(targets) for name in LORA_TARGETS[target]}
+    names = {name for target in targets for name in LORA_TARGETS[target]}
     return [
         layer
         for layer in keras_compat.sublayers(model)
@@ -33,26 +31,19 @@ def lora_layers(model, targets):
 
 
 def enable_lora(model, rank, targets=("attention",), alpha=None):
-    """Adds rank-`rank` adapters to `model`'s projections and freezes every other weight but the head's.
+    """Adds adapters to `model`'s `targets` projections and freezes every weight but theirs and the head's.
 
-    Args:
-        model: a built `VisionTransformer`.
-        rank: int, the adapters' rank.
-        targets: `"attention"` (the fused query-key-value and the output
-            projections), `"mlp"` (both MLP layers), or both.
-        alpha: optional float, the adapters' scale is `alpha / rank`.
-            Defaults to `rank` (a scale of 1).
+    See `VisionTransformer.enable_lora` for the arguments.
     """
     rank = validation.positive_int("lora_rank", rank)
     layers = lora_layers(model, targets)
     for layer in layers:
         layer.enable_lora(rank, lora_alpha=alpha)
-    adapters = {id(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
-    kept = {
-        id(v) for layer in keras_compat.sublayers(model) if layer.name in TRAINABLE_WITH_LORA for v in layer.weights
-    }
+    trainable = {id(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
+    if model.include_top:
+        trainable |= {id(v) for v in model.get_layer("head").weights}
     for variable in model.weights:
-        variable.trainable = id(variable) in adapters or id(variable) in kept
+        variable.trainable = id(variable) in trainable
 
 
 def merge_into(lora_model, plain_model):

@@ -1,15 +1,5 @@
-"""What a saved classifier says about itself: its class names, and where its ViT is.
-
-A `.keras` file keeps layers and their configs, so the class names travel in `ClassNames`, an identity layer on
-the classifier's output whose config is the list of names (it computes nothing: exported graphs are unchanged).
-`find_vit` finds the ViT inside a user's model, which is what `predict`, `inspect` and `convert` work on.
-
->>> vit = keras_vit.VisionTransformer(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32,
-...     input_shape=(16, 16, 3), classes=2)
->>> model = with_class_names(vit, ["cat", "dog"])
->>> class_names(model), find_vit(model) is vit
-(('cat', 'dog'), True)
-"""
+"""What a saved classifier says about itself: its class names (in `ClassNames`, an identity layer whose config
+is the list of names), and where its ViT is (`find_vit`)."""
 
 import os
 import zipfile
@@ -17,7 +7,7 @@ import zipfile
 import keras
 import numpy as np
 
-from keras_vit.models.vit import find_vit
+from keras_vit.models.vit import find_layer, find_vit
 from keras_vit.utils.serialization import register
 
 __all__ = ["ClassNames", "class_names", "find_vit", "load_classifier", "top_classes", "with_class_names"]
@@ -61,13 +51,8 @@ class ClassNames(keras.layers.Layer):
 
 def class_names(model):
     """The class names saved with `model` or a model nested in it (a tuple of str), or None."""
-    pending = [model]
-    while pending:
-        layer = pending.pop(0)
-        if isinstance(layer, ClassNames):
-            return layer.class_names
-        pending.extend(getattr(layer, "layers", ()))
-    return None
+    layer = find_layer(model, ClassNames)
+    return None if layer is None else layer.class_names
 
 
 def with_class_names(model, names):

@@ -1,10 +1,7 @@
 """Pixels in, ImageNet-1k class names out.
 
-Every published ViT checkpoint was trained on pixels scaled to [-1, 1] (`x / 127.5 - 1`, mean = std = 0.5),
-`keras.applications`' "tf" mode. As ConvNeXt and EfficientNetV2 do, the models scale raw [0, 255] pixels
-themselves (`include_preprocessing=True`), so `preprocess_input` is a pass-through; `scale_pixels` is the scaling
-for models built without it. `decode_predictions` reads the class index shipped in the package
-(`keras_vit/resources/imagenet_class_index.json`, the file `keras.applications` downloads).
+As ConvNeXt does, the models scale raw [0, 255] pixels themselves, so `preprocess_input` is a pass-through;
+`decode_predictions` reads the class index `keras.applications` downloads, shipped in `keras_vit/resources`.
 """
 
 import functools
@@ -45,10 +42,8 @@ def scale_and_offset(mean=0.5, std=0.5):
 
 
 def preprocess_input(x, data_format=None):
-    """A placeholder method for backward compatibility: returns `x` unchanged.
-
-    keras_vit models take raw pixels in [0, 255] and scale them themselves, as `keras.applications.ConvNeXt*`
-    do. For a model built with `include_preprocessing=False`, use `scale_pixels`.
+    """A placeholder method for backward compatibility: returns `x` unchanged (the models scale pixels themselves;
+    without `include_preprocessing`, use `scale_pixels`).
 
     Args:
         x: images with pixel values in [0, 255], of any kind (array, tensor, symbolic tensor).

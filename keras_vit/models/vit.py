@@ -20,10 +20,10 @@ NOT_CONFIG = ("self", "__class__", "weights", "input_tensor", "dtype", "name", "
 class VisionTransformer(keras.Model):
     """A Vision Transformer (Dosovitskiy et al. 2021) of any size, plain or hybrid, optionally with weights.
 
-    Pixels in [0, 255] are scaled to [-1, 1], cut into patches (padded to whole patches), embedded, prefixed with
-    a class token, given position embeddings (resampled to the images' patch grid) and passed through pre-norm
-    transformer blocks and a final LayerNorm; then the pooling and head, or the feature map. `get_config()` is
-    the constructor's arguments (`input_tensor` and `weights` aside), each also an attribute.
+    Raw pixels are scaled, cut into patches (padded to whole patches), embedded, prefixed with a class token,
+    given position embeddings (resampled to the images' patch grid) and passed through pre-norm transformer
+    blocks and a final LayerNorm; then the pooling and head, or the feature map. `get_config()` is the
+    constructor's arguments (`input_tensor` and `weights` aside), each also an attribute.
 
     Args:
         patch_size: int or `(height, width)`.
@@ -32,31 +32,27 @@ class VisionTransformer(keras.Model):
         num_heads: int, the attention heads per block.
         mlp_dim: int, the hidden size of each MLP block.
         include_top: bool, whether to add the classification head.
-        include_preprocessing: bool, whether the model normalises raw [0, 255] pixels itself (else use
-            `keras_vit.models.preprocessing.scale_pixels`).
-        pixel_mean: float or per-channel `(r, g, b)` in [0, 1], the mean the built-in scaling subtracts; 0.5
-            (with `pixel_std` 0.5: [-1, 1]) for the paper's checkpoints, ImageNet's for DINOv2, OpenAI's for CLIP.
-        pixel_std: float or per-channel `(r, g, b)`, the standard deviation the built-in scaling divides by.
+        include_preprocessing: bool, whether the model scales raw [0, 255] pixels itself.
+        pixel_mean: float or per-channel `(r, g, b)` in [0, 1], the mean the built-in scaling subtracts.
+        pixel_std: float or per-channel `(r, g, b)`, the standard deviation it divides by (0.5 and 0.5: [-1, 1]).
         weights: `None` (random), a local `.npz`, `.safetensors` or `save_pretrained` folder, or
             `"hf://org/repo[/file.safetensors][@revision]"`; tags and `"imagenet"` need a named constructor.
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: `(height, width, channels)` in the image data format; sides may be None (any size).
             Defaults to `(224, 224, 3)` with a head, else `(None, None, 3)`.
-        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, `"map"` (SigLIP's `AttentionPooling`) or None:
-            `"token"` with a head, the features without.
+        pooling: `"token"`, `"gap"` (alias `"avg"`), `"max"`, `"map"` (`AttentionPooling`) or None (`"token"`
+            with a head, the features without).
         classes: int, the classes of the head.
         classifier_activation: the head's activation; None for logits.
-        return_sequence: bool, without head and pooling return the tokens `(batch, num_prefix_tokens + rows *
-            cols, hidden_dim)` instead of the feature map `(batch, rows, cols, hidden_dim)`.
+        return_sequence: bool, without head and pooling return the tokens instead of the feature map.
         representation_size: optional int, the size of a `pre_logits` tanh `Dense` after the pooling.
         dropout_rate: float, dropout on the embeddings, after attention and in the MLP blocks.
         attention_dropout_rate: float, dropout on the attention weights.
         drop_path_rate: float, the stochastic-depth rate of the last block, rising linearly from 0 at the first.
-        mlp_activation: `"gelu"`, `"gelu_tanh"` (the official JAX code's) or `"quick_gelu"` (OpenAI CLIP's).
-        remat: bool, recompute each block's activations in the backward pass: less training memory.
-        patch_dropout_rate: float in [0, 1), the patch tokens `keras_vit.layers.PatchDropout` drops in training.
-        resample_method: how the position embedding follows another image size: `"official"`, `"bilinear"` or
-            `"bicubic"`.
+        mlp_activation: `"gelu"`, `"gelu_tanh"` or `"quick_gelu"`.
+        remat: bool, recompute each block's activations in the backward pass.
+        patch_dropout_rate: float in [0, 1), the patch tokens `PatchDropout` drops in training.
+        resample_method: `"official"`, `"bilinear"` or `"bicubic"`, how the position embedding is resampled.
         resample_antialias: bool, antialias when shrinking (half-pixel methods).
         embedding_grid: optional `(rows, cols)` of the position embedding of an open input size (default: 224 px).
         resnet_stages: None for a plain ViT; for a hybrid, the units per stage of its ResNet (`(3, 4, 9)`).
@@ -64,15 +60,15 @@ class VisionTransformer(keras.Model):
         lora_rank: optional int, build with LoRA adapters of this rank (see `enable_lora`).
         lora_alpha: optional float, the adapters' scale is `lora_alpha / lora_rank`. Defaults to `lora_rank`.
         lora_targets: the projections with adapters: `"attention"`, `"mlp"` or both.
-        class_token: bool, whether the tokens start with a class token (`pooling="token"` needs one).
+        class_token: bool, whether the tokens start with a class token.
         num_register_tokens: int, learned register tokens (Darcet et al. 2024) after the class token.
         no_embed_class: bool, the position embedding covers the patch tokens only (timm's `no_embed_class`).
         pre_norm: bool, a LayerNorm (`norm_pre`) before the first block, as CLIP has.
-        patch_bias: bool, whether the patch projection has a bias (CLIP's has none).
+        patch_bias: bool, whether the patch projection has a bias.
         layer_norm_epsilon: float, the epsilon of every LayerNorm.
         final_norm: bool, whether a LayerNorm follows the last block.
-        fc_norm: bool, the final LayerNorm comes after the pooling instead (`fc_norm`, timm's average-pooled models).
-        layer_scale_init: optional float, LayerScale (`ls1`, `ls2` in timm) in every block, starting at this value.
+        fc_norm: bool, the final LayerNorm comes after the pooling instead (timm's `fc_norm`).
+        layer_scale_init: optional float, LayerScale in every block, starting at this value.
         qkv_bias: bool, whether the attention's query-key-value projection has a bias.
         dtype: optional dtype policy of every layer (the head stays float32).
         name: the model's name.
@@ -288,18 +284,26 @@ class VisionTransformer(keras.Model):
         return (outputs, attention) if return_attention else outputs
 
 
-def find_vit(model):
-    """The `VisionTransformer` in `model`: the model itself, or the outermost one nested in it."""
+def find_layer(model, layer_class):
+    """The outermost layer of `layer_class` in `model` (the model itself included), or None."""
     pending = [model]
     while pending:
         layer = pending.pop(0)
-        if isinstance(layer, VisionTransformer):
+        if isinstance(layer, layer_class):
             return layer
         pending.extend(getattr(layer, "layers", ()))
-    raise ValueError(
-        f"Model {getattr(model, 'name', model)!r} holds no keras_vit Vision Transformer (a "
-        "`keras_vit.VisionTransformer`, nested or not). Pass a model built with keras_vit."
-    )
+    return None
+
+
+def find_vit(model):
+    """The `VisionTransformer` in `model`: the model itself, or the outermost one nested in it."""
+    vit = find_layer(model, VisionTransformer)
+    if vit is None:
+        raise ValueError(
+            f"Model {getattr(model, 'name', model)!r} holds no keras_vit Vision Transformer (a "
+            "`keras_vit.VisionTransformer`, nested or not). Pass a model built with keras_vit."
+        )
+    return vit
 
 
 def block_indices(indices, num_layers):
@@ -405,8 +409,7 @@ def _checked_config(config):
 
 
 def _embedding_grid(config):
-    """The grid the position embedding is stored at: that of a fixed input size, else `embedding_grid`, else that
-    of a 224 x 224 image."""
+    """The position embedding's grid: a fixed input size's, else `embedding_grid`, else a 224 x 224 image's."""
     height, width, _ = variants.channels_last(config["input_shape"], keras.config.image_data_format())
     pixels = resnet.pixels_per_token(config["patch_size"], config["resnet_stages"])
     # A hybrid's "same"-padded ResNet gives the same ceil(size / token) grid as a plain ViT's padded patches.
@@ -516,8 +519,7 @@ def _layers(config, dtype):
 
 
 def _embed(layers, images, training=None):
-    """Pixels to the first block's tokens, and the patch grid `(batch, rows, cols, hidden_dim)`: the one place
-    where the tokens are assembled, shared by the model's graph and `forward_intermediates`."""
+    """Pixels to the first block's tokens, and the patch grid: for the model's graph and `forward_intermediates`."""
     x = images
     for name in ("pixel_scaling", "channels_last"):
         if name in layers:
@@ -543,9 +545,11 @@ def _embed(layers, images, training=None):
     return x, patch_grid
 
 
-def _pooling(config, num_prefix_tokens, dtype):
+def _top(config, x, patch_grid, dtype):
+    """What sits on the normed tokens `x`: the pooling, `pre_logits` and head, or the feature map."""
+    num_prefix_tokens = int(config["class_token"]) + config["num_register_tokens"]
     if config["pooling"] == "map":
-        return vit_layers.AttentionPooling(
+        x = vit_layers.AttentionPooling(
             config["num_heads"],
             config["mlp_dim"],
             num_prefix_tokens,
@@ -553,15 +557,10 @@ def _pooling(config, num_prefix_tokens, dtype):
             epsilon=config["layer_norm_epsilon"],
             dtype=dtype,
             name="pooling",
-        )
-    return vit_layers.TokenPooling(config["pooling"], num_prefix_tokens, dtype=dtype, name="pooling")
-
-
-def _top(config, x, patch_grid, dtype):
-    """What sits on the normed tokens `x`: the pooling, `pre_logits` and head, or the feature map."""
-    num_prefix_tokens = int(config["class_token"]) + config["num_register_tokens"]
+        )(x)
+    elif config["pooling"] is not None:
+        x = vit_layers.TokenPooling(config["pooling"], num_prefix_tokens, dtype=dtype, name="pooling")(x)
     if config["pooling"] is not None:
-        x = _pooling(config, num_prefix_tokens, dtype)(x)
         if config["fc_norm"]:
             epsilon = config["layer_norm_epsilon"]
             x = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name="fc_norm")(x)
