@@ -2,6 +2,8 @@
 timm's `vision_transformer` (`benchmarks/timm_coverage.py` runs them all), built by timm at depth 1 with random
 weights and saved as the Hub holds it; the model built from the folder alone gives timm's outputs within 1e-4."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -134,3 +136,23 @@ def test_hub_handle_and_registry_tag(monkeypatch, tmp_path):
         "augreg_in21k_ft_in1k", variant, include_preprocessing=False, classifier_activation=None
     )
     assert_close(tagged(images), expected)
+
+
+def test_the_commands_take_a_family_checkpoint(tmp_path, capsys):
+    import keras_vit_cli as cli
+
+    saved("vit_small_patch14_reg4_dinov2", tmp_path / "dinov2")
+    saved("vit_base_patch16_siglip_224", tmp_path / "siglip")
+    siglip = str(tmp_path / "siglip")
+    out = tmp_path / "evaluate"
+    assert cli.main(["evaluate", str(tmp_path / "dinov2"), "--shots", "1", "--seeds", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "1-shot linear" in printed and "head top-1" not in printed  # a backbone: no head to report
+    out = tmp_path / "finetune"
+    argv = ["finetune", "--model", siglip, "--lora", "4", "--image-size", "32", "--steps", "2", "--epochs", "1"]
+    assert cli.main([*argv, "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["lora"] == 4 and 0 < metrics["trainable_parameters"] < metrics["parameters"]
+    assert cli.main(["inspect", "--model", siglip, "--dpi", "20", "--out", str(tmp_path / "inspect")]) == 0
+    assert cli.main(["inspect", "--model", siglip, "--weights", "imagenet", "--out", str(tmp_path / "x")]) == 2
+    assert "--weights" in capsys.readouterr().err

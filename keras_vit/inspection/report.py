@@ -28,10 +28,10 @@ def sample_image_path():
 
 
 def named_model(model, weights=None, image_size=None):
-    """The model `keras-vit inspect --model` names: a constructor (`"ViTB16"`), a variant (`"B/16"`) or a `.keras`."""
+    """The model `keras-vit inspect --model` names: a `.keras` file, or what `constructor_for` takes."""
     import keras_vit
 
-    if model.endswith(".keras") or os.path.isfile(model):
+    if model.endswith(".keras"):
         if weights is not None or image_size is not None:
             raise ValueError(
                 f"--weights and --image-size apply to constructor names; the saved model {model!r} "

@@ -5,6 +5,7 @@ A `ViTB16` takes the place of a `keras.applications.ConvNeXtTiny` in the same ca
 template per variant as `keras/src/applications/convnext.py` does.
 """
 
+import os
 import textwrap
 
 from keras_vit import pretrained
@@ -127,20 +128,40 @@ ViTR26S32 = CONSTRUCTORS["ViTR26S32"]
 ViTR26B32 = CONSTRUCTORS["ViTR26B32"]
 ViTR50B16 = CONSTRUCTORS["ViTR50B16"]
 ViTR50L32 = CONSTRUCTORS["ViTR50L32"]
+CHECKPOINT_SUFFIXES = (".safetensors", ".npz")
 
 
 def constructor_for(name):
-    """The constructor a user names, by function name or variant, in any case (the CLIs' `--model`).
+    """The constructor a user names (the CLIs' `--model`): a function name or variant, in any case, or a checkpoint
+    (a `.safetensors` or `.npz` file, a `save_pretrained` folder, `"hf://org/repo"`) built as it holds it
+    (`keras_vit.pretrained.build_from_checkpoint`; its constructor takes no `weights`).
 
     >>> constructor_for("b/16").__name__
     'ViTB16'
     """
+    if isinstance(name, str) and (
+        name.startswith("hf://") or name.endswith(CHECKPOINT_SUFFIXES) or os.path.isdir(name)
+    ):
+        return _checkpoint_constructor(name)
     names = {}
     for function_name, constructor in CONSTRUCTORS.items():
         names[function_name.lower()] = names[constructor.variant.lower()] = constructor
     if not isinstance(name, str) or name.lower() not in names:
         raise ValueError(
-            f"Unknown model {name!r}: choose a constructor ({', '.join(CONSTRUCTORS)}) or a variant "
-            f"({', '.join(VARIANTS)})."
+            f"Unknown model {name!r}: choose a constructor ({', '.join(CONSTRUCTORS)}), a variant "
+            f"({', '.join(VARIANTS)}) or a checkpoint (a .safetensors or .npz file, a folder, hf://org/repo)."
         )
     return names[name.lower()]
+
+
+def _checkpoint_constructor(source):
+    def constructor(weights=None, **kwargs):
+        if weights is not None:
+            raise ValueError(
+                f"--weights applies to constructor names; the checkpoint {source!r} holds its own weights. "
+                f"Received: weights={weights!r}"
+            )
+        return pretrained.build_from_checkpoint(source, **kwargs)
+
+    constructor.variant = None
+    return constructor

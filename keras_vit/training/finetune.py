@@ -51,6 +51,7 @@ def training_model(config, num_classes):
     import keras_vit
 
     options = dict(
+        include_top=True,  # a backbone checkpoint gets a new head
         input_shape=(config.image_size, config.image_size, 3),
         classes=num_classes,
         classifier_activation=None,

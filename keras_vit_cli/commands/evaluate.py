@@ -50,8 +50,8 @@ def _model(args):
     if args.model.endswith(".keras"):
         model = metadata.load_classifier(args.model)
     else:
-        size = args.image_size or 224
-        model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3))
+        size = {} if args.image_size is None else {"input_shape": (args.image_size, args.image_size, 3)}
+        model = constructor_for(args.model)(weights=args.weights, **size)
     if args.reinitialize:
         keras.utils.set_random_seed(args.seed)
         # Rebuilt from its config, freshly initialised (`clone_model` would flatten a VisionTransformer).
