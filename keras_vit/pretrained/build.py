@@ -42,7 +42,6 @@ UNSUPPORTED_TENSORS = (
     (".lambda_q1", "differential attention (timm's DiffAttention)"),
     (".in_proj.", "parallel attention and MLP blocks (timm's ParallelScalingBlock)"),
     (".mlp.weights_in.", "a SwiGLU MLP (DINOv2 giant)"),
-    ("dist_token", "a distillation token (DeiT)"),
 )
 UNSUPPORTED_NAMES = (
     ("*_rpn_*", "post-norm residual blocks (timm's ResPostBlock)"),
