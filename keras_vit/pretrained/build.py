@@ -58,7 +58,7 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
     The architecture is read from the tensors (class and register tokens, position embedding with or without the
     prefix tokens, pre-norm, biases, layer scale, final or pooled norm, MAP head, sizes, patch and grid) and from the
     `config.json` next to the file: timm's (model name, `pretrained_cfg` with the pixel mean and std) or
-    transformers' (DINOv2, SigLIP, CLIP, ViT: else the class's defaults). Built at the checkpoint's image size, it
+    transformers' (DINOv2, SigLIP, CLIP, DeiT, ViT: else the class's defaults). Built at the checkpoint's image size, it
     outputs what the checkpoint's own model does (logits: `classifier_activation=None`; an official `.npz` gets the
     JAX code's tanh GELU).
 
