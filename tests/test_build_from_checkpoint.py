@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.pretrained import CheckpointError, build_from_checkpoint
+from keras_vit.pretrained import CheckpointError, build_from_checkpoint, converters
 from keras_vit.pretrained.export import model_weights, write_weights
 from tests import pretrained_helpers, timm_reference
 from tests.helpers import to_numpy
@@ -39,6 +39,7 @@ ARCHITECTURES = (
     "vit_so150m2_patch16_reg1_gap_256",
     "vit_intern300m_patch14_448",
     "eva_large_patch14_196",
+    "deit_tiny_distilled_patch16_224",  # the distillation token and head_dist, the two heads averaged
 )
 REFUSED = (
     "aimv2_large_patch14_224",  # SwiGLU MLP, RMSNorm
@@ -71,6 +72,21 @@ def test_outputs_match_timm(name, tmp_path):
     mean, std = (np.asarray(reference.pretrained_cfg[key], "float32") for key in ("mean", "std"))
     model = build_from_checkpoint(tmp_path)
     assert_close(model(pixels), timm_reference.run_torch(reference, (pixels / 255 - mean) / std))
+
+
+def test_deit_features_tokens_and_timm_export(tmp_path):
+    reference = saved("deit_tiny_distilled_patch16_224", tmp_path)
+    images = images_for(reference)
+    tokens = timm_reference.run_torch(reference.forward_features, images)
+    backbone = build_from_checkpoint(tmp_path, include_top=False, pooling="token", include_preprocessing=False)
+    assert_close(backbone(images), (tokens[:, 0] + tokens[:, 1]) / 2)  # timm's pre_logits
+    (last,) = backbone.forward_intermediates(images, indices=1, output_fmt="NLC", norm=True)
+    assert_close(last, tokens)
+    exported = converters.from_keras(model_weights(build_from_checkpoint(tmp_path)), "timm")
+    expected = timm_reference.state_dict_numpy(reference)
+    assert sorted(exported) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(exported[name], value, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", REFUSED)

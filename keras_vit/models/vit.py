@@ -61,6 +61,8 @@ class VisionTransformer(keras.Model):
         lora_alpha: optional float, the adapters' scale is `lora_alpha / lora_rank`. Defaults to `lora_rank`.
         lora_targets: the projections with adapters: `"attention"`, `"mlp"` or both.
         class_token: bool, whether the tokens start with a class token.
+        distillation_token: bool, DeiT's distillation token after the class token; with `pooling="token"` the
+            features are the two tokens' mean and the logits the mean of `head` and `head_dist` on them.
         num_register_tokens: int, learned register tokens (Darcet et al. 2024) after the class token.
         no_embed_class: bool, the position embedding covers the patch tokens only (timm's `no_embed_class`).
         pre_norm: bool, a LayerNorm (`norm_pre`) before the first block, as CLIP has.
@@ -117,6 +119,7 @@ class VisionTransformer(keras.Model):
         lora_alpha=None,
         lora_targets=("attention",),
         class_token=True,
+        distillation_token=False,
         num_register_tokens=0,
         no_embed_class=False,
         pre_norm=False,
@@ -174,8 +177,8 @@ class VisionTransformer(keras.Model):
 
     @property
     def num_prefix_tokens(self):
-        """The tokens before the patch tokens: the class token (if any), then the register tokens."""
-        return int(self.class_token) + self.num_register_tokens
+        """The tokens before the patch tokens: the class and distillation tokens (if any), then the registers."""
+        return _num_prefix_tokens(self._arguments)
 
     @property
     def pixels_per_token(self):
@@ -385,6 +388,10 @@ def _checked_config(config):
     config["pooling"] = pooling
     if pooling == "token" and not config["class_token"]:
         raise ValueError("`pooling='token'` reads the class token: pass class_token=True or another pooling.")
+    if config["distillation_token"] and (
+        config["fc_norm"] or config["representation_size"] or not config["class_token"]
+    ):
+        raise ValueError("`distillation_token=True` (DeiT) needs class_token=True, no fc_norm, no representation_size.")
     if config["fc_norm"] and (pooling is None or not config["final_norm"]):
         raise ValueError(
             f"`fc_norm=True` moves the final norm after the pooling: it needs a pooling and final_norm=True. "
@@ -479,7 +486,11 @@ def _layers(config, dtype):
             dtype=dtype,
             name="register_tokens",
         )
-    num_prefix_tokens = int(config["class_token"]) + config["num_register_tokens"]
+    if config["distillation_token"]:
+        layers["distillation_token"] = vit_layers.ClassToken(
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02), dtype=dtype, name="distillation_token"
+        )
+    num_prefix_tokens = _num_prefix_tokens(config)
     layers["position_embedding"] = vit_layers.PositionEmbedding(
         config["embedding_grid"],
         num_prefix_tokens=0 if config["no_embed_class"] else num_prefix_tokens,
@@ -518,6 +529,10 @@ def _layers(config, dtype):
     return layers
 
 
+def _num_prefix_tokens(config):
+    return int(config["class_token"]) + int(config["distillation_token"]) + config["num_register_tokens"]
+
+
 def _embed(layers, images, training=None):
     """Pixels to the first block's tokens, and the patch grid: for the model's graph and `forward_intermediates`."""
     x = images
@@ -530,8 +545,8 @@ def _embed(layers, images, training=None):
     if not positions.num_prefix_tokens:
         # timm's `no_embed_class`: the prefix tokens join after the position embedding.
         x = positions(x, patch_grid=patch_grid)
-    # Prepended last to first: [class token, registers, patches].
-    for name in ("register_tokens", "class_token"):
+    # Prepended last to first: [class token, distillation token, registers, patches].
+    for name in ("register_tokens", "distillation_token", "class_token"):
         if name in layers:
             x = layers[name](x)
     if positions.num_prefix_tokens:
@@ -547,7 +562,9 @@ def _embed(layers, images, training=None):
 
 def _top(config, x, patch_grid, dtype):
     """What sits on the normed tokens `x`: the pooling, `pre_logits` and head, or the feature map."""
-    num_prefix_tokens = int(config["class_token"]) + config["num_register_tokens"]
+    num_prefix_tokens = _num_prefix_tokens(config)
+    distilled = config["distillation_token"] and config["pooling"] == "token"
+    tokens = x
     if config["pooling"] == "map":
         x = vit_layers.AttentionPooling(
             config["num_heads"],
@@ -558,6 +575,9 @@ def _top(config, x, patch_grid, dtype):
             dtype=dtype,
             name="pooling",
         )(x)
+    elif distilled:
+        # timm's `pre_logits` of DeiT: the mean of the class and distillation tokens.
+        x = keras.layers.Average(dtype=dtype, name="pooling")([tokens[:, 0], tokens[:, 1]])
     elif config["pooling"] is not None:
         x = vit_layers.TokenPooling(config["pooling"], num_prefix_tokens, dtype=dtype, name="pooling")(x)
     if config["pooling"] is not None:
@@ -582,7 +602,16 @@ def _top(config, x, patch_grid, dtype):
         quantized = isinstance(head_dtype, keras.dtype_policies.DTypePolicyMap)
         if not quantized or head_dtype["head"].quantization_mode is None:
             head_dtype = "float32"
-        x = keras.layers.Dense(config["classes"], kernel_initializer="zeros", dtype=head_dtype, name="head")(x)
+        head = keras.layers.Dense(config["classes"], kernel_initializer="zeros", dtype=head_dtype, name="head")
+        if distilled:
+            # DeiT at inference: the class token's and the distillation token's heads averaged.
+            head_dist = keras.layers.Dense(
+                config["classes"], kernel_initializer="zeros", dtype=head_dtype, name="head_dist"
+            )
+            logits = [head(tokens[:, 0]), head_dist(tokens[:, 1])]
+            x = keras.layers.Average(dtype="float32", name="distilled_logits")(logits)
+        else:
+            x = head(x)
         if config["classifier_activation"] is not None:
             x = keras.layers.Activation(config["classifier_activation"], dtype="float32", name="predictions")(x)
     return x

@@ -42,7 +42,6 @@ UNSUPPORTED_TENSORS = (
     (".lambda_q1", "differential attention (timm's DiffAttention)"),
     (".in_proj.", "parallel attention and MLP blocks (timm's ParallelScalingBlock)"),
     (".mlp.weights_in.", "a SwiGLU MLP (DINOv2 giant)"),
-    ("dist_token", "a distillation token (DeiT)"),
 )
 UNSUPPORTED_NAMES = (
     ("*_rpn_*", "post-norm residual blocks (timm's ResPostBlock)"),
@@ -59,7 +58,7 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
     The architecture is read from the tensors (class and register tokens, position embedding with or without the
     prefix tokens, pre-norm, biases, layer scale, final or pooled norm, MAP head, sizes, patch and grid) and from the
     `config.json` next to the file: timm's (model name, `pretrained_cfg` with the pixel mean and std) or
-    transformers' (DINOv2, SigLIP, CLIP, ViT: else the class's defaults). Built at the checkpoint's image size, it
+    transformers' (DINOv2, SigLIP, CLIP, DeiT, ViT: else the class's defaults). Built at the checkpoint's image size, it
     outputs what the checkpoint's own model does (logits: `classifier_activation=None`; an official `.npz` gets the
     JAX code's tanh GELU).
 

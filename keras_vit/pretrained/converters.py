@@ -195,6 +195,7 @@ def timm_optional(name, *specs, **where):
 TIMM_OPTIONS = (
     timm_optional("patch bias", ("patch_embedding/projection/bias", "patch_embed.proj.bias")),
     timm_optional("class token", ("class_token/token", "cls_token")),
+    timm_optional("distillation token", ("distillation_token/token", "dist_token")),
     timm_optional("register tokens", ("register_tokens/token", "reg_token")),
     timm_optional("pre-norm", ("norm_pre/gamma", "norm_pre.weight"), ("norm_pre/beta", "norm_pre.bias")),
     timm_optional("encoder norm", ("encoder_norm/gamma", "norm.weight"), ("encoder_norm/beta", "norm.bias")),
@@ -237,6 +238,7 @@ TIMM = Layout(
         TIMM_ATTENTION_POOL,
         torch_dense("pre_logits", "pre_logits.fc"),
         torch_dense("head", "head"),
+        torch_dense("head_dist", "head_dist"),
     ),
     refuses=(("pre_logits/", NO_TIMM_PRE_LOGITS),),
     writes=True,
@@ -384,7 +386,20 @@ DINOV2 = dict(model_type="dinov2", hidden_act="gelu", layer_norm_eps=1e-6)
 SIGLIP = dict(model_type="siglip_vision_model", hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6)
 CLIP = dict(model_type="clip_vision_model", hidden_act="quick_gelu", layer_norm_eps=1e-5)
 REGISTERS = dict(DINOV2, model_type="dinov2_with_registers")
+# DeiT is ViT's layout with a distillation token (first: it recognises the layout) and, with a teacher, two heads.
+DEIT_PARTS = (Part("patch embedding", rows(("distillation_token/token", "embeddings.distillation_token"))), HF_BLOCKS)
+DEIT_PARTS += (HF_NORM, HF_EMBEDDING)
+DEIT_HEADS = (torch_dense("head", "cls_classifier", prefixed=False),)
+DEIT_HEADS += (torch_dense("head_dist", "distillation_classifier", prefixed=False),)
+DEIT = dict(model_type="deit", hidden_act="gelu", layer_norm_eps=1e-12)
+DEIT_TEACHER = hf_layout("DeiTForImageClassificationWithTeacher", DEIT_PARTS + DEIT_HEADS, "head_dist/kernel", DEIT)
 HF_FAMILY = (
+    dataclasses.replace(DEIT_TEACHER, prefix="deit.", ignore=()),
+    # transformers' DeiTModel pooler is not DeiT's (a fresh tanh Dense on the class token): left aside.
+    dataclasses.replace(
+        hf_layout("DeiTModel", DEIT_PARTS, "distillation_token/token", DEIT),
+        ignore=("embeddings.mask_token", "pooler."),
+    ),
     hf_layout("Dinov2WithRegistersModel", (HF_REGISTERS_EMBEDDING, *DINOV2_PARTS), "register_tokens/token", REGISTERS),
     hf_layout("Dinov2Model", (HF_EMBEDDING, *DINOV2_PARTS), "encoder_block_0/layer_scale1", DINOV2),
 )

@@ -52,11 +52,12 @@ class Checkpoint:
 
     @property
     def position_prefix(self):
-        """The position embedding's rows before the patches': one per class or register token it holds."""
+        """The position embedding's rows before the patches': one per class, distillation or register token."""
         if self.no_embed_class:
             return 0
         registers = self.weights.get("register_tokens/token")
-        return int("class_token/token" in self.weights) + (0 if registers is None else int(registers.shape[1]))
+        tokens = sum(name in self.weights for name in ("class_token/token", "distillation_token/token"))
+        return tokens + (0 if registers is None else int(registers.shape[1]))
 
     def transformers_config(self):
         """The file's transformers `config.json` (a CLIP's or SigLIP's `vision_config`) over its class's defaults."""
@@ -214,6 +215,7 @@ def architecture_of_weights(weights, num_heads, grid_size=None, position_prefix=
         classes=None if head is None else int(head.shape[-1]),
         representation_size=None if pre_logits is None else int(pre_logits.shape[-1]),
         class_token="class_token/token" in weights,
+        distillation_token="distillation_token/token" in weights,
         num_register_tokens=0 if registers is None else int(registers.shape[1]),
         pre_norm="norm_pre/gamma" in weights,
         patch_bias="patch_embedding/projection/bias" in weights,
@@ -341,14 +343,14 @@ def _values_for(model, loading):
     checkpoint, plan, config = loading.checkpoint, loading.plan, loading.config
     source_grid, target_grid = loading.source_grid, config["embedding_grid"]
     remaining = dict(checkpoint.weights)
-    for name in ("head/kernel", "head/bias") if not plan["keep_head"] else ():
+    for name in ("head/kernel", "head/bias", "head_dist/kernel", "head_dist/bias") if not plan["keep_head"] else ():
         remaining.pop(name, None)
     for name in ("pre_logits/kernel", "pre_logits/bias") if not plan["keep_pre_logits"] else ():
         remaining.pop(name, None)
     values, missing, mismatched = {}, [], []
     for variable in model.weights:
         path, shape = variable.path, tuple(variable.shape)
-        if path.startswith("head/") and not plan["keep_head"]:
+        if path.startswith(("head/", "head_dist/")) and not plan["keep_head"]:
             values[path] = np.zeros(shape, "float32")  # the paper's zero-initialised new head
             continue
         if path.startswith("pre_logits/") and plan["fresh_pre_logits"]:
