@@ -19,14 +19,15 @@ def _trainable_paths(model):
 
 
 @pytest.mark.parametrize(
-    "targets, layers",
+    "targets, layers, options",
     [
-        (("attention",), {"qkv", "output"}),
-        (("attention", "mlp"), {"qkv", "output", "fc1", "fc2"}),
+        (("attention",), {"qkv", "output"}, {}),
+        (("attention", "mlp"), {"qkv", "output", "fc1", "fc2"}, {}),
+        (("attention",), {"qkv", "output"}, {"distillation_token": True}),  # DeiT: both heads train
     ],
 )
-def test_only_the_adapters_and_the_head_train(targets, layers):
-    model = keras_vit.VisionTransformer(**TINY)
+def test_only_the_adapters_and_the_head_train(targets, layers, options):
+    model = keras_vit.VisionTransformer(**TINY, **options)
     randomize_weights(model)
     images = random_inputs((2, 8, 12, 3))
     before = to_numpy(model(images))
@@ -37,7 +38,9 @@ def test_only_the_adapters_and_the_head_train(targets, layers):
     adapters = [path for path in _trainable_paths(model) if "lora_kernel" in path]
     assert len(adapters) == 2 * len(layers) * TINY["num_layers"]
     assert {path.split("/")[-2] for path in adapters} == layers
-    assert {path for path in _trainable_paths(model) if "lora_kernel" not in path} == {"head/kernel", "head/bias"}
+    heads = ("head", "head_dist") if options else ("head",)
+    expected = {f"{head}/{name}" for head in heads for name in ("kernel", "bias")}
+    assert {path for path in _trainable_paths(model) if "lora_kernel" not in path} == expected
     # Gradients reach exactly the trainable weights; fit leaves the frozen ones as they were.
     assert len(trainable_gradients(model, images)) == len(model.trainable_weights)
     frozen = {v.path: to_numpy(v) for v in model.weights if not v.trainable}

@@ -41,7 +41,8 @@ def enable_lora(model, rank, targets=("attention",), alpha=None):
         layer.enable_lora(rank, lora_alpha=alpha)
     trainable = {id(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
     if model.include_top:
-        trainable |= {id(v) for v in model.get_layer("head").weights}
+        heads = ("head", "head_dist") if model.distillation_token else ("head",)  # DeiT averages two heads
+        trainable |= {id(v) for name in heads for v in model.get_layer(name).weights}
     for variable in model.weights:
         variable.trainable = id(variable) in trainable
 
