@@ -42,8 +42,9 @@ def _layer_output(model, name, images):
         (dict(include_top=False, pooling=None), "token", "encoder_norm", lambda tokens: tokens[:, 0]),
         (dict(include_top=False, pooling="gap"), "gap", "encoder_norm", lambda tokens: tokens[:, 1:].mean(axis=1)),
         (dict(classes=NUM_CLASSES, representation_size=8), "pre_logits", "pre_logits", lambda values: values),
+        (dict(include_top=False, distillation_token=True), "token", "encoder_norm", lambda t: t[:, :2].mean(axis=1)),
     ],
-    ids=["classifier", "no_pooling", "gap", "pre_logits"],
+    ids=["classifier", "no_pooling", "gap", "pre_logits", "deit_no_pooling"],
 )
 def test_the_papers_representation_of_each_kind_of_model(overrides, kind, layer, read):
     model = _tiny_vit(**overrides)

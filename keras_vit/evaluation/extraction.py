@@ -93,7 +93,9 @@ def representation(model, image_size=None, num_classes=None):
         kind, tensor = backbone.pooling, backbone.get_layer("pooling").output
     elif backbone.class_token:
         last = "encoder_norm" if backbone.final_norm else f"encoder_block_{backbone.num_layers - 1}"
-        kind, tensor = "token", backbone.get_layer(last).output[:, 0]
+        tokens = backbone.get_layer(last).output
+        # A distilled DeiT's representation is the mean of its class and distillation tokens, as its heads see them.
+        kind, tensor = "token", keras.ops.mean(tokens[:, :2], axis=1) if backbone.distillation_token else tokens[:, 0]
     else:
         raise ValueError(f"Model {backbone.name!r} has no class token: build it with a `pooling` to extract features.")
     size = backbone.default_image_size if image_size is None else validation.pair("image_size", image_size)
