@@ -143,7 +143,7 @@ def test_hub_handle_and_registry_tag(monkeypatch, tmp_path):
     expected = timm_reference.run_torch(reference, images)
     requested = pretrained_helpers.fake_hub(monkeypatch, lambda repo, filename: str(tmp_path / filename))
     from_hub = build_from_checkpoint("hf://timm/vit", include_preprocessing=False)
-    assert ("timm/vit", "config.json") in requested
+    assert {("timm/vit", "config.json"), ("timm/vit", "preprocessor_config.json")} <= set(requested)
     assert_close(from_hub(images), expected)
     variant = pretrained_helpers.register_variant(
         monkeypatch, "Ti/16", hidden_dim=128, num_layers=1, mlp_dim=512, patch_size=16

@@ -373,3 +373,42 @@ def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_pat
     with pytest.raises(ValueError, match="yes"):
         deploy.export(model, str(tmp_path / "onnx"), format="onnx", int8="yes")
     assert not (tmp_path / "saved").exists() and not (tmp_path / "onnx.onnx").exists()
+
+
+# Two tiny models (32 px) that together hold every family option (docs/family.md): DeiT's distillation token with
+# DINOv2's registers, layer scale and per-channel mean and std (QuickGELU); SigLIP's MAP head with CLIP's pre-norm.
+FAMILY = {
+    "deit_dinov2": dict(
+        distillation_token=True,
+        num_register_tokens=2,
+        no_embed_class=True,
+        layer_scale_init=0.1,
+        mlp_activation="quick_gelu",
+        pixel_mean=(0.485, 0.456, 0.406),
+        pixel_std=(0.229, 0.224, 0.225),
+        classes=3,
+        classifier_activation=None,
+    ),
+    "siglip_clip": dict(
+        class_token=False,
+        pooling="map",
+        fc_norm=True,
+        mlp_activation="gelu_tanh",
+        pre_norm=True,
+        patch_bias=False,
+        layer_norm_epsilon=1e-5,
+        include_top=False,
+    ),
+}
+
+
+@pytest.mark.parametrize("family", FAMILY)
+def test_family_models_export_to_every_format_of_the_backend_within_1e4(family, tmp_path):
+    model = VisionTransformer(**dict(TINY, patch_size=8, input_shape=(32, 32, 3), **FAMILY[family]))
+    helpers.randomize_weights(model)
+    images = np.random.default_rng(0).integers(0, 256, size=(2, 32, 32, 3)).astype("uint8")
+    expected = keras.ops.convert_to_numpy(model(images.astype("float32")))
+    for format in [format for format in deploy.FORMATS if deploy.supported(format)[0]]:
+        path = deploy.export(model, str(tmp_path / format), format=format)
+        actual = deploy.load_artefact(path, format)(images)
+        np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0, err_msg=format)

@@ -87,3 +87,17 @@ def test_a_whole_clip_or_siglip_file_and_a_bare_one(model_class, config_class, o
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="vit"):
         build_from_checkpoint(tmp_path)
+
+
+def test_the_pixel_mean_and_std_come_from_the_image_processor_saved_beside(tmp_path):
+    reference = saved_reference(*FAMILIES[3], tmp_path)  # CLIP
+    mean, std = [0.4, 0.5, 0.6], [0.2, 0.3, 0.25]
+    sizes = dict(size=dict(shortest_edge=24), crop_size=dict(height=24, width=24))
+    processor = transformers.CLIPImageProcessorPil(image_mean=mean, image_std=std, **sizes)
+    processor.save_pretrained(tmp_path)
+    model = build_from_checkpoint(tmp_path)
+    assert model.get_config()["pixel_mean"] == tuple(mean) and model.get_config()["pixel_std"] == tuple(std)
+    # Raw pixels in, transformers' features of the processor's pixel values out.
+    images = np.random.default_rng(0).integers(0, 256, size=(2, 24, 24, 3)).astype("uint8")
+    pixel_values = processor(list(images), return_tensors="np")["pixel_values"].transpose(0, 2, 3, 1)
+    assert_close(model(images.astype("float32")), features(reference, pixel_values))

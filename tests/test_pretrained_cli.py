@@ -1,9 +1,11 @@
 """`keras-vit download / convert / predict` with checkpoints, run in-process through `cli.main`."""
 
+import keras
 import numpy as np
 import pretrained_helpers as ph
 import pytest
 
+import keras_vit
 import keras_vit_cli as cli
 from keras_vit import pretrained
 
@@ -62,3 +64,38 @@ def test_predict_prints_top_classes_and_refuses_an_untrained_head(hf_dir, tmp_pa
     captured = capsys.readouterr()
     assert captured.out == "" and "no trained 1000-class head" in captured.err and "--classes" in captured.err
     assert "Traceback" not in captured.err
+
+
+def test_convert_keeps_a_clip_towers_quick_gelu_and_epsilon_through_timm_and_back(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    config = transformers.CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=24, patch_size=8
+    )
+    assert (config.hidden_act, config.layer_norm_eps) == ("quick_gelu", 1e-5)
+    reference = transformers.CLIPVisionModel(config)
+    with torch.no_grad():
+        for parameter in reference.parameters():
+            parameter.add_(0.2 * torch.randn_like(parameter))  # activations wide enough to tell the GELUs apart
+    reference.save_pretrained(tmp_path / "clip")
+    timm, back = str(tmp_path / "clip.safetensors"), str(tmp_path / "back")
+    assert cli.main(["convert", str(tmp_path / "clip"), timm]) == 0
+    assert cli.main(["convert", timm, back, "--to", "hf", "--num-heads", "2"]) == 0
+    # The official .npz is run with the JAX code's GELU: a QuickGELU ViT is refused, nothing written.
+    quick = keras_vit.VisionTransformer(
+        patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, mlp_activation="quick_gelu"
+    )
+    with pytest.raises(ValueError, match="quick_gelu"):
+        pretrained.export_weights(quick, tmp_path / "quick.npz", "official")
+    assert not (tmp_path / "quick.npz").exists()
+    images = np.random.default_rng(0).standard_normal((2, 24, 24, 3)).astype("float32")
+    pixels = torch.from_numpy(images.transpose(0, 3, 1, 2))
+    converted = transformers.CLIPVisionModel.from_pretrained(back).eval()
+    assert (converted.config.hidden_act, converted.config.layer_norm_eps) == ("quick_gelu", 1e-5)
+    with torch.no_grad():
+        expected = reference.eval()(pixels).pooler_output.numpy()
+        np.testing.assert_allclose(converted(pixels).pooler_output.numpy(), expected, rtol=0, atol=1e-6)
+    from_timm = pretrained.build_from_checkpoint(timm, num_heads=2, include_preprocessing=False)
+    assert (from_timm.mlp_activation, from_timm.layer_norm_epsilon) == ("quick_gelu", 1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(from_timm(images)), expected, rtol=0, atol=1e-4)

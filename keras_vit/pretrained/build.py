@@ -58,9 +58,9 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
     The architecture is read from the tensors (class and register tokens, position embedding with or without the
     prefix tokens, pre-norm, biases, layer scale, final or pooled norm, MAP head, sizes, patch and grid) and from the
     `config.json` next to the file: timm's (model name, `pretrained_cfg` with the pixel mean and std) or
-    transformers' (DINOv2, SigLIP, CLIP, DeiT, ViT: else the class's defaults). Built at the checkpoint's image size, it
-    outputs what the checkpoint's own model does (logits: `classifier_activation=None`; an official `.npz` gets the
-    JAX code's tanh GELU).
+    transformers' (DINOv2, SigLIP, CLIP, DeiT, ViT: else the class's defaults; the pixel mean and std from the image
+    processor's `preprocessor_config.json`). Built at the checkpoint's image size, it outputs what the checkpoint's
+    own model does (logits: `classifier_activation=None`; an official `.npz` gets the JAX code's tanh GELU).
 
     Args:
         source: a `.safetensors` or `.npz` file, a `save_pretrained` folder, `"hf://org/repo[/file][@revision]"`,
@@ -107,21 +107,27 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
                 ) from None
         raise
     heads = constructor_keywords.get("num_heads")
-    read = dict(_arguments(checkpoint, name, timm_config, heads), **_normalisation(timm_config))
+    read = dict(_arguments(checkpoint, name, timm_config, heads), **_normalisation(path, timm_config))
     arguments = dict(read, **constructor_keywords)
     del checkpoint  # the constructor reads the file again; one copy of the tensors at a time
     return VisionTransformer(**arguments, weights=path)
 
 
-def _timm_config(path):
-    """The `config.json` timm writes next to its weights (model name, `pretrained_cfg`), or `{}`."""
+def _json_beside(path, name):
+    """The JSON object `name` in the checkpoint's folder, or `{}`."""
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     try:
-        with open(os.path.join(folder, "config.json")) as handle:
+        with open(os.path.join(folder, name)) as handle:
             config = json.load(handle)
     except (OSError, ValueError):
         return {}
-    return config if isinstance(config, dict) and "architecture" in config else {}
+    return config if isinstance(config, dict) else {}
+
+
+def _timm_config(path):
+    """The `config.json` timm writes next to its weights (model name, `pretrained_cfg`), or `{}`."""
+    config = _json_beside(path, "config.json")
+    return config if "architecture" in config else {}
 
 
 def _named(name):
@@ -199,14 +205,43 @@ def _transformers_named(checkpoint):
     return dict(mlp_activation=HF_ACTIVATIONS[config["hidden_act"]], layer_norm_epsilon=config["layer_norm_eps"])
 
 
-def _arguments(checkpoint, name, timm_config, num_heads=None):
-    """The `VisionTransformer` arguments of the checkpoint, read from its tensors, config and model name."""
-    named = dict(_transformers_named(checkpoint), **_named(name))
-    if not name and checkpoint.format == "timm":
+def _recorded(checkpoint):
+    """The activation and epsilon keras_vit records in the metadata of the files it writes, or `{}`."""
+    recorded = {}
+    if "keras_vit.mlp_activation" in checkpoint.metadata:
+        recorded["mlp_activation"] = checkpoint.metadata["keras_vit.mlp_activation"]
+    if "keras_vit.layer_norm_epsilon" in checkpoint.metadata:
+        try:
+            recorded["layer_norm_epsilon"] = float(checkpoint.metadata["keras_vit.layer_norm_epsilon"])
+        except ValueError:
+            raise CheckpointError(f"{checkpoint.path}: its keras_vit.layer_norm_epsilon is not a number.") from None
+    return recorded
+
+
+def options_beyond_tensors(checkpoint, name=""):
+    """The MLP activation and LayerNorm epsilon of a `loader.Checkpoint`, which its tensors do not show.
+
+    By the timm model `name` (else its `config.json`'s), else keras_vit's record in the file, else its transformers
+    `config.json` (or its class's defaults), else the layout's: GELU (the official JAX code's tanh GELU), 1e-6.
+    """
+    name = name or _timm_config(checkpoint.path).get("architecture") or ""
+    recorded = _recorded(checkpoint)
+    if not name and not recorded and checkpoint.format == "timm":
         logger.info(
             f"{checkpoint.path} does not name its timm model: GELU and LayerNorm epsilon 1e-6 assumed; pass "
             "architecture=<timm model name> for CLIP (epsilon 1e-5), QuickGELU or tanh-GELU models."
         )
+    named = {**_transformers_named(checkpoint), **recorded, **_named(name)}
+    official = checkpoint.format == "official"
+    return dict(
+        mlp_activation=named.get("mlp_activation", "gelu_tanh" if official else "gelu"),
+        layer_norm_epsilon=named.get("layer_norm_epsilon", 1e-6),
+    )
+
+
+def _arguments(checkpoint, name, timm_config, num_heads=None):
+    """The `VisionTransformer` arguments of the checkpoint, read from its tensors, config and model name."""
+    named = _named(name)
     hidden_dim = int(checkpoint.weights["patch_embedding/projection/kernel"].shape[-1])
     heads = num_heads or _num_heads(checkpoint, hidden_dim, named, timm_config)
     no_embed_class, grid = _embedding_layout(checkpoint, _declared_grid(checkpoint, timm_config))
@@ -221,9 +256,7 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
         pooling=_pooling(found, checkpoint.weights, timm_config),
         no_embed_class=no_embed_class,
         classifier_activation=None,
-        layer_norm_epsilon=named.get("layer_norm_epsilon", 1e-6),
-        # The official JAX code uses tanh-approximate GELU.
-        mlp_activation=named.get("mlp_activation", "gelu_tanh" if checkpoint.format == "official" else "gelu"),
+        **options_beyond_tensors(checkpoint, name),
     )
     if checkpoint.format == "timm":
         # timm's `resample_abs_pos_embed`, for images of another size.
@@ -236,9 +269,18 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
     return arguments
 
 
-def _normalisation(timm_config):
-    """The pixel mean and std of timm's `pretrained_cfg`, as `VisionTransformer` arguments, or `{}`."""
+def _normalisation(path, timm_config):
+    """The pixel mean and std of timm's `pretrained_cfg`, else of transformers' `preprocessor_config.json`, as
+    `VisionTransformer` arguments, or `{}`."""
     pretrained_cfg = timm_config.get("pretrained_cfg") or {}
-    if not (pretrained_cfg.get("mean") and pretrained_cfg.get("std")):
+    mean, std = pretrained_cfg.get("mean"), pretrained_cfg.get("std")
+    if mean is None or std is None:
+        processor = _json_beside(path, "preprocessor_config.json")
+        mean, std = processor.get("image_mean"), processor.get("image_std")
+    if mean is None or std is None:
         return {}
-    return dict(pixel_mean=tuple(pretrained_cfg["mean"]), pixel_std=tuple(pretrained_cfg["std"]))
+    # A float for every channel, or one per channel.
+    return dict(
+        pixel_mean=tuple(mean) if isinstance(mean, list) else mean,
+        pixel_std=tuple(std) if isinstance(std, list) else std,
+    )

@@ -3,8 +3,9 @@
 `export_weights(model, path, "hf")` writes a folder that `transformers`'
 `ViTForImageClassification` (or `ViTModel`) opens; `"timm"` a
 `model.safetensors` for timm's `VisionTransformer`; `"official"` the vit_jax
-`.npz`. Only weights travel: options the target has no notion of
-(`pooling="gap"`, tanh GELU) are the user's to reproduce there.
+`.npz`. The MLP activation and LayerNorm epsilon travel in the `config.json` and the
+safetensors metadata (the official layout refuses QuickGELU and other epsilons); options the
+target has no notion of (`pooling="gap"`) are the user's to reproduce there.
 """
 
 import os
@@ -14,7 +15,7 @@ import numpy as np
 
 from keras_vit.layers.transformer import patch_grid
 from keras_vit.models.vit import find_vit
-from keras_vit.pretrained import converters, io, loader
+from keras_vit.pretrained import build, converters, io, loader
 from keras_vit.utils import files, validation
 
 
@@ -84,12 +85,24 @@ def export_weights(model, path, format="hf", replace=True):
 def write_weights(weights, path, format, architecture, replace=True):
     """Writes keras_vit-named `weights` of a model of `architecture` (its arguments) to `path` in `format`."""
     path = os.fspath(path)
+    activation = architecture.get("mlp_activation", "gelu")
+    epsilon = architecture.get("layer_norm_epsilon", 1e-6)
+    if format == "official" and (activation == "quick_gelu" or epsilon != 1e-6):
+        raise ValueError(
+            f"The official layout is run with the JAX code's GELU and LayerNorm epsilon 1e-6: it cannot hold "
+            f"mlp_activation={activation!r}, layer_norm_epsilon={epsilon}. Write the 'hf' or 'timm' layout."
+        )
     tensors = converters.from_keras(weights, format, num_heads=architecture["num_heads"])
     if format == "official":
         return io.write_npz(path, tensors, replace=replace)
-    # The grid is recorded so non-square position embeddings reload exactly.
+    # The grid, activation and epsilon are recorded so that keras_vit reloads the model exactly.
     grid = architecture["embedding_grid"]
-    metadata = {"format": "pt", "keras_vit.grid_size": f"{grid[0]},{grid[1]}"}
+    metadata = {
+        "format": "pt",
+        "keras_vit.grid_size": f"{grid[0]},{grid[1]}",
+        "keras_vit.mlp_activation": activation,
+        "keras_vit.layer_norm_epsilon": repr(float(epsilon)),
+    }
     if format == "timm":
         return io.write_safetensors(path, tensors, metadata, replace=replace)
     # Weights and config.json appear together or not at all: transformers cannot open a mix.
@@ -126,5 +139,6 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None, r
     if image_size is not None:
         pixels = loader.pixels_per_token_of_weights(checkpoint.weights)
         grid = loader.checkpoint_grid(checkpoint, target_grid=patch_grid(image_size, pixels))
-    architecture = checkpoint.architecture(num_heads, grid)
+    # The activation and epsilon its config or timm model name says (the tensors do not show them).
+    architecture = dict(checkpoint.architecture(num_heads, grid), **build.options_beyond_tensors(checkpoint))
     return write_weights(checkpoint.weights, dst, format, architecture, replace=replace), format

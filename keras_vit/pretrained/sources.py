@@ -67,12 +67,13 @@ def fetch(source):
         return source.path, None
     if source.kind == "hub":
         path = download.hf_download(source.repo_id, source.filename, source.revision)
-        try:  # into the same snapshot folder, where the reader finds it next to the weights
-            download.hf_download(
-                source.repo_id, posixpath.join(posixpath.dirname(source.filename), "config.json"), source.revision
-            )
-        except DownloadError:
-            pass  # a config only adds what the tensors do not say
+        for name in ("config.json", "preprocessor_config.json"):
+            try:  # into the same snapshot folder, where the reader finds it next to the weights
+                download.hf_download(
+                    source.repo_id, posixpath.join(posixpath.dirname(source.filename), name), source.revision
+                )
+            except DownloadError:
+                pass  # a config only adds what the tensors do not say (transformers' pixel mean and std)
         return path, None
     if source.kind == "url":
         return download.download_url(source.path), None
