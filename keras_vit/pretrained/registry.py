@@ -302,23 +302,11 @@ def _family_row(variant, tag, resolution, classes, top1, crop_pct, timm_name, ex
     if (mean, std) != (HALF, HALF):
         options.update(pixel_mean=mean, pixel_std=std)
     options.update(extra or {})
-    return CheckpointInfo(
-        variant,
-        tag,
-        resolution,
-        classes,
-        pre_logits=False,
-        hub_repo=f"timm/{timm_name}",
-        format="timm",
-        url=None,
-        top1=top1,
-        license=license,
-        family=family,
-        options=options,
-        mean=options.get("pixel_mean", HALF),
-        std=options.get("pixel_std", HALF),
-        crop_pct=crop_pct,
+    mean, std = options.get("pixel_mean", HALF), options.get("pixel_std", HALF)
+    info = CheckpointInfo(
+        variant, tag, resolution, classes, False, f"timm/{timm_name}", "timm", None, top1, license=license
     )
+    return dataclasses.replace(info, family=family, options=options, mean=mean, std=std, crop_pct=crop_pct)
 
 
 CHECKPOINTS = (
