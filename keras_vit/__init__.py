@@ -13,9 +13,11 @@ from keras_vit import layers, models, training
 from keras_vit.models.applications import (
     VisionTransformer,
     ViTB8,
+    ViTB14,
     ViTB16,
     ViTB32,
     ViTH14,
+    ViTL14,
     ViTL16,
     ViTL32,
     ViTR26B32,
@@ -23,8 +25,10 @@ from keras_vit.models.applications import (
     ViTR50B16,
     ViTR50L32,
     ViTRTi16,
+    ViTS14,
     ViTS16,
     ViTS32,
+    ViTSo400m14,
     ViTTi16,
 )
 from keras_vit.models.metadata import class_names
@@ -43,6 +47,10 @@ __all__ = [
     "ViTL16",
     "ViTL32",
     "ViTH14",
+    "ViTS14",
+    "ViTB14",
+    "ViTL14",
+    "ViTSo400m14",
     "ViTRTi16",
     "ViTR26S32",
     "ViTR26B32",

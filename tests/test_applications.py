@@ -10,7 +10,9 @@ import pytest
 import keras_vit
 from keras_vit.layers.resampling import resample_position_embedding
 from keras_vit.models.applications import CONSTRUCTORS
+from keras_vit.models.preprocessing import scale_pixels
 from keras_vit.models.variants import VARIANTS
+from keras_vit.pretrained import registry
 from tests.helpers import BACKEND, randomize_weights, run_model_saving_test, run_precision_test, to_numpy
 
 TINY = dict(hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
@@ -96,6 +98,20 @@ def test_preprocess_input_is_the_documented_pass_through():
             assert keras_vit.preprocess_input(value, data_format) is value
     with pytest.raises(ValueError, match="data_format"):
         keras_vit.preprocess_input(x, "channels_middle")
+
+
+def test_scale_pixels_with_a_checkpoint_mean_and_std_is_the_built_in_scaling(data_format):
+    mean, std = registry.IMAGENET_MEAN, registry.IMAGENET_STD
+    shape = (3, 16, 16) if data_format == "channels_first" else (16, 16, 3)
+    arguments = dict(TINY, patch_size=8, classes=3, input_shape=shape, pixel_mean=mean, pixel_std=std)
+    scaling = keras_vit.VisionTransformer(**arguments)
+    randomize_weights(scaling)
+    bare = keras_vit.VisionTransformer(**arguments, include_preprocessing=False)
+    bare.set_weights(scaling.get_weights())
+    pixels = _pixels((2, *shape))
+    expected = to_numpy(scaling(pixels))
+    for images in (pixels, keras.ops.convert_to_tensor(pixels)):
+        np.testing.assert_allclose(to_numpy(bare(scale_pixels(images, data_format, mean, std))), expected, atol=1e-5)
 
 
 def test_default_input_shape_follows_include_top_and_data_format(tiny_variants, data_format):

@@ -4,6 +4,9 @@ The files are written by `transformers` (mapped to timm's names for timm rows) w
 resolution, head and pre_logits, but a tiny width; the download is faked and checks the requested repo and file.
 """
 
+import dataclasses
+import inspect
+
 import keras
 import numpy as np
 import pretrained_helpers as ph
@@ -12,9 +15,10 @@ import pytest
 import keras_vit
 from keras_vit import pretrained
 from keras_vit.models.applications import CONSTRUCTORS
-from keras_vit.models.variants import VARIANTS
+from keras_vit.models.variants import VARIANTS, constructor_name
 from keras_vit.pretrained import download, registry, sources
-from tests.helpers import REPO_ROOT
+from tests import timm_reference
+from tests.helpers import REPO_ROOT, to_numpy
 
 TINY = dict(hidden_dim=8, num_layers=2, num_heads=2, mlp_dim=8)
 
@@ -44,8 +48,10 @@ def _load_row(info, monkeypatch, tmp_path, arch):
     return model, cls_token
 
 
-# The hybrids' rows load through the same loader in tests/test_hybrid.py (timm's R+Ti/16 file).
-PLAIN_CHECKPOINTS = [info for info in registry.CHECKPOINTS if "resnet_stages" not in VARIANTS[info.variant]]
+# The hybrids' rows load through the same loader in tests/test_hybrid.py (timm's R+Ti/16 file); the families'
+# rows in test_a_family_tag_builds_its_architecture.
+PAPER_CHECKPOINTS = [info for info in registry.CHECKPOINTS if info.family == "ViT"]
+PLAIN_CHECKPOINTS = [info for info in PAPER_CHECKPOINTS if "resnet_stages" not in VARIANTS[info.variant]]
 
 
 # The catalogue's rows are the same on every backend; loading into each backend's variables is checked by
@@ -78,7 +84,7 @@ def test_every_variant_has_checkpoints_and_sources():
     for variant, arch in VARIANTS.items():
         rows = pretrained.checkpoints(variant)
         assert rows or variant == "R26+B/32", variant  # never published
-        for info in rows:
+        for info in (info for info in rows if info.family == "ViT"):
             assert info.resolution % arch["patch_size"] == 0 and info.hub_filename.endswith(".safetensors")
             assert info.hub_repo.startswith({"timm": "timm/vit_", "hf": "google/vit-"}[info.format])
             patch = "" if "resnet_stages" in arch else f"patch{arch['patch_size']}"
@@ -116,7 +122,8 @@ def test_unknown_weights_fail_before_any_download(monkeypatch):
     for weights, match in (("/no/such/file.npz", "No file or directory"), (3, "weights=3"), ("hf://org", "hf://")):
         with pytest.raises(ValueError, match=match):
             keras_vit.ViTS16(weights=weights)
-    assert pretrained.available_tags("H/14") == ["orig_in21k"]
+    assert [info.tag for info in PAPER_CHECKPOINTS if info.variant == "H/14"] == ["orig_in21k"]
+    assert "imagenet" not in pretrained.available_tags("H/14")  # DeiT III's classifiers are not the paper's
     for weights in ("imagenet", "augreg_in21k_ft_in1k"):
         with pytest.raises(ValueError, match="ImageNet-21k backbone"):
             keras_vit.ViTH14(weights=weights)
@@ -151,3 +158,55 @@ def test_weights_readme_table_is_generated_from_the_registry():
     spec.loader.exec_module(catalogue)
     assert catalogue.main(["--check"]) == 0, "run: python weights/catalogue.py --write"
     assert catalogue.table().count("\n| ViT") == len(registry.CHECKPOINTS)
+
+
+def test_family_rows_are_consistent():
+    rows = [info for info in registry.CHECKPOINTS if info.family != "ViT"]
+    arguments = inspect.signature(keras_vit.VisionTransformer).parameters
+    assert {info.tag for info in rows}.isdisjoint(info.tag for info in PAPER_CHECKPOINTS)
+    assert len({info.name for info in registry.CHECKPOINTS}) == len(registry.CHECKPOINTS)
+    for info in rows:
+        assert info.variant in VARIANTS and info.resolution % VARIANTS[info.variant]["patch_size"] == 0, info.name
+        assert info.hub_repo.startswith("timm/") and f"patch{VARIANTS[info.variant]['patch_size']}" in info.hub_repo
+        assert set(info.options) <= set(arguments) - {"weights", "input_tensor", "name", "kwargs"}, info.name
+        assert len(info.mean) == len(info.std) == 3 and info.options.get("pixel_mean", 0.5) in (info.mean, 0.5)
+        assert 0 < info.crop_pct <= 1 and info.interpolation in ("bicubic", "bilinear")
+        assert info.top1 is None or info.classes == 1000
+    # "imagenet" keeps naming the paper's classifiers, though DeiT III's are on B/16 too.
+    assert pretrained.resolve("B/16", "imagenet", (224, 224)).tag == "augreg2_in21k_ft_in1k"
+
+
+# One tag per option family: timm's architecture at a tiny width, served as the tag's Hub file, built by the
+# constructor with the row's options (and refusing a contradicting argument) gives timm's pooled features.
+@pytest.mark.parametrize(
+    "tag, variant, name",
+    [
+        ("dinov2_reg4_lvd142m", "S/14", "vit_small_patch14_reg4_dinov2"),
+        ("siglip_webli", "B/16", "vit_base_patch16_siglip_224"),
+        ("clip_openai", "B/16", "vit_base_patch16_clip_quickgelu_224"),
+        ("deit3_fb_in1k", "B/16", "deit3_base_patch16_224"),
+    ],
+)
+def test_a_family_tag_builds_its_architecture(tag, variant, name, monkeypatch, tmp_path):
+    monkeypatch.setitem(VARIANTS, variant, dict(VARIANTS[variant], **dict(TINY, num_layers=1)))
+    size = 3 * VARIANTS[variant]["patch_size"]  # the row, at three patches a side
+    info = dataclasses.replace(pretrained.resolve(variant, tag), resolution=size)
+    rows = [
+        info if (row.variant, row.tag, row.hub_repo) == (variant, tag, info.hub_repo) else row
+        for row in registry.CHECKPOINTS
+    ]
+    monkeypatch.setattr(registry, "CHECKPOINTS", tuple(rows))
+    small = dict(embed_dim=TINY["hidden_dim"], num_heads=TINY["num_heads"], mlp_ratio=1.0, img_size=size)
+    reference = ph.timm_saved_like_the_hub(name, str(tmp_path), **small)
+    reference.reset_classifier(0)
+    requested = ph.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
+    constructor = CONSTRUCTORS[constructor_name(variant)]
+    with pytest.raises(ValueError, match="leave"):
+        constructor(weights=tag, include_top=False, resample_method="bilinear")
+    pooling = None if info.options.get("pooling") else "token"
+    model = constructor(weights=tag, include_top=False, pooling=pooling, input_shape=(size, size, 3))
+    assert requested == [(info.hub_repo, "model.safetensors")]
+    assert {key: model.get_config()[key] for key in info.options} == info.options
+    pixels = np.random.default_rng(0).uniform(0, 255, (2, size, size, 3)).astype("float32")
+    expected = timm_reference.run_torch(reference, (pixels / 255 - np.float32(info.mean)) / np.float32(info.std))
+    np.testing.assert_allclose(to_numpy(model(pixels)), expected, atol=1e-4 * np.abs(expected).max())

@@ -32,7 +32,11 @@ class PixelScaling(keras.layers.Rescaling):
         dtype = self.compute_dtype
         scale = ops.cast(self.scale, dtype)
         offset = ops.cast(self.offset, dtype)
-        if len(scale.shape) > 0 and keras.config.image_data_format() == "channels_first":
-            # A per-channel vector broadcasts over (channels, height, width).
-            scale = ops.reshape(scale, tuple(scale.shape) + (1,) * (3 - len(scale.shape)))
+        if keras.config.image_data_format() == "channels_first":
+            # A per-channel vector (the scale, or the offset of a per-channel mean) broadcasts over (channels,
+            # height, width).
+            scale, offset = (
+                ops.reshape(value, tuple(value.shape) + (1,) * (3 - len(value.shape))) if len(value.shape) else value
+                for value in (scale, offset)
+            )
         return ops.cast(inputs, dtype) * scale + offset

@@ -20,8 +20,8 @@ BASE_DOCSTRING = """Builds ViT-{variant}: {hidden_dim} hidden, {num_layers} laye
 
 Args:
     include_top: bool, whether to add the classification head. Defaults to `True`.
-    include_preprocessing: bool, whether the model scales raw [0, 255] pixels to [-1, 1] itself.
-        Defaults to `True`.
+    include_preprocessing: bool, whether the model scales raw [0, 255] pixels itself: to [-1, 1], or with
+        the pixel mean and std of a family's checkpoint. Defaults to `True`.
 {weights}
     input_tensor: optional Keras tensor to use as the image input.
     input_shape: `(height, width, channels)`; height and width may be None (any size). Defaults to
@@ -41,15 +41,22 @@ Returns:
 
 
 def _weights_entry(variant):
-    tags = pretrained.available_tags(variant)
-    checkpoints = ", ".join(f'`"{tag}"`' for tag in tags if tag != "imagenet") or "none published"
+    families = {info.tag: info.family for info in pretrained.checkpoints(variant) if info.family != "ViT"}
+    tags = [tag for tag in pretrained.available_tags(variant) if tag != "imagenet"]
+    paper = ", ".join(f'`"{tag}"`' for tag in tags if tag not in families)
+    family = ", ".join(f'`"{tag}"` ({families[tag]})' for tag in tags if tag in families)
+    listed = "; ".join(
+        part
+        for part in (paper and f"the paper's {paper}", family and f"{family}, each with its family's architecture")
+        if part
+    )
     imagenet = ""
-    if "imagenet" in tags:
+    if "imagenet" in pretrained.available_tags(variant):
         imagenet = '; `"imagenet"`, the best ImageNet-1k classifier at the published resolution nearest `input_shape`'
     text = (
-        f"weights: `None` (random initialisation, the default); a checkpoint tag of ViT-{variant} ({checkpoints}; "
-        f'`keras_vit.pretrained.available_tags("{variant}")`){imagenet}; a local `.npz` or `.safetensors` '
-        'checkpoint or `save_pretrained` folder; or `"hf://org/repo[/file.safetensors][@revision]"`.'
+        f"weights: `None` (random initialisation, the default); a checkpoint tag of ViT-{variant} "
+        f'(`keras_vit.pretrained.available_tags("{variant}")`: {listed or "none published"}){imagenet}; a local '
+        '`.npz` or `.safetensors` checkpoint or `save_pretrained` folder; or `"hf://org/repo[/file.safetensors][@revision]"`.'
     )
     return textwrap.fill(text, width=104, initial_indent="    ", subsequent_indent="        ")
 
@@ -123,6 +130,10 @@ ViTB32 = CONSTRUCTORS["ViTB32"]
 ViTL16 = CONSTRUCTORS["ViTL16"]
 ViTL32 = CONSTRUCTORS["ViTL32"]
 ViTH14 = CONSTRUCTORS["ViTH14"]
+ViTS14 = CONSTRUCTORS["ViTS14"]
+ViTB14 = CONSTRUCTORS["ViTB14"]
+ViTL14 = CONSTRUCTORS["ViTL14"]
+ViTSo400m14 = CONSTRUCTORS["ViTSo400m14"]
 ViTRTi16 = CONSTRUCTORS["ViTRTi16"]
 ViTR26S32 = CONSTRUCTORS["ViTR26S32"]
 ViTR26B32 = CONSTRUCTORS["ViTR26B32"]

@@ -56,13 +56,17 @@ def preprocess_input(x, data_format=None):
     return x
 
 
-def scale_pixels(x, data_format=None):
-    """Scales pixels from [0, 255] to [-1, 1] (`x / 127.5 - 1`) for models built with `include_preprocessing=False`.
+def scale_pixels(x, data_format=None, mean=0.5, std=0.5):
+    """Scales pixels from [0, 255] to `(x / 255 - mean) / std` (by default [-1, 1]: `x / 127.5 - 1`) for models built
+    with `include_preprocessing=False`; a family checkpoint's `mean` and `std` are its registry row's.
 
     Args:
         x: images: a NumPy array (never modified) or anything `np.asarray` accepts, a backend tensor, a symbolic
             `keras.KerasTensor`, or a `tf.Tensor` inside `tf.data.Dataset.map` on any backend.
-        data_format: None, `"channels_last"` or `"channels_first"`; every channel is scaled alike.
+        data_format: None, `"channels_last"` or `"channels_first"`: where the channels of a per-channel `mean`
+            and `std` are.
+        mean: float or per-channel `(r, g, b)` in [0, 1].
+        std: float or per-channel `(r, g, b)`, positive.
 
     Returns:
         A float32 NumPy array for NumPy input, else a tensor of the input's kind in `keras.config.floatx()`.
@@ -71,10 +75,16 @@ def scale_pixels(x, data_format=None):
     array([[-1. , -0.5,  0. ,  1. ]], dtype=float32)
     """
     validation.one_of("data_format", data_format, DATA_FORMATS)
+    scale, offset = scale_and_offset(mean, std)
+    if isinstance(scale, list):
+        first = (data_format or keras.config.image_data_format()) == "channels_first"
+        scale, offset = (
+            np.reshape(np.float32(value), (-1, 1, 1) if first else (1, 1, -1)) for value in (scale, offset)
+        )
     if isinstance(x, (np.ndarray, np.generic, list, tuple, int, float)):
-        return np.asarray(x, dtype=np.float32) * np.float32(SCALE) + np.float32(OFFSET)
+        return np.asarray(x, dtype=np.float32) * np.float32(scale) + np.float32(offset)
     # Keras's Rescaling runs on backend and symbolic tensors, and on tf.Tensors inside tf.data on every backend.
-    return keras.layers.Rescaling(SCALE, offset=OFFSET)(x)
+    return keras.layers.Rescaling(scale, offset=offset)(x)
 
 
 @functools.cache

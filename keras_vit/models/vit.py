@@ -4,6 +4,8 @@ A functional `keras.Model` built in `__init__` whose config is its constructor a
 the same), with timm's `forward_intermediates`. The tokens are assembled in `_embed`, pooled in `_top`.
 """
 
+import inspect
+
 import keras
 
 from keras_vit import layers as vit_layers
@@ -36,7 +38,8 @@ class VisionTransformer(keras.Model):
         pixel_mean: float or per-channel `(r, g, b)` in [0, 1], the mean the built-in scaling subtracts.
         pixel_std: float or per-channel `(r, g, b)`, the standard deviation it divides by (0.5 and 0.5: [-1, 1]).
         weights: `None` (random), a local `.npz`, `.safetensors` or `save_pretrained` folder, or
-            `"hf://org/repo[/file.safetensors][@revision]"`; tags and `"imagenet"` need a named constructor.
+            `"hf://org/repo[/file.safetensors][@revision]"`; with a published variant's sizes, a checkpoint tag
+            (a family's tag brings its architecture: the registry row's `options`).
         input_tensor: optional Keras tensor to use as the image input.
         input_shape: `(height, width, channels)` in the image data format; sides may be None (any size).
             Defaults to `(224, 224, 3)` with a head, else `(None, None, 3)`.
@@ -136,7 +139,7 @@ class VisionTransformer(keras.Model):
         # The config is the constructor's arguments, checked, but the weights, input tensor, dtype and name.
         arguments = {key: value for key, value in locals().items() if key not in NOT_CONFIG}
         arguments["input_shape"] = _input_shape(input_shape, input_tensor, include_top is True)
-        config = _checked_config(arguments)
+        config = _checked_config(_with_checkpoint_options(arguments, weights))
         config, checkpoint = _read_weights(config, weights)
         model_inputs, images = _image_input(config["input_shape"], input_tensor)
         layers = _layers(config, dtype)
@@ -426,6 +429,16 @@ def _embedding_grid(config):
     if config["embedding_grid"] is not None:
         return validation.pair("embedding_grid", config["embedding_grid"])
     return vit_layers.patch_grid(variants.DEFAULT_INPUT_SHAPE[:2], pixels)
+
+
+def _with_checkpoint_options(arguments, weights):
+    """The arguments with the architecture of the registry checkpoint the tag `weights` names, if it names one."""
+    if not isinstance(weights, str):
+        return arguments
+    # The weights machinery sits above the models.
+    from keras_vit.pretrained import loader
+
+    return loader.with_checkpoint_options(arguments, weights, inspect.signature(VisionTransformer).parameters)
 
 
 def _read_weights(config, weights):

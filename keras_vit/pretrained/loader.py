@@ -19,7 +19,7 @@ from keras_vit.layers import resnet
 from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_embedding
 from keras_vit.layers.transformer import patch_grid
 from keras_vit.models import variants
-from keras_vit.pretrained import converters, io, sources
+from keras_vit.pretrained import converters, io, registry, sources
 from keras_vit.pretrained.converters import ROOT_KERNEL
 from keras_vit.pretrained.errors import CheckpointError, mismatch_error
 from keras_vit.utils import validation
@@ -400,6 +400,25 @@ class _Loading:
         for variable in model.weights:
             dtype = keras.backend.standardize_dtype(variable.dtype)
             variable.assign(np.asarray(values[variable.path], dtype=dtype))
+
+
+def with_checkpoint_options(arguments, weights, defaults):
+    """The constructor's `arguments` with the architecture options of the registry checkpoint the tag `weights` names.
+
+    The row's `options` replace the constructor's `defaults` (`inspect.Parameter`s); another value is refused.
+    """
+    patch_size = validation.pair("patch_size", arguments["patch_size"])
+    variant = variants.variant_of(dict(arguments, patch_size=patch_size))
+    height, width, _ = variants.channels_last(arguments["input_shape"], keras.config.image_data_format())
+    image_size = (height or variants.DEFAULT_INPUT_SHAPE[0], width or variants.DEFAULT_INPUT_SHAPE[1])
+    options = registry.options_for(variant, weights, image_size)
+    for key, value in options.items():
+        if arguments[key] not in (value, defaults[key].default):
+            raise ValueError(
+                f"weights={weights!r} is a checkpoint with {key}={value!r}; leave {key} out. Received: "
+                f"{key}={arguments[key]!r}"
+            )
+    return dict(arguments, **options)
 
 
 def prepare(config, weights, variant=None):

@@ -5,6 +5,10 @@ file it came from (provenance: the bucket refuses anonymous downloads) and its I
 `results-imagenet.csv` unless a row says otherwise). `orig_*` tags are the paper's, `augreg_*` "How to train your
 ViT?" (Steiner et al. 2021), `augreg2_*` timm's further fine-tune; `"imagenet"` is the best ImageNet-1k
 classifier at the resolution nearest the model's input.
+
+The family rows (DINOv2, SigLIP, CLIP image towers, DeiT, DeiT III: timm's `default_cfgs`, its
+`results-imagenet.csv` for the top-1, the license of timm's cfg or else of the original repository) also carry
+their architecture: `options`, the `keras_vit.VisionTransformer` arguments a model built from the tag takes.
 """
 
 import dataclasses
@@ -12,12 +16,16 @@ import dataclasses
 BUCKET = "https://storage.googleapis.com/vit_models/"
 IMAGENET_ALIAS = "imagenet"
 IMAGENET_1K_TAGS = ("augreg2_in21k_ft_in1k", "augreg_in21k_ft_in1k", "orig_in21k_ft_in1k", "augreg_in1k")
+HALF = (0.5, 0.5, 0.5)
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 
 # Things worth saying about a variant when a user asks for what does not exist.
 VARIANT_NOTES = {
     "H/14": (
         "ViT-H/14 was only published as an ImageNet-21k backbone ('orig_in21k', with pre_logits and "
-        "no usable head); there is no public ImageNet-1k classifier. Load it with include_top=False, "
+        "no usable head); there is no public ImageNet-1k classifier of the paper's architecture (DeiT III's "
+        "'deit3_fb_in22k_ft_in1k' is one with its own options). Load it with include_top=False, "
         "or include_top=True and your own `classes` for a new zero-initialised head, and fine-tune."
     ),
 }
@@ -25,7 +33,12 @@ VARIANT_NOTES = {
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointInfo:
-    """One published checkpoint file (`classes` None: no head; `url`: the official file it came from)."""
+    """One published checkpoint file (`classes` None: no head; `url`: the official file it came from).
+
+    `mean`, `std`, `crop_pct` and `interpolation` are its evaluation preprocessing (timm's `pretrained_cfg`);
+    `options` the `VisionTransformer` arguments of its architecture beyond the variant's row (the pixel mean and
+    std among them where they are not 0.5).
+    """
 
     variant: str
     tag: str
@@ -38,6 +51,12 @@ class CheckpointInfo:
     top1: object
     hub_filename: str = "model.safetensors"
     license: str = "Apache-2.0"
+    family: str = "ViT"
+    options: dict = dataclasses.field(default_factory=dict, hash=False)
+    mean: tuple = HALF
+    std: tuple = HALF
+    crop_pct: float = 0.9
+    interpolation: str = "bicubic"
 
     @property
     def name(self):
@@ -183,10 +202,118 @@ def _row(format, variant, tag, resolution, classes, top1):
         format=format,
         url=_official_url(variant, tag, resolution),
         top1=top1,
+        # timm crops 224 px evaluations at 0.9; transformers' ViTImageProcessor resizes bilinearly without a crop.
+        crop_pct=1.0 if format == "hf" or resolution != 224 else 0.9,
+        interpolation="bilinear" if format == "hf" else "bicubic",
     )
 
 
-CHECKPOINTS = tuple(_row("timm", *row) for row in _TIMM_ROWS) + tuple(_row("hf", *row) for row in _GOOGLE_ROWS)
+# The `VisionTransformer` arguments of each family (timm's model definitions, docs/DESIGN section 8), resampling
+# the position embedding as timm does.
+FAMILY_OPTIONS = {
+    "DINOv2": dict(layer_scale_init=1e-5),
+    "DINOv2 registers": dict(layer_scale_init=1e-5, num_register_tokens=4, no_embed_class=True),
+    "SigLIP": dict(class_token=False, pooling="map"),
+    "CLIP": dict(pre_norm=True, patch_bias=False, layer_norm_epsilon=1e-5),
+    "DeiT": {},
+    "DeiT distilled": dict(distillation_token=True),
+    "DeiT III": dict(no_embed_class=True, layer_scale_init=1e-6),
+}
+QUICK_GELU, TANH_GELU = dict(mlp_activation="quick_gelu"), dict(mlp_activation="gelu_tanh")
+HALF_PIXELS = dict(pixel_mean=HALF, pixel_std=HALF)
+# The family, pixel mean and std, and license of each family tag.
+FAMILY_TAGS = {
+    "dinov2_lvd142m": ("DINOv2", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "dinov2_reg4_lvd142m": ("DINOv2 registers", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "siglip_webli": ("SigLIP", HALF, HALF, "Apache-2.0"),
+    "siglip2_webli": ("SigLIP", HALF, HALF, "Apache-2.0"),
+    "clip_openai": ("CLIP", CLIP_MEAN, CLIP_STD, "MIT"),
+    "clip_laion2b": ("CLIP", CLIP_MEAN, CLIP_STD, "MIT"),
+    "deit_fb_in1k": ("DeiT", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "deit_distilled_fb_in1k": ("DeiT distilled", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "deit3_fb_in1k": ("DeiT III", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "deit3_fb_in22k_ft_in1k": ("DeiT III", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+}
+# (variant, tag, resolution, classes, top-1, crop, timm's `model.tag` on the Hub[, options beyond the family's]);
+# a CLIP tower's classes are its projection, which timm holds as the head; timm's `*_clip_quickgelu_*` models read
+# the OpenAI weights from the `*_clip_*` repos.
+_FAMILY_ROWS = (
+    ("S/14", "dinov2_lvd142m", 518, None, None, 1.0, "vit_small_patch14_dinov2.lvd142m"),
+    ("B/14", "dinov2_lvd142m", 518, None, None, 1.0, "vit_base_patch14_dinov2.lvd142m"),
+    ("L/14", "dinov2_lvd142m", 518, None, None, 1.0, "vit_large_patch14_dinov2.lvd142m"),
+    ("S/14", "dinov2_reg4_lvd142m", 518, None, None, 1.0, "vit_small_patch14_reg4_dinov2.lvd142m"),
+    ("B/14", "dinov2_reg4_lvd142m", 518, None, None, 1.0, "vit_base_patch14_reg4_dinov2.lvd142m"),
+    ("L/14", "dinov2_reg4_lvd142m", 518, None, None, 1.0, "vit_large_patch14_reg4_dinov2.lvd142m"),
+    ("B/16", "siglip_webli", 224, None, None, 0.9, "vit_base_patch16_siglip_224.webli"),
+    ("B/16", "siglip_webli", 256, None, None, 0.9, "vit_base_patch16_siglip_256.webli"),
+    ("B/16", "siglip_webli", 384, None, None, 0.9, "vit_base_patch16_siglip_384.webli"),
+    ("B/16", "siglip_webli", 512, None, None, 0.9, "vit_base_patch16_siglip_512.webli"),
+    ("L/16", "siglip_webli", 256, None, None, 0.9, "vit_large_patch16_siglip_256.webli"),
+    ("L/16", "siglip_webli", 384, None, None, 0.9, "vit_large_patch16_siglip_384.webli"),
+    ("So400m/14", "siglip_webli", 224, None, None, 0.9, "vit_so400m_patch14_siglip_224.webli"),
+    # The official "384" model: its 27 x 27 patches see 378 px (timm's `_384.webli` holds the same weights).
+    ("So400m/14", "siglip_webli", 378, None, None, 0.9, "vit_so400m_patch14_siglip_378.webli"),
+    ("B/16", "siglip2_webli", 224, None, None, 0.9, "vit_base_patch16_siglip_224.v2_webli"),
+    ("B/16", "siglip2_webli", 256, None, None, 0.9, "vit_base_patch16_siglip_256.v2_webli"),
+    ("B/16", "siglip2_webli", 384, None, None, 0.9, "vit_base_patch16_siglip_384.v2_webli"),
+    ("B/16", "siglip2_webli", 512, None, None, 0.9, "vit_base_patch16_siglip_512.v2_webli"),
+    ("L/16", "siglip2_webli", 256, None, None, 0.9, "vit_large_patch16_siglip_256.v2_webli"),
+    ("L/16", "siglip2_webli", 384, None, None, 0.9, "vit_large_patch16_siglip_384.v2_webli"),
+    ("L/16", "siglip2_webli", 512, None, None, 0.9, "vit_large_patch16_siglip_512.v2_webli", TANH_GELU),
+    ("So400m/14", "siglip2_webli", 224, None, None, 0.9, "vit_so400m_patch14_siglip_224.v2_webli"),
+    ("So400m/14", "siglip2_webli", 378, None, None, 0.9, "vit_so400m_patch14_siglip_378.v2_webli"),
+    ("B/32", "clip_openai", 224, 512, None, 0.9, "vit_base_patch32_clip_224.openai", QUICK_GELU),
+    ("B/16", "clip_openai", 224, 512, None, 0.9, "vit_base_patch16_clip_224.openai", QUICK_GELU),
+    ("L/14", "clip_openai", 224, 768, None, 1.0, "vit_large_patch14_clip_224.openai", QUICK_GELU),
+    ("L/14", "clip_openai", 336, 768, None, 1.0, "vit_large_patch14_clip_336.openai", QUICK_GELU),
+    ("B/32", "clip_laion2b", 224, 512, None, 0.9, "vit_base_patch32_clip_224.laion2b"),
+    ("B/16", "clip_laion2b", 224, 512, None, 1.0, "vit_base_patch16_clip_224.laion2b"),
+    # OpenCLIP trained this one with the 0.5 mean and std.
+    ("L/14", "clip_laion2b", 224, 768, None, 1.0, "vit_large_patch14_clip_224.laion2b", HALF_PIXELS),
+    ("H/14", "clip_laion2b", 224, 1024, None, 1.0, "vit_huge_patch14_clip_224.laion2b"),
+    ("Ti/16", "deit_fb_in1k", 224, 1000, 72.190, 0.9, "deit_tiny_patch16_224.fb_in1k"),
+    ("S/16", "deit_fb_in1k", 224, 1000, 79.856, 0.9, "deit_small_patch16_224.fb_in1k"),
+    ("B/16", "deit_fb_in1k", 224, 1000, 81.980, 0.9, "deit_base_patch16_224.fb_in1k"),
+    ("B/16", "deit_fb_in1k", 384, 1000, 83.108, 1.0, "deit_base_patch16_384.fb_in1k"),
+    ("Ti/16", "deit_distilled_fb_in1k", 224, 1000, 74.538, 0.9, "deit_tiny_distilled_patch16_224.fb_in1k"),
+    ("S/16", "deit_distilled_fb_in1k", 224, 1000, 81.204, 0.9, "deit_small_distilled_patch16_224.fb_in1k"),
+    ("B/16", "deit_distilled_fb_in1k", 224, 1000, 83.384, 0.9, "deit_base_distilled_patch16_224.fb_in1k"),
+    ("B/16", "deit_distilled_fb_in1k", 384, 1000, 85.438, 1.0, "deit_base_distilled_patch16_384.fb_in1k"),
+    ("S/16", "deit3_fb_in1k", 224, 1000, 81.382, 0.9, "deit3_small_patch16_224.fb_in1k"),
+    ("S/16", "deit3_fb_in1k", 384, 1000, 83.432, 1.0, "deit3_small_patch16_384.fb_in1k"),
+    ("B/16", "deit3_fb_in1k", 224, 1000, 83.800, 0.9, "deit3_base_patch16_224.fb_in1k"),
+    ("B/16", "deit3_fb_in1k", 384, 1000, 85.088, 1.0, "deit3_base_patch16_384.fb_in1k"),
+    ("L/16", "deit3_fb_in1k", 224, 1000, 84.772, 0.9, "deit3_large_patch16_224.fb_in1k"),
+    ("L/16", "deit3_fb_in1k", 384, 1000, 85.820, 1.0, "deit3_large_patch16_384.fb_in1k"),
+    ("H/14", "deit3_fb_in1k", 224, 1000, 85.204, 0.9, "deit3_huge_patch14_224.fb_in1k"),
+    ("S/16", "deit3_fb_in22k_ft_in1k", 224, 1000, 83.082, 1.0, "deit3_small_patch16_224.fb_in22k_ft_in1k"),
+    ("S/16", "deit3_fb_in22k_ft_in1k", 384, 1000, 84.846, 1.0, "deit3_small_patch16_384.fb_in22k_ft_in1k"),
+    ("B/16", "deit3_fb_in22k_ft_in1k", 224, 1000, 85.728, 1.0, "deit3_base_patch16_224.fb_in22k_ft_in1k"),
+    ("B/16", "deit3_fb_in22k_ft_in1k", 384, 1000, 86.742, 1.0, "deit3_base_patch16_384.fb_in22k_ft_in1k"),
+    ("L/16", "deit3_fb_in22k_ft_in1k", 224, 1000, 86.990, 1.0, "deit3_large_patch16_224.fb_in22k_ft_in1k"),
+    ("L/16", "deit3_fb_in22k_ft_in1k", 384, 1000, 87.736, 1.0, "deit3_large_patch16_384.fb_in22k_ft_in1k"),
+    ("H/14", "deit3_fb_in22k_ft_in1k", 224, 1000, 87.180, 1.0, "deit3_huge_patch14_224.fb_in22k_ft_in1k"),
+)
+
+
+def _family_row(variant, tag, resolution, classes, top1, crop_pct, timm_name, extra=None):
+    family, mean, std, license = FAMILY_TAGS[tag]
+    options = dict(FAMILY_OPTIONS[family], resample_method="bicubic", resample_antialias=True)
+    if (mean, std) != (HALF, HALF):
+        options.update(pixel_mean=mean, pixel_std=std)
+    options.update(extra or {})
+    mean, std = options.get("pixel_mean", HALF), options.get("pixel_std", HALF)
+    info = CheckpointInfo(
+        variant, tag, resolution, classes, False, f"timm/{timm_name}", "timm", None, top1, license=license
+    )
+    return dataclasses.replace(info, family=family, options=options, mean=mean, std=std, crop_pct=crop_pct)
+
+
+CHECKPOINTS = (
+    tuple(_row("timm", *row) for row in _TIMM_ROWS)
+    + tuple(_row("hf", *row) for row in _GOOGLE_ROWS)
+    + tuple(_family_row(*row) for row in _FAMILY_ROWS)
+)
 
 
 def checkpoints(variant=None):
@@ -232,3 +359,10 @@ def resolve(variant, tag, image_size=(224, 224)):
     classifiers = [info for info in checkpoints(variant) if info.tag in IMAGENET_1K_TAGS and info.top1 is not None]
     resolution = _nearest(classifiers, image_size).resolution
     return max((info for info in classifiers if info.resolution == resolution), key=lambda info: info.top1)
+
+
+def options_for(variant, weights, image_size=(224, 224)):
+    """The `VisionTransformer` arguments of the checkpoint the tag `weights` names for `variant`, or `{}`."""
+    if variant is None or not isinstance(weights, str) or weights not in available_tags(variant):
+        return {}
+    return dict(resolve(variant, weights, image_size).options)

@@ -1,4 +1,4 @@
-"""The table of ViT variants: sizes, parameter counts, GFLOPs.
+"""The table of ViT variants: sizes, parameter counts, GFLOPs, checkpoint tags.
 
 Prints a Markdown table; the counts are analytic (2 FLOPs per multiply-add),
 so no model is built and no framework imported.
@@ -15,21 +15,26 @@ def add_arguments(parser):
 
 
 def run(args):
-    variants, flops, validation = keras_free.load(
-        "keras_vit.models.variants", "keras_vit.models.flops", "keras_vit.utils.validation"
+    variants, flops, validation, registry = keras_free.load(
+        "keras_vit.models.variants",
+        "keras_vit.models.flops",
+        "keras_vit.utils.validation",
+        "keras_vit.pretrained.registry",
     )
     size = validation.positive_int("image_size", args.image_size)
     classes = validation.positive_int("classes", args.classes)
     print(
         f"| constructor | variant | patch | hidden | layers | heads | MLP | params ({classes}-class head) "
-        f"| GFLOPs at {size} |"
+        f"| GFLOPs at {size} | weights= |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, variant in variants.VARIANTS.items():
         params = flops.parameter_count(variant, size, classes)
         gflops = flops.forward_flops(variant, size, classes) / 1e9
+        tags = ", ".join(registry.available_tags(name)) or "-"
         print(
             f"| `{variants.constructor_name(name)}` | {name} | {variant['patch_size']} | {variant['hidden_dim']} | "
-            f"{variant['num_layers']} | {variant['num_heads']} | {variant['mlp_dim']} | {params:,} | {gflops:.1f} |"
+            f"{variant['num_layers']} | {variant['num_heads']} | {variant['mlp_dim']} | {params:,} | {gflops:.1f} "
+            f"| {tags} |"
         )
     return 0
