@@ -144,10 +144,10 @@ def put_world_in_place(patch):
     from keras_vit.pretrained import export, registry
     from keras_vit.training import distribute
 
-    # Every variant at 2 blocks, 4 wide per head, the MLP twice the width; heads, patch and ResNet kept.
+    # Every variant at 2 blocks, 4 wide per head, the MLP 1/32 of its own (rows stay distinct); heads, patch kept.
     for name, row in list(variants.VARIANTS.items()):
         width = 4 * row["num_heads"]
-        patch.setitem(variants.VARIANTS, name, dict(row, num_layers=2, hidden_dim=width, mlp_dim=2 * width))
+        patch.setitem(variants.VARIANTS, name, dict(row, num_layers=2, hidden_dim=width, mlp_dim=row["mlp_dim"] // 32))
 
     # The reader's files.
     os.symlink(inspection.sample_image_path(), "photo.jpg")
@@ -173,6 +173,7 @@ def put_world_in_place(patch):
             row = variants.VARIANTS[info.variant]
             model = keras_vit.VisionTransformer(
                 **row,
+                **info.options,
                 input_shape=(info.resolution, info.resolution, 3),
                 include_top=info.classes is not None,
                 classes=info.classes or 1000,
