@@ -27,6 +27,7 @@ ARCHITECTURES = (
     "vit_wee_patch16_reg1_gap_256",
     "vit_small_patch14_dinov2",
     "vit_small_patch14_reg4_dinov2",
+    "vit_giant_patch14_dinov2",  # SwiGLUPacked: one fc1 gives the gate and the value
     "flexivit_small",
     "vit_medium_patch16_gap_256",
     "vit_base_patch16_siglip_gap_224",

@@ -16,8 +16,9 @@ from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit
 
 # The official implementation and every published checkpoint use 1e-6 (Keras's default is 1e-3).
 LAYER_NORM_EPSILON = 1e-6
-# The MLP activations: exact GELU (timm, keras-hub), tanh GELU (the official JAX code), QuickGELU (OpenAI CLIP).
-MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu")
+# The MLP activations: exact GELU (timm, keras-hub), tanh GELU (the official JAX code), QuickGELU (OpenAI CLIP) and
+# SwiGLU (DINOv2 giant: `fc1` gives `[gate | value]`, `silu(gate) * value` goes to `fc2`).
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "swiglu")
 
 
 def patch_projection(hidden_dim, patch_size, dtype, use_bias=True):
@@ -484,7 +485,7 @@ class MLPBlock(keras.layers.Layer):
     """The transformer's feed-forward block: Dense, activation, dropout, Dense, dropout.
 
     Args:
-        mlp_dim: int, the size of the hidden layer.
+        mlp_dim: int, the size of the hidden layer (with `"swiglu"`, of the gated product: `fc1` gives twice it).
         dropout_rate: float, dropout after each Dense. Defaults to `0.0`.
         activation: one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         seed: optional int for the dropout.
@@ -503,7 +504,8 @@ class MLPBlock(keras.layers.Layer):
         # The official initialisation: normal(1e-6) biases.
         biases = keras.initializers.RandomNormal(stddev=1e-6)
         policy = self.dtype_policy
-        self.fc1 = xavier_dense(self.mlp_dim, input_shape, policy, "fc1", bias_initializer=biases)
+        width = 2 * self.mlp_dim if self.activation == "swiglu" else self.mlp_dim
+        self.fc1 = xavier_dense(width, input_shape, policy, "fc1", bias_initializer=biases)
         self.fc2 = xavier_dense(
             input_shape[-1], (*input_shape[:-1], self.mlp_dim), policy, "fc2", bias_initializer=biases
         )
@@ -514,6 +516,9 @@ class MLPBlock(keras.layers.Layer):
         hidden = dense_over_tokens(self.fc1, tokens)
         if self.activation == "quick_gelu":
             hidden = hidden * ops.sigmoid(ops.cast(1.702, hidden.dtype) * hidden)
+        elif self.activation == "swiglu":
+            gate, value = ops.split(hidden, 2, axis=-1)
+            hidden = ops.silu(gate) * value
         else:
             hidden = ops.gelu(hidden, approximate=self.activation == "gelu_tanh")
         hidden = run(self.dropout, hidden, training=training)

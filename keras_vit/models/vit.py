@@ -49,7 +49,8 @@ class VisionTransformer(keras.Model):
         dropout_rate: float, dropout on the embeddings, after attention and in the MLP blocks.
         attention_dropout_rate: float, dropout on the attention weights.
         drop_path_rate: float, the stochastic-depth rate of the last block, rising linearly from 0 at the first.
-        mlp_activation: `"gelu"`, `"gelu_tanh"` or `"quick_gelu"`.
+        mlp_activation: `"gelu"`, `"gelu_tanh"`, `"quick_gelu"` or `"swiglu"` (a gated MLP: `fc1` gives 2 x mlp_dim,
+            `silu(first half) * second half` goes to `fc2`).
         remat: bool, recompute each block's activations in the backward pass.
         patch_dropout_rate: float in [0, 1), the patch tokens `PatchDropout` drops in training.
         resample_method: `"official"`, `"bilinear"` or `"bicubic"`, how the position embedding is resampled.

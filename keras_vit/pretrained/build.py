@@ -15,7 +15,7 @@ import keras
 
 from keras_vit.models import variants
 from keras_vit.models.vit import VisionTransformer
-from keras_vit.pretrained import loader, sources
+from keras_vit.pretrained import converters, loader, sources
 from keras_vit.pretrained.errors import CheckpointError
 
 logger = logging.getLogger("keras_vit.pretrained")
@@ -36,12 +36,11 @@ TIMM_NAME_RULES = (
 WIDE_HEADS = {1152: 16, 1280: 16}
 # Architectures keras_vit does not build, by the tensors that show them or, where none do, by name.
 UNSUPPORTED_TENSORS = (
-    (".mlp.fc1_g.", "a SwiGLU MLP (AIMv2)"),
+    (".mlp.fc1_g.", "a SwiGLU MLP with separate gate and value projections (AIMv2)"),
     (".attn.q_norm.", "query-key normalisation"),
     (".attn.norm.", "a norm inside the attention (BEiT-3)"),
     (".lambda_q1", "differential attention (timm's DiffAttention)"),
     (".in_proj.", "parallel attention and MLP blocks (timm's ParallelScalingBlock)"),
-    (".mlp.weights_in.", "a SwiGLU MLP (DINOv2 giant)"),
 )
 UNSUPPORTED_NAMES = (
     ("*_rpn_*", "post-norm residual blocks (timm's ResPostBlock)"),
@@ -215,6 +214,10 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
     height, width = grid[0] * pixels[0], grid[1] * pixels[1]
     channels = found.pop("input_shape")[-1]
     first_channels = keras.config.image_data_format() == "channels_first"
+    if converters.gated_mlp(checkpoint.weights):
+        # DINOv2 giant's SwiGLU (timm's SwiGLUPacked, transformers' use_swiglu_ffn): fc2 reads the gated width.
+        named["mlp_activation"] = "swiglu"
+        found["mlp_dim"] = int(checkpoint.weights["encoder_block_0/mlp/fc2/kernel"].shape[0])
     arguments = dict(
         found,
         input_shape=(channels, height, width) if first_channels else (height, width, channels),

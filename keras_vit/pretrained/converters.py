@@ -242,6 +242,7 @@ TIMM = Layout(
     ),
     refuses=(("pre_logits/", NO_TIMM_PRE_LOGITS),),
     writes=True,
+    gated_mlp=None,  # timm's SwiGLUPacked keeps the names `mlp.fc1` (`[gate; value]` rows) and `mlp.fc2`
 )
 
 # ---------------------------------------------------------------- Hugging Face transformers
@@ -316,7 +317,7 @@ HF_CLASSIFIER = Layout(
 )
 
 
-def hf_layout(model_class, parts, write_when, config, prefix=""):
+def hf_layout(model_class, parts, write_when, config, prefix="", gated_mlp=False):
     """The layout of a transformers `model_class` (with `prefix`: inside a whole CLIPModel's or SiglipModel's file)."""
     extras = ("text_model.", "text_projection.", "visual_projection.", "logit_scale", "logit_bias") if prefix else ()
     return Layout(
@@ -328,15 +329,16 @@ def hf_layout(model_class, parts, write_when, config, prefix=""):
         ignore=tuple(prefix + name for name in ("embeddings.mask_token", "embeddings.position_ids")) + extras,
         writes=not prefix,
         write_when=write_when,
+        gated_mlp=gated_mlp,
         config=dict(config, architectures=[model_class]),
     )
 
 
 HF_MODEL = hf_layout("ViTModel", HF_PARTS, "", VIT)
 MLP = ("mlp.fc1", "mlp.fc2")
+# DINOv2 giant's `Dinov2SwiGLUFFN`: `weights_in` holds the gate's rows, then the value's (as timm's packed `fc1`).
+SWIGLU_MLP = ("mlp.weights_in", "mlp.weights_out")
 LAYER_SCALE = (("layer_scale1", "layer_scale1.lambda1"), ("layer_scale2", "layer_scale2.lambda1"))
-DINOV2_BLOCKS = hf_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, MLP, *LAYER_SCALE)
-DINOV2_PARTS = (DINOV2_BLOCKS, HF_NORM)
 # The registers first: they recognise the layout.
 HF_REGISTERS_EMBEDDING = Part(
     "patch embedding",
@@ -400,9 +402,14 @@ HF_FAMILY = (
         hf_layout("DeiTModel", DEIT_PARTS, "distillation_token/token", DEIT),
         ignore=("embeddings.mask_token", "pooler."),
     ),
-    hf_layout("Dinov2WithRegistersModel", (HF_REGISTERS_EMBEDDING, *DINOV2_PARTS), "register_tokens/token", REGISTERS),
-    hf_layout("Dinov2Model", (HF_EMBEDDING, *DINOV2_PARTS), "encoder_block_0/layer_scale1", DINOV2),
 )
+for mlp, gated in ((MLP, False), (SWIGLU_MLP, True)):
+    parts = (hf_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, mlp, *LAYER_SCALE), HF_NORM)
+    registers = (HF_REGISTERS_EMBEDDING, *parts)
+    HF_FAMILY += (
+        hf_layout("Dinov2WithRegistersModel", registers, "register_tokens/token", REGISTERS, gated_mlp=gated),
+        hf_layout("Dinov2Model", (HF_EMBEDDING, *parts), "encoder_block_0/layer_scale1", DINOV2, gated_mlp=gated),
+    )
 for prefix in ("", "vision_model."):
     HF_FAMILY += (
         hf_layout("SiglipVisionModel", SIGLIP_PARTS, "pooling/latent", SIGLIP, prefix),
@@ -535,15 +542,29 @@ def to_keras(tensors, format=None, layouts=LAYOUTS):
     return layout.read(tensors), layout.description
 
 
+def gated_mlp(weights):
+    """Whether keras_vit `weights` hold gated MLPs (`mlp_activation="swiglu"`): `fc1` twice as wide as `fc2`'s input.
+
+    A plain MLP's `fc1` is exactly as wide, so the shapes alone tell (timm names both kinds alike).
+    """
+    fc1, fc2 = (weights.get(f"{BLOCKS.format(i=0)}mlp/fc{n}/kernel") for n in (1, 2))
+    return fc1 is not None and fc2 is not None and fc1.shape[-1] == 2 * fc2.shape[0]
+
+
 def writing_layout(weights, format, layouts=LAYOUTS):
     """The layout among `layouts` that `from_keras` writes these keras_vit weights in."""
     formats = tuple(dict.fromkeys(layout.format for layout in layouts))
     if format not in formats:
         raise ValueError(f"`format` must be one of {formats}. Received: format={format!r}")
+    gated = gated_mlp(weights)
     candidates = [layout for layout in layouts if layout.format == format and layout.writes]
+    candidates = [layout for layout in candidates if layout.gated_mlp in (None, gated)]
     # A layout written only for some weights (a head, a ResNet backbone) wins over an unconditional one.
     candidates.sort(key=lambda layout: not layout.write_when)
-    return next(layout for layout in candidates if not layout.write_when or layout.write_when in weights)
+    for layout in candidates:
+        if not layout.write_when or layout.write_when in weights:
+            return layout
+    raise ValueError(f"No {format} layout holds these weights' gated (SwiGLU) MLP: export to 'timm'.")
 
 
 def from_keras(weights, format, num_heads=None, layouts=LAYOUTS):
