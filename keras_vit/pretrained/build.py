@@ -30,13 +30,13 @@ TIMM_NAME_RULES = (
     ("vit_so400m_patch16_siglip_*", dict(mlp_activation="gelu_tanh")),
     ("vit_giantopt_patch16_siglip_*", dict(mlp_activation="gelu_tanh")),
     ("*_clip_*", dict(layer_norm_epsilon=1e-5)),
+    ("aimv2_*", dict(layer_norm_epsilon=1e-5, head_dim=128)),
     ("test_vit*", dict(head_dim=32)),
 )
 # Hidden sizes whose heads are not 64 wide: SigLIP so400m (72) and ViT-H (80).
 WIDE_HEADS = {1152: 16, 1280: 16}
 # Architectures keras_vit does not build, by the tensors that show them or, where none do, by name.
 UNSUPPORTED_TENSORS = (
-    (".mlp.fc1_g.", "a SwiGLU MLP with separate gate and value projections (AIMv2)"),
     (".attn.q_norm.", "query-key normalisation"),
     (".attn.norm.", "a norm inside the attention (BEiT-3)"),
     (".lambda_q1", "differential attention (timm's DiffAttention)"),
@@ -200,7 +200,9 @@ def _transformers_named(checkpoint):
 
 def _arguments(checkpoint, name, timm_config, num_heads=None):
     """The `VisionTransformer` arguments of the checkpoint, read from its tensors, config and model name."""
-    named = dict(_transformers_named(checkpoint), **_named(name))
+    # Among timm's ViTs only AIMv2 has RMSNorm blocks: its name's facts hold for an unnamed file too.
+    aimv2 = "encoder_block_0/norm1/scale" in checkpoint.weights
+    named = dict(_transformers_named(checkpoint), **_named(name or ("aimv2_" if aimv2 else "")))
     if not name and checkpoint.format == "timm":
         logger.info(
             f"{checkpoint.path} does not name its timm model: GELU and LayerNorm epsilon 1e-6 assumed; pass "

@@ -211,6 +211,27 @@ TIMM_OPTIONS = (
 )
 
 
+# AIMv2: RMSNorm everywhere (a scale only), one after the patch embedding too, no projection biases, and a SwiGLU
+# whose gate (`fc1_g`) and value (`fc1_x`) are separate.
+TIMM_AIMV2_BLOCKS = Part(
+    "transformer blocks",
+    rows(
+        ("norm1/scale", "norm1.weight"),
+        ("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE),
+        ("attention/output/kernel", "attn.proj.weight", TRANSPOSE),
+        ("norm2/scale", "norm2.weight"),
+        ("mlp/fc1/kernel", ["mlp.fc1_g.weight", "mlp.fc1_x.weight"], fuse(TRANSPOSE, 1, count=2)),
+        ("mlp/fc2/kernel", "mlp.fc2.weight", TRANSPOSE),
+    ),
+    keras_root=BLOCKS,
+    key_root="blocks.{i}.",
+)
+TIMM_AIMV2_NORMS = (
+    timm_optional("patch norm", ("patch_norm/scale", "patch_embed.norm.weight")),
+    timm_optional("encoder norm", ("encoder_norm/scale", "norm.weight")),
+)
+
+
 def torch_dense(name, key, prefixed=True):
     """An optional PyTorch `Linear` `key` as the keras_vit Dense `name`."""
     return Part(
@@ -243,6 +264,15 @@ TIMM = Layout(
     refuses=(("pre_logits/", NO_TIMM_PRE_LOGITS),),
     writes=True,
     gated_mlp=None,  # timm's SwiGLUPacked keeps the names `mlp.fc1` (`[gate; value]` rows) and `mlp.fc2`
+)
+TIMM_AIMV2 = Layout(
+    "timm",
+    "timm",
+    "timm safetensors (AIMv2)",
+    (TIMM_EMBEDDING, TIMM_AIMV2_BLOCKS, TIMM_OPTIONS[0], *TIMM_AIMV2_NORMS, torch_dense("head", "head")),
+    writes=True,
+    write_when="encoder_block_0/norm1/scale",
+    gated_mlp=True,
 )
 
 # ---------------------------------------------------------------- Hugging Face transformers
@@ -493,7 +523,7 @@ def _hybrid(layout, parts, what, write_when):
 # plain layout; a hybrid file's backbone tensors make its hybrid layout score higher.
 LAYOUTS = (
     tuple(official_layouts())
-    + (TIMM, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
+    + (TIMM, TIMM_AIMV2, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
     + tuple(_hybrid(layout, OFFICIAL_BACKBONE, "ResNet backbone", ROOT_KERNEL) for layout in official_layouts())
     + (
         _hybrid(TIMM, TIMM_BACKBONE, "ResNet stages", BACKBONE + "block1_unit1/conv1/kernel"),
