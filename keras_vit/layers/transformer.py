@@ -17,7 +17,7 @@ from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit
 # The official implementation and every published checkpoint use 1e-6 (Keras's default is 1e-3).
 LAYER_NORM_EPSILON = 1e-6
 # The MLP activations: exact GELU (timm, keras-hub), tanh GELU (the official JAX code), QuickGELU (OpenAI CLIP) and
-# SwiGLU (DINOv2 giant: `fc1` gives `[gate | value]`, `silu(gate) * value` goes to `fc2`).
+# SwiGLU (DINOv2 giant, AIMv2: `fc1` gives `[gate | value]`, `silu(gate) * value` goes to `fc2`).
 MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "swiglu")
 # LayerNorm, or RMSNorm (AIMv2: a scale, no centring or bias).
 NORMALIZATIONS = ("layer", "rms")

@@ -203,7 +203,7 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
     # Among timm's ViTs only AIMv2 has RMSNorm blocks: its name's facts hold for an unnamed file too.
     aimv2 = "encoder_block_0/norm1/scale" in checkpoint.weights
     named = dict(_transformers_named(checkpoint), **_named(name or ("aimv2_" if aimv2 else "")))
-    if not name and checkpoint.format == "timm":
+    if not (name or aimv2) and checkpoint.format == "timm":
         logger.info(
             f"{checkpoint.path} does not name its timm model: GELU and LayerNorm epsilon 1e-6 assumed; pass "
             "architecture=<timm model name> for CLIP (epsilon 1e-5), QuickGELU or tanh-GELU models."
@@ -217,7 +217,7 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
     channels = found.pop("input_shape")[-1]
     first_channels = keras.config.image_data_format() == "channels_first"
     if converters.gated_mlp(checkpoint.weights):
-        # DINOv2 giant's SwiGLU (timm's SwiGLUPacked, transformers' use_swiglu_ffn): fc2 reads the gated width.
+        # A SwiGLU (DINOv2 giant's, AIMv2's): fc2 reads the gated width.
         named["mlp_activation"] = "swiglu"
         found["mlp_dim"] = int(checkpoint.weights["encoder_block_0/mlp/fc2/kernel"].shape[0])
     arguments = dict(
