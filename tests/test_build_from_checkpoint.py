@@ -123,6 +123,11 @@ def test_an_unnamed_aimv2_file_gets_its_heads_and_epsilon_from_its_rms_norms(tmp
     assert (model.num_heads, model.layer_norm_epsilon) == (1, 1e-5)  # 128-wide heads, not timm's usual 64
     images = images_for(reference)
     assert_close(model(images), timm_reference.run_torch(reference, images))
+    exported = converters.from_keras(model_weights(model), "timm")  # AIMv2's names: fc1_g, fc1_x, no biases
+    expected = timm_reference.state_dict_numpy(reference)
+    assert sorted(exported) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(exported[name], value)
 
 
 def test_constructor_keywords_and_other_layouts(tmp_path):
