@@ -27,6 +27,7 @@ ARCHITECTURES = (
     "vit_wee_patch16_reg1_gap_256",
     "vit_small_patch14_dinov2",
     "vit_small_patch14_reg4_dinov2",
+    "vit_giant_patch14_dinov2",  # SwiGLUPacked: one fc1 gives the gate and the value
     "flexivit_small",
     "vit_medium_patch16_gap_256",
     "vit_base_patch16_siglip_gap_224",
@@ -40,9 +41,9 @@ ARCHITECTURES = (
     "vit_intern300m_patch14_448",
     "eva_large_patch14_196",
     "deit_tiny_distilled_patch16_224",  # the distillation token and head_dist, the two heads averaged
+    "aimv2_large_patch14_224",  # RMSNorm (the patch tokens' too), no projection biases, SwiGLU of fc1_g and fc1_x
 )
 REFUSED = (
-    "aimv2_large_patch14_224",  # SwiGLU MLP, RMSNorm
     "beit3_base_patch16_224",  # norms inside the attention and the MLP
     "vit_dwee_patch16_reg1_gap_256",  # differential attention
     "vit_base_patch16_rpn_224",  # post-norm blocks: the tensors look like a plain ViT's, the name refuses it
@@ -52,6 +53,8 @@ REFUSED = (
 
 def saved(name, folder, **timm_arguments):
     arguments = {} if name.startswith("test_vit") else SMALL
+    if name.startswith("aimv2"):
+        arguments = dict(SMALL, num_heads=1)  # its heads are 128 wide, as the name says
     return pretrained_helpers.timm_saved_like_the_hub(name, str(folder), **arguments, **timm_arguments)
 
 
@@ -111,6 +114,20 @@ def test_the_model_name_decides_what_the_tensors_cannot_tell(tmp_path):
     assert unnamed.pre_norm and not unnamed.patch_bias  # the tensors still tell the rest
     with pytest.raises(CheckpointError):  # a keyword that does not fit the tensors
         build_from_checkpoint(file, num_register_tokens=1)
+
+
+def test_an_unnamed_aimv2_file_gets_its_heads_and_epsilon_from_its_rms_norms(tmp_path):
+    reference = saved("aimv2_large_patch14_224", tmp_path)
+    (tmp_path / "config.json").unlink()
+    model = build_from_checkpoint(tmp_path / "model.safetensors", include_preprocessing=False)
+    assert (model.num_heads, model.layer_norm_epsilon) == (1, 1e-5)  # 128-wide heads, not timm's usual 64
+    images = images_for(reference)
+    assert_close(model(images), timm_reference.run_torch(reference, images))
+    exported = converters.from_keras(model_weights(model), "timm")  # AIMv2's names: fc1_g, fc1_x, no biases
+    expected = timm_reference.state_dict_numpy(reference)
+    assert sorted(exported) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(exported[name], value)
 
 
 def test_constructor_keywords_and_other_layouts(tmp_path):

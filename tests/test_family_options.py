@@ -3,6 +3,7 @@ with the same options and random weights, loaded through keras_vit's timm layout
 
 import functools
 
+import keras
 import numpy as np
 import pytest
 import safetensors.numpy
@@ -159,6 +160,23 @@ def test_defaults_add_no_weights_and_options_round_trip():
     assert model.get_layer("position_embedding").embedding.shape == (1, 16, 16)
     multipliers = layer_decay_multipliers(model, 0.5)
     assert "register_tokens" in multipliers and "class_token" not in multipliers
+
+
+def test_an_aimv2_shaped_model_with_lora_on_its_mlp_saves_reloads_and_merges(tmp_path):
+    options = dict(mlp_activation="swiglu", normalization="rms", patch_norm=True, proj_bias=False)
+    model = keras_vit.VisionTransformer(**SIZE, input_shape=(32, 32, 3), classes=5, **options)
+    assert model.get_layer("encoder_block_0").mlp.fc1.kernel.shape == (16, 64)  # the gate and the value
+    paths = {variable.path for variable in model.weights}
+    assert {"patch_norm/scale", "encoder_norm/scale"} <= paths and not any(p.endswith("/beta") for p in paths)
+    assert not {"encoder_block_0/attention/output/bias", "encoder_block_0/mlp/fc1/bias"} & paths
+    model.enable_lora(2, targets=("attention", "mlp"))
+    for variable in model.trainable_weights:
+        variable.assign(np.random.default_rng(0).normal(scale=0.1, size=variable.shape))
+    model.save(tmp_path / "swiglu.keras")
+    reloaded = keras.saving.load_model(tmp_path / "swiglu.keras", safe_mode=True)
+    assert {key: getattr(reloaded, key) for key in options} == options
+    np.testing.assert_allclose(to_numpy(reloaded(IMAGES)), to_numpy(model(IMAGES)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(model.merge_lora()(IMAGES)), to_numpy(model(IMAGES)), rtol=1e-5, atol=1e-6)
 
 
 def test_inspection_reads_the_prefix_tokens():

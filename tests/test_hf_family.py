@@ -21,6 +21,7 @@ FAMILIES = (
     ("SiglipVisionModel", "SiglipVisionConfig", dict(intermediate_size=128)),
     ("CLIPVisionModel", "CLIPVisionConfig", dict(intermediate_size=128)),
     ("DeiTForImageClassificationWithTeacher", "DeiTConfig", dict(intermediate_size=128, num_labels=5)),
+    ("Dinov2Model", "Dinov2Config", dict(use_swiglu_ffn=True)),  # the giant's SwiGLU, 88 wide here
 )
 # What `write_weights` reads of the model's arguments (`get_config`'s first call would import TensorFlow).
 ARCHITECTURE = ("patch_size", "hidden_dim", "num_layers", "num_heads", "mlp_dim", "embedding_grid", "mlp_activation")

@@ -16,8 +16,18 @@ from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit
 
 # The official implementation and every published checkpoint use 1e-6 (Keras's default is 1e-3).
 LAYER_NORM_EPSILON = 1e-6
-# The MLP activations: exact GELU (timm, keras-hub), tanh GELU (the official JAX code), QuickGELU (OpenAI CLIP).
-MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu")
+# The MLP activations: exact GELU (timm, keras-hub), tanh GELU (the official JAX code), QuickGELU (OpenAI CLIP) and
+# SwiGLU (DINOv2 giant, AIMv2: `fc1` gives `[gate | value]`, `silu(gate) * value` goes to `fc2`).
+MLP_ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu", "swiglu")
+# LayerNorm, or RMSNorm (AIMv2: a scale, no centring or bias).
+NORMALIZATIONS = ("layer", "rms")
+
+
+def normalization_layer(normalization, epsilon, dtype, name):
+    """A `LayerNormalization`, or with `normalization="rms"` an `RMSNormalization`."""
+    if normalization == "rms":
+        return keras.layers.RMSNormalization(epsilon=epsilon, dtype=dtype, name=name)
+    return keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name=name)
 
 
 def patch_projection(hidden_dim, patch_size, dtype, use_bias=True):
@@ -396,6 +406,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         num_heads: int, must divide the hidden size.
         attention_dropout_rate: float, dropout on the attention weights. Defaults to `0.0`.
         qkv_bias: bool, whether the query-key-value projection has a bias. Defaults to `True`.
+        proj_bias: bool, whether the output projection has a bias. Defaults to `True`.
         seed: optional int for the attention dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
@@ -409,10 +420,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ((1, 5, 8), (1, 2, 5, 5))
     """
 
-    def __init__(self, num_heads, attention_dropout_rate=0.0, qkv_bias=True, seed=None, **kwargs):
+    def __init__(self, num_heads, attention_dropout_rate=0.0, qkv_bias=True, seed=None, proj_bias=True, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = validation.positive_int("num_heads", num_heads)
         self.qkv_bias = qkv_bias
+        self.proj_bias = proj_bias
         self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
         self.seed = seed
         self.attention_dropout = keras.layers.Dropout(
@@ -428,7 +440,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.head_dim = hidden_dim // self.num_heads
         policy = self.dtype_policy
         self.qkv = xavier_dense(3 * hidden_dim, input_shape, policy, "qkv", use_bias=self.qkv_bias)
-        self.output_projection = xavier_dense(hidden_dim, input_shape, policy, "output")
+        self.output_projection = xavier_dense(hidden_dim, input_shape, policy, "output", use_bias=self.proj_bias)
         self.attention_dropout.build(None)
 
     def call(self, tokens, training=False, return_attention_scores=False):
@@ -473,6 +485,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "num_heads": self.num_heads,
             "attention_dropout_rate": self.attention_dropout_rate,
             "qkv_bias": self.qkv_bias,
+            "proj_bias": self.proj_bias,
             "seed": self.seed,
             # The quantized Dense sublayers' policies, which Keras would not save.
             "dtype": serialization.dtype_config(self),
@@ -484,29 +497,31 @@ class MLPBlock(keras.layers.Layer):
     """The transformer's feed-forward block: Dense, activation, dropout, Dense, dropout.
 
     Args:
-        mlp_dim: int, the size of the hidden layer.
+        mlp_dim: int, the size of the hidden layer (with `"swiglu"`, of the gated product: `fc1` gives twice it).
         dropout_rate: float, dropout after each Dense. Defaults to `0.0`.
         activation: one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         seed: optional int for the dropout.
+        use_bias: bool, whether both Dense have biases. Defaults to `True`.
         **kwargs: base layer arguments such as `name` and `dtype`.
     """
 
-    def __init__(self, mlp_dim, dropout_rate=0.0, activation="gelu", seed=None, **kwargs):
+    def __init__(self, mlp_dim, dropout_rate=0.0, activation="gelu", seed=None, use_bias=True, **kwargs):
         super().__init__(**kwargs)
         self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
         self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
         self.activation = validation.one_of("activation", activation, MLP_ACTIVATIONS)
         self.seed = seed
+        self.use_bias = use_bias
         self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape):
         # The official initialisation: normal(1e-6) biases.
         biases = keras.initializers.RandomNormal(stddev=1e-6)
         policy = self.dtype_policy
-        self.fc1 = xavier_dense(self.mlp_dim, input_shape, policy, "fc1", bias_initializer=biases)
-        self.fc2 = xavier_dense(
-            input_shape[-1], (*input_shape[:-1], self.mlp_dim), policy, "fc2", bias_initializer=biases
-        )
+        width = 2 * self.mlp_dim if self.activation == "swiglu" else self.mlp_dim
+        where = dict(use_bias=self.use_bias, bias_initializer=biases)
+        self.fc1 = xavier_dense(width, input_shape, policy, "fc1", **where)
+        self.fc2 = xavier_dense(input_shape[-1], (*input_shape[:-1], self.mlp_dim), policy, "fc2", **where)
         self.dropout.build(None)
 
     def call(self, tokens, training=False):
@@ -514,6 +529,9 @@ class MLPBlock(keras.layers.Layer):
         hidden = dense_over_tokens(self.fc1, tokens)
         if self.activation == "quick_gelu":
             hidden = hidden * ops.sigmoid(ops.cast(1.702, hidden.dtype) * hidden)
+        elif self.activation == "swiglu":
+            gate, value = ops.split(hidden, 2, axis=-1)
+            hidden = ops.silu(gate) * value
         else:
             hidden = ops.gelu(hidden, approximate=self.activation == "gelu_tanh")
         hidden = run(self.dropout, hidden, training=training)
@@ -529,6 +547,7 @@ class MLPBlock(keras.layers.Layer):
             "dropout_rate": self.dropout_rate,
             "activation": self.activation,
             "seed": self.seed,
+            "use_bias": self.use_bias,
             "dtype": serialization.dtype_config(self),
         }
 
@@ -548,6 +567,8 @@ class TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon: float, the LayerNorms' epsilon. Defaults to `1e-6`.
         layer_scale_init: optional float, LayerScale (timm's `ls1`, `ls2`) starting at this value.
         qkv_bias: bool, whether the query-key-value projection has a bias. Defaults to `True`.
+        proj_bias: bool, whether the attention's output projection and the MLP have biases. Defaults to `True`.
+        normalization: one of `NORMALIZATIONS`, the two norms' kind. Defaults to `"layer"`.
         seed: optional int for dropout and stochastic depth.
         remat: bool, recompute the activations in the backward pass (`keras.remat`). Defaults to `False`.
         **kwargs: base layer arguments such as `name` and `dtype`.
@@ -574,12 +595,16 @@ class TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon=LAYER_NORM_EPSILON,
         layer_scale_init=None,
         qkv_bias=True,
+        proj_bias=True,
+        normalization="layer",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.layer_scale_init = layer_scale_init
         self.qkv_bias = qkv_bias
+        self.proj_bias = proj_bias
+        self.normalization = validation.one_of("normalization", normalization, NORMALIZATIONS)
         self.remat = validation.boolean("remat", remat)
         self.num_heads = num_heads
         self.mlp_dim = mlp_dim
@@ -590,15 +615,15 @@ class TransformerBlock(keras.layers.Layer):
         self.seed = seed
         policy = self.dtype_policy
         # The sublayers check their arguments.
-        self.norm1 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm1")
+        self.norm1 = normalization_layer(normalization, layer_norm_epsilon, policy, "norm1")
         self.attention = MultiHeadSelfAttention(
-            num_heads, attention_dropout_rate, qkv_bias=qkv_bias, seed=seed, dtype=policy, name="attention"
+            num_heads, attention_dropout_rate, qkv_bias, seed, proj_bias, dtype=policy, name="attention"
         )
         self.attention_output_dropout = keras.layers.Dropout(
             dropout_rate, seed=seed, dtype=policy, name="attention_output_dropout"
         )
-        self.norm2 = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="norm2")
-        self.mlp = MLPBlock(mlp_dim, dropout_rate, activation=activation, seed=seed, dtype=policy, name="mlp")
+        self.norm2 = normalization_layer(normalization, layer_norm_epsilon, policy, "norm2")
+        self.mlp = MLPBlock(mlp_dim, dropout_rate, activation, seed, use_bias=proj_bias, dtype=policy, name="mlp")
         self.drop_path = DropPath(drop_path_rate, seed=seed, dtype=policy, name="drop_path")
 
     def build(self, input_shape):
@@ -675,6 +700,8 @@ class TransformerBlock(keras.layers.Layer):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "layer_scale_init": self.layer_scale_init,
             "qkv_bias": self.qkv_bias,
+            "proj_bias": self.proj_bias,
+            "normalization": self.normalization,
             "dtype": serialization.dtype_config(self),
         }
 

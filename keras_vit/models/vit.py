@@ -9,7 +9,7 @@ import inspect
 import keras
 
 from keras_vit import layers as vit_layers
-from keras_vit.layers import resnet
+from keras_vit.layers import resnet, transformer
 from keras_vit.models import lora, preprocessing, variants
 from keras_vit.utils import keras_compat, validation
 
@@ -52,7 +52,8 @@ class VisionTransformer(keras.Model):
         dropout_rate: float, dropout on the embeddings, after attention and in the MLP blocks.
         attention_dropout_rate: float, dropout on the attention weights.
         drop_path_rate: float, the stochastic-depth rate of the last block, rising linearly from 0 at the first.
-        mlp_activation: `"gelu"`, `"gelu_tanh"` or `"quick_gelu"`.
+        mlp_activation: `"gelu"`, `"gelu_tanh"`, `"quick_gelu"` or `"swiglu"` (a gated MLP: `fc1` gives 2 x mlp_dim,
+            `silu(first half) * second half` goes to `fc2`).
         remat: bool, recompute each block's activations in the backward pass.
         patch_dropout_rate: float in [0, 1), the patch tokens `PatchDropout` drops in training.
         resample_method: `"official"`, `"bilinear"` or `"bicubic"`, how the position embedding is resampled.
@@ -75,6 +76,9 @@ class VisionTransformer(keras.Model):
         fc_norm: bool, the final LayerNorm comes after the pooling instead (timm's `fc_norm`).
         layer_scale_init: optional float, LayerScale in every block, starting at this value.
         qkv_bias: bool, whether the attention's query-key-value projection has a bias.
+        proj_bias: bool, whether the attention's output projection and the MLP have biases.
+        normalization: `"layer"` (LayerNorm) or `"rms"` (RMSNorm, AIMv2), every norm's kind (the MAP head's aside).
+        patch_norm: bool, a norm (`patch_norm`) on the patch tokens, before the position embedding (AIMv2).
         dtype: optional dtype policy of every layer (the head stays float32).
         name: the model's name.
 
@@ -132,6 +136,9 @@ class VisionTransformer(keras.Model):
         fc_norm=False,
         layer_scale_init=None,
         qkv_bias=True,
+        proj_bias=True,
+        normalization="layer",
+        patch_norm=False,
         dtype=None,
         name="vision_transformer",
         **kwargs,
@@ -371,6 +378,7 @@ def _checked_config(config):
     for key in ("include_top", "include_preprocessing", "return_sequence"):
         validation.boolean(key, config[key])
     validation.one_of("mlp_activation", config["mlp_activation"], vit_layers.MLP_ACTIVATIONS)
+    validation.one_of("normalization", config["normalization"], transformer.NORMALIZATIONS)
     config["num_register_tokens"] = validation.non_negative_int("num_register_tokens", config["num_register_tokens"])
     config["layer_norm_epsilon"] = float(config["layer_norm_epsilon"])
     if config["layer_scale_init"] is not None:
@@ -490,6 +498,9 @@ def _layers(config, dtype):
             name="patch_embedding",
         )
     layers["patch_tokens"] = vit_layers.PatchTokens(dtype=dtype, name="patch_tokens")
+    epsilon, normalization = config["layer_norm_epsilon"], config["normalization"]
+    if config["patch_norm"]:
+        layers["patch_norm"] = transformer.normalization_layer(normalization, epsilon, dtype, "patch_norm")
     if config["class_token"]:
         layers["class_token"] = vit_layers.ClassToken(dtype=dtype, name="class_token")
     if config["num_register_tokens"]:
@@ -517,9 +528,8 @@ def _layers(config, dtype):
         layers["patch_dropout"] = vit_layers.PatchDropout(
             config["patch_dropout_rate"], num_prefix_tokens=num_prefix_tokens, dtype=dtype, name="patch_dropout"
         )
-    epsilon = config["layer_norm_epsilon"]
     if config["pre_norm"]:
-        layers["norm_pre"] = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name="norm_pre")
+        layers["norm_pre"] = transformer.normalization_layer(normalization, epsilon, dtype, "norm_pre")
     num_layers = config["num_layers"]
     for index in range(num_layers):
         layers[f"encoder_block_{index}"] = vit_layers.TransformerBlock(
@@ -534,11 +544,13 @@ def _layers(config, dtype):
             layer_norm_epsilon=epsilon,
             layer_scale_init=config["layer_scale_init"],
             qkv_bias=config["qkv_bias"],
+            proj_bias=config["proj_bias"],
+            normalization=normalization,
             dtype=dtype,
             name=f"encoder_block_{index}",
         )
     if config["final_norm"] and not config["fc_norm"]:
-        layers["encoder_norm"] = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name="encoder_norm")
+        layers["encoder_norm"] = transformer.normalization_layer(normalization, epsilon, dtype, "encoder_norm")
     return layers
 
 
@@ -554,6 +566,8 @@ def _embed(layers, images, training=None):
             x = layers[name](x)
     patch_grid = layers["patch_embedding"](x)
     x = layers["patch_tokens"](patch_grid)
+    if "patch_norm" in layers:
+        x = layers["patch_norm"](x)
     positions = layers["position_embedding"]
     if not positions.num_prefix_tokens:
         # timm's `no_embed_class`: the prefix tokens join after the position embedding.
@@ -595,8 +609,8 @@ def _top(config, x, patch_grid, dtype):
         x = vit_layers.TokenPooling(config["pooling"], num_prefix_tokens, dtype=dtype, name="pooling")(x)
     if config["pooling"] is not None:
         if config["fc_norm"]:
-            epsilon = config["layer_norm_epsilon"]
-            x = keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name="fc_norm")(x)
+            epsilon, normalization = config["layer_norm_epsilon"], config["normalization"]
+            x = transformer.normalization_layer(normalization, epsilon, dtype, "fc_norm")(x)
         if config["representation_size"] is not None:
             x = keras.layers.Dense(config["representation_size"], activation="tanh", dtype=dtype, name="pre_logits")(x)
     elif not config["return_sequence"]:

@@ -15,7 +15,7 @@ import keras
 
 from keras_vit.models import variants
 from keras_vit.models.vit import VisionTransformer
-from keras_vit.pretrained import loader, sources
+from keras_vit.pretrained import converters, loader, sources
 from keras_vit.pretrained.errors import CheckpointError
 
 logger = logging.getLogger("keras_vit.pretrained")
@@ -30,18 +30,17 @@ TIMM_NAME_RULES = (
     ("vit_so400m_patch16_siglip_*", dict(mlp_activation="gelu_tanh")),
     ("vit_giantopt_patch16_siglip_*", dict(mlp_activation="gelu_tanh")),
     ("*_clip_*", dict(layer_norm_epsilon=1e-5)),
+    ("aimv2_*", dict(layer_norm_epsilon=1e-5, head_dim=128)),
     ("test_vit*", dict(head_dim=32)),
 )
 # Hidden sizes whose heads are not 64 wide: SigLIP so400m (72) and ViT-H (80).
 WIDE_HEADS = {1152: 16, 1280: 16}
 # Architectures keras_vit does not build, by the tensors that show them or, where none do, by name.
 UNSUPPORTED_TENSORS = (
-    (".mlp.fc1_g.", "a SwiGLU MLP (AIMv2)"),
     (".attn.q_norm.", "query-key normalisation"),
     (".attn.norm.", "a norm inside the attention (BEiT-3)"),
     (".lambda_q1", "differential attention (timm's DiffAttention)"),
     (".in_proj.", "parallel attention and MLP blocks (timm's ParallelScalingBlock)"),
-    (".mlp.weights_in.", "a SwiGLU MLP (DINOv2 giant)"),
 )
 UNSUPPORTED_NAMES = (
     ("*_rpn_*", "post-norm residual blocks (timm's ResPostBlock)"),
@@ -224,7 +223,7 @@ def options_beyond_tensors(checkpoint, name=""):
     By the timm model `name` (else its `config.json`'s), else keras_vit's record in the file, else its transformers
     `config.json` (or its class's defaults), else the layout's: GELU (the official JAX code's tanh GELU), 1e-6.
     """
-    name = name or _timm_config(checkpoint.path).get("architecture") or ""
+    name = name or _timm_config(checkpoint.path).get("architecture") or _unnamed_aimv2(checkpoint)
     recorded = _recorded(checkpoint)
     if not name and not recorded and checkpoint.format == "timm":
         logger.info(
@@ -232,6 +231,9 @@ def options_beyond_tensors(checkpoint, name=""):
             "architecture=<timm model name> for CLIP (epsilon 1e-5), QuickGELU or tanh-GELU models."
         )
     named = {**_transformers_named(checkpoint), **recorded, **_named(name)}
+    if converters.gated_mlp(checkpoint.weights):
+        # A SwiGLU (DINOv2 giant's, AIMv2's).
+        named["mlp_activation"] = "swiglu"
     official = checkpoint.format == "official"
     return dict(
         mlp_activation=named.get("mlp_activation", "gelu_tanh" if official else "gelu"),
@@ -239,8 +241,14 @@ def options_beyond_tensors(checkpoint, name=""):
     )
 
 
+def _unnamed_aimv2(checkpoint):
+    """`"aimv2_"` for a file with RMSNorm blocks: among timm's ViTs only AIMv2 has them, so its name's facts hold."""
+    return "aimv2_" if "encoder_block_0/norm1/scale" in checkpoint.weights else ""
+
+
 def _arguments(checkpoint, name, timm_config, num_heads=None):
     """The `VisionTransformer` arguments of the checkpoint, read from its tensors, config and model name."""
+    name = name or _unnamed_aimv2(checkpoint)
     named = _named(name)
     hidden_dim = int(checkpoint.weights["patch_embedding/projection/kernel"].shape[-1])
     heads = num_heads or _num_heads(checkpoint, hidden_dim, named, timm_config)
@@ -250,6 +258,9 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
     height, width = grid[0] * pixels[0], grid[1] * pixels[1]
     channels = found.pop("input_shape")[-1]
     first_channels = keras.config.image_data_format() == "channels_first"
+    if converters.gated_mlp(checkpoint.weights):
+        # A SwiGLU's fc2 reads the gated width.
+        found["mlp_dim"] = int(checkpoint.weights["encoder_block_0/mlp/fc2/kernel"].shape[0])
     arguments = dict(
         found,
         input_shape=(channels, height, width) if first_channels else (height, width, channels),

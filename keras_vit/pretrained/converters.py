@@ -211,6 +211,27 @@ TIMM_OPTIONS = (
 )
 
 
+# AIMv2: RMSNorm everywhere (a scale only), one after the patch embedding too, no projection biases, and a SwiGLU
+# whose gate (`fc1_g`) and value (`fc1_x`) are separate.
+TIMM_AIMV2_BLOCKS = Part(
+    "transformer blocks",
+    rows(
+        ("norm1/scale", "norm1.weight"),
+        ("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE),
+        ("attention/output/kernel", "attn.proj.weight", TRANSPOSE),
+        ("norm2/scale", "norm2.weight"),
+        ("mlp/fc1/kernel", ["mlp.fc1_g.weight", "mlp.fc1_x.weight"], fuse(TRANSPOSE, 1, count=2)),
+        ("mlp/fc2/kernel", "mlp.fc2.weight", TRANSPOSE),
+    ),
+    keras_root=BLOCKS,
+    key_root="blocks.{i}.",
+)
+TIMM_AIMV2_NORMS = (
+    timm_optional("patch norm", ("patch_norm/scale", "patch_embed.norm.weight")),
+    timm_optional("encoder norm", ("encoder_norm/scale", "norm.weight")),
+)
+
+
 def torch_dense(name, key, prefixed=True):
     """An optional PyTorch `Linear` `key` as the keras_vit Dense `name`."""
     return Part(
@@ -242,6 +263,16 @@ TIMM = Layout(
     ),
     refuses=(("pre_logits/", NO_TIMM_PRE_LOGITS),),
     writes=True,
+    gated_mlp=None,  # timm's SwiGLUPacked keeps the names `mlp.fc1` (`[gate; value]` rows) and `mlp.fc2`
+)
+TIMM_AIMV2 = Layout(
+    "timm",
+    "timm",
+    "timm safetensors (AIMv2)",
+    (TIMM_EMBEDDING, TIMM_AIMV2_BLOCKS, TIMM_OPTIONS[0], *TIMM_AIMV2_NORMS, torch_dense("head", "head")),
+    writes=True,
+    write_when="encoder_block_0/norm1/scale",
+    gated_mlp=True,
 )
 
 # ---------------------------------------------------------------- Hugging Face transformers
@@ -316,7 +347,7 @@ HF_CLASSIFIER = Layout(
 )
 
 
-def hf_layout(model_class, parts, write_when, config, prefix=""):
+def hf_layout(model_class, parts, write_when, config, prefix="", gated_mlp=False):
     """The layout of a transformers `model_class` (with `prefix`: inside a whole CLIPModel's or SiglipModel's file)."""
     extras = ("text_model.", "text_projection.", "visual_projection.", "logit_scale", "logit_bias") if prefix else ()
     return Layout(
@@ -328,15 +359,16 @@ def hf_layout(model_class, parts, write_when, config, prefix=""):
         ignore=tuple(prefix + name for name in ("embeddings.mask_token", "embeddings.position_ids")) + extras,
         writes=not prefix,
         write_when=write_when,
+        gated_mlp=gated_mlp,
         config=dict(config, architectures=[model_class]),
     )
 
 
 HF_MODEL = hf_layout("ViTModel", HF_PARTS, "", VIT)
 MLP = ("mlp.fc1", "mlp.fc2")
+# DINOv2 giant's `Dinov2SwiGLUFFN`: `weights_in` holds the gate's rows, then the value's (as timm's packed `fc1`).
+SWIGLU_MLP = ("mlp.weights_in", "mlp.weights_out")
 LAYER_SCALE = (("layer_scale1", "layer_scale1.lambda1"), ("layer_scale2", "layer_scale2.lambda1"))
-DINOV2_BLOCKS = hf_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, MLP, *LAYER_SCALE)
-DINOV2_PARTS = (DINOV2_BLOCKS, HF_NORM)
 # The registers first: they recognise the layout.
 HF_REGISTERS_EMBEDDING = Part(
     "patch embedding",
@@ -400,9 +432,14 @@ HF_FAMILY = (
         hf_layout("DeiTModel", DEIT_PARTS, "distillation_token/token", DEIT),
         ignore=("embeddings.mask_token", "pooler."),
     ),
-    hf_layout("Dinov2WithRegistersModel", (HF_REGISTERS_EMBEDDING, *DINOV2_PARTS), "register_tokens/token", REGISTERS),
-    hf_layout("Dinov2Model", (HF_EMBEDDING, *DINOV2_PARTS), "encoder_block_0/layer_scale1", DINOV2),
 )
+for mlp, gated in ((MLP, False), (SWIGLU_MLP, True)):
+    parts = (hf_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, mlp, *LAYER_SCALE), HF_NORM)
+    registers = (HF_REGISTERS_EMBEDDING, *parts)
+    HF_FAMILY += (
+        hf_layout("Dinov2WithRegistersModel", registers, "register_tokens/token", REGISTERS, gated_mlp=gated),
+        hf_layout("Dinov2Model", (HF_EMBEDDING, *parts), "encoder_block_0/layer_scale1", DINOV2, gated_mlp=gated),
+    )
 for prefix in ("", "vision_model."):
     HF_FAMILY += (
         hf_layout("SiglipVisionModel", SIGLIP_PARTS, "pooling/latent", SIGLIP, prefix),
@@ -486,7 +523,7 @@ def _hybrid(layout, parts, what, write_when):
 # plain layout; a hybrid file's backbone tensors make its hybrid layout score higher.
 LAYOUTS = (
     tuple(official_layouts())
-    + (TIMM, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
+    + (TIMM, TIMM_AIMV2, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
     + tuple(_hybrid(layout, OFFICIAL_BACKBONE, "ResNet backbone", ROOT_KERNEL) for layout in official_layouts())
     + (
         _hybrid(TIMM, TIMM_BACKBONE, "ResNet stages", BACKBONE + "block1_unit1/conv1/kernel"),
@@ -535,15 +572,29 @@ def to_keras(tensors, format=None, layouts=LAYOUTS):
     return layout.read(tensors), layout.description
 
 
+def gated_mlp(weights):
+    """Whether keras_vit `weights` hold gated MLPs (`mlp_activation="swiglu"`): `fc1` twice as wide as `fc2`'s input.
+
+    A plain MLP's `fc1` is exactly as wide, so the shapes alone tell (timm names both kinds alike).
+    """
+    fc1, fc2 = (weights.get(f"{BLOCKS.format(i=0)}mlp/fc{n}/kernel") for n in (1, 2))
+    return fc1 is not None and fc2 is not None and fc1.shape[-1] == 2 * fc2.shape[0]
+
+
 def writing_layout(weights, format, layouts=LAYOUTS):
     """The layout among `layouts` that `from_keras` writes these keras_vit weights in."""
     formats = tuple(dict.fromkeys(layout.format for layout in layouts))
     if format not in formats:
         raise ValueError(f"`format` must be one of {formats}. Received: format={format!r}")
+    gated = gated_mlp(weights)
     candidates = [layout for layout in layouts if layout.format == format and layout.writes]
+    candidates = [layout for layout in candidates if layout.gated_mlp in (None, gated)]
     # A layout written only for some weights (a head, a ResNet backbone) wins over an unconditional one.
     candidates.sort(key=lambda layout: not layout.write_when)
-    return next(layout for layout in candidates if not layout.write_when or layout.write_when in weights)
+    for layout in candidates:
+        if not layout.write_when or layout.write_when in weights:
+            return layout
+    raise ValueError(f"No {format} layout holds these weights' gated (SwiGLU) MLP: export to 'timm'.")
 
 
 def from_keras(weights, format, num_heads=None, layouts=LAYOUTS):

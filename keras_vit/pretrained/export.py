@@ -32,6 +32,12 @@ def hf_config(architecture, weights):
     image_size = [grid[0] * patch[0], grid[1] * patch[1]]
     layout = converters.writing_layout(weights, "hf")
     mlp_ratio = architecture["mlp_dim"] / architecture["hidden_dim"]
+    if layout.gated_mlp:
+        # transformers' DINOv2 takes an integer mlp_ratio; its SwiGLU is two thirds as wide, rounded up to 8.
+        gated_width, hidden_dim = int(weights["encoder_block_0/mlp/fc2/kernel"].shape[0]), architecture["hidden_dim"]
+        mlp_ratio = float(max(1, round(1.5 * gated_width / hidden_dim)))
+        if (int(int(hidden_dim * mlp_ratio) * 2 / 3) + 7) // 8 * 8 != gated_width:
+            raise ValueError(f"transformers' DINOv2 has no SwiGLU {gated_width} wide at hidden size {hidden_dim}.")
     activation = architecture.get("mlp_activation", "gelu")  # "gelu" and "quick_gelu" are transformers' names too
     config = {
         "model_type": layout.config["model_type"],
@@ -53,6 +59,8 @@ def hf_config(architecture, weights):
         "qkv_bias": True,
         "encoder_stride": patch[0],
     }
+    if layout.gated_mlp:
+        config.update(use_swiglu_ffn=True, hidden_act="gelu")  # unused by its SwiGLU; the Hub's files say gelu
     if "head/kernel" in weights:
         classes = int(weights["head/kernel"].shape[1])
         config["id2label"] = {str(i): f"LABEL_{i}" for i in range(classes)}

@@ -201,6 +201,7 @@ def architecture_of_weights(weights, num_heads, grid_size=None, position_prefix=
     pre_logits = weights.get("pre_logits/kernel")
     registers = weights.get("register_tokens/token")
     first_kernel = weights[ROOT_KERNEL] if stages is not None else patch_kernel
+    norms = {name.rsplit("/", 1)[0] for name in weights if name.endswith(("/gamma", "/scale"))}  # LayerNorm, RMSNorm
     return dict(
         patch_size=tuple(int(size) for size in patch_kernel.shape[:2]),
         hidden_dim=int(patch_kernel.shape[-1]),
@@ -217,13 +218,16 @@ def architecture_of_weights(weights, num_heads, grid_size=None, position_prefix=
         class_token="class_token/token" in weights,
         distillation_token="distillation_token/token" in weights,
         num_register_tokens=0 if registers is None else int(registers.shape[1]),
-        pre_norm="norm_pre/gamma" in weights,
+        pre_norm="norm_pre" in norms,
+        patch_norm="patch_norm" in norms,
+        normalization="rms" if "encoder_block_0/norm1/scale" in weights else "layer",
+        proj_bias="encoder_block_0/attention/output/bias" in weights,
         patch_bias="patch_embedding/projection/bias" in weights,
         qkv_bias="encoder_block_0/attention/qkv/bias" in weights,
         # The initial value only starts training: loading replaces it.
         layer_scale_init=1e-5 if "encoder_block_0/layer_scale1" in weights else None,
-        final_norm="encoder_norm/gamma" in weights or "fc_norm/gamma" in weights,
-        fc_norm="fc_norm/gamma" in weights,
+        final_norm="encoder_norm" in norms or "fc_norm" in norms,
+        fc_norm="fc_norm" in norms,
     )
 
 

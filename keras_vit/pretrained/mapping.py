@@ -245,6 +245,7 @@ class Layout:
         refuses: `(keras prefix, message)`: weights the layout cannot hold (`ValueError(message)` on writing).
         writes: whether `from_keras` may write this layout.
         write_when: the keras_vit path whose presence selects this layout for writing ("" for always).
+        gated_mlp: whether it holds gated MLPs (`mlp_activation="swiglu"`): False, True, or None (either).
         config: the `config.json` defaults of the layout's transformers model class (what the tensors do not show).
     """
 
@@ -258,6 +259,7 @@ class Layout:
     refuses: tuple = ()
     writes: bool = False
     write_when: str = ""
+    gated_mlp: bool = False
     config: dict = dataclasses.field(default_factory=dict)
 
     def with_parts(self, *parts, **changes):
