@@ -29,6 +29,7 @@ from keras_vit.models.applications import (
     ViTS16,
     ViTS32,
     ViTSo400m14,
+    ViTg14,
     ViTTi16,
 )
 from keras_vit.models.metadata import class_names
@@ -51,6 +52,7 @@ __all__ = [
     "ViTB14",
     "ViTL14",
     "ViTSo400m14",
+    "ViTg14",
     "ViTRTi16",
     "ViTR26S32",
     "ViTR26B32",

@@ -38,6 +38,7 @@ PINNED_PARAMS = {
     "B/14": (85_706_496, 86_475_496),
     "L/14": (303_178_752, 304_203_752),
     "So400m/14": (412_444_656, 413_597_656),
+    "g/14": (1_134_646_784, 1_136_183_784),  # timm's vit_giant_patch14_dinov2 at 224 px, its layer scale aside
     "R+Ti/16": (6_144_704, 6_337_704),
     "R26+S/32": (36_046_912, 36_431_912),
     "R26+B/32": (100_614_976, 101_383_976),
@@ -169,6 +170,7 @@ def test_analytic_parameter_counts_are_the_pinned_and_the_built_ones():
     # shortcut and a strided stage, and a root-only hybrid.
     cases = [
         (TINY, (35, 20), 7),
+        (dict(TINY, mlp_activation="swiglu"), (16, 16), 3),
         (dict(TINY, patch_size=(4, 8)), (16, 40), 3),
         (dict(TINY, patch_size=1, resnet_stages=(1, 2), resnet_width=32), (50, 37), 5),
         (dict(TINY, patch_size=2, resnet_stages=(), resnet_width=32), (33, 33), 2),

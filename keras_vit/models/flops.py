@@ -54,8 +54,10 @@ def parameter_count(variant, image_size=224, classes=1000):
     resnet = sum(side * side * fan_in * fan_out + 2 * fan_out for side, fan_in, fan_out, _, _ in convolutions)
     # The patch projection, the class token and the position embedding (a row per patch and one for the class).
     embedding = patch_h * patch_w * channels * dim + dim + dim + (grid_h * grid_w + 1) * dim
-    # Two LayerNorms, the fused query/key/value and the output projections, the two MLP layers.
-    block = 2 * dim + (3 * dim * dim + 3 * dim) + (dim * dim + dim) + 2 * dim + (2 * dim * mlp + mlp + dim)
+    # Two LayerNorms, the fused query/key/value and the output projections, the two MLP layers (a SwiGLU's first
+    # gives the gate too).
+    fc1 = mlp * (2 if variant.get("mlp_activation") == "swiglu" else 1)
+    block = 2 * dim + (3 * dim * dim + 3 * dim) + (dim * dim + dim) + 2 * dim + (dim * fc1 + fc1 + mlp * dim + dim)
     return resnet + embedding + variant["num_layers"] * block + 2 * dim + (dim + 1) * classes
 
 
@@ -74,7 +76,8 @@ def forward_flops(variant, image_size=224, classes=1000):
     tokens = patches + 1
     macs += patches * patch_h * patch_w * channels * dim
     # Per block: the query/key/value and output projections, q @ k^T and weights @ v, the two MLP layers.
-    block = 4 * tokens * dim * dim + 2 * tokens * tokens * dim + 2 * tokens * dim * mlp
+    fc1 = mlp * (2 if variant.get("mlp_activation") == "swiglu" else 1)
+    block = 4 * tokens * dim * dim + 2 * tokens * tokens * dim + tokens * dim * (fc1 + mlp)
     return 2 * (macs + variant["num_layers"] * block + dim * classes)
 
 

@@ -9,7 +9,8 @@ Keras-free, so that the `keras-vit variants` command imports no framework.
 from keras_vit.utils import validation
 
 # Dosovitskiy et al. 2021, Table 1 (B, L, H), Steiner et al. 2021, "How to train your ViT?" (Ti, S), and the shape
-# SigLIP's So400m/14 is (Alabdulmohsin et al. 2023, "Getting ViT in Shape", SoViT-400m/14).
+# SigLIP's So400m/14 is (Alabdulmohsin et al. 2023, "Getting ViT in Shape", SoViT-400m/14); g is DINOv2's giant
+# (Oquab et al. 2024).
 SIZES = {
     "Ti": dict(hidden_dim=192, num_layers=12, num_heads=3, mlp_dim=768),
     "S": dict(hidden_dim=384, num_layers=12, num_heads=6, mlp_dim=1536),
@@ -17,6 +18,7 @@ SIZES = {
     "L": dict(hidden_dim=1024, num_layers=24, num_heads=16, mlp_dim=4096),
     "H": dict(hidden_dim=1280, num_layers=32, num_heads=16, mlp_dim=5120),
     "So400m": dict(hidden_dim=1152, num_layers=27, num_heads=16, mlp_dim=4304),
+    "g": dict(hidden_dim=1536, num_layers=40, num_heads=24, mlp_dim=4096),
 }
 
 # Each row is the architecture's arguments of `keras_vit.VisionTransformer`.
@@ -35,6 +37,8 @@ VARIANTS = {
     "B/14": dict(SIZES["B"], patch_size=14),
     "L/14": dict(SIZES["L"], patch_size=14),
     "So400m/14": dict(SIZES["So400m"], patch_size=14),
+    # DINOv2's giant: a SwiGLU MLP, 4096 wide after the gate.
+    "g/14": dict(SIZES["g"], patch_size=14, mlp_activation="swiglu"),
     # The hybrids (paper section 3.1; vit_jax `configs/models.py`): patches of a ResNet's feature map. The suffix
     # is the official name's: R+Ti/16's root alone downsamples 4x, so its 8x8 patches cover 32 px.
     "R+Ti/16": dict(SIZES["Ti"], patch_size=8, resnet_stages=()),
