@@ -79,8 +79,8 @@ def test_each_variable_moves_at_its_scaled_rate_in_fit():
 
 def test_adamw_weight_decay_follows_the_scaled_rate():
     # Zero gradients: only decoupled weight decay moves a variable,
-    # w -> w * (1 - lr * multiplier * wd), and excluded names stay put.
-    model = _model(num_layers=1)
+    # w -> w * (1 - lr * multiplier * wd), and excluded names (layer scales and RMSNorm scales too) stay put.
+    model = _model(num_layers=1, layer_scale_init=0.1, normalization="rms")
     optimizer = training.pretrain_optimizer(
         learning_rate=0.1, total_steps=10, warmup_steps=0, weight_decay=0.5, clipnorm=None, layer_decay=0.5, model=model
     )

@@ -12,9 +12,11 @@ from keras_vit.training import multihost
 from keras_vit.training.layer_decay import LayerwiseAdamW, LayerwiseSGD, layer_decay_multipliers
 from keras_vit.utils import files, keras_compat, serialization, validation
 
-# Not decayed: biases, LayerNorm scale/offset, the class token and the position embedding (as in big_vision and
+# Not decayed: biases, norm and layer scales and offsets, the tokens and the position embedding (as in big_vision and
 # timm). TensorFlow names a variable "encoder_norm/bias:0", JAX and torch "bias": hence the prefix and suffix.
-NO_WEIGHT_DECAY_NAMES = tuple(rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamma", "beta", "token", "embedding"))
+NO_WEIGHT_DECAY_NAMES = tuple(
+    rf"(^|/){name}(:\d+)?$" for name in ("bias", "gamma", "beta", "scale", r"layer_scale\d", "token", "embedding")
+)
 
 
 @serialization.register
