@@ -174,18 +174,19 @@ def test_hub_handle_and_registry_tag(monkeypatch, tmp_path):
 def test_the_commands_take_a_family_checkpoint(tmp_path, capsys):
     import keras_vit_cli as cli
 
-    saved("vit_small_patch14_reg4_dinov2", tmp_path / "dinov2")
-    saved("vit_base_patch16_siglip_224", tmp_path / "siglip")
-    siglip = str(tmp_path / "siglip")
-    out = tmp_path / "evaluate"
-    assert cli.main(["evaluate", str(tmp_path / "dinov2"), "--shots", "1", "--seeds", "1", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "1-shot linear" in printed and "head top-1" not in printed  # a backbone: no head to report
-    out = tmp_path / "finetune"
-    argv = ["finetune", "--model", siglip, "--lora", "4", "--image-size", "32", "--steps", "2", "--epochs", "1"]
-    assert cli.main([*argv, "--out", str(out)]) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["lora"] == 4 and 0 < metrics["trainable_parameters"] < metrics["parameters"]
+    names = ("vit_small_patch14_reg4_dinov2", "vit_base_patch16_siglip_224", "vit_base_patch16_clip_quickgelu_224")
+    dinov2, siglip, clip = (str(tmp_path / name) for name in names)
+    for name in names:
+        saved(name, tmp_path / name)
+    for model in (dinov2, clip):
+        assert cli.main(["evaluate", model, "--shots", "1", "--seeds", "1", "--out", model + "_evaluate"]) == 0
+        printed = capsys.readouterr().out
+        assert "1-shot linear" in printed and "head top-1" not in printed  # a backbone: no head to report
+    for model in (siglip, clip):
+        argv = ["finetune", "--model", model, "--lora", "4", "--image-size", "32", "--steps", "2", "--epochs", "1"]
+        assert cli.main([*argv, "--out", model + "_finetune"]) == 0
+        metrics = json.loads(open(model + "_finetune/metrics.json").read())
+        assert metrics["lora"] == 4 and 0 < metrics["trainable_parameters"] < metrics["parameters"]
     assert cli.main(["inspect", "--model", siglip, "--dpi", "20", "--out", str(tmp_path / "inspect")]) == 0
     assert cli.main(["inspect", "--model", siglip, "--weights", "imagenet", "--out", str(tmp_path / "x")]) == 2
     assert "--weights" in capsys.readouterr().err
