@@ -20,6 +20,7 @@ FAMILIES = (
     ("Dinov2WithRegistersModel", "Dinov2WithRegistersConfig", dict(num_register_tokens=2)),
     ("SiglipVisionModel", "SiglipVisionConfig", dict(intermediate_size=128)),
     ("CLIPVisionModel", "CLIPVisionConfig", dict(intermediate_size=128)),
+    ("CLIPVisionModel", "CLIPVisionConfig", dict(intermediate_size=128, hidden_act="gelu")),  # LAION's OpenCLIP
     ("DeiTForImageClassificationWithTeacher", "DeiTConfig", dict(intermediate_size=128, num_labels=5)),
     ("Dinov2Model", "Dinov2Config", dict(use_swiglu_ffn=True)),  # the giant's SwiGLU, 88 wide here
 )
@@ -91,7 +92,7 @@ def test_a_whole_clip_or_siglip_file_and_a_bare_one(model_class, config_class, o
 
 
 def test_the_pixel_mean_and_std_come_from_the_image_processor_saved_beside(tmp_path):
-    reference = saved_reference(*FAMILIES[3], tmp_path)  # CLIP
+    reference = saved_reference(*FAMILIES[3], tmp_path)  # OpenAI CLIP
     mean, std = [0.4, 0.5, 0.6], [0.2, 0.3, 0.25]
     sizes = dict(size=dict(shortest_edge=24), crop_size=dict(height=24, width=24))
     processor = transformers.CLIPImageProcessorPil(image_mean=mean, image_std=std, **sizes)
