@@ -56,6 +56,35 @@ class SyncFreeSGDUpdate:
                 torch._foreach_add_(variables, buffers)
 
 
+class TracedBackwardTrainStep:
+    """`keras.Model` mixin: on torch with `jit_compile=True`, Dynamo traces the train step's `loss.backward()`.
+
+    Keras's step otherwise breaks its graph there, inside frames Dynamo inlined, and Dynamo traces the forward pass
+    three times before the first step (docs/performance.md, "Why the first compiled step took 100 s").
+    """
+
+    def make_train_function(self, force=False):
+        import keras
+
+        if keras.backend.backend() != "torch" or (self.train_function is not None and not force):
+            return super().make_train_function(force)
+        super().make_train_function(force=True)
+        if not self._should_torch_compile():
+            return self.train_function
+        import torch
+
+        compiled_step = self.train_function
+
+        def train_function(data):
+            # Keras frees them inside the step anyway; freed here, the compiled step never guards on them.
+            self.zero_grad(set_to_none=True)
+            with torch._dynamo.config.patch(trace_autograd_ops=True):
+                return compiled_step(data)
+
+        self.train_function = train_function
+        return train_function
+
+
 class AtomicBackupWrites:
     """`keras.callbacks.BackupAndRestore` mixin: the subclass's `write_backup` writes the backup."""
 
