@@ -56,11 +56,12 @@ class SyncFreeSGDUpdate:
                 torch._foreach_add_(variables, buffers)
 
 
-class TracedBackwardTrainStep:
-    """`keras.Model` mixin: on torch with `jit_compile=True`, Dynamo traces the train step's `loss.backward()`.
+class CompiledForwardTrainStep:
+    """`keras.Model` mixin: on torch with `jit_compile=True`, the forward pass with the loss is compiled on its own.
 
-    Keras's step otherwise breaks its graph there, inside frames Dynamo inlined, and Dynamo traces the forward pass
-    three times before the first step (docs/performance.md, "Why the first compiled step took 100 s").
+    Keras compiles its whole step, whose `loss.backward()` Dynamo does not trace: the graph break inside inlined
+    frames made Dynamo trace the forward pass three times (docs/performance.md, "The first compiled step on torch").
+    Here the backward runs between two compiled functions, the forward with the loss and the update, each traced once.
     """
 
     def make_train_function(self, force=False):
@@ -73,13 +74,26 @@ class TracedBackwardTrainStep:
             return self.train_function
         import torch
 
-        compiled_step = self.train_function
+        def forward(x, y, sample_weight):
+            y_pred = self(x, training=True) if self._call_has_training_arg else self(x)
+            loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            self._loss_tracker.update_state(loss, sample_weight=keras.tree.flatten(x)[0].shape[0])
+            return y_pred, self.optimizer.scale_loss(loss)
+
+        def update(x, y, y_pred, sample_weight):
+            variables = self.trainable_weights[:]
+            with torch.no_grad():
+                self.optimizer.apply([variable.value.grad for variable in variables], variables)
+            return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+        forward, update = torch.compile(forward), torch.compile(update)
 
         def train_function(data):
-            # Keras frees them inside the step anyway; freed here, the compiled step never guards on them.
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data[0])
             self.zero_grad(set_to_none=True)
-            with torch._dynamo.config.patch(trace_autograd_ops=True):
-                return compiled_step(data)
+            y_pred, loss = forward(x, y, sample_weight)
+            loss.backward()
+            return update(x, y, y_pred, sample_weight)
 
         self.train_function = train_function
         return train_function
