@@ -168,6 +168,27 @@ def test_torch_compile_traces_the_fine_tune_update_without_a_break(options):
     assert explanation.graph_break_count == 1 and "backward" in reasons[0], reasons
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+def test_a_compiled_fit_on_torch_traces_two_graphs_without_a_break_and_trains_as_the_uncompiled_one():
+    from torch._dynamo.utils import counters
+
+    images, labels = _data(8)
+
+    def fit(jit_compile):
+        keras.utils.set_random_seed(0)
+        model = _compiled(training.finetune_optimizer(0.1, total_steps=4, warmup_steps=1), jit_compile=jit_compile)
+        history = model.fit(images, labels, batch_size=4, epochs=1, shuffle=False, verbose=0)
+        return history.history["loss"], model.get_weights()
+
+    counters.clear()
+    (compiled_loss, compiled_weights), (loss, weights) = fit(True), fit(False)
+    # `keras_compat.CompiledForwardTrainStep`: the forward pass with the loss, then the update, each traced once.
+    assert (counters["frames"]["total"], counters["stats"]["unique_graphs"]) == (2, 2), dict(counters["graph_break"])
+    np.testing.assert_allclose(compiled_loss, loss, rtol=1e-5)
+    for compiled, plain in zip(compiled_weights, weights, strict=True):
+        np.testing.assert_allclose(compiled, plain, rtol=1e-5, atol=1e-6)
+
+
 def test_release_gradients_frees_them_and_changes_no_update():
     images, labels = _data(8)
     weights = _tiny_model(include_top=False).get_weights()

@@ -19,7 +19,7 @@ NOT_CONFIG = ("self", "__class__", "weights", "input_tensor", "dtype", "name", "
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class VisionTransformer(keras.Model):
+class VisionTransformer(keras_compat.CompiledForwardTrainStep, keras.Model):
     """A Vision Transformer (Dosovitskiy et al. 2021) of any size, plain or hybrid, optionally with weights.
 
     Raw pixels are scaled, cut into patches (padded to whole patches), embedded, prefixed with a class token,

@@ -56,6 +56,49 @@ class SyncFreeSGDUpdate:
                 torch._foreach_add_(variables, buffers)
 
 
+class CompiledForwardTrainStep:
+    """`keras.Model` mixin: on torch with `jit_compile=True`, the forward pass with the loss is compiled on its own.
+
+    Keras compiles its whole step, whose `loss.backward()` Dynamo does not trace: the graph break inside inlined
+    frames made Dynamo trace the forward pass three times (docs/performance.md, "The first compiled step on torch").
+    Here the backward runs between two compiled functions, the forward with the loss and the update, each traced once.
+    """
+
+    def make_train_function(self, force=False):
+        import keras
+
+        if keras.backend.backend() != "torch" or (self.train_function is not None and not force):
+            return super().make_train_function(force)
+        super().make_train_function(force=True)
+        if not self._should_torch_compile():
+            return self.train_function
+        import torch
+
+        def forward(x, y, sample_weight):
+            y_pred = self(x, training=True) if self._call_has_training_arg else self(x)
+            loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            self._loss_tracker.update_state(loss, sample_weight=keras.tree.flatten(x)[0].shape[0])
+            return y_pred, self.optimizer.scale_loss(loss)
+
+        def update(x, y, y_pred, sample_weight):
+            variables = self.trainable_weights[:]
+            with torch.no_grad():
+                self.optimizer.apply([variable.value.grad for variable in variables], variables)
+            return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+        forward, update = torch.compile(forward), torch.compile(update)
+
+        def train_function(data):
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data[0])
+            self.zero_grad(set_to_none=True)
+            y_pred, loss = forward(x, y, sample_weight)
+            loss.backward()
+            return update(x, y, y_pred, sample_weight)
+
+        self.train_function = train_function
+        return train_function
+
+
 class AtomicBackupWrites:
     """`keras.callbacks.BackupAndRestore` mixin: the subclass's `write_backup` writes the backup."""
 
