@@ -70,7 +70,9 @@ class CompiledForwardTrainStep:
         if keras.backend.backend() != "torch" or (self.train_function is not None and not force):
             return super().make_train_function(force)
         super().make_train_function(force=True)
-        if not self._should_torch_compile():
+        # A subclass's own `train_step`, and a frozen model (Keras warns; backward() would fail), keep Keras's step.
+        own_step = type(self).train_step is not keras.Model.train_step
+        if not self._should_torch_compile() or own_step or not self.trainable_weights:
             return self.train_function
         import torch
 
