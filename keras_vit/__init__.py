@@ -16,6 +16,7 @@ from keras_vit.models.applications import (
     ViTB14,
     ViTB16,
     ViTB32,
+    ViTg14,
     ViTH14,
     ViTL14,
     ViTL16,
@@ -29,7 +30,6 @@ from keras_vit.models.applications import (
     ViTS16,
     ViTS32,
     ViTSo400m14,
-    ViTg14,
     ViTTi16,
 )
 from keras_vit.models.metadata import class_names
