@@ -18,7 +18,11 @@ def _names(text):
 
 def add_arguments(parser):
     runner.add_model_arguments(parser)
-    parser.add_argument("--backends", default=",".join(runner.BACKENDS), help="comma-separated (default: %(default)s)")
+    parser.add_argument(
+        "--backends",
+        default=",".join(runner.BACKENDS),
+        help="comma-separated, of " + ",".join(runner.KERAS_BACKENDS) + " (default: %(default)s)",
+    )
     parser.add_argument(
         "--precisions", default=",".join(runner.PRECISIONS), help="comma-separated (default: %(default)s)"
     )
@@ -49,6 +53,7 @@ def add_arguments(parser):
     parser.add_argument("--threads", type=int, default=2, help="cores per configuration (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per configuration (default: %(default)s)")
     parser.add_argument("--output", default="benchmark.json", help="the JSON report (default: %(default)s)")
+    parser.add_argument("--inference-only", action="store_true", help="measure inference, not training")
     parser.add_argument(
         "--quick", action="store_true", help="one repeat, one jit mode per backend, no torch.compile peer"
     )
@@ -84,6 +89,7 @@ def run(args):
         train_batch_size=args.train_batch_size,
         repeats=1 if args.quick else args.repeats,
         threads=args.threads,
+        inference_only=args.inference_only,
     )
     report = runner.run(specs, timeout=args.timeout, output=args.output, rounds=args.rounds)
     print(

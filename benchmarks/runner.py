@@ -17,6 +17,8 @@ from benchmarks import worker
 from benchmarks.worker import RESULT_PREFIX
 
 BACKENDS = ("tensorflow", "jax", "torch")
+# Keras's inference-only OpenVINO backend, measured when `--backends` names it: no training, artefacts or jit modes.
+KERAS_BACKENDS = BACKENDS + ("openvino",)
 PRECISIONS = ("float32", "mixed_bfloat16")
 # jit_compile values worth measuring per backend on CPU: TensorFlow runs both
 # its graph executor and XLA; JAX is always XLA (jit_compile=False would be
@@ -41,6 +43,8 @@ KERAS_HUB_BACKENDS = ("tensorflow", "torch")
 
 def jit_modes(backend, jit):
     """The `jit_compile` values measured for `backend` given the `--jit` option."""
+    if backend == "openvino":
+        return (False,)  # OpenVINO compiles every model itself
     if jit == "on":
         return (True,)
     if jit == "off":
@@ -125,12 +129,13 @@ def plan(
     train_batch_size=8,
     repeats=3,
     threads=2,
+    inference_only=False,
 ):
     """Returns the list of specs to run: ceiling first, then keras_vit, its exported artefacts (inference only,
     float32: measured when float32 is, exported from each of `backends` that writes the format), then the peers."""
     for backend in backends:
-        if backend not in BACKENDS:
-            raise ValueError(f"Unknown backend {backend!r}; choose from {BACKENDS}.")
+        if backend not in KERAS_BACKENDS:
+            raise ValueError(f"Unknown backend {backend!r}; choose from {KERAS_BACKENDS}.")
     for precision in precisions:
         if precision not in PRECISIONS:
             raise ValueError(f"Unknown precision {precision!r}; choose from {PRECISIONS}.")
@@ -157,7 +162,14 @@ def plan(
         for precision in precisions:
             for jit_compile in jit_modes(backend, jit):
                 specs.append(
-                    dict(common, kind="keras_vit", backend=backend, precision=precision, jit_compile=jit_compile)
+                    dict(
+                        common,
+                        kind="keras_vit",
+                        backend=backend,
+                        precision=precision,
+                        jit_compile=jit_compile,
+                        inference_only=inference_only or backend == "openvino",
+                    )
                 )
     if "keras_hub" in peers:
         for backend in backends:
@@ -171,7 +183,7 @@ def plan(
 
         for format in artefacts:
             for backend in backends:
-                if (format, backend) not in UNSUPPORTED:
+                if backend in BACKENDS and (format, backend) not in UNSUPPORTED:
                     specs.append(
                         dict(
                             common,
@@ -187,7 +199,16 @@ def plan(
         if peer in peers:
             for precision in precisions:
                 for jit_compile in compile_modes:
-                    specs.append(dict(common, kind=peer, backend="torch", precision=precision, jit_compile=jit_compile))
+                    specs.append(
+                        dict(
+                            common,
+                            kind=peer,
+                            backend="torch",
+                            precision=precision,
+                            jit_compile=jit_compile,
+                            inference_only=inference_only,
+                        )
+                    )
     return specs
 
 

@@ -14,7 +14,7 @@ or "ceiling"), `backend`, `precision` ("float32" or "mixed_bfloat16"), `jit_comp
 `keras_vit.models.variants.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
 `train_batch_size`, `repeats`, `threads`, and optionally `remat` (keras_vit's
 `remat=True`, timm's `set_grad_checkpointing()`), `first_step_only` (measure
-the first training step and nothing after it), `absent_frameworks` (module
+the first training step and nothing after it), `inference_only` (no training), `absent_frameworks` (module
 names made unimportable before anything loads, as in an environment without
 them: Keras imports jax wherever it is installed, also on the torch backend).
 """
@@ -200,6 +200,10 @@ def _measure(spec, infer, train_step, rss_after_imports_mb=None):
         "rss_after_build_mb": peak_rss_mb(),
         "malloc_after_build_mb": malloc_state_mb(),
     }
+    if spec.get("inference_only"):
+        result["inference"] = _measure_inference(spec, infer)
+        result["peak_rss_mb"] = peak_rss_mb()
+        return result
     batch = spec["train_batch_size"]
     images, labels = _images(batch, spec["image_size"], spec.get("channels_first")), _labels(batch, spec["classes"])
     start = time.perf_counter()

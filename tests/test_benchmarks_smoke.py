@@ -31,9 +31,11 @@ TINY_VARIANT = ["--variant", "Ti/16", "--image-size", "16"]
 def run_benchmarks(tmp_path, *calls):
     """Runs `(module, argv)` calls, then the main benchmark, in one process; checks the main benchmark's report and
     returns each call's stdout."""
-    # The main benchmark: keras_vit on this backend, and on torch its OpenVINO artefact too.
+    # The main benchmark: keras_vit on this backend, and on torch on Keras's OpenVINO backend and its OpenVINO
+    # artefact too.
     artefacts = "openvino" if BACKEND == "torch" else "none"
-    arguments = ["--quick", "--backends", BACKEND, "--precisions", "float32", "--peers", "none", "--no-ceiling"]
+    backends = "torch,openvino" if BACKEND == "torch" else BACKEND
+    arguments = ["--quick", "--backends", backends, "--precisions", "float32", "--peers", "none", "--no-ceiling"]
     arguments += ["--artefacts", artefacts, "--batch-sizes", "1", "--train-batch-size", "2", "--classes", "2"]
     arguments += ["--threads", "1", "--output", str(tmp_path / "main.json")]
     calls = [*calls, ("benchmarks.__main__", [*TINY_VARIANT, *arguments])]
@@ -54,10 +56,11 @@ def run_benchmarks(tmp_path, *calls):
     assert {"records", "targets", "table", "machine"} <= set(report)
     labels = [record["label"] for record in report["records"]]
     assert labels[0] == f"keras_vit, {BACKEND}, float32"
-    assert len(labels) == (2 if BACKEND == "torch" else 1)
+    assert labels[1:2] == (["keras_vit, openvino, float32"] if BACKEND == "torch" else [])
+    assert len(labels) == (3 if BACKEND == "torch" else 1)
     assert all(record["status"] == "ok" for record in report["records"]), report["table"]
     assert all(set(record["result"]["inference"]) == {"1"} for record in report["records"])
-    assert "train" in report["records"][0]["result"]
+    assert ["train" in record["result"] for record in report["records"]] == [True] + [False] * (len(labels) - 1)
     assert all(label in report["table"] for label in labels)
     return [shown for _, shown in results[:-1]]
 
