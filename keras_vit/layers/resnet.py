@@ -85,13 +85,7 @@ class StandardizedConv2D(keras.layers.Layer):
         return _strided_shape(input_shape, self.strides, self.filters)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "filters": self.filters,
-            "kernel_size": self.kernel_size,
-            "strides": self.strides,
-            "epsilon": self.epsilon,
-        }
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -164,13 +158,7 @@ class BottleneckUnit(keras.layers.Layer):
         return _strided_shape(input_shape, self.strides, 4 * self.filters)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "filters": self.filters,
-            "strides": self.strides,
-            "standardization_epsilon": self.standardization_epsilon,
-            "norm_epsilon": self.norm_epsilon,
-        }
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -245,13 +233,7 @@ class ResNetBackbone(keras.layers.Layer):
         return _strided_shape(input_shape, [output_stride(self.stage_depths)] * 2, self.output_channels)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "stage_depths": self.stage_depths,
-            "width": self.width,
-            "standardization_epsilon": self.standardization_epsilon,
-            "norm_epsilon": self.norm_epsilon,
-        }
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -311,12 +293,6 @@ class HybridPatchEmbedding(keras.layers.Layer):
         return (input_shape[0], *transformer.patch_grid(features_shape[1:3], self.patch_size), self.hidden_dim)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "hidden_dim": self.hidden_dim,
-            "patch_size": self.patch_size,
-            "stage_depths": self.backbone.stage_depths,
-            "width": self.backbone.width,
-            "standardization_epsilon": self.backbone.standardization_epsilon,
-            "norm_epsilon": self.backbone.norm_epsilon,
-        }
+        config = {"hidden_dim": self.hidden_dim, "patch_size": self.patch_size}
+        # The ResNet's arguments are the backbone's.
+        return {**super().get_config(), **config, **serialization.arguments(self.backbone)}
