@@ -146,8 +146,7 @@ class VisionTransformer(keras_compat.CompiledForwardTrainStep, keras.Model):
         # The config is the constructor's arguments, checked, but the weights, input tensor, dtype and name.
         arguments = {key: value for key, value in locals().items() if key not in NOT_CONFIG}
         arguments["input_shape"] = _input_shape(input_shape, input_tensor, include_top is True)
-        config = _checked_config(_with_checkpoint_options(arguments, weights))
-        config, checkpoint = _read_weights(config, weights)
+        config, checkpoint = _config_and_checkpoint(arguments, weights)
         model_inputs, images = _image_input(config["input_shape"], input_tensor)
         layers = _layers(config, dtype)
         x, patch_grid = _embed(layers, images)
@@ -439,23 +438,17 @@ def _embedding_grid(config):
     return vit_layers.patch_grid(variants.DEFAULT_INPUT_SHAPE[:2], pixels)
 
 
-def _with_checkpoint_options(arguments, weights):
-    """The arguments with the architecture of the registry checkpoint the tag `weights` names, if it names one."""
-    if not isinstance(weights, str):
-        return arguments
-    # The weights machinery sits above the models.
-    from keras_vit.pretrained import loader
-
-    return loader.with_checkpoint_options(arguments, weights, inspect.signature(VisionTransformer).parameters)
-
-
-def _read_weights(config, weights):
-    """`(config, checkpoint)`: the arguments to build with and the checkpoint `weights` names, or None."""
+def _config_and_checkpoint(arguments, weights):
+    """`(config, checkpoint)`: the checked arguments (with the architecture of the registry checkpoint a tag `weights`
+    names), and the checkpoint `weights` names, or None."""
     if weights is None:
-        return config, None
+        return _checked_config(arguments), None
     # The weights machinery sits above the models.
     from keras_vit.pretrained import loader
 
+    if isinstance(weights, str):
+        arguments = loader.with_checkpoint_options(arguments, weights, inspect.signature(VisionTransformer).parameters)
+    config = _checked_config(arguments)
     return loader.prepare(config, weights, variant=variants.variant_of(config))
 
 
