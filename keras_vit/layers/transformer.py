@@ -56,10 +56,8 @@ def pad_to_patches(images, patch_size):
 
 
 def empty_batch_output(inputs, compute_output_shape, dtype):
-    """Zeros of a convolution's output shape for an eager empty batch, else `None`.
-
-    TensorFlow's oneDNN convolutions hand an empty batch back with the input's shape.
-    """
+    """Zeros of a convolution's output shape for an eager empty batch, else `None` (TensorFlow's oneDNN convolutions
+    hand an empty batch back with the input's shape)."""
     shape = ops.shape(inputs)
     # A plain int only: turning a traced size into one (a torch.compile SymInt) would specialize the graph on it.
     if not (isinstance(shape[0], int) and shape[0] == 0):
@@ -75,10 +73,8 @@ def project_patches(projection, images, patch_size):
 
 
 def dense_over_tokens(dense, tokens):
-    """`dense(tokens)` for `tokens` of shape `(..., features)`, computed as one 2-D matrix product.
-
-    On a 3-D input XLA's CPU compiler differentiates a Dense through transposed copies that grow with depth.
-    """
+    """`dense(tokens)` for `tokens` of shape `(..., features)`, computed as one 2-D matrix product (on a 3-D input,
+    XLA's CPU compiler differentiates a Dense through transposed copies that grow with depth)."""
     if isinstance(tokens, keras.KerasTensor):
         return dense(tokens)
     if keras.backend.backend() == "torch":
@@ -145,10 +141,8 @@ class PatchEmbedding(keras.layers.Layer):
 
 @serialization.register
 class PatchTokens(keras.layers.Layer):
-    """Flattens a patch grid `(batch, rows, cols, dim)` into tokens `(batch, rows * cols, dim)`, row by row.
-
-    Unlike `keras.layers.Reshape((-1, dim))`, an empty batch works on every backend.
-    """
+    """Flattens a patch grid `(batch, rows, cols, dim)` into tokens `(batch, rows * cols, dim)`, row by row (unlike
+    `keras.layers.Reshape((-1, dim))`, also an empty batch on every backend)."""
 
     def call(self, patch_grid):
         batch, rows, cols = (ops.shape(patch_grid)[axis] for axis in range(3))

@@ -52,8 +52,7 @@ class VisionTransformer(keras_compat.CompiledForwardTrainStep, keras.Model):
         dropout_rate: float, dropout on the embeddings, after attention and in the MLP blocks.
         attention_dropout_rate: float, dropout on the attention weights.
         drop_path_rate: float, the stochastic-depth rate of the last block, rising linearly from 0 at the first.
-        mlp_activation: `"gelu"`, `"gelu_tanh"`, `"quick_gelu"` or `"swiglu"` (a gated MLP: `fc1` gives 2 x mlp_dim,
-            `silu(first half) * second half` goes to `fc2`).
+        mlp_activation: `"gelu"`, `"gelu_tanh"`, `"quick_gelu"` or `"swiglu"` (`fc1` gives 2 x mlp_dim, gated by silu).
         remat: bool, recompute each block's activations in the backward pass.
         patch_dropout_rate: float in [0, 1), the patch tokens `PatchDropout` drops in training.
         resample_method: `"official"`, `"bilinear"` or `"bicubic"`, how the position embedding is resampled.
@@ -370,8 +369,9 @@ def _checked_config(config):
     if config["include_top"] is True:
         # Keras's applications ignore `classes` without a head.
         config["classes"] = validation.positive_int("classes", config["classes"])
-    if config["representation_size"] is not None:
-        config["representation_size"] = validation.positive_int("representation_size", config["representation_size"])
+    for key in ("representation_size", "lora_rank"):
+        if config[key] is not None:
+            config[key] = validation.positive_int(key, config[key])
     for key in ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate"):
         config[key] = validation.rate(key, config[key])
     for key in ("include_top", "include_preprocessing", "return_sequence"):
@@ -385,8 +385,6 @@ def _checked_config(config):
     if config["resnet_stages"] is not None:
         config["resnet_stages"] = tuple(config["resnet_stages"])
     config["lora_targets"] = lora.check_targets(config["lora_targets"])
-    if config["lora_rank"] is not None:
-        config["lora_rank"] = validation.positive_int("lora_rank", config["lora_rank"])
     pooling = {"avg": "gap"}.get(config["pooling"], config["pooling"])
     if pooling is None and config["include_top"]:
         pooling = "token"  # the published classifiers read the class token
