@@ -7,12 +7,8 @@ import keras
 
 from keras_vit.utils import keras_compat
 
-PACKAGE = "keras_vit"
-
-
-def register(cls):
-    """Registers `cls` with Keras as `keras_vit>ClassName`, so `load_model` revives it after `import keras_vit`."""
-    return keras.saving.register_keras_serializable(package=PACKAGE)(cls)
+# The class decorator that names a class `keras_vit>ClassName`: `load_model` revives it after `import keras_vit`.
+register = keras.saving.register_keras_serializable(package="keras_vit")
 
 
 def arguments(layer):
