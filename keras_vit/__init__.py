@@ -1,10 +1,6 @@
-"""keras_vit: the Vision Transformer (Dosovitskiy et al., ICLR 2021) in Keras 3.
+"""keras_vit: the Vision Transformer (Dosovitskiy et al., ICLR 2021) in Keras 3, on TensorFlow, JAX and PyTorch.
 
-Runs on the TensorFlow, JAX and PyTorch backends. Models follow the
-`keras.applications` signature:
-
-    import keras_vit
-    model = keras_vit.ViTB16(include_top=True, weights=None)
+Models follow the `keras.applications` signature: `keras_vit.ViTB16(include_top=True, weights=None)`.
 """
 
 # `training` is imported for its registered schedule, loss and optimizers: a model compiled with them reloads

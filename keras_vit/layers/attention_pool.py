@@ -80,12 +80,5 @@ class AttentionPooling(keras.layers.Layer):
         return (input_shape[0], input_shape[-1])
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "num_heads": self.num_heads,
-            "mlp_dim": self.mlp_dim,
-            "num_prefix_tokens": self.num_prefix_tokens,
-            "activation": self.activation,
-            "epsilon": self.epsilon,
-            "dtype": serialization.dtype_config(self),
-        }
+        # The quantized Dense sublayers' policies, which Keras would not save.
+        return {**super().get_config(), **serialization.arguments(self), "dtype": serialization.dtype_config(self)}

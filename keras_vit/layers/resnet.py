@@ -34,11 +34,6 @@ def _group_norm(name, dtype_policy, epsilon, gamma_initializer="ones"):
     )
 
 
-def _strided_shape(input_shape, strides, channels):
-    spatial = [None if size is None else -(-size // stride) for size, stride in zip(input_shape[1:3], strides)]
-    return (input_shape[0], *spatial, channels)
-
-
 @serialization.register
 class StandardizedConv2D(keras.layers.Layer):
     """A bias-free "same"-padded 2-D convolution whose float32 HWIO kernel is standardised per output channel,
@@ -82,16 +77,11 @@ class StandardizedConv2D(keras.layers.Layer):
         return ops.conv(inputs, kernel, strides=self.strides, padding="same", data_format="channels_last")
 
     def compute_output_shape(self, input_shape):
-        return _strided_shape(input_shape, self.strides, self.filters)
+        # "Same" padding: ceil(size / stride) per side, the grid of whole patches of that size.
+        return (input_shape[0], *transformer.patch_grid(input_shape[1:3], self.strides), self.filters)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "filters": self.filters,
-            "kernel_size": self.kernel_size,
-            "strides": self.strides,
-            "epsilon": self.epsilon,
-        }
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -161,16 +151,10 @@ class BottleneckUnit(keras.layers.Layer):
         return ops.relu(x + shortcut)
 
     def compute_output_shape(self, input_shape):
-        return _strided_shape(input_shape, self.strides, 4 * self.filters)
+        return (input_shape[0], *transformer.patch_grid(input_shape[1:3], self.strides), 4 * self.filters)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "filters": self.filters,
-            "strides": self.strides,
-            "standardization_epsilon": self.standardization_epsilon,
-            "norm_epsilon": self.norm_epsilon,
-        }
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -242,16 +226,11 @@ class ResNetBackbone(keras.layers.Layer):
         return x
 
     def compute_output_shape(self, input_shape):
-        return _strided_shape(input_shape, [output_stride(self.stage_depths)] * 2, self.output_channels)
+        grid = transformer.patch_grid(input_shape[1:3], output_stride(self.stage_depths))
+        return (input_shape[0], *grid, self.output_channels)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "stage_depths": self.stage_depths,
-            "width": self.width,
-            "standardization_epsilon": self.standardization_epsilon,
-            "norm_epsilon": self.norm_epsilon,
-        }
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -311,12 +290,6 @@ class HybridPatchEmbedding(keras.layers.Layer):
         return (input_shape[0], *transformer.patch_grid(features_shape[1:3], self.patch_size), self.hidden_dim)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "hidden_dim": self.hidden_dim,
-            "patch_size": self.patch_size,
-            "stage_depths": self.backbone.stage_depths,
-            "width": self.backbone.width,
-            "standardization_epsilon": self.backbone.standardization_epsilon,
-            "norm_epsilon": self.backbone.norm_epsilon,
-        }
+        config = {"hidden_dim": self.hidden_dim, "patch_size": self.patch_size}
+        # The ResNet's arguments are the backbone's.
+        return {**super().get_config(), **config, **serialization.arguments(self.backbone)}

@@ -56,10 +56,8 @@ def pad_to_patches(images, patch_size):
 
 
 def empty_batch_output(inputs, compute_output_shape, dtype):
-    """Zeros of a convolution's output shape for an eager empty batch, else `None`.
-
-    TensorFlow's oneDNN convolutions hand an empty batch back with the input's shape.
-    """
+    """Zeros of a convolution's output shape for an eager empty batch, else `None` (TensorFlow's oneDNN convolutions
+    hand an empty batch back with the input's shape)."""
     shape = ops.shape(inputs)
     # A plain int only: turning a traced size into one (a torch.compile SymInt) would specialize the graph on it.
     if not (isinstance(shape[0], int) and shape[0] == 0):
@@ -75,10 +73,8 @@ def project_patches(projection, images, patch_size):
 
 
 def dense_over_tokens(dense, tokens):
-    """`dense(tokens)` for `tokens` of shape `(..., features)`, computed as one 2-D matrix product.
-
-    On a 3-D input XLA's CPU compiler differentiates a Dense through transposed copies that grow with depth.
-    """
+    """`dense(tokens)` for `tokens` of shape `(..., features)`, computed as one 2-D matrix product (on a 3-D input,
+    XLA's CPU compiler differentiates a Dense through transposed copies that grow with depth)."""
     if isinstance(tokens, keras.KerasTensor):
         return dense(tokens)
     if keras.backend.backend() == "torch":
@@ -140,16 +136,13 @@ class PatchEmbedding(keras.layers.Layer):
         return (input_shape[0], *patch_grid(input_shape[1:3], self.patch_size), self.hidden_dim)
 
     def get_config(self):
-        config = {"hidden_dim": self.hidden_dim, "patch_size": self.patch_size, "use_bias": self.use_bias}
-        return {**super().get_config(), **config}
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
 class PatchTokens(keras.layers.Layer):
-    """Flattens a patch grid `(batch, rows, cols, dim)` into tokens `(batch, rows * cols, dim)`, row by row.
-
-    Unlike `keras.layers.Reshape((-1, dim))`, an empty batch works on every backend.
-    """
+    """Flattens a patch grid `(batch, rows, cols, dim)` into tokens `(batch, rows * cols, dim)`, row by row (unlike
+    `keras.layers.Reshape((-1, dim))`, also an empty batch on every backend)."""
 
     def call(self, patch_grid):
         batch, rows, cols = (ops.shape(patch_grid)[axis] for axis in range(3))
@@ -268,13 +261,7 @@ class PositionEmbedding(keras.layers.Layer):
         return tuple(tokens_shape)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "grid_size": self.grid_size,
-            "num_prefix_tokens": self.num_prefix_tokens,
-            "resample_method": self.resample_method,
-            "resample_antialias": self.resample_antialias,
-        }
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -308,7 +295,7 @@ class PatchFeatureMap(keras.layers.Layer):
         return (tokens_shape[0], *self._grid(patch_grid_shape), tokens_shape[-1])
 
     def get_config(self):
-        return {**super().get_config(), "num_prefix_tokens": self.num_prefix_tokens, "grid_size": self.grid_size}
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -336,7 +323,7 @@ class DropPath(keras.layers.Layer):
         return inputs * mask
 
     def get_config(self):
-        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -392,8 +379,7 @@ class PatchDropout(keras.layers.Layer):
         return ops.sum(bits * weights, axis=-1)
 
     def get_config(self):
-        config = {"rate": self.rate, "num_prefix_tokens": self.num_prefix_tokens, "seed": self.seed}
-        return {**super().get_config(), **config}
+        return {**super().get_config(), **serialization.arguments(self)}
 
 
 @serialization.register
@@ -480,16 +466,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return outputs, weights
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "num_heads": self.num_heads,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "qkv_bias": self.qkv_bias,
-            "proj_bias": self.proj_bias,
-            "seed": self.seed,
-            # The quantized Dense sublayers' policies, which Keras would not save.
-            "dtype": serialization.dtype_config(self),
-        }
+        # The quantized Dense sublayers' policies, which Keras would not save.
+        return {**super().get_config(), **serialization.arguments(self), "dtype": serialization.dtype_config(self)}
 
 
 @serialization.register
@@ -541,15 +519,8 @@ class MLPBlock(keras.layers.Layer):
         return tuple(input_shape)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "mlp_dim": self.mlp_dim,
-            "dropout_rate": self.dropout_rate,
-            "activation": self.activation,
-            "seed": self.seed,
-            "use_bias": self.use_bias,
-            "dtype": serialization.dtype_config(self),
-        }
+        # The quantized Dense sublayers' policies, which Keras would not save.
+        return {**super().get_config(), **serialization.arguments(self), "dtype": serialization.dtype_config(self)}
 
 
 @serialization.register
@@ -687,23 +658,8 @@ class TransformerBlock(keras.layers.Layer):
         return self.attention.compute_output_spec(tokens, return_attention_scores=return_attention_scores)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "num_heads": self.num_heads,
-            "mlp_dim": self.mlp_dim,
-            "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "drop_path_rate": self.drop_path_rate,
-            "activation": self.activation,
-            "seed": self.seed,
-            "remat": self.remat,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "layer_scale_init": self.layer_scale_init,
-            "qkv_bias": self.qkv_bias,
-            "proj_bias": self.proj_bias,
-            "normalization": self.normalization,
-            "dtype": serialization.dtype_config(self),
-        }
+        # The quantized Dense sublayers' policies, which Keras would not save.
+        return {**super().get_config(), **serialization.arguments(self), "dtype": serialization.dtype_config(self)}
 
 
 @serialization.register
@@ -741,4 +697,4 @@ class TokenPooling(keras.layers.Layer):
         return (input_shape[0], input_shape[-1])
 
     def get_config(self):
-        return {**super().get_config(), "mode": self.mode, "num_prefix_tokens": self.num_prefix_tokens}
+        return {**super().get_config(), **serialization.arguments(self)}

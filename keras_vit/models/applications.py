@@ -1,9 +1,6 @@
-"""The public constructors, one per published variant, with the `keras.applications` signature.
-
-A `ViTB16` takes the place of a `keras.applications.ConvNeXtTiny` in the same call; each returns a
-`keras_vit.VisionTransformer` with its row of `VARIANTS`. One factory writes them all, filling one docstring
-template per variant as `keras/src/applications/convnext.py` does.
-"""
+"""The public constructors, one per published variant, with the `keras.applications` signature: a `ViTB16` takes
+the place of a `keras.applications.ConvNeXtTiny` in the same call and returns a `keras_vit.VisionTransformer` with its
+row of `VARIANTS`. One factory writes them all, one docstring template filled per variant (as Keras's ConvNeXt)."""
 
 import os
 import textwrap

@@ -10,10 +10,6 @@ from keras_vit.utils import validation
 from keras_vit.utils.patches import patch_grid
 
 
-def _ceil_div(size, divisor):
-    return -(-size // divisor)
-
-
 def _resnet(variant, image_size):
     """A hybrid ResNet's convolutions `(kernel_side, in_channels, out_channels, out_rows, out_cols)` (none for a
     plain ViT), the channels the patch embedding cuts into patches, the patch size and the token grid."""
@@ -24,14 +20,15 @@ def _resnet(variant, image_size):
     width = variant.get("resnet_width", 64)
     # keras_vit.layers.resnet: a 7x7 stride-2 root convolution and a stride-2 max pooling, then bottleneck units;
     # stage i has width * 2**i bottleneck channels and 4x that out, and strides 2 in its first unit but in stage 0.
-    rows, cols = _ceil_div(rows, 2), _ceil_div(cols, 2)
+    # "Same" padding: a stride s gives ceil(size / s) per side, the grid of whole s x s patches.
+    rows, cols = patch_grid((rows, cols), 2)
     convolutions = [(7, 3, width, rows, cols)]
-    rows, cols, channels = _ceil_div(rows, 2), _ceil_div(cols, 2), width
+    (rows, cols), channels = patch_grid((rows, cols), 2), width
     for stage, depth in enumerate(variant["resnet_stages"]):
         filters = width * 2**stage
         for unit in range(depth):
             stride = 2 if stage > 0 and unit == 0 else 1
-            out_rows, out_cols = _ceil_div(rows, stride), _ceil_div(cols, stride)
+            out_rows, out_cols = patch_grid((rows, cols), stride)
             if channels != 4 * filters or stride != 1:
                 convolutions.append((1, channels, 4 * filters, out_rows, out_cols))  # the projection shortcut
             convolutions.append((1, channels, filters, rows, cols))

@@ -20,23 +20,18 @@ def check_targets(targets):
     return targets
 
 
-def lora_layers(model, targets):
-    """The `Dense` projections of `model`'s transformer blocks that `targets` names, in block order."""
-    names = {name for target in targets for name in LORA_TARGETS[target]}
-    return [
-        layer
-        for layer in keras_compat.sublayers(model)
-        if isinstance(layer, keras.layers.Dense) and layer.name in names and "encoder_block_" in layer.path
-    ]
-
-
 def enable_lora(model, rank, targets=("attention",), alpha=None):
     """Adds adapters to `model`'s `targets` projections and freezes every weight but theirs and the head's.
 
     See `VisionTransformer.enable_lora` for the arguments.
     """
     rank = validation.positive_int("lora_rank", rank)
-    layers = lora_layers(model, targets)
+    names = {name for target in targets for name in LORA_TARGETS[target]}
+    layers = [
+        layer
+        for layer in keras_compat.sublayers(model)
+        if isinstance(layer, keras.layers.Dense) and layer.name in names and "encoder_block_" in layer.path
+    ]
     for layer in layers:
         layer.enable_lora(rank, lora_alpha=alpha)
     trainable = {id(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)}

@@ -52,8 +52,7 @@ class VisionTransformer(keras_compat.CompiledForwardTrainStep, keras.Model):
         dropout_rate: float, dropout on the embeddings, after attention and in the MLP blocks.
         attention_dropout_rate: float, dropout on the attention weights.
         drop_path_rate: float, the stochastic-depth rate of the last block, rising linearly from 0 at the first.
-        mlp_activation: `"gelu"`, `"gelu_tanh"`, `"quick_gelu"` or `"swiglu"` (a gated MLP: `fc1` gives 2 x mlp_dim,
-            `silu(first half) * second half` goes to `fc2`).
+        mlp_activation: `"gelu"`, `"gelu_tanh"`, `"quick_gelu"` or `"swiglu"` (`fc1` gives 2 x mlp_dim, gated by silu).
         remat: bool, recompute each block's activations in the backward pass.
         patch_dropout_rate: float in [0, 1), the patch tokens `PatchDropout` drops in training.
         resample_method: `"official"`, `"bilinear"` or `"bicubic"`, how the position embedding is resampled.
@@ -146,8 +145,7 @@ class VisionTransformer(keras_compat.CompiledForwardTrainStep, keras.Model):
         # The config is the constructor's arguments, checked, but the weights, input tensor, dtype and name.
         arguments = {key: value for key, value in locals().items() if key not in NOT_CONFIG}
         arguments["input_shape"] = _input_shape(input_shape, input_tensor, include_top is True)
-        config = _checked_config(_with_checkpoint_options(arguments, weights))
-        config, checkpoint = _read_weights(config, weights)
+        config, checkpoint = _config_and_checkpoint(arguments, weights)
         model_inputs, images = _image_input(config["input_shape"], input_tensor)
         layers = _layers(config, dtype)
         x, patch_grid = _embed(layers, images)
@@ -371,8 +369,9 @@ def _checked_config(config):
     if config["include_top"] is True:
         # Keras's applications ignore `classes` without a head.
         config["classes"] = validation.positive_int("classes", config["classes"])
-    if config["representation_size"] is not None:
-        config["representation_size"] = validation.positive_int("representation_size", config["representation_size"])
+    for key in ("representation_size", "lora_rank"):
+        if config[key] is not None:
+            config[key] = validation.positive_int(key, config[key])
     for key in ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "patch_dropout_rate"):
         config[key] = validation.rate(key, config[key])
     for key in ("include_top", "include_preprocessing", "return_sequence"):
@@ -386,8 +385,6 @@ def _checked_config(config):
     if config["resnet_stages"] is not None:
         config["resnet_stages"] = tuple(config["resnet_stages"])
     config["lora_targets"] = lora.check_targets(config["lora_targets"])
-    if config["lora_rank"] is not None:
-        config["lora_rank"] = validation.positive_int("lora_rank", config["lora_rank"])
     pooling = {"avg": "gap"}.get(config["pooling"], config["pooling"])
     if pooling is None and config["include_top"]:
         pooling = "token"  # the published classifiers read the class token
@@ -439,23 +436,17 @@ def _embedding_grid(config):
     return vit_layers.patch_grid(variants.DEFAULT_INPUT_SHAPE[:2], pixels)
 
 
-def _with_checkpoint_options(arguments, weights):
-    """The arguments with the architecture of the registry checkpoint the tag `weights` names, if it names one."""
-    if not isinstance(weights, str):
-        return arguments
-    # The weights machinery sits above the models.
-    from keras_vit.pretrained import loader
-
-    return loader.with_checkpoint_options(arguments, weights, inspect.signature(VisionTransformer).parameters)
-
-
-def _read_weights(config, weights):
-    """`(config, checkpoint)`: the arguments to build with and the checkpoint `weights` names, or None."""
+def _config_and_checkpoint(arguments, weights):
+    """`(config, checkpoint)`: the checked arguments (with the architecture of the registry checkpoint a tag `weights`
+    names), and the checkpoint `weights` names, or None."""
     if weights is None:
-        return config, None
+        return _checked_config(arguments), None
     # The weights machinery sits above the models.
     from keras_vit.pretrained import loader
 
+    if isinstance(weights, str):
+        arguments = loader.with_checkpoint_options(arguments, weights, inspect.signature(VisionTransformer).parameters)
+    config = _checked_config(arguments)
     return loader.prepare(config, weights, variant=variants.variant_of(config))
 
 

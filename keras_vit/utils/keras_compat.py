@@ -57,12 +57,9 @@ class SyncFreeSGDUpdate:
 
 
 class CompiledForwardTrainStep:
-    """`keras.Model` mixin: on torch with `jit_compile=True`, the forward pass with the loss is compiled on its own.
-
-    Keras compiles its whole step, whose `loss.backward()` Dynamo does not trace: the graph break inside inlined
-    frames made Dynamo trace the forward pass three times (docs/performance.md, "The first compiled step on torch").
-    Here the backward runs between two compiled functions, the forward with the loss and the update, each traced once.
-    """
+    """`keras.Model` mixin: on torch with `jit_compile=True`, the forward pass with the loss and the update are
+    compiled apart, each traced once, the backward between them (Dynamo traces Keras's whole compiled step's forward
+    pass three times: docs/performance.md, "The first compiled step on torch")."""
 
     def make_train_function(self, force=False):
         import keras
@@ -242,11 +239,7 @@ def uniform(shape, minval, maxval, dtype=None, seed=None):
 
 
 def remat(function):
-    """`keras.remat(function)`, recomputed in the caller's autocast scope, freeing torch's recomputation at once.
-
-    torch ends a recomputation by raising `_StopRecomputationError`, whose frames would keep the recomputed
-    activations alive in reference cycles: they are cleared.
-    """
+    """`keras.remat(function)`, recomputed in the caller's autocast scope, freeing torch's recomputation at once."""
     import keras
     from keras.src.backend import AutocastScope, get_autocast_scope
 
@@ -267,6 +260,7 @@ def remat(function):
         try:
             return scoped(*args, **kwargs)
         except torch.utils.checkpoint._StopRecomputationError as stop:
+            # torch's end of a recomputation: its frames would keep the recomputed activations alive in cycles.
             _clear_traceback_frames(stop)
             raise
 

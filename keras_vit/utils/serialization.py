@@ -1,17 +1,20 @@
-"""Registration under the `keras_vit` package, and the dtype entry of a composite layer's config."""
+"""Registration under the `keras_vit` package, and the entries of a layer's config."""
 
+import inspect
 import re
 
 import keras
 
 from keras_vit.utils import keras_compat
 
-PACKAGE = "keras_vit"
+# The class decorator that names a class `keras_vit>ClassName`: `load_model` revives it after `import keras_vit`.
+register = keras.saving.register_keras_serializable(package="keras_vit")
 
 
-def register(cls):
-    """Registers `cls` with Keras as `keras_vit>ClassName`, so `load_model` revives it after `import keras_vit`."""
-    return keras.saving.register_keras_serializable(package=PACKAGE)(cls)
+def arguments(layer):
+    """The config entries of `layer`'s constructor arguments (`**kwargs` aside), read from its attributes."""
+    parameters = inspect.signature(type(layer).__init__).parameters
+    return {name: getattr(layer, name) for name in parameters if name not in ("self", "kwargs")}
 
 
 def dtype_config(layer):
