@@ -34,7 +34,7 @@ def plan(
     `torch_only`: keras_vit's torch rows run as in an install of keras-vision-transformer[torch], without the
     packages Keras imports wherever they are installed (`worker.TORCH_INSTALL_LACKS`).
     `options`: `classes`, `repeats`, `threads`, `precision` (defaults 1000, 1, 2, "float32"), `lora` (a rank: adds
-    a LoRA row per backend).
+    a LoRA row per backend), `compiled_torch` (the torch rows, keras_vit's and timm's, with `torch.compile`).
     """
     from keras_vit.utils import validation  # here, not at the top: `--help` imports no Keras
 
@@ -57,6 +57,8 @@ def plan(
         for backend in backends
         for remat in (False, True)
     ]
+    if options.get("compiled_torch"):
+        specs = [dict(spec, jit_compile=spec["jit_compile"] or spec["backend"] == "torch") for spec in specs]
     if options.get("lora"):
         specs += [
             dict(common, kind="keras_vit", backend=backend, jit_compile=TRAIN_JIT[backend], lora=options["lora"])
@@ -67,7 +69,10 @@ def plan(
             if spec["backend"] == "torch":
                 spec["absent_frameworks"] = list(worker.TORCH_INSTALL_LACKS)
     if timm:
-        specs += [dict(common, kind="timm", backend="torch", jit_compile=False, remat=remat) for remat in (False, True)]
+        compiled = bool(options.get("compiled_torch"))
+        specs += [
+            dict(common, kind="timm", backend="torch", jit_compile=compiled, remat=remat) for remat in (False, True)
+        ]
     return specs
 
 
@@ -181,6 +186,12 @@ def main(argv=None):
         help="run keras_vit's torch rows as in an install of keras-vision-transformer[torch] (Keras imports jax, "
         "TensorFlow, scikit-learn, SciPy and matplotlib wherever they are installed)",
     )
+    parser.add_argument(
+        "--precision", default="float32", choices=("float32", "mixed_bfloat16"), help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--compiled-torch", action="store_true", help="train the torch rows (keras_vit's and timm's) with torch.compile"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="timed steps after two untimed (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="cores per configuration (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per configuration (default: %(default)s)")
@@ -202,6 +213,8 @@ def main(argv=None):
             image_size=validation.positive_int("--image-size", args.image_size),
             repeats=validation.positive_int("--repeats", args.repeats),
             threads=validation.positive_int("--threads", args.threads),
+            precision=args.precision,
+            compiled_torch=args.compiled_torch,
             lora=None if args.lora is None else validation.positive_int("--lora", args.lora),
         )
         report = run(specs, timeout=args.timeout, output=args.output)
@@ -210,7 +223,8 @@ def main(argv=None):
         return 2 if isinstance(error, ValueError) else 1
     machine = report["machine"]
     print(
-        f"ViT-{args.variant} at {args.image_size} px, training batch {args.batch_size}, {args.threads} threads, "
+        f"ViT-{args.variant} at {args.image_size} px, {args.precision}, training batch {args.batch_size}, "
+        f"{args.threads} threads, "
         f"{machine['cpu']} ({machine['cores']} cores), load average at start {machine['load_average']}"
     )
     print(report["table"])

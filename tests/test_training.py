@@ -169,7 +169,7 @@ def test_torch_compile_traces_the_fine_tune_update_without_a_break(options):
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
-def test_a_compiled_fit_on_torch_traces_two_graphs_without_a_break_and_trains_as_the_uncompiled_one():
+def test_a_compiled_fit_on_torch_traces_one_graph_without_a_break_and_trains_as_the_uncompiled_one():
     from torch._dynamo.utils import counters
 
     images, labels = _data(8)
@@ -182,8 +182,8 @@ def test_a_compiled_fit_on_torch_traces_two_graphs_without_a_break_and_trains_as
 
     counters.clear()
     (compiled_loss, compiled_weights), (loss, weights) = fit(True), fit(False)
-    # `keras_compat.CompiledForwardTrainStep`: the forward pass with the loss, then the update, each traced once.
-    assert (counters["frames"]["total"], counters["stats"]["unique_graphs"]) == (2, 2), dict(counters["graph_break"])
+    # `keras_compat.CompiledForwardTrainStep`: the forward pass with the loss, traced once; the update runs eagerly.
+    assert (counters["frames"]["total"], counters["stats"]["unique_graphs"]) == (1, 1), dict(counters["graph_break"])
     np.testing.assert_allclose(compiled_loss, loss, rtol=1e-5)
     for compiled, plain in zip(compiled_weights, weights, strict=True):
         np.testing.assert_allclose(compiled, plain, rtol=1e-5, atol=1e-6)

@@ -57,9 +57,9 @@ class SyncFreeSGDUpdate:
 
 
 class CompiledForwardTrainStep:
-    """`keras.Model` mixin: on torch with `jit_compile=True`, the forward pass with the loss and the update are
-    compiled apart, each traced once, the backward between them (Dynamo traces Keras's whole compiled step's forward
-    pass three times: docs/performance.md, "The first compiled step on torch")."""
+    """`keras.Model` mixin: on torch with `jit_compile=True`, only the forward pass with the loss is compiled, traced
+    once; the backward and the update run eagerly, as in timm (Dynamo traces Keras's whole compiled step's forward
+    pass three times, and a compiled update holds a second copy of the weights: docs/performance.md)."""
 
     def make_train_function(self, force=False):
         import keras
@@ -79,20 +79,17 @@ class CompiledForwardTrainStep:
             self._loss_tracker.update_state(loss, sample_weight=keras.tree.flatten(x)[0].shape[0])
             return y_pred, self.optimizer.scale_loss(loss)
 
-        def update(x, y, y_pred, sample_weight):
-            variables = self.trainable_weights[:]
-            with torch.no_grad():
-                self.optimizer.apply([variable.value.grad for variable in variables], variables)
-            return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
-
-        forward, update = torch.compile(forward), torch.compile(update)
+        forward = torch.compile(forward)
 
         def train_function(data):
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data[0])
             self.zero_grad(set_to_none=True)
             y_pred, loss = forward(x, y, sample_weight)
             loss.backward()
-            return update(x, y, y_pred, sample_weight)
+            variables = self.trainable_weights[:]
+            with torch.no_grad():
+                self.optimizer.apply([variable.value.grad for variable in variables], variables)
+            return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
         self.train_function = train_function
         return train_function
