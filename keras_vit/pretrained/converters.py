@@ -40,15 +40,32 @@ from keras_vit.pretrained.mapping import (
 BLOCKS = "encoder_block_{i}/"
 _QKV = ("query", "key", "value")
 
+
+def flax_norm(keras_name, key):
+    """A flax LayerNorm's rows: its `scale` and `bias` are keras_vit's `gamma` and `beta`."""
+    return (f"{keras_name}/gamma", f"{key}/scale"), (f"{keras_name}/beta", f"{key}/bias")
+
+
+def flax_dense(keras_name, key, transform=IDENTITY):
+    """A flax Dense's rows: its `kernel` (by `transform`) and `bias`."""
+    return (f"{keras_name}/kernel", f"{key}/kernel", transform), (f"{keras_name}/bias", f"{key}/bias")
+
+
+def torch_norm(keras_name, key):
+    """A PyTorch LayerNorm's rows: its `weight` and `bias` are keras_vit's `gamma` and `beta`."""
+    return (f"{keras_name}/gamma", f"{key}.weight"), (f"{keras_name}/beta", f"{key}.bias")
+
+
+def torch_linear(keras_name, key, transform=TRANSPOSE):
+    """A PyTorch Linear's rows: its `(out, in)` `weight` is keras_vit's kernel transposed (`transform`)."""
+    return (f"{keras_name}/kernel", f"{key}.weight", transform), (f"{keras_name}/bias", f"{key}.bias")
+
+
 # ---------------------------------------------------------------- official (flax) .npz
 
 OFFICIAL_EMBEDDING = Part(
     "patch embedding",
-    rows(
-        ("patch_embedding/projection/kernel", "embedding/kernel"),
-        ("patch_embedding/projection/bias", "embedding/bias"),
-        ("class_token/token", "cls"),
-    ),
+    rows(*flax_dense("patch_embedding/projection", "embedding"), ("class_token/token", "cls")),
 )
 OFFICIAL_POSITIONS = Part(
     "position embedding", rows(("position_embedding/embedding", "Transformer/posembed_input/pos_embedding"))
@@ -63,18 +80,13 @@ def official_blocks(norm1, attention, norm2, mlp):
     return Part(
         "transformer blocks",
         rows(
-            ("norm1/gamma", f"{norm1}/scale"),
-            ("norm1/beta", f"{norm1}/bias"),
+            *flax_norm("norm1", norm1),
             ("attention/qkv/kernel", [f"{attention}/{n}/kernel" for n in _QKV], fuse(MERGE_HEADS_IN, 1)),
             ("attention/qkv/bias", [f"{attention}/{n}/bias" for n in _QKV], fuse(MERGE_HEADS_BIAS, 0)),
-            ("attention/output/kernel", f"{attention}/out/kernel", MERGE_HEADS_OUT),
-            ("attention/output/bias", f"{attention}/out/bias"),
-            ("norm2/gamma", f"{norm2}/scale"),
-            ("norm2/beta", f"{norm2}/bias"),
-            ("mlp/fc1/kernel", f"{mlp}/Dense_0/kernel"),
-            ("mlp/fc1/bias", f"{mlp}/Dense_0/bias"),
-            ("mlp/fc2/kernel", f"{mlp}/Dense_1/kernel"),
-            ("mlp/fc2/bias", f"{mlp}/Dense_1/bias"),
+            *flax_dense("attention/output", f"{attention}/out", MERGE_HEADS_OUT),
+            *flax_norm("norm2", norm2),
+            *flax_dense("mlp/fc1", f"{mlp}/Dense_0"),
+            *flax_dense("mlp/fc2", f"{mlp}/Dense_1"),
         ),
         keras_root=BLOCKS,
         key_root="Transformer/encoderblock_{i}/",
@@ -84,19 +96,9 @@ def official_blocks(norm1, attention, norm2, mlp):
 # vit_jax numbers a block's submodules in order, big_vision per type.
 OFFICIAL_BLOCKS = official_blocks("LayerNorm_0", "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
 BIG_VISION_BLOCKS = official_blocks("LayerNorm_0", "MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0")
-OFFICIAL_NORM = Part(
-    "encoder norm",
-    rows(
-        ("encoder_norm/gamma", "Transformer/encoder_norm/scale"),
-        ("encoder_norm/beta", "Transformer/encoder_norm/bias"),
-    ),
-)
-OFFICIAL_PRE_LOGITS = Part(
-    "pre_logits",
-    rows(("pre_logits/kernel", "pre_logits/kernel"), ("pre_logits/bias", "pre_logits/bias")),
-    optional=True,
-)
-OFFICIAL_HEAD = Part("head", rows(("head/kernel", "head/kernel"), ("head/bias", "head/bias")), optional=True)
+OFFICIAL_NORM = Part("encoder norm", rows(*flax_norm("encoder_norm", "Transformer/encoder_norm")))
+OFFICIAL_PRE_LOGITS = Part("pre_logits", rows(*flax_dense("pre_logits", "pre_logits")), optional=True)
+OFFICIAL_HEAD = Part("head", rows(*flax_dense("head", "head")), optional=True)
 
 NO_CLASS_TOKEN = (
     "This official checkpoint has no class token (`cls`): it was trained with global average pooling and no "
@@ -146,17 +148,12 @@ TIMM_EMBEDDING = Part(
 TIMM_BLOCKS = Part(
     "transformer blocks",
     rows(
-        ("norm1/gamma", "norm1.weight"),
-        ("norm1/beta", "norm1.bias"),
+        *torch_norm("norm1", "norm1"),
         ("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE),
-        ("attention/output/kernel", "attn.proj.weight", TRANSPOSE),
-        ("attention/output/bias", "attn.proj.bias"),
-        ("norm2/gamma", "norm2.weight"),
-        ("norm2/beta", "norm2.bias"),
-        ("mlp/fc1/kernel", "mlp.fc1.weight", TRANSPOSE),
-        ("mlp/fc1/bias", "mlp.fc1.bias"),
-        ("mlp/fc2/kernel", "mlp.fc2.weight", TRANSPOSE),
-        ("mlp/fc2/bias", "mlp.fc2.bias"),
+        *torch_linear("attention/output", "attn.proj"),
+        *torch_norm("norm2", "norm2"),
+        *torch_linear("mlp/fc1", "mlp.fc1"),
+        *torch_linear("mlp/fc2", "mlp.fc2"),
     ),
     keras_root=BLOCKS,
     key_root="blocks.{i}.",
@@ -166,18 +163,12 @@ TIMM_ATTENTION_POOL = Part(
     "attention pooling",
     rows(
         ("latent", "latent"),
-        ("query/kernel", "q.weight", TRANSPOSE),
-        ("query/bias", "q.bias"),
-        ("key_value/kernel", "kv.weight", TRANSPOSE),
-        ("key_value/bias", "kv.bias"),
-        ("output/kernel", "proj.weight", TRANSPOSE),
-        ("output/bias", "proj.bias"),
-        ("norm/gamma", "norm.weight"),
-        ("norm/beta", "norm.bias"),
-        ("mlp/fc1/kernel", "mlp.fc1.weight", TRANSPOSE),
-        ("mlp/fc1/bias", "mlp.fc1.bias"),
-        ("mlp/fc2/kernel", "mlp.fc2.weight", TRANSPOSE),
-        ("mlp/fc2/bias", "mlp.fc2.bias"),
+        *torch_linear("query", "q"),
+        *torch_linear("key_value", "kv"),
+        *torch_linear("output", "proj"),
+        *torch_norm("norm", "norm"),
+        *torch_linear("mlp/fc1", "mlp.fc1"),
+        *torch_linear("mlp/fc2", "mlp.fc2"),
     ),
     keras_root="pooling/",
     key_root="attn_pool.",
@@ -197,9 +188,9 @@ TIMM_OPTIONS = (
     timm_optional("class token", ("class_token/token", "cls_token")),
     timm_optional("distillation token", ("distillation_token/token", "dist_token")),
     timm_optional("register tokens", ("register_tokens/token", "reg_token")),
-    timm_optional("pre-norm", ("norm_pre/gamma", "norm_pre.weight"), ("norm_pre/beta", "norm_pre.bias")),
-    timm_optional("encoder norm", ("encoder_norm/gamma", "norm.weight"), ("encoder_norm/beta", "norm.bias")),
-    timm_optional("fc norm", ("fc_norm/gamma", "fc_norm.weight"), ("fc_norm/beta", "fc_norm.bias")),
+    timm_optional("pre-norm", *torch_norm("norm_pre", "norm_pre")),
+    timm_optional("encoder norm", *torch_norm("encoder_norm", "norm")),
+    timm_optional("fc norm", *torch_norm("fc_norm", "fc_norm")),
     timm_optional("qkv bias", ("attention/qkv/bias", "attn.qkv.bias"), keras_root=BLOCKS, key_root="blocks.{i}."),
     timm_optional(
         "layer scale",
@@ -236,7 +227,7 @@ def torch_dense(name, key, prefixed=True):
     """An optional PyTorch `Linear` `key` as the keras_vit Dense `name`."""
     return Part(
         name,
-        rows((f"{name}/kernel", f"{key}.weight", TRANSPOSE), (f"{name}/bias", f"{key}.bias")),
+        rows(*torch_linear(name, key)),
         optional=True,
         prefixed=prefixed,
     )
@@ -280,8 +271,7 @@ TIMM_AIMV2 = Layout(
 HF_EMBEDDING = Part(
     "patch embedding",
     rows(
-        ("patch_embedding/projection/kernel", "embeddings.patch_embeddings.projection.weight", TORCH_CONV),
-        ("patch_embedding/projection/bias", "embeddings.patch_embeddings.projection.bias"),
+        *torch_linear("patch_embedding/projection", "embeddings.patch_embeddings.projection", TORCH_CONV),
         ("class_token/token", "embeddings.cls_token"),
         ("position_embedding/embedding", "embeddings.position_embeddings"),
     ),
@@ -293,18 +283,13 @@ def hf_blocks(key_root, norms, qkv, output, mlp, *more):
     return Part(
         "transformer blocks",
         rows(
-            ("norm1/gamma", f"{norms[0]}.weight"),
-            ("norm1/beta", f"{norms[0]}.bias"),
+            *torch_norm("norm1", norms[0]),
             ("attention/qkv/kernel", [f"{name}.weight" for name in qkv], fuse(TRANSPOSE, 1)),
             ("attention/qkv/bias", [f"{name}.bias" for name in qkv], fuse(IDENTITY, 0)),
-            ("attention/output/kernel", f"{output}.weight", TRANSPOSE),
-            ("attention/output/bias", f"{output}.bias"),
-            ("norm2/gamma", f"{norms[1]}.weight"),
-            ("norm2/beta", f"{norms[1]}.bias"),
-            ("mlp/fc1/kernel", f"{mlp[0]}.weight", TRANSPOSE),
-            ("mlp/fc1/bias", f"{mlp[0]}.bias"),
-            ("mlp/fc2/kernel", f"{mlp[1]}.weight", TRANSPOSE),
-            ("mlp/fc2/bias", f"{mlp[1]}.bias"),
+            *torch_linear("attention/output", output),
+            *torch_norm("norm2", norms[1]),
+            *torch_linear("mlp/fc1", mlp[0]),
+            *torch_linear("mlp/fc2", mlp[1]),
             *more,
         ),
         keras_root=BLOCKS,
@@ -315,9 +300,7 @@ def hf_blocks(key_root, norms, qkv, output, mlp, *more):
 VIT_ATTENTION = ([f"attention.attention.{n}" for n in _QKV], "attention.output.dense")
 VIT_MLP = ("intermediate.dense", "output.dense")
 HF_BLOCKS = hf_blocks("encoder.layer.{i}.", ("layernorm_before", "layernorm_after"), *VIT_ATTENTION, VIT_MLP)
-HF_NORM = Part(
-    "encoder norm", rows(("encoder_norm/gamma", "layernorm.weight"), ("encoder_norm/beta", "layernorm.bias"))
-)
+HF_NORM = Part("encoder norm", rows(*torch_norm("encoder_norm", "layernorm")))
 # ViTModel's pooler (Dense + tanh on the class token) is the original pre_logits;
 # ViTForImageClassification keeps its backbone under `vit.` but not its classifier.
 HF_PARTS = (
@@ -384,9 +367,7 @@ CLIP_PATCHES = ("patch_embedding/projection/kernel", "embeddings.patch_embedding
 CLIP_POSITIONS = ("position_embedding/embedding", "embeddings.position_embedding.weight", leading_axes(1))
 CLIP_ATTENTION = ([f"self_attn.{n}_proj" for n in "qkv"], "self_attn.out_proj")
 CLIP_BLOCKS = hf_blocks("encoder.layers.{i}.", ("layer_norm1", "layer_norm2"), *CLIP_ATTENTION, MLP)
-CLIP_NORM = Part(
-    "encoder norm", rows(("encoder_norm/gamma", "post_layernorm.weight"), ("encoder_norm/beta", "post_layernorm.bias"))
-)
+CLIP_NORM = Part("encoder norm", rows(*torch_norm("encoder_norm", "post_layernorm")))
 SIGLIP_HEAD = Part(
     "attention pooling",
     rows(
@@ -395,10 +376,8 @@ SIGLIP_HEAD = Part(
         ("query/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=True)),
         ("key_value/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=False)),
         ("key_value/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=False)),
-        ("output/kernel", "attention.out_proj.weight", TRANSPOSE),
-        ("output/bias", "attention.out_proj.bias"),
-        ("norm/gamma", "layernorm.weight"),
-        ("norm/beta", "layernorm.bias"),
+        *torch_linear("output", "attention.out_proj"),
+        *torch_norm("norm", "layernorm"),
     )
     + TIMM_ATTENTION_POOL.rows[-4:],  # the same `mlp.fc1`, `mlp.fc2`
     keras_root="pooling/",
@@ -409,8 +388,7 @@ SIGLIP_EMBEDDING = rows(CLIP_PATCHES, ("patch_embedding/projection/bias", "embed
 CLIP_EMBEDDING = rows(
     CLIP_PATCHES,
     ("class_token/token", "embeddings.class_embedding", leading_axes(2)),
-    ("norm_pre/gamma", "pre_layrnorm.weight"),
-    ("norm_pre/beta", "pre_layrnorm.bias"),
+    *torch_norm("norm_pre", "pre_layrnorm"),
 )
 SIGLIP_PARTS = (Part("patch embedding", SIGLIP_EMBEDDING + rows(CLIP_POSITIONS)), CLIP_BLOCKS, CLIP_NORM, SIGLIP_HEAD)
 CLIP_PARTS = (Part("patch embedding", CLIP_EMBEDDING + rows(CLIP_POSITIONS)), CLIP_BLOCKS, CLIP_NORM)

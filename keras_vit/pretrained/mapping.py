@@ -150,25 +150,13 @@ def rows(*specs):
 _Entry = collections.namedtuple("_Entry", "keras keys transform index")
 
 
-def _fields(template):
-    return [field for _, field, _, _ in string.Formatter().parse(template) if field]
-
-
 def _matches(template, names):
     """The `{field: number}` of every name in `names` that `template` matches."""
-    if not _fields(template):
-        return [{}] if template in names else []
-    head = template.split("{", 1)[0]
     pattern = ""
     for literal, field, _, _ in string.Formatter().parse(template):
         pattern += re.escape(literal) + (f"(?P<{field}>\\d+)" if field else "")
-    pattern = re.compile(pattern + r"\Z")
-    found = []
-    for name in names:
-        match = name.startswith(head) and pattern.match(name)
-        if match:
-            found.append({field: int(number) for field, number in match.groupdict().items()})
-    return found
+    matches = map(re.compile(pattern).fullmatch, names)
+    return [{field: int(number) for field, number in match.groupdict().items()} for match in matches if match]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +201,7 @@ class Part:
         if self.scan and reading:
             stacked = next((names[key] for key in templates if key in names), None)
             indices = [] if stacked is None else [{self.scan: n} for n in range(int(np.shape(stacked)[0]))]
-        elif _fields(templates[0]):
+        elif "{" in templates[0]:
             indices = self._indices(templates, names, reading)
         else:
             indices = [{}]
