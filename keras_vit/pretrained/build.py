@@ -6,7 +6,6 @@ patterns below, taken from timm's model definitions.
 """
 
 import fnmatch
-import json
 import logging
 import math
 import os
@@ -15,7 +14,7 @@ import keras
 
 from keras_vit.models import variants
 from keras_vit.models.vit import VisionTransformer
-from keras_vit.pretrained import converters, loader, sources
+from keras_vit.pretrained import converters, io, loader, sources
 from keras_vit.pretrained.errors import CheckpointError
 
 logger = logging.getLogger("keras_vit.pretrained")
@@ -112,20 +111,9 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
     return VisionTransformer(**arguments, weights=path)
 
 
-def _json_beside(path, name):
-    """The JSON object `name` in the checkpoint's folder, or `{}`."""
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    try:
-        with open(os.path.join(folder, name)) as handle:
-            config = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
 def _timm_config(path):
     """The `config.json` timm writes next to its weights (model name, `pretrained_cfg`), or `{}`."""
-    config = _json_beside(path, "config.json")
+    config = io.json_beside(path, "config.json")
     return config if "architecture" in config else {}
 
 
@@ -286,7 +274,7 @@ def _normalisation(path, timm_config):
     pretrained_cfg = timm_config.get("pretrained_cfg") or {}
     mean, std = pretrained_cfg.get("mean"), pretrained_cfg.get("std")
     if mean is None or std is None:
-        processor = _json_beside(path, "preprocessor_config.json")
+        processor = io.json_beside(path, "preprocessor_config.json")
         mean, std = processor.get("image_mean"), processor.get("image_std")
     if mean is None or std is None:
         return {}

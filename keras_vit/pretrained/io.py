@@ -128,6 +128,17 @@ def read_npz(path):
     return members
 
 
+def json_beside(path, name):
+    """The JSON object `name` in the folder of `path` (a checkpoint file or folder), or `{}`."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    try:
+        with open(os.path.join(folder, name)) as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
 def read_checkpoint(path):
     """Reads an `.npz` or safetensors file, or a folder with `model.safetensors`, into `(tensors, metadata)`.
 
@@ -146,11 +157,8 @@ def read_checkpoint(path):
         tensors = read_npz(path)
     else:
         tensors, metadata = read_safetensors(path)
-        try:
-            with open(os.path.join(os.path.dirname(path), "config.json")) as handle:
-                metadata["config"] = json.load(handle)
-        except (OSError, json.JSONDecodeError):
-            pass  # no (or a broken) neighbouring config only loses a hint, never weights
+        # No (or a broken) neighbouring config only loses a hint, never weights.
+        metadata["config"] = json_beside(path, "config.json")
     if not tensors:
         raise CheckpointError(f"{path} holds no tensors.")
     return tensors, metadata
