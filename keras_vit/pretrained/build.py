@@ -105,10 +105,9 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
                 ) from None
         raise
     heads = constructor_keywords.get("num_heads")
-    read = dict(_arguments(checkpoint, name, timm_config, heads), **_normalisation(path, timm_config))
-    arguments = dict(read, **constructor_keywords)
+    read = {**_arguments(checkpoint, name, timm_config, heads), **_normalisation(path, timm_config)}
     del checkpoint  # the constructor reads the file again; one copy of the tensors at a time
-    return VisionTransformer(**arguments, weights=path)
+    return VisionTransformer(**{**read, **constructor_keywords}, weights=path)
 
 
 def _timm_config(path):
@@ -122,8 +121,7 @@ def _named(name):
     found = {}
     for pattern, values in TIMM_NAME_RULES:
         if fnmatch.fnmatchcase(name, pattern):
-            for key, value in values.items():
-                found.setdefault(key, value)
+            found = {**values, **found}
     return found
 
 

@@ -1,11 +1,9 @@
 """The ViT checkpoint layouts as tables, and converting by them.
 
-One table (`Part`) per model part and format: the official JAX `.npz` (with
-flax's `opt/target/` prefix, big_vision's `params/` naming and scanned blocks),
-timm and Hugging Face `transformers` safetensors, and the hybrids' ResNet
-backbone. `to_keras` reads a file in the layout that accounts for its names;
-`from_keras` writes one. Our qkv kernel `(D, 3D)` is `[q | k | v]`, each in
-`(head, head_dim)` order; patch kernels are HWIO.
+One table (`Part`) per model part and format: the official JAX `.npz` (with flax's `opt/target/` prefix,
+big_vision's `params/` naming and scanned blocks), timm and Hugging Face `transformers` safetensors, and the
+hybrids' ResNet backbone. `to_keras` reads a file in the layout that accounts for its names; `from_keras` writes
+one. Our qkv kernel `(D, 3D)` is `[q | k | v]`, each in `(head, head_dim)` order; patch kernels are HWIO.
 
 Example:
 
@@ -36,6 +34,7 @@ from keras_vit.pretrained.mapping import (
     packed_in_proj,
     rows,
 )
+from keras_vit.utils import validation
 
 BLOCKS = "encoder_block_{i}/"
 _QKV = ("query", "key", "value")
@@ -64,8 +63,7 @@ def torch_linear(keras_name, key, transform=TRANSPOSE):
 # ---------------------------------------------------------------- official (flax) .npz
 
 OFFICIAL_EMBEDDING = Part(
-    "patch embedding",
-    rows(*flax_dense("patch_embedding/projection", "embedding"), ("class_token/token", "cls")),
+    "patch embedding", rows(*flax_dense("patch_embedding/projection", "embedding"), ("class_token/token", "cls"))
 )
 OFFICIAL_POSITIONS = Part(
     "position embedding", rows(("position_embedding/embedding", "Transformer/posembed_input/pos_embedding"))
@@ -145,35 +143,57 @@ TIMM_EMBEDDING = Part(
         ("position_embedding/embedding", "pos_embed"),
     ),
 )
-TIMM_BLOCKS = Part(
-    "transformer blocks",
-    rows(
-        *torch_norm("norm1", "norm1"),
-        ("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE),
-        *torch_linear("attention/output", "attn.proj"),
-        *torch_norm("norm2", "norm2"),
-        *torch_linear("mlp/fc1", "mlp.fc1"),
-        *torch_linear("mlp/fc2", "mlp.fc2"),
-    ),
-    keras_root=BLOCKS,
-    key_root="blocks.{i}.",
-)
-# The MAP head (`pooling="map"`, `keras_vit.layers.AttentionPooling`).
-TIMM_ATTENTION_POOL = Part(
-    "attention pooling",
-    rows(
-        ("latent", "latent"),
-        *torch_linear("query", "q"),
-        *torch_linear("key_value", "kv"),
-        *torch_linear("output", "proj"),
-        *torch_norm("norm", "norm"),
-        *torch_linear("mlp/fc1", "mlp.fc1"),
-        *torch_linear("mlp/fc2", "mlp.fc2"),
-    ),
-    keras_root="pooling/",
-    key_root="attn_pool.",
-    optional=True,
-)
+
+
+def torch_blocks(key_root, norms, qkv, output, mlp, *more):
+    """A PyTorch encoder's blocks, given the file's names of a block's submodules (`qkv`: one fused, or q, k, v)."""
+    if isinstance(qkv, str):
+        attention = [("attention/qkv/kernel", f"{qkv}.weight", TRANSPOSE)]  # timm's qkv bias is an option
+    else:
+        attention = [
+            ("attention/qkv/kernel", [f"{name}.weight" for name in qkv], fuse(TRANSPOSE, 1)),
+            ("attention/qkv/bias", [f"{name}.bias" for name in qkv], fuse(IDENTITY, 0)),
+        ]
+    return Part(
+        "transformer blocks",
+        rows(
+            *torch_norm("norm1", norms[0]),
+            *attention,
+            *torch_linear("attention/output", output),
+            *torch_norm("norm2", norms[1]),
+            *torch_linear("mlp/fc1", mlp[0]),
+            *torch_linear("mlp/fc2", mlp[1]),
+            *more,
+        ),
+        keras_root=BLOCKS,
+        key_root=key_root,
+    )
+
+
+MLP = ("mlp.fc1", "mlp.fc2")
+TIMM_BLOCKS = torch_blocks("blocks.{i}.", ("norm1", "norm2"), "attn.qkv", "attn.proj", MLP)
+
+
+def attention_pool(key_root, latent, projections, output, norm):
+    """A MAP head (`pooling="map"`, `keras_vit.layers.AttentionPooling`), given the file's names of its parts."""
+    return Part(
+        "attention pooling",
+        rows(
+            ("latent", latent),
+            *projections,
+            *torch_linear("output", output),
+            *torch_norm("norm", norm),
+            *torch_linear("mlp/fc1", "mlp.fc1"),
+            *torch_linear("mlp/fc2", "mlp.fc2"),
+        ),
+        keras_root="pooling/",
+        key_root=key_root,
+        optional=True,
+    )
+
+
+TIMM_PROJECTIONS = (*torch_linear("query", "q"), *torch_linear("key_value", "kv"))
+TIMM_ATTENTION_POOL = attention_pool("attn_pool.", "latent", TIMM_PROJECTIONS, "proj", "norm")
 
 
 def timm_optional(name, *specs, **where):
@@ -225,12 +245,7 @@ TIMM_AIMV2_NORMS = (
 
 def torch_dense(name, key, prefixed=True):
     """An optional PyTorch `Linear` `key` as the keras_vit Dense `name`."""
-    return Part(
-        name,
-        rows(*torch_linear(name, key)),
-        optional=True,
-        prefixed=prefixed,
-    )
+    return Part(name, rows(*torch_linear(name, key)), optional=True, prefixed=prefixed)
 
 
 NO_TIMM_PRE_LOGITS = (
@@ -277,29 +292,9 @@ HF_EMBEDDING = Part(
     ),
 )
 
-
-def hf_blocks(key_root, norms, qkv, output, mlp, *more):
-    """A transformers encoder's blocks, given the file's names of a block's submodules."""
-    return Part(
-        "transformer blocks",
-        rows(
-            *torch_norm("norm1", norms[0]),
-            ("attention/qkv/kernel", [f"{name}.weight" for name in qkv], fuse(TRANSPOSE, 1)),
-            ("attention/qkv/bias", [f"{name}.bias" for name in qkv], fuse(IDENTITY, 0)),
-            *torch_linear("attention/output", output),
-            *torch_norm("norm2", norms[1]),
-            *torch_linear("mlp/fc1", mlp[0]),
-            *torch_linear("mlp/fc2", mlp[1]),
-            *more,
-        ),
-        keras_root=BLOCKS,
-        key_root=key_root,
-    )
-
-
 VIT_ATTENTION = ([f"attention.attention.{n}" for n in _QKV], "attention.output.dense")
 VIT_MLP = ("intermediate.dense", "output.dense")
-HF_BLOCKS = hf_blocks("encoder.layer.{i}.", ("layernorm_before", "layernorm_after"), *VIT_ATTENTION, VIT_MLP)
+HF_BLOCKS = torch_blocks("encoder.layer.{i}.", ("layernorm_before", "layernorm_after"), *VIT_ATTENTION, VIT_MLP)
 HF_NORM = Part("encoder norm", rows(*torch_norm("encoder_norm", "layernorm")))
 # ViTModel's pooler (Dense + tanh on the class token) is the original pre_logits;
 # ViTForImageClassification keeps its backbone under `vit.` but not its classifier.
@@ -348,7 +343,6 @@ def hf_layout(model_class, parts, write_when, config, prefix="", gated_mlp=False
 
 
 HF_MODEL = hf_layout("ViTModel", HF_PARTS, "", VIT)
-MLP = ("mlp.fc1", "mlp.fc2")
 # DINOv2 giant's `Dinov2SwiGLUFFN`: `weights_in` holds the gate's rows, then the value's (as timm's packed `fc1`).
 SWIGLU_MLP = ("mlp.weights_in", "mlp.weights_out")
 LAYER_SCALE = (("layer_scale1", "layer_scale1.lambda1"), ("layer_scale2", "layer_scale2.lambda1"))
@@ -366,24 +360,16 @@ HF_REGISTERS_EMBEDDING = Part(
 CLIP_PATCHES = ("patch_embedding/projection/kernel", "embeddings.patch_embedding.weight", TORCH_CONV)
 CLIP_POSITIONS = ("position_embedding/embedding", "embeddings.position_embedding.weight", leading_axes(1))
 CLIP_ATTENTION = ([f"self_attn.{n}_proj" for n in "qkv"], "self_attn.out_proj")
-CLIP_BLOCKS = hf_blocks("encoder.layers.{i}.", ("layer_norm1", "layer_norm2"), *CLIP_ATTENTION, MLP)
+CLIP_BLOCKS = torch_blocks("encoder.layers.{i}.", ("layer_norm1", "layer_norm2"), *CLIP_ATTENTION, MLP)
 CLIP_NORM = Part("encoder norm", rows(*torch_norm("encoder_norm", "post_layernorm")))
-SIGLIP_HEAD = Part(
-    "attention pooling",
-    rows(
-        ("latent", "probe"),
-        ("query/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=True)),
-        ("query/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=True)),
-        ("key_value/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=False)),
-        ("key_value/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=False)),
-        *torch_linear("output", "attention.out_proj"),
-        *torch_norm("norm", "layernorm"),
-    )
-    + TIMM_ATTENTION_POOL.rows[-4:],  # the same `mlp.fc1`, `mlp.fc2`
-    keras_root="pooling/",
-    key_root="head.",
-    optional=True,
+# `nn.MultiheadAttention` packs the query, key and value projections into `in_proj`.
+IN_PROJECTIONS = (
+    ("query/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=True)),
+    ("query/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=True)),
+    ("key_value/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=False)),
+    ("key_value/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=False)),
 )
+SIGLIP_HEAD = attention_pool("head.", "probe", IN_PROJECTIONS, "attention.out_proj", "layernorm")
 SIGLIP_EMBEDDING = rows(CLIP_PATCHES, ("patch_embedding/projection/bias", "embeddings.patch_embedding.bias"))
 CLIP_EMBEDDING = rows(
     CLIP_PATCHES,
@@ -412,7 +398,7 @@ HF_FAMILY = (
     ),
 )
 for mlp, gated in ((MLP, False), (SWIGLU_MLP, True)):
-    parts = (hf_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, mlp, *LAYER_SCALE), HF_NORM)
+    parts = (torch_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, mlp, *LAYER_SCALE), HF_NORM)
     registers = (HF_REGISTERS_EMBEDDING, *parts)
     HF_FAMILY += (
         hf_layout("Dinov2WithRegistersModel", registers, "register_tokens/token", REGISTERS, gated_mlp=gated),
@@ -435,61 +421,49 @@ UNITS = BACKBONE + "block{s}_unit{u}/"
 ROOT_KERNEL = BACKBONE + "conv_root/kernel"
 
 
-def conv_norm_rows(keras_conv, keras_norm, keys, conv_transform):
-    """A convolution kernel and its GroupNorm: `keys` are the file's (kernel, scale, bias)."""
-    kernel, scale, bias = keys
-    return rows(
-        (f"{keras_conv}/kernel", kernel, conv_transform),
-        (f"{keras_norm}/gamma", scale),
-        (f"{keras_norm}/beta", bias),
-    )
+def conv_norm_rows(keras_conv, keras_norm, conv, norm, torch):
+    """A convolution kernel and its GroupNorm, the file's `conv` and `norm` named as PyTorch (`torch`) or flax does."""
+    if torch:
+        return rows((f"{keras_conv}/kernel", f"{conv}.weight", TORCH_CONV), *torch_norm(keras_norm, norm))
+    return rows((f"{keras_conv}/kernel", f"{conv}/kernel"), *flax_norm(keras_norm, norm))
 
 
-def backbone_parts(root, unit, projection, key_root, conv_transform, offsets=None):
+def backbone_parts(root, unit, projection, key_root, torch, offsets=None):
     """The root, the units' three conv/norm pairs and the projection shortcuts of one layout.
 
-    `root` and `projection` are the file's (kernel, scale, bias) keys, `unit(r)` those of a unit's conv/norm `r`.
+    `root` and `projection` are the file's (conv, norm) names, `unit(r)` those of a unit's conv/norm `r`.
     """
     units = ()
     for r in (1, 2, 3):
-        units += conv_norm_rows(f"conv{r}", f"gn{r}", unit(r), conv_transform)
+        units += conv_norm_rows(f"conv{r}", f"gn{r}", *unit(r), torch)
     where = dict(keras_root=UNITS, key_root=key_root, offsets=dict(offsets or {}))
     return (
-        Part("ResNet root", conv_norm_rows(BACKBONE + "conv_root", BACKBONE + "gn_root", root, conv_transform)),
+        Part("ResNet root", conv_norm_rows(BACKBONE + "conv_root", BACKBONE + "gn_root", *root, torch)),
         Part("ResNet units", units, **where),
         # Only the units that change channels or stride have one.
-        Part("ResNet projections", conv_norm_rows("conv_proj", "gn_proj", projection, conv_transform), **where),
+        Part("ResNet projections", conv_norm_rows("conv_proj", "gn_proj", *projection, torch), **where),
     )
 
 
 OFFICIAL_BACKBONE = backbone_parts(
-    ("conv_root/kernel", "gn_root/scale", "gn_root/bias"),
-    lambda r: (f"conv{r}/kernel", f"gn{r}/scale", f"gn{r}/bias"),
-    ("conv_proj/kernel", "gn_proj/scale", "gn_proj/bias"),
-    key_root="block{s}/unit{u}/",
-    conv_transform=IDENTITY,
+    ("conv_root", "gn_root"),
+    lambda r: (f"conv{r}", f"gn{r}"),
+    ("conv_proj", "gn_proj"),
+    "block{s}/unit{u}/",
+    torch=False,
 )
 TIMM_BACKBONE = backbone_parts(
-    (
-        "patch_embed.backbone.stem.conv.weight",
-        "patch_embed.backbone.stem.norm.weight",
-        "patch_embed.backbone.stem.norm.bias",
-    ),
-    lambda r: (f"conv{r}.weight", f"norm{r}.weight", f"norm{r}.bias"),
-    ("downsample.conv.weight", "downsample.norm.weight", "downsample.norm.bias"),
-    key_root="patch_embed.backbone.stages.{s}.blocks.{u}.",
-    conv_transform=TORCH_CONV,
+    ("patch_embed.backbone.stem.conv", "patch_embed.backbone.stem.norm"),
+    lambda r: (f"conv{r}", f"norm{r}"),
+    ("downsample.conv", "downsample.norm"),
+    "patch_embed.backbone.stages.{s}.blocks.{u}.",
+    torch=True,
     offsets={"s": -1, "u": -1},
 )
 # timm builds R+Ti/16's backbone as the bare root: no `stem.` level.
+TIMM_ROOT = ("patch_embed.backbone.conv", "patch_embed.backbone.norm")
 TIMM_ROOT_ONLY = Part(
-    "ResNet root",
-    conv_norm_rows(
-        BACKBONE + "conv_root",
-        BACKBONE + "gn_root",
-        ("patch_embed.backbone.conv.weight", "patch_embed.backbone.norm.weight", "patch_embed.backbone.norm.bias"),
-        TORCH_CONV,
-    ),
+    "ResNet root", conv_norm_rows(BACKBONE + "conv_root", BACKBONE + "gn_root", *TIMM_ROOT, torch=True)
 )
 
 
@@ -517,12 +491,8 @@ def detect_layout(tensors, layouts=LAYOUTS):
     Raises:
         CheckpointError: no layout's patch-embedding tensor is present.
     """
-    best, best_score = None, 0
-    for layout in layouts:
-        score = layout.score(tensors)
-        if score > best_score:
-            best, best_score = layout, score
-    if best is None:
+    best = max(layouts, key=lambda layout: layout.score(tensors))  # the first of equals
+    if not best.score(tensors):
         labels = ", ".join(dict.fromkeys(layout.label for layout in layouts))
         raise CheckpointError(
             f"This is not a ViT checkpoint in a layout keras_vit reads ({labels}): none of their "
@@ -561,9 +531,7 @@ def gated_mlp(weights):
 
 def writing_layout(weights, format, layouts=LAYOUTS):
     """The layout among `layouts` that `from_keras` writes these keras_vit weights in."""
-    formats = tuple(dict.fromkeys(layout.format for layout in layouts))
-    if format not in formats:
-        raise ValueError(f"`format` must be one of {formats}. Received: format={format!r}")
+    validation.one_of("format", format, dict.fromkeys(layout.format for layout in layouts))
     gated = gated_mlp(weights)
     candidates = [layout for layout in layouts if layout.format == format and layout.writes]
     candidates = [layout for layout in candidates if layout.gated_mlp in (None, gated)]

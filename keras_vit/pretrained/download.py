@@ -1,10 +1,10 @@
 """Fetching checkpoint files: Hub files with `huggingface_hub`, URLs with `keras.utils.get_file`.
 
-`KERAS_VIT_OFFLINE=1` or `HF_HUB_OFFLINE=1`, or a host that does not answer
-within `PROBE_TIMEOUT` seconds, means the file must already be cached; else
-one `DownloadError` says how to pre-seed the cache.
+`KERAS_VIT_OFFLINE=1` or `HF_HUB_OFFLINE=1`, or a host that does not answer within `PROBE_TIMEOUT` seconds, means
+the file must already be cached; else one `DownloadError` says how to pre-seed the cache.
 """
 
+import contextlib
 import hashlib
 import os
 import re
@@ -26,11 +26,9 @@ def reachable(url, timeout=PROBE_TIMEOUT):
     result = []
 
     def probe():
-        try:
+        with contextlib.suppress(OSError):
             socket.create_connection((parsed.hostname, port), timeout=timeout).close()
             result.append(True)
-        except OSError:
-            pass
 
     # Name resolution can hang far longer than a connect timeout: the thread is abandoned after `timeout`.
     thread = threading.Thread(target=probe, daemon=True)

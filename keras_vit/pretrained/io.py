@@ -1,8 +1,7 @@
 """Reading and writing checkpoint files as dicts of NumPy arrays.
 
-`.npz` files are read with `numpy.load(allow_pickle=False)` and safetensors with
-the `safetensors` library. The one check added here: each `.npz` member's
-declared size is compared with the archive's before it is decompressed.
+`.npz` files are read with `numpy.load(allow_pickle=False)` and safetensors with the `safetensors` library. The one
+check added here: each `.npz` member's declared size is compared with the archive's before it is decompressed.
 """
 
 import json
@@ -52,12 +51,10 @@ def read_safetensors(path):
     import ml_dtypes  # a Keras dependency: registers bfloat16 with NumPy for safetensors' reader
     from safetensors import SafetensorError, safe_open
 
-    tensors = {}
     try:
         with safe_open(path, framework="numpy") as handle:
             metadata = handle.metadata() or {}
-            for name in handle.keys():
-                tensors[name] = handle.get_tensor(name)
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
     except (SafetensorError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path} is not a valid safetensors file ({error}). {_DAMAGED}") from error
     for name, array in tensors.items():

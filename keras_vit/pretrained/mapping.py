@@ -1,12 +1,10 @@
 """Weight-name tables, read in both directions.
 
-A `Layout` is a key prefix and `Part`s (patch embedding, blocks, head, ...);
-a `Part` is `Row`s: a keras_vit weight path, its key(s) in the file and the
-`Transform` between them. The same rows read a file (`Layout.read`) and write
-one (`Layout.write`). `{i}` in a template is a block number found from the
-names present; a scanned part (`scan="i"`) stacks the blocks on a leading
-axis. Every key a row needs must be in the file and every tensor of the file
-must be used: both lists come in one `CheckpointError`.
+A `Layout` is a key prefix and `Part`s (patch embedding, blocks, head, ...); a `Part` is `Row`s: a keras_vit weight
+path, its key(s) in the file and the `Transform` between them. The same rows read a file (`Layout.read`) and write
+one (`Layout.write`). `{i}` in a template is a block number found from the names present; a scanned part
+(`scan="i"`) stacks the blocks on a leading axis. Every key a row needs must be in the file and every tensor of the
+file must be used: both lists come in one `CheckpointError`.
 
 Example:
 
@@ -140,10 +138,10 @@ class Row:
 
 def rows(*specs):
     """Rows from `(keras, key_or_keys[, transform])` tuples."""
-    made = []
-    for keras_name, keys, *transform in specs:
-        made.append(Row(keras_name, (keys,) if isinstance(keys, str) else tuple(keys), *transform))
-    return tuple(made)
+    return tuple(
+        Row(keras_name, (keys,) if isinstance(keys, str) else tuple(keys), *transform)
+        for keras_name, keys, *transform in specs
+    )
 
 
 # One row with its indices filled in; `index` is the position on a scanned part's stacked axis.
@@ -152,6 +150,8 @@ _Entry = collections.namedtuple("_Entry", "keras keys transform index")
 
 def _matches(template, names):
     """The `{field: number}` of every name in `names` that `template` matches."""
+    if "{" not in template:
+        return [{}] if template in names else []
     pattern = ""
     for literal, field, _, _ in string.Formatter().parse(template):
         pattern += re.escape(literal) + (f"(?P<{field}>\\d+)" if field else "")
