@@ -6,7 +6,6 @@ patterns below, taken from timm's model definitions.
 """
 
 import fnmatch
-import logging
 import math
 import os
 
@@ -16,8 +15,6 @@ from keras_vit.models import variants
 from keras_vit.models.vit import VisionTransformer
 from keras_vit.pretrained import converters, io, loader, sources
 from keras_vit.pretrained.errors import CheckpointError
-
-logger = logging.getLogger("keras_vit.pretrained")
 
 # timm model-name patterns and what their definitions fix that the tensors do not show; the first match of each
 # key wins.
@@ -212,7 +209,7 @@ def options_beyond_tensors(checkpoint, name=""):
     name = name or _timm_config(checkpoint.path).get("architecture") or _unnamed_aimv2(checkpoint)
     recorded = _recorded(checkpoint)
     if not name and not recorded and checkpoint.format == "timm":
-        logger.info(
+        loader.logger.info(
             f"{checkpoint.path} does not name its timm model: GELU and LayerNorm epsilon 1e-6 assumed; pass "
             "architecture=<timm model name> for CLIP (epsilon 1e-5), QuickGELU or tanh-GELU models."
         )
@@ -235,9 +232,8 @@ def _unnamed_aimv2(checkpoint):
 def _arguments(checkpoint, name, timm_config, num_heads=None):
     """The `VisionTransformer` arguments of the checkpoint, read from its tensors, config and model name."""
     name = name or _unnamed_aimv2(checkpoint)
-    named = _named(name)
     hidden_dim = int(checkpoint.weights["patch_embedding/projection/kernel"].shape[-1])
-    heads = num_heads or _num_heads(checkpoint, hidden_dim, named, timm_config)
+    heads = num_heads or _num_heads(checkpoint, hidden_dim, _named(name), timm_config)
     no_embed_class, grid = _embedding_layout(checkpoint, _declared_grid(checkpoint, timm_config))
     found = checkpoint.architecture(heads, grid)
     pixels = loader.pixels_per_token_of_weights(checkpoint.weights)

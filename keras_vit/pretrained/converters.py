@@ -283,6 +283,24 @@ TIMM_AIMV2 = Layout(
 
 # ---------------------------------------------------------------- Hugging Face transformers
 
+
+def hf_layout(model_class, parts, write_when, config, prefix="", gated_mlp=False):
+    """The layout of a transformers `model_class` (with `prefix`: inside a whole CLIPModel's or SiglipModel's file)."""
+    extras = ("text_model.", "text_projection.", "visual_projection.", "logit_scale", "logit_bias") if prefix else ()
+    return Layout(
+        "hf",
+        "Hugging Face transformers",
+        f"Hugging Face transformers safetensors ({prefix}{model_class})",
+        parts,
+        prefix=prefix,
+        ignore=tuple(prefix + name for name in ("embeddings.mask_token", "embeddings.position_ids")) + extras,
+        writes=not prefix,
+        write_when=write_when,
+        gated_mlp=gated_mlp,
+        config=dict(config, architectures=[model_class]),
+    )
+
+
 HF_EMBEDDING = Part(
     "patch embedding",
     rows(
@@ -311,35 +329,12 @@ NO_HF_POOLER_WITH_HEAD = (
     "both cannot be exported to the 'hf' layout. Export with include_top=False (ViTModel with pooler) or use the "
     "'official' layout."
 )
-HF_CLASSIFIER = Layout(
-    "hf",
-    "Hugging Face transformers",
-    "Hugging Face transformers safetensors (ViTForImageClassification)",
-    HF_PARTS,
+HF_CLASSIFIER = dataclasses.replace(
+    hf_layout("ViTForImageClassification", HF_PARTS, "head/kernel", VIT),
     prefix="vit.",
     ignore=("vit.embeddings.mask_token",),  # masked-image modelling only
     refuses=(("pre_logits/", NO_HF_POOLER_WITH_HEAD),),
-    writes=True,
-    write_when="head/kernel",
-    config=dict(VIT, architectures=["ViTForImageClassification"]),
 )
-
-
-def hf_layout(model_class, parts, write_when, config, prefix="", gated_mlp=False):
-    """The layout of a transformers `model_class` (with `prefix`: inside a whole CLIPModel's or SiglipModel's file)."""
-    extras = ("text_model.", "text_projection.", "visual_projection.", "logit_scale", "logit_bias") if prefix else ()
-    return Layout(
-        "hf",
-        "Hugging Face transformers",
-        f"Hugging Face transformers safetensors ({prefix}{model_class})",
-        parts,
-        prefix=prefix,
-        ignore=tuple(prefix + name for name in ("embeddings.mask_token", "embeddings.position_ids")) + extras,
-        writes=not prefix,
-        write_when=write_when,
-        gated_mlp=gated_mlp,
-        config=dict(config, architectures=[model_class]),
-    )
 
 
 HF_MODEL = hf_layout("ViTModel", HF_PARTS, "", VIT)

@@ -132,11 +132,7 @@ def hf_download(repo_id, filename="model.safetensors", revision=None):
     hint = _preseed_hint(f"`keras-vit download MODEL --weights TAG` or `hf download {repo_id} {filename}`")
     try:
         return hub.hf_hub_download(
-            repo_id,
-            filename,
-            revision=revision,
-            local_files_only=offline,
-            library_name="keras-vit",
+            repo_id, filename, revision=revision, local_files_only=offline, library_name="keras-vit"
         )
     except hub_errors.LocalEntryNotFoundError:
         why = "offline mode is on" if declared else f"{constants.ENDPOINT} is unreachable"

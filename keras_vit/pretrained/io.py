@@ -175,7 +175,6 @@ def write_safetensors(path, tensors, metadata=None, replace=True):
 
 def write_npz(path, tensors, replace=True):
     """Writes `{name: array}` as an uncompressed `.npz`, atomically (`replace=False`: never over a file)."""
-    with files.atomic_file(path, replace=replace) as staged:
-        with open(staged, "wb") as handle:
-            np.savez(handle, **tensors)
+    with files.atomic_file(path, replace=replace) as staged, open(staged, "wb") as handle:
+        np.savez(handle, **tensors)
     return os.fspath(path)

@@ -5,6 +5,7 @@ the top is decided and logged, and a value for every variable is prepared and ch
 problem raises one error listing everything wrong, and no model escapes.
 """
 
+import collections
 import dataclasses
 import logging
 import math
@@ -20,7 +21,7 @@ from keras_vit.layers.transformer import patch_grid
 from keras_vit.models import variants
 from keras_vit.pretrained import converters, io, registry, sources
 from keras_vit.pretrained.converters import ROOT_KERNEL
-from keras_vit.pretrained.errors import CheckpointError, mismatch_error
+from keras_vit.pretrained.errors import CheckpointError, mismatch_error, summarise
 from keras_vit.utils import validation
 
 logger = logging.getLogger("keras_vit.pretrained")
@@ -237,11 +238,9 @@ def embedding_stages(weights):
     """A hybrid's ResNet units per stage in keras_vit-named `weights` (`()` for the root only), None if plain."""
     if ROOT_KERNEL not in weights:
         return None
-    units = {}
-    for name in weights:
-        if match := re.match(r"patch_embedding/backbone/block(\d+)_unit(\d+)/conv1/kernel$", name):
-            units.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
-    return tuple(len(units[stage]) for stage in sorted(units))
+    pattern = re.compile(r"patch_embedding/backbone/block(\d+)_unit\d+/conv1/kernel")
+    units = collections.Counter(int(match.group(1)) for name in weights if (match := pattern.fullmatch(name)))
+    return tuple(units[stage] for stage in sorted(units))
 
 
 def pixels_per_token_of_weights(weights):
@@ -272,10 +271,9 @@ def load_checkpoint(path, format=None):
         if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all()
     )
     if non_finite:
-        shown = ", ".join(non_finite[:8]) + (f" and {len(non_finite) - 8} more" if len(non_finite) > 8 else "")
         raise CheckpointError(
-            f"{path} holds NaN or infinite values in {len(non_finite)} tensor(s): {shown}. A model loaded from it "
-            "would only output NaN; the training run that wrote it diverged or the file is damaged."
+            f"{path} holds NaN or infinite values in {len(non_finite)} tensor(s): {summarise(non_finite)}. A model "
+            "loaded from it would only output NaN; the training run that wrote it diverged or the file is damaged."
         )
     facts = layout.shape_facts(tensors)
     return Checkpoint(weights, layout.format, description, metadata, str(path), facts, defaults=layout.config)
