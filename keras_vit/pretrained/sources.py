@@ -70,8 +70,7 @@ def fetch(source):
         path = download.hf_download(source.repo_id, source.filename, source.revision)
         folder = posixpath.dirname(source.filename)
         for name in ("config.json", "preprocessor_config.json"):
-            # Into the same snapshot folder, where the reader finds it next to the weights; a config only adds what
-            # the tensors do not say (transformers' pixel mean and std), so its absence is no error.
+            # Beside the weights for the reader; a config only adds what the tensors cannot say (pixel mean and std).
             with contextlib.suppress(DownloadError):
                 download.hf_download(source.repo_id, posixpath.join(folder, name), source.revision)
         return path, None
