@@ -6,8 +6,6 @@ patterns below, taken from timm's model definitions.
 """
 
 import fnmatch
-import json
-import logging
 import math
 import os
 
@@ -15,10 +13,8 @@ import keras
 
 from keras_vit.models import variants
 from keras_vit.models.vit import VisionTransformer
-from keras_vit.pretrained import converters, loader, sources
+from keras_vit.pretrained import converters, io, loader, sources
 from keras_vit.pretrained.errors import CheckpointError
-
-logger = logging.getLogger("keras_vit.pretrained")
 
 # timm model-name patterns and what their definitions fix that the tensors do not show; the first match of each
 # key wins.
@@ -106,26 +102,14 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
                 ) from None
         raise
     heads = constructor_keywords.get("num_heads")
-    read = dict(_arguments(checkpoint, name, timm_config, heads), **_normalisation(path, timm_config))
-    arguments = dict(read, **constructor_keywords)
+    read = {**_arguments(checkpoint, name, timm_config, heads), **_normalisation(path, timm_config)}
     del checkpoint  # the constructor reads the file again; one copy of the tensors at a time
-    return VisionTransformer(**arguments, weights=path)
-
-
-def _json_beside(path, name):
-    """The JSON object `name` in the checkpoint's folder, or `{}`."""
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    try:
-        with open(os.path.join(folder, name)) as handle:
-            config = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
+    return VisionTransformer(**{**read, **constructor_keywords}, weights=path)
 
 
 def _timm_config(path):
     """The `config.json` timm writes next to its weights (model name, `pretrained_cfg`), or `{}`."""
-    config = _json_beside(path, "config.json")
+    config = io.json_beside(path, "config.json")
     return config if "architecture" in config else {}
 
 
@@ -134,8 +118,7 @@ def _named(name):
     found = {}
     for pattern, values in TIMM_NAME_RULES:
         if fnmatch.fnmatchcase(name, pattern):
-            for key, value in values.items():
-                found.setdefault(key, value)
+            found = {**values, **found}
     return found
 
 
@@ -226,7 +209,7 @@ def options_beyond_tensors(checkpoint, name=""):
     name = name or _timm_config(checkpoint.path).get("architecture") or _unnamed_aimv2(checkpoint)
     recorded = _recorded(checkpoint)
     if not name and not recorded and checkpoint.format == "timm":
-        logger.info(
+        loader.logger.info(
             f"{checkpoint.path} does not name its timm model: GELU and LayerNorm epsilon 1e-6 assumed; pass "
             "architecture=<timm model name> for CLIP (epsilon 1e-5), QuickGELU or tanh-GELU models."
         )
@@ -249,9 +232,8 @@ def _unnamed_aimv2(checkpoint):
 def _arguments(checkpoint, name, timm_config, num_heads=None):
     """The `VisionTransformer` arguments of the checkpoint, read from its tensors, config and model name."""
     name = name or _unnamed_aimv2(checkpoint)
-    named = _named(name)
     hidden_dim = int(checkpoint.weights["patch_embedding/projection/kernel"].shape[-1])
-    heads = num_heads or _num_heads(checkpoint, hidden_dim, named, timm_config)
+    heads = num_heads or _num_heads(checkpoint, hidden_dim, _named(name), timm_config)
     no_embed_class, grid = _embedding_layout(checkpoint, _declared_grid(checkpoint, timm_config))
     found = checkpoint.architecture(heads, grid)
     pixels = loader.pixels_per_token_of_weights(checkpoint.weights)
@@ -286,7 +268,7 @@ def _normalisation(path, timm_config):
     pretrained_cfg = timm_config.get("pretrained_cfg") or {}
     mean, std = pretrained_cfg.get("mean"), pretrained_cfg.get("std")
     if mean is None or std is None:
-        processor = _json_beside(path, "preprocessor_config.json")
+        processor = io.json_beside(path, "preprocessor_config.json")
         mean, std = processor.get("image_mean"), processor.get("image_std")
     if mean is None or std is None:
         return {}

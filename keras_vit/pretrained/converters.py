@@ -1,11 +1,9 @@
 """The ViT checkpoint layouts as tables, and converting by them.
 
-One table (`Part`) per model part and format: the official JAX `.npz` (with
-flax's `opt/target/` prefix, big_vision's `params/` naming and scanned blocks),
-timm and Hugging Face `transformers` safetensors, and the hybrids' ResNet
-backbone. `to_keras` reads a file in the layout that accounts for its names;
-`from_keras` writes one. Our qkv kernel `(D, 3D)` is `[q | k | v]`, each in
-`(head, head_dim)` order; patch kernels are HWIO.
+One table (`Part`) per model part and format: the official JAX `.npz` (with flax's `opt/target/` prefix,
+big_vision's `params/` naming and scanned blocks), timm and Hugging Face `transformers` safetensors, and the
+hybrids' ResNet backbone. `to_keras` reads a file in the layout that accounts for its names; `from_keras` writes
+one. Our qkv kernel `(D, 3D)` is `[q | k | v]`, each in `(head, head_dim)` order; patch kernels are HWIO.
 
 Example:
 
@@ -36,19 +34,36 @@ from keras_vit.pretrained.mapping import (
     packed_in_proj,
     rows,
 )
+from keras_vit.utils import validation
 
 BLOCKS = "encoder_block_{i}/"
 _QKV = ("query", "key", "value")
 
+
+def flax_norm(keras_name, key):
+    """A flax LayerNorm's rows: its `scale` and `bias` are keras_vit's `gamma` and `beta`."""
+    return (f"{keras_name}/gamma", f"{key}/scale"), (f"{keras_name}/beta", f"{key}/bias")
+
+
+def flax_dense(keras_name, key, transform=IDENTITY):
+    """A flax Dense's rows: its `kernel` (by `transform`) and `bias`."""
+    return (f"{keras_name}/kernel", f"{key}/kernel", transform), (f"{keras_name}/bias", f"{key}/bias")
+
+
+def torch_norm(keras_name, key):
+    """A PyTorch LayerNorm's rows: its `weight` and `bias` are keras_vit's `gamma` and `beta`."""
+    return (f"{keras_name}/gamma", f"{key}.weight"), (f"{keras_name}/beta", f"{key}.bias")
+
+
+def torch_linear(keras_name, key, transform=TRANSPOSE):
+    """A PyTorch Linear's rows: its `(out, in)` `weight` is keras_vit's kernel transposed (`transform`)."""
+    return (f"{keras_name}/kernel", f"{key}.weight", transform), (f"{keras_name}/bias", f"{key}.bias")
+
+
 # ---------------------------------------------------------------- official (flax) .npz
 
 OFFICIAL_EMBEDDING = Part(
-    "patch embedding",
-    rows(
-        ("patch_embedding/projection/kernel", "embedding/kernel"),
-        ("patch_embedding/projection/bias", "embedding/bias"),
-        ("class_token/token", "cls"),
-    ),
+    "patch embedding", rows(*flax_dense("patch_embedding/projection", "embedding"), ("class_token/token", "cls"))
 )
 OFFICIAL_POSITIONS = Part(
     "position embedding", rows(("position_embedding/embedding", "Transformer/posembed_input/pos_embedding"))
@@ -63,18 +78,13 @@ def official_blocks(norm1, attention, norm2, mlp):
     return Part(
         "transformer blocks",
         rows(
-            ("norm1/gamma", f"{norm1}/scale"),
-            ("norm1/beta", f"{norm1}/bias"),
+            *flax_norm("norm1", norm1),
             ("attention/qkv/kernel", [f"{attention}/{n}/kernel" for n in _QKV], fuse(MERGE_HEADS_IN, 1)),
             ("attention/qkv/bias", [f"{attention}/{n}/bias" for n in _QKV], fuse(MERGE_HEADS_BIAS, 0)),
-            ("attention/output/kernel", f"{attention}/out/kernel", MERGE_HEADS_OUT),
-            ("attention/output/bias", f"{attention}/out/bias"),
-            ("norm2/gamma", f"{norm2}/scale"),
-            ("norm2/beta", f"{norm2}/bias"),
-            ("mlp/fc1/kernel", f"{mlp}/Dense_0/kernel"),
-            ("mlp/fc1/bias", f"{mlp}/Dense_0/bias"),
-            ("mlp/fc2/kernel", f"{mlp}/Dense_1/kernel"),
-            ("mlp/fc2/bias", f"{mlp}/Dense_1/bias"),
+            *flax_dense("attention/output", f"{attention}/out", MERGE_HEADS_OUT),
+            *flax_norm("norm2", norm2),
+            *flax_dense("mlp/fc1", f"{mlp}/Dense_0"),
+            *flax_dense("mlp/fc2", f"{mlp}/Dense_1"),
         ),
         keras_root=BLOCKS,
         key_root="Transformer/encoderblock_{i}/",
@@ -84,19 +94,9 @@ def official_blocks(norm1, attention, norm2, mlp):
 # vit_jax numbers a block's submodules in order, big_vision per type.
 OFFICIAL_BLOCKS = official_blocks("LayerNorm_0", "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3")
 BIG_VISION_BLOCKS = official_blocks("LayerNorm_0", "MultiHeadDotProductAttention_0", "LayerNorm_1", "MlpBlock_0")
-OFFICIAL_NORM = Part(
-    "encoder norm",
-    rows(
-        ("encoder_norm/gamma", "Transformer/encoder_norm/scale"),
-        ("encoder_norm/beta", "Transformer/encoder_norm/bias"),
-    ),
-)
-OFFICIAL_PRE_LOGITS = Part(
-    "pre_logits",
-    rows(("pre_logits/kernel", "pre_logits/kernel"), ("pre_logits/bias", "pre_logits/bias")),
-    optional=True,
-)
-OFFICIAL_HEAD = Part("head", rows(("head/kernel", "head/kernel"), ("head/bias", "head/bias")), optional=True)
+OFFICIAL_NORM = Part("encoder norm", rows(*flax_norm("encoder_norm", "Transformer/encoder_norm")))
+OFFICIAL_PRE_LOGITS = Part("pre_logits", rows(*flax_dense("pre_logits", "pre_logits")), optional=True)
+OFFICIAL_HEAD = Part("head", rows(*flax_dense("head", "head")), optional=True)
 
 NO_CLASS_TOKEN = (
     "This official checkpoint has no class token (`cls`): it was trained with global average pooling and no "
@@ -143,46 +143,57 @@ TIMM_EMBEDDING = Part(
         ("position_embedding/embedding", "pos_embed"),
     ),
 )
-TIMM_BLOCKS = Part(
-    "transformer blocks",
-    rows(
-        ("norm1/gamma", "norm1.weight"),
-        ("norm1/beta", "norm1.bias"),
-        ("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE),
-        ("attention/output/kernel", "attn.proj.weight", TRANSPOSE),
-        ("attention/output/bias", "attn.proj.bias"),
-        ("norm2/gamma", "norm2.weight"),
-        ("norm2/beta", "norm2.bias"),
-        ("mlp/fc1/kernel", "mlp.fc1.weight", TRANSPOSE),
-        ("mlp/fc1/bias", "mlp.fc1.bias"),
-        ("mlp/fc2/kernel", "mlp.fc2.weight", TRANSPOSE),
-        ("mlp/fc2/bias", "mlp.fc2.bias"),
-    ),
-    keras_root=BLOCKS,
-    key_root="blocks.{i}.",
-)
-# The MAP head (`pooling="map"`, `keras_vit.layers.AttentionPooling`).
-TIMM_ATTENTION_POOL = Part(
-    "attention pooling",
-    rows(
-        ("latent", "latent"),
-        ("query/kernel", "q.weight", TRANSPOSE),
-        ("query/bias", "q.bias"),
-        ("key_value/kernel", "kv.weight", TRANSPOSE),
-        ("key_value/bias", "kv.bias"),
-        ("output/kernel", "proj.weight", TRANSPOSE),
-        ("output/bias", "proj.bias"),
-        ("norm/gamma", "norm.weight"),
-        ("norm/beta", "norm.bias"),
-        ("mlp/fc1/kernel", "mlp.fc1.weight", TRANSPOSE),
-        ("mlp/fc1/bias", "mlp.fc1.bias"),
-        ("mlp/fc2/kernel", "mlp.fc2.weight", TRANSPOSE),
-        ("mlp/fc2/bias", "mlp.fc2.bias"),
-    ),
-    keras_root="pooling/",
-    key_root="attn_pool.",
-    optional=True,
-)
+
+
+def torch_blocks(key_root, norms, qkv, output, mlp, *more):
+    """A PyTorch encoder's blocks, given the file's names of a block's submodules (`qkv`: one fused, or q, k, v)."""
+    if isinstance(qkv, str):
+        attention = [("attention/qkv/kernel", f"{qkv}.weight", TRANSPOSE)]  # timm's qkv bias is an option
+    else:
+        attention = [
+            ("attention/qkv/kernel", [f"{name}.weight" for name in qkv], fuse(TRANSPOSE, 1)),
+            ("attention/qkv/bias", [f"{name}.bias" for name in qkv], fuse(IDENTITY, 0)),
+        ]
+    return Part(
+        "transformer blocks",
+        rows(
+            *torch_norm("norm1", norms[0]),
+            *attention,
+            *torch_linear("attention/output", output),
+            *torch_norm("norm2", norms[1]),
+            *torch_linear("mlp/fc1", mlp[0]),
+            *torch_linear("mlp/fc2", mlp[1]),
+            *more,
+        ),
+        keras_root=BLOCKS,
+        key_root=key_root,
+    )
+
+
+MLP = ("mlp.fc1", "mlp.fc2")
+TIMM_BLOCKS = torch_blocks("blocks.{i}.", ("norm1", "norm2"), "attn.qkv", "attn.proj", MLP)
+
+
+def attention_pool(key_root, latent, projections, output, norm):
+    """A MAP head (`pooling="map"`, `keras_vit.layers.AttentionPooling`), given the file's names of its parts."""
+    return Part(
+        "attention pooling",
+        rows(
+            ("latent", latent),
+            *projections,
+            *torch_linear("output", output),
+            *torch_norm("norm", norm),
+            *torch_linear("mlp/fc1", "mlp.fc1"),
+            *torch_linear("mlp/fc2", "mlp.fc2"),
+        ),
+        keras_root="pooling/",
+        key_root=key_root,
+        optional=True,
+    )
+
+
+TIMM_PROJECTIONS = (*torch_linear("query", "q"), *torch_linear("key_value", "kv"))
+TIMM_ATTENTION_POOL = attention_pool("attn_pool.", "latent", TIMM_PROJECTIONS, "proj", "norm")
 
 
 def timm_optional(name, *specs, **where):
@@ -197,9 +208,9 @@ TIMM_OPTIONS = (
     timm_optional("class token", ("class_token/token", "cls_token")),
     timm_optional("distillation token", ("distillation_token/token", "dist_token")),
     timm_optional("register tokens", ("register_tokens/token", "reg_token")),
-    timm_optional("pre-norm", ("norm_pre/gamma", "norm_pre.weight"), ("norm_pre/beta", "norm_pre.bias")),
-    timm_optional("encoder norm", ("encoder_norm/gamma", "norm.weight"), ("encoder_norm/beta", "norm.bias")),
-    timm_optional("fc norm", ("fc_norm/gamma", "fc_norm.weight"), ("fc_norm/beta", "fc_norm.bias")),
+    timm_optional("pre-norm", *torch_norm("norm_pre", "norm_pre")),
+    timm_optional("encoder norm", *torch_norm("encoder_norm", "norm")),
+    timm_optional("fc norm", *torch_norm("fc_norm", "fc_norm")),
     timm_optional("qkv bias", ("attention/qkv/bias", "attn.qkv.bias"), keras_root=BLOCKS, key_root="blocks.{i}."),
     timm_optional(
         "layer scale",
@@ -234,12 +245,7 @@ TIMM_AIMV2_NORMS = (
 
 def torch_dense(name, key, prefixed=True):
     """An optional PyTorch `Linear` `key` as the keras_vit Dense `name`."""
-    return Part(
-        name,
-        rows((f"{name}/kernel", f"{key}.weight", TRANSPOSE), (f"{name}/bias", f"{key}.bias")),
-        optional=True,
-        prefixed=prefixed,
-    )
+    return Part(name, rows(*torch_linear(name, key)), optional=True, prefixed=prefixed)
 
 
 NO_TIMM_PRE_LOGITS = (
@@ -277,75 +283,6 @@ TIMM_AIMV2 = Layout(
 
 # ---------------------------------------------------------------- Hugging Face transformers
 
-HF_EMBEDDING = Part(
-    "patch embedding",
-    rows(
-        ("patch_embedding/projection/kernel", "embeddings.patch_embeddings.projection.weight", TORCH_CONV),
-        ("patch_embedding/projection/bias", "embeddings.patch_embeddings.projection.bias"),
-        ("class_token/token", "embeddings.cls_token"),
-        ("position_embedding/embedding", "embeddings.position_embeddings"),
-    ),
-)
-
-
-def hf_blocks(key_root, norms, qkv, output, mlp, *more):
-    """A transformers encoder's blocks, given the file's names of a block's submodules."""
-    return Part(
-        "transformer blocks",
-        rows(
-            ("norm1/gamma", f"{norms[0]}.weight"),
-            ("norm1/beta", f"{norms[0]}.bias"),
-            ("attention/qkv/kernel", [f"{name}.weight" for name in qkv], fuse(TRANSPOSE, 1)),
-            ("attention/qkv/bias", [f"{name}.bias" for name in qkv], fuse(IDENTITY, 0)),
-            ("attention/output/kernel", f"{output}.weight", TRANSPOSE),
-            ("attention/output/bias", f"{output}.bias"),
-            ("norm2/gamma", f"{norms[1]}.weight"),
-            ("norm2/beta", f"{norms[1]}.bias"),
-            ("mlp/fc1/kernel", f"{mlp[0]}.weight", TRANSPOSE),
-            ("mlp/fc1/bias", f"{mlp[0]}.bias"),
-            ("mlp/fc2/kernel", f"{mlp[1]}.weight", TRANSPOSE),
-            ("mlp/fc2/bias", f"{mlp[1]}.bias"),
-            *more,
-        ),
-        keras_root=BLOCKS,
-        key_root=key_root,
-    )
-
-
-VIT_ATTENTION = ([f"attention.attention.{n}" for n in _QKV], "attention.output.dense")
-VIT_MLP = ("intermediate.dense", "output.dense")
-HF_BLOCKS = hf_blocks("encoder.layer.{i}.", ("layernorm_before", "layernorm_after"), *VIT_ATTENTION, VIT_MLP)
-HF_NORM = Part(
-    "encoder norm", rows(("encoder_norm/gamma", "layernorm.weight"), ("encoder_norm/beta", "layernorm.bias"))
-)
-# ViTModel's pooler (Dense + tanh on the class token) is the original pre_logits;
-# ViTForImageClassification keeps its backbone under `vit.` but not its classifier.
-HF_PARTS = (
-    HF_EMBEDDING,
-    HF_BLOCKS,
-    HF_NORM,
-    torch_dense("pre_logits", "pooler.dense"),
-    torch_dense("head", "classifier", prefixed=False),
-)
-VIT = dict(model_type="vit", hidden_act="gelu", layer_norm_eps=1e-12)
-NO_HF_POOLER_WITH_HEAD = (
-    "transformers' ViTForImageClassification has no pre_logits (pooler) before its classifier, so a model with "
-    "both cannot be exported to the 'hf' layout. Export with include_top=False (ViTModel with pooler) or use the "
-    "'official' layout."
-)
-HF_CLASSIFIER = Layout(
-    "hf",
-    "Hugging Face transformers",
-    "Hugging Face transformers safetensors (ViTForImageClassification)",
-    HF_PARTS,
-    prefix="vit.",
-    ignore=("vit.embeddings.mask_token",),  # masked-image modelling only
-    refuses=(("pre_logits/", NO_HF_POOLER_WITH_HEAD),),
-    writes=True,
-    write_when="head/kernel",
-    config=dict(VIT, architectures=["ViTForImageClassification"]),
-)
-
 
 def hf_layout(model_class, parts, write_when, config, prefix="", gated_mlp=False):
     """The layout of a transformers `model_class` (with `prefix`: inside a whole CLIPModel's or SiglipModel's file)."""
@@ -364,8 +301,43 @@ def hf_layout(model_class, parts, write_when, config, prefix="", gated_mlp=False
     )
 
 
+HF_EMBEDDING = Part(
+    "patch embedding",
+    rows(
+        *torch_linear("patch_embedding/projection", "embeddings.patch_embeddings.projection", TORCH_CONV),
+        ("class_token/token", "embeddings.cls_token"),
+        ("position_embedding/embedding", "embeddings.position_embeddings"),
+    ),
+)
+
+VIT_ATTENTION = ([f"attention.attention.{n}" for n in _QKV], "attention.output.dense")
+VIT_MLP = ("intermediate.dense", "output.dense")
+HF_BLOCKS = torch_blocks("encoder.layer.{i}.", ("layernorm_before", "layernorm_after"), *VIT_ATTENTION, VIT_MLP)
+HF_NORM = Part("encoder norm", rows(*torch_norm("encoder_norm", "layernorm")))
+# ViTModel's pooler (Dense + tanh on the class token) is the original pre_logits;
+# ViTForImageClassification keeps its backbone under `vit.` but not its classifier.
+HF_PARTS = (
+    HF_EMBEDDING,
+    HF_BLOCKS,
+    HF_NORM,
+    torch_dense("pre_logits", "pooler.dense"),
+    torch_dense("head", "classifier", prefixed=False),
+)
+VIT = dict(model_type="vit", hidden_act="gelu", layer_norm_eps=1e-12)
+NO_HF_POOLER_WITH_HEAD = (
+    "transformers' ViTForImageClassification has no pre_logits (pooler) before its classifier, so a model with "
+    "both cannot be exported to the 'hf' layout. Export with include_top=False (ViTModel with pooler) or use the "
+    "'official' layout."
+)
+HF_CLASSIFIER = dataclasses.replace(
+    hf_layout("ViTForImageClassification", HF_PARTS, "head/kernel", VIT),
+    prefix="vit.",
+    ignore=("vit.embeddings.mask_token",),  # masked-image modelling only
+    refuses=(("pre_logits/", NO_HF_POOLER_WITH_HEAD),),
+)
+
+
 HF_MODEL = hf_layout("ViTModel", HF_PARTS, "", VIT)
-MLP = ("mlp.fc1", "mlp.fc2")
 # DINOv2 giant's `Dinov2SwiGLUFFN`: `weights_in` holds the gate's rows, then the value's (as timm's packed `fc1`).
 SWIGLU_MLP = ("mlp.weights_in", "mlp.weights_out")
 LAYER_SCALE = (("layer_scale1", "layer_scale1.lambda1"), ("layer_scale2", "layer_scale2.lambda1"))
@@ -383,34 +355,21 @@ HF_REGISTERS_EMBEDDING = Part(
 CLIP_PATCHES = ("patch_embedding/projection/kernel", "embeddings.patch_embedding.weight", TORCH_CONV)
 CLIP_POSITIONS = ("position_embedding/embedding", "embeddings.position_embedding.weight", leading_axes(1))
 CLIP_ATTENTION = ([f"self_attn.{n}_proj" for n in "qkv"], "self_attn.out_proj")
-CLIP_BLOCKS = hf_blocks("encoder.layers.{i}.", ("layer_norm1", "layer_norm2"), *CLIP_ATTENTION, MLP)
-CLIP_NORM = Part(
-    "encoder norm", rows(("encoder_norm/gamma", "post_layernorm.weight"), ("encoder_norm/beta", "post_layernorm.bias"))
+CLIP_BLOCKS = torch_blocks("encoder.layers.{i}.", ("layer_norm1", "layer_norm2"), *CLIP_ATTENTION, MLP)
+CLIP_NORM = Part("encoder norm", rows(*torch_norm("encoder_norm", "post_layernorm")))
+# `nn.MultiheadAttention` packs the query, key and value projections into `in_proj`.
+IN_PROJECTIONS = (
+    ("query/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=True)),
+    ("query/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=True)),
+    ("key_value/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=False)),
+    ("key_value/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=False)),
 )
-SIGLIP_HEAD = Part(
-    "attention pooling",
-    rows(
-        ("latent", "probe"),
-        ("query/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=True)),
-        ("query/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=True)),
-        ("key_value/kernel", "attention.in_proj_weight", packed_in_proj(TRANSPOSE, query=False)),
-        ("key_value/bias", "attention.in_proj_bias", packed_in_proj(IDENTITY, query=False)),
-        ("output/kernel", "attention.out_proj.weight", TRANSPOSE),
-        ("output/bias", "attention.out_proj.bias"),
-        ("norm/gamma", "layernorm.weight"),
-        ("norm/beta", "layernorm.bias"),
-    )
-    + TIMM_ATTENTION_POOL.rows[-4:],  # the same `mlp.fc1`, `mlp.fc2`
-    keras_root="pooling/",
-    key_root="head.",
-    optional=True,
-)
+SIGLIP_HEAD = attention_pool("head.", "probe", IN_PROJECTIONS, "attention.out_proj", "layernorm")
 SIGLIP_EMBEDDING = rows(CLIP_PATCHES, ("patch_embedding/projection/bias", "embeddings.patch_embedding.bias"))
 CLIP_EMBEDDING = rows(
     CLIP_PATCHES,
     ("class_token/token", "embeddings.class_embedding", leading_axes(2)),
-    ("norm_pre/gamma", "pre_layrnorm.weight"),
-    ("norm_pre/beta", "pre_layrnorm.bias"),
+    *torch_norm("norm_pre", "pre_layrnorm"),
 )
 SIGLIP_PARTS = (Part("patch embedding", SIGLIP_EMBEDDING + rows(CLIP_POSITIONS)), CLIP_BLOCKS, CLIP_NORM, SIGLIP_HEAD)
 CLIP_PARTS = (Part("patch embedding", CLIP_EMBEDDING + rows(CLIP_POSITIONS)), CLIP_BLOCKS, CLIP_NORM)
@@ -434,7 +393,7 @@ HF_FAMILY = (
     ),
 )
 for mlp, gated in ((MLP, False), (SWIGLU_MLP, True)):
-    parts = (hf_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, mlp, *LAYER_SCALE), HF_NORM)
+    parts = (torch_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, mlp, *LAYER_SCALE), HF_NORM)
     registers = (HF_REGISTERS_EMBEDDING, *parts)
     HF_FAMILY += (
         hf_layout("Dinov2WithRegistersModel", registers, "register_tokens/token", REGISTERS, gated_mlp=gated),
@@ -457,61 +416,49 @@ UNITS = BACKBONE + "block{s}_unit{u}/"
 ROOT_KERNEL = BACKBONE + "conv_root/kernel"
 
 
-def conv_norm_rows(keras_conv, keras_norm, keys, conv_transform):
-    """A convolution kernel and its GroupNorm: `keys` are the file's (kernel, scale, bias)."""
-    kernel, scale, bias = keys
-    return rows(
-        (f"{keras_conv}/kernel", kernel, conv_transform),
-        (f"{keras_norm}/gamma", scale),
-        (f"{keras_norm}/beta", bias),
-    )
+def conv_norm_rows(keras_conv, keras_norm, conv, norm, torch):
+    """A convolution kernel and its GroupNorm, the file's `conv` and `norm` named as PyTorch (`torch`) or flax does."""
+    if torch:
+        return rows((f"{keras_conv}/kernel", f"{conv}.weight", TORCH_CONV), *torch_norm(keras_norm, norm))
+    return rows((f"{keras_conv}/kernel", f"{conv}/kernel"), *flax_norm(keras_norm, norm))
 
 
-def backbone_parts(root, unit, projection, key_root, conv_transform, offsets=None):
+def backbone_parts(root, unit, projection, key_root, torch, offsets=None):
     """The root, the units' three conv/norm pairs and the projection shortcuts of one layout.
 
-    `root` and `projection` are the file's (kernel, scale, bias) keys, `unit(r)` those of a unit's conv/norm `r`.
+    `root` and `projection` are the file's (conv, norm) names, `unit(r)` those of a unit's conv/norm `r`.
     """
     units = ()
     for r in (1, 2, 3):
-        units += conv_norm_rows(f"conv{r}", f"gn{r}", unit(r), conv_transform)
+        units += conv_norm_rows(f"conv{r}", f"gn{r}", *unit(r), torch)
     where = dict(keras_root=UNITS, key_root=key_root, offsets=dict(offsets or {}))
     return (
-        Part("ResNet root", conv_norm_rows(BACKBONE + "conv_root", BACKBONE + "gn_root", root, conv_transform)),
+        Part("ResNet root", conv_norm_rows(BACKBONE + "conv_root", BACKBONE + "gn_root", *root, torch)),
         Part("ResNet units", units, **where),
         # Only the units that change channels or stride have one.
-        Part("ResNet projections", conv_norm_rows("conv_proj", "gn_proj", projection, conv_transform), **where),
+        Part("ResNet projections", conv_norm_rows("conv_proj", "gn_proj", *projection, torch), **where),
     )
 
 
 OFFICIAL_BACKBONE = backbone_parts(
-    ("conv_root/kernel", "gn_root/scale", "gn_root/bias"),
-    lambda r: (f"conv{r}/kernel", f"gn{r}/scale", f"gn{r}/bias"),
-    ("conv_proj/kernel", "gn_proj/scale", "gn_proj/bias"),
-    key_root="block{s}/unit{u}/",
-    conv_transform=IDENTITY,
+    ("conv_root", "gn_root"),
+    lambda r: (f"conv{r}", f"gn{r}"),
+    ("conv_proj", "gn_proj"),
+    "block{s}/unit{u}/",
+    torch=False,
 )
 TIMM_BACKBONE = backbone_parts(
-    (
-        "patch_embed.backbone.stem.conv.weight",
-        "patch_embed.backbone.stem.norm.weight",
-        "patch_embed.backbone.stem.norm.bias",
-    ),
-    lambda r: (f"conv{r}.weight", f"norm{r}.weight", f"norm{r}.bias"),
-    ("downsample.conv.weight", "downsample.norm.weight", "downsample.norm.bias"),
-    key_root="patch_embed.backbone.stages.{s}.blocks.{u}.",
-    conv_transform=TORCH_CONV,
+    ("patch_embed.backbone.stem.conv", "patch_embed.backbone.stem.norm"),
+    lambda r: (f"conv{r}", f"norm{r}"),
+    ("downsample.conv", "downsample.norm"),
+    "patch_embed.backbone.stages.{s}.blocks.{u}.",
+    torch=True,
     offsets={"s": -1, "u": -1},
 )
 # timm builds R+Ti/16's backbone as the bare root: no `stem.` level.
+TIMM_ROOT = ("patch_embed.backbone.conv", "patch_embed.backbone.norm")
 TIMM_ROOT_ONLY = Part(
-    "ResNet root",
-    conv_norm_rows(
-        BACKBONE + "conv_root",
-        BACKBONE + "gn_root",
-        ("patch_embed.backbone.conv.weight", "patch_embed.backbone.norm.weight", "patch_embed.backbone.norm.bias"),
-        TORCH_CONV,
-    ),
+    "ResNet root", conv_norm_rows(BACKBONE + "conv_root", BACKBONE + "gn_root", *TIMM_ROOT, torch=True)
 )
 
 
@@ -539,12 +486,8 @@ def detect_layout(tensors, layouts=LAYOUTS):
     Raises:
         CheckpointError: no layout's patch-embedding tensor is present.
     """
-    best, best_score = None, 0
-    for layout in layouts:
-        score = layout.score(tensors)
-        if score > best_score:
-            best, best_score = layout, score
-    if best is None:
+    best = max(layouts, key=lambda layout: layout.score(tensors))  # the first of equals
+    if not best.score(tensors):
         labels = ", ".join(dict.fromkeys(layout.label for layout in layouts))
         raise CheckpointError(
             f"This is not a ViT checkpoint in a layout keras_vit reads ({labels}): none of their "
@@ -583,9 +526,7 @@ def gated_mlp(weights):
 
 def writing_layout(weights, format, layouts=LAYOUTS):
     """The layout among `layouts` that `from_keras` writes these keras_vit weights in."""
-    formats = tuple(dict.fromkeys(layout.format for layout in layouts))
-    if format not in formats:
-        raise ValueError(f"`format` must be one of {formats}. Received: format={format!r}")
+    validation.one_of("format", format, dict.fromkeys(layout.format for layout in layouts))
     gated = gated_mlp(weights)
     candidates = [layout for layout in layouts if layout.format == format and layout.writes]
     candidates = [layout for layout in candidates if layout.gated_mlp in (None, gated)]

@@ -1,10 +1,10 @@
 """Fetching checkpoint files: Hub files with `huggingface_hub`, URLs with `keras.utils.get_file`.
 
-`KERAS_VIT_OFFLINE=1` or `HF_HUB_OFFLINE=1`, or a host that does not answer
-within `PROBE_TIMEOUT` seconds, means the file must already be cached; else
-one `DownloadError` says how to pre-seed the cache.
+`KERAS_VIT_OFFLINE=1` or `HF_HUB_OFFLINE=1`, or a host that does not answer within `PROBE_TIMEOUT` seconds, means
+the file must already be cached; else one `DownloadError` says how to pre-seed the cache.
 """
 
+import contextlib
 import hashlib
 import os
 import re
@@ -26,11 +26,9 @@ def reachable(url, timeout=PROBE_TIMEOUT):
     result = []
 
     def probe():
-        try:
+        with contextlib.suppress(OSError):
             socket.create_connection((parsed.hostname, port), timeout=timeout).close()
             result.append(True)
-        except OSError:
-            pass
 
     # Name resolution can hang far longer than a connect timeout: the thread is abandoned after `timeout`.
     thread = threading.Thread(target=probe, daemon=True)
@@ -121,8 +119,8 @@ def download_url(url, sha256=None, directory=None, filename=None):
     return final
 
 
-def hf_download(repo_id, filename="model.safetensors", revision=None, cache_dir_=None):
-    """Fetches `repo_id/filename` with `huggingface_hub` into its cache (`cache_dir_`); returns the local path."""
+def hf_download(repo_id, filename="model.safetensors", revision=None):
+    """Fetches `repo_id/filename` with `huggingface_hub` into its cache; returns the local path."""
     hub = extras.require("huggingface_hub", "downloading pretrained weights", extra="weights")
     from huggingface_hub import constants
     from huggingface_hub import errors as hub_errors
@@ -130,16 +128,11 @@ def hf_download(repo_id, filename="model.safetensors", revision=None, cache_dir_
     declared = is_offline()
     # huggingface_hub retries an unreachable host for ~30 s; a 2 s probe makes "offline" a cache lookup.
     offline = declared or not reachable(constants.ENDPOINT)
-    where = os.path.join(cache_dir_ or constants.HF_HUB_CACHE, "models--" + repo_id.replace("/", "--"))
+    where = os.path.join(constants.HF_HUB_CACHE, "models--" + repo_id.replace("/", "--"))
     hint = _preseed_hint(f"`keras-vit download MODEL --weights TAG` or `hf download {repo_id} {filename}`")
     try:
         return hub.hf_hub_download(
-            repo_id,
-            filename,
-            revision=revision,
-            cache_dir=cache_dir_,
-            local_files_only=offline,
-            library_name="keras-vit",
+            repo_id, filename, revision=revision, local_files_only=offline, library_name="keras-vit"
         )
     except hub_errors.LocalEntryNotFoundError:
         why = "offline mode is on" if declared else f"{constants.ENDPOINT} is unreachable"

@@ -17,7 +17,8 @@ class DownloadError(OSError):
     """A checkpoint could not be fetched; the message says how to pre-seed the cache."""
 
 
-def _summarise(names):
+def summarise(names):
+    """The first 12 of `names`, and how many more there are."""
     names = [str(name) for name in names]
     shown = ", ".join(names[:_LIST_LIMIT])
     if len(names) > _LIST_LIMIT:
@@ -29,12 +30,12 @@ def mismatch_error(what, missing=(), unexpected=(), mismatched=(), hint=""):
     """One `CheckpointError` that lists every problem (the first 12 of each kind)."""
     parts = [what]
     if missing:
-        parts.append(f"Missing ({len(missing)}): {_summarise(missing)}.")
+        parts.append(f"Missing ({len(missing)}): {summarise(missing)}.")
     if unexpected:
-        parts.append(f"Unexpected ({len(unexpected)}): {_summarise(unexpected)}.")
+        parts.append(f"Unexpected ({len(unexpected)}): {summarise(unexpected)}.")
     if mismatched:
         shown = [f"{name} {tuple(got)} vs model {tuple(want)}" for name, got, want in mismatched]
-        parts.append(f"Wrong shapes ({len(mismatched)}): {_summarise(shown)}.")
+        parts.append(f"Wrong shapes ({len(mismatched)}): {summarise(shown)}.")
     if hint:
         parts.append(hint)
     return CheckpointError(" ".join(parts), missing, unexpected, mismatched)

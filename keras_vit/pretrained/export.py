@@ -1,11 +1,10 @@
 """Exporting a keras_vit model's weights to the timm, Hugging Face or official layout.
 
-`export_weights(model, path, "hf")` writes a folder that `transformers`'
-`ViTForImageClassification` (or `ViTModel`) opens; `"timm"` a
-`model.safetensors` for timm's `VisionTransformer`; `"official"` the vit_jax
-`.npz`. The MLP activation and LayerNorm epsilon travel in the `config.json` and the
-safetensors metadata (the official layout refuses QuickGELU and other epsilons); options the
-target has no notion of (`pooling="gap"`) are the user's to reproduce there.
+`export_weights(model, path, "hf")` writes a folder that `transformers`' `ViTForImageClassification` (or `ViTModel`)
+opens; `"timm"` a `model.safetensors` for timm's `VisionTransformer`; `"official"` the vit_jax `.npz`. The MLP
+activation and LayerNorm epsilon travel in the `config.json` and the safetensors metadata (the official layout
+refuses QuickGELU and other epsilons); options the target has no notion of (`pooling="gap"`) are the user's to
+reproduce there.
 """
 
 import os

@@ -1,8 +1,7 @@
 """Reading and writing checkpoint files as dicts of NumPy arrays.
 
-`.npz` files are read with `numpy.load(allow_pickle=False)` and safetensors with
-the `safetensors` library. The one check added here: each `.npz` member's
-declared size is compared with the archive's before it is decompressed.
+`.npz` files are read with `numpy.load(allow_pickle=False)` and safetensors with the `safetensors` library. The one
+check added here: each `.npz` member's declared size is compared with the archive's before it is decompressed.
 """
 
 import json
@@ -52,12 +51,10 @@ def read_safetensors(path):
     import ml_dtypes  # a Keras dependency: registers bfloat16 with NumPy for safetensors' reader
     from safetensors import SafetensorError, safe_open
 
-    tensors = {}
     try:
         with safe_open(path, framework="numpy") as handle:
             metadata = handle.metadata() or {}
-            for name in handle.keys():
-                tensors[name] = handle.get_tensor(name)
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
     except (SafetensorError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path} is not a valid safetensors file ({error}). {_DAMAGED}") from error
     for name, array in tensors.items():
@@ -128,6 +125,17 @@ def read_npz(path):
     return members
 
 
+def json_beside(path, name):
+    """The JSON object `name` in the folder of `path` (a checkpoint file or folder), or `{}`."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    try:
+        with open(os.path.join(folder, name)) as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
 def read_checkpoint(path):
     """Reads an `.npz` or safetensors file, or a folder with `model.safetensors`, into `(tensors, metadata)`.
 
@@ -146,11 +154,8 @@ def read_checkpoint(path):
         tensors = read_npz(path)
     else:
         tensors, metadata = read_safetensors(path)
-        try:
-            with open(os.path.join(os.path.dirname(path), "config.json")) as handle:
-                metadata["config"] = json.load(handle)
-        except (OSError, json.JSONDecodeError):
-            pass  # no (or a broken) neighbouring config only loses a hint, never weights
+        # No (or a broken) neighbouring config only loses a hint, never weights.
+        metadata["config"] = json_beside(path, "config.json")
     if not tensors:
         raise CheckpointError(f"{path} holds no tensors.")
     return tensors, metadata
@@ -170,7 +175,6 @@ def write_safetensors(path, tensors, metadata=None, replace=True):
 
 def write_npz(path, tensors, replace=True):
     """Writes `{name: array}` as an uncompressed `.npz`, atomically (`replace=False`: never over a file)."""
-    with files.atomic_file(path, replace=replace) as staged:
-        with open(staged, "wb") as handle:
-            np.savez(handle, **tensors)
+    with files.atomic_file(path, replace=replace) as staged, open(staged, "wb") as handle:
+        np.savez(handle, **tensors)
     return os.fspath(path)

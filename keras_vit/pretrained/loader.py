@@ -1,11 +1,11 @@
 """Building a model with pretrained weights, all-or-nothing.
 
-`weights=` is resolved before any download (an unknown tag fails at once),
-the file is fetched, read and converted, the top is decided and logged, and
-a value for every variable is prepared and checked before any is assigned:
-a problem raises one error listing everything wrong, and no model escapes.
+`weights=` is resolved before any download (an unknown tag fails at once), the file is fetched, read and converted,
+the top is decided and logged, and a value for every variable is prepared and checked before any is assigned: a
+problem raises one error listing everything wrong, and no model escapes.
 """
 
+import collections
 import dataclasses
 import logging
 import math
@@ -21,7 +21,7 @@ from keras_vit.layers.transformer import patch_grid
 from keras_vit.models import variants
 from keras_vit.pretrained import converters, io, registry, sources
 from keras_vit.pretrained.converters import ROOT_KERNEL
-from keras_vit.pretrained.errors import CheckpointError, mismatch_error
+from keras_vit.pretrained.errors import CheckpointError, mismatch_error, summarise
 from keras_vit.utils import validation
 
 logger = logging.getLogger("keras_vit.pretrained")
@@ -144,24 +144,19 @@ class Checkpoint:
 
     def _positive_pair(self, field, value):
         """`value` as a pair of positive ints (an int means a square), else a `CheckpointError`."""
-        pair = [value, value] if isinstance(value, int) else value
-        if (
-            not isinstance(pair, (list, tuple))
-            or len(pair) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
-        ):
+        try:
+            return validation.pair(field, value)
+        except ValueError:
             raise CheckpointError(
                 f"{self.path}: {field} must be a positive int or two, not {value!r}. The file is damaged or was "
                 "not written by a checkpoint tool."
-            )
-        return tuple(pair)
+            ) from None
 
     def declared_grid(self):
         """The patch grid the file's metadata declares (keras_vit's `grid_size`, or a `config.json`), or None."""
         grid = self.metadata.get("keras_vit.grid_size")
         if grid:
-            parts = grid.split(",")
-            numbers = [int(part) if part.strip().isdigit() else part for part in parts]
+            numbers = [int(part) if part.strip().isdigit() else part for part in grid.split(",")]
             return self._positive_pair("metadata['keras_vit.grid_size']", numbers)
         config = self.transformers_config()
         if "image_size" in config:
@@ -243,11 +238,9 @@ def embedding_stages(weights):
     """A hybrid's ResNet units per stage in keras_vit-named `weights` (`()` for the root only), None if plain."""
     if ROOT_KERNEL not in weights:
         return None
-    units = {}
-    for name in weights:
-        if match := re.match(r"patch_embedding/backbone/block(\d+)_unit(\d+)/conv1/kernel$", name):
-            units.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
-    return tuple(len(units[stage]) for stage in sorted(units))
+    pattern = re.compile(r"patch_embedding/backbone/block(\d+)_unit\d+/conv1/kernel")
+    units = collections.Counter(int(match.group(1)) for name in weights if (match := pattern.fullmatch(name)))
+    return tuple(units[stage] for stage in sorted(units))
 
 
 def pixels_per_token_of_weights(weights):
@@ -269,20 +262,18 @@ def load_checkpoint(path, format=None):
     tensors, metadata = io.read_checkpoint(path)
     try:
         layout = converters.detect_layout(tensors)
-        weights, description = converters.to_keras(tensors, format)
+        weights, description = converters.to_keras(tensors, format, layouts=(layout,))
     except CheckpointError as error:
         raise CheckpointError(f"{path}: {error}", error.missing, error.unexpected, error.mismatched) from None
-    weights = {name: np.asarray(value) for name, value in weights.items()}
     non_finite = sorted(
         name
         for name, value in weights.items()
         if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all()
     )
     if non_finite:
-        shown = ", ".join(non_finite[:8]) + (f" and {len(non_finite) - 8} more" if len(non_finite) > 8 else "")
         raise CheckpointError(
-            f"{path} holds NaN or infinite values in {len(non_finite)} tensor(s): {shown}. A model loaded from it "
-            "would only output NaN; the training run that wrote it diverged or the file is damaged."
+            f"{path} holds NaN or infinite values in {len(non_finite)} tensor(s): {summarise(non_finite)}. A model "
+            "loaded from it would only output NaN; the training run that wrote it diverged or the file is damaged."
         )
     facts = layout.shape_facts(tensors)
     return Checkpoint(weights, layout.format, description, metadata, str(path), facts, defaults=layout.config)
@@ -346,11 +337,9 @@ def _values_for(model, loading):
     """`{variable path: value}` for every variable of `model`, or one `CheckpointError` listing every problem."""
     checkpoint, plan, config = loading.checkpoint, loading.plan, loading.config
     source_grid, target_grid = loading.source_grid, config["embedding_grid"]
-    remaining = dict(checkpoint.weights)
-    for name in ("head/kernel", "head/bias", "head_dist/kernel", "head_dist/bias") if not plan["keep_head"] else ():
-        remaining.pop(name, None)
-    for name in ("pre_logits/kernel", "pre_logits/bias") if not plan["keep_pre_logits"] else ():
-        remaining.pop(name, None)
+    dropped = () if plan["keep_head"] else ("head/", "head_dist/")
+    dropped += () if plan["keep_pre_logits"] else ("pre_logits/",)
+    remaining = {name: value for name, value in checkpoint.weights.items() if not name.startswith(dropped)}
     values, missing, mismatched = {}, [], []
     for variable in model.weights:
         path, shape = variable.path, tuple(variable.shape)
@@ -413,9 +402,11 @@ def with_checkpoint_options(arguments, weights, defaults):
     """
     patch_size = validation.pair("patch_size", arguments["patch_size"])
     variant = variants.variant_of(dict(arguments, patch_size=patch_size))
+    if variant is None or weights not in registry.available_tags(variant):
+        return arguments
     height, width, _ = variants.channels_last(arguments["input_shape"], keras.config.image_data_format())
     image_size = (height or variants.DEFAULT_INPUT_SHAPE[0], width or variants.DEFAULT_INPUT_SHAPE[1])
-    options = registry.options_for(variant, weights, image_size)
+    options = registry.resolve(variant, weights, image_size).options
     for key, value in options.items():
         if arguments[key] not in (value, defaults[key].default):
             raise ValueError(
@@ -429,13 +420,9 @@ def prepare(config, weights, variant=None):
     """Reads the checkpoint `weights` names for a model of `config` (checked arguments), before it is built.
 
     Returns:
-        `(config, loading)`: the arguments to build the model with, and what
-        `loading.load_into(model)` assigns to it.
+        `(config, loading)`: the arguments to build the model with, and what `loading.load_into(model)` assigns to it.
     """
-    if config["resample_method"] not in RESAMPLING_METHODS:
-        raise ValueError(
-            f"`resample_method` must be one of {RESAMPLING_METHODS}. Received: {config['resample_method']!r}"
-        )
+    validation.one_of("resample_method", config["resample_method"], RESAMPLING_METHODS)
     names_a_file = isinstance(weights, (str, os.PathLike)) and (
         os.fspath(weights).startswith(sources.HUB_SCHEME) or os.path.exists(weights)
     )

@@ -1,12 +1,10 @@
 """Weight-name tables, read in both directions.
 
-A `Layout` is a key prefix and `Part`s (patch embedding, blocks, head, ...);
-a `Part` is `Row`s: a keras_vit weight path, its key(s) in the file and the
-`Transform` between them. The same rows read a file (`Layout.read`) and write
-one (`Layout.write`). `{i}` in a template is a block number found from the
-names present; a scanned part (`scan="i"`) stacks the blocks on a leading
-axis. Every key a row needs must be in the file and every tensor of the file
-must be used: both lists come in one `CheckpointError`.
+A `Layout` is a key prefix and `Part`s (patch embedding, blocks, head, ...); a `Part` is `Row`s: a keras_vit weight
+path, its key(s) in the file and the `Transform` between them. The same rows read a file (`Layout.read`) and write
+one (`Layout.write`). `{i}` in a template is a block number found from the names present; a scanned part
+(`scan="i"`) stacks the blocks on a leading axis. Every key a row needs must be in the file and every tensor of the
+file must be used: both lists come in one `CheckpointError`.
 
 Example:
 
@@ -140,35 +138,25 @@ class Row:
 
 def rows(*specs):
     """Rows from `(keras, key_or_keys[, transform])` tuples."""
-    made = []
-    for keras_name, keys, *transform in specs:
-        made.append(Row(keras_name, (keys,) if isinstance(keys, str) else tuple(keys), *transform))
-    return tuple(made)
+    return tuple(
+        Row(keras_name, (keys,) if isinstance(keys, str) else tuple(keys), *transform)
+        for keras_name, keys, *transform in specs
+    )
 
 
 # One row with its indices filled in; `index` is the position on a scanned part's stacked axis.
 _Entry = collections.namedtuple("_Entry", "keras keys transform index")
 
 
-def _fields(template):
-    return [field for _, field, _, _ in string.Formatter().parse(template) if field]
-
-
 def _matches(template, names):
     """The `{field: number}` of every name in `names` that `template` matches."""
-    if not _fields(template):
+    if "{" not in template:
         return [{}] if template in names else []
-    head = template.split("{", 1)[0]
     pattern = ""
     for literal, field, _, _ in string.Formatter().parse(template):
         pattern += re.escape(literal) + (f"(?P<{field}>\\d+)" if field else "")
-    pattern = re.compile(pattern + r"\Z")
-    found = []
-    for name in names:
-        match = name.startswith(head) and pattern.match(name)
-        if match:
-            found.append({field: int(number) for field, number in match.groupdict().items()})
-    return found
+    matches = map(re.compile(pattern).fullmatch, names)
+    return [{field: int(number) for field, number in match.groupdict().items()} for match in matches if match]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +201,7 @@ class Part:
         if self.scan and reading:
             stacked = next((names[key] for key in templates if key in names), None)
             indices = [] if stacked is None else [{self.scan: n} for n in range(int(np.shape(stacked)[0]))]
-        elif _fields(templates[0]):
+        elif "{" in templates[0]:
             indices = self._indices(templates, names, reading)
         else:
             indices = [{}]

@@ -361,10 +361,3 @@ def resolve(variant, tag, image_size=(224, 224)):
     classifiers = [info for info in checkpoints(variant) if info.tag in IMAGENET_1K_TAGS and info.top1 is not None]
     resolution = _nearest(classifiers, image_size).resolution
     return max((info for info in classifiers if info.resolution == resolution), key=lambda info: info.top1)
-
-
-def options_for(variant, weights, image_size=(224, 224)):
-    """The `VisionTransformer` arguments of the checkpoint the tag `weights` names for `variant`, or `{}`."""
-    if variant is None or not isinstance(weights, str) or weights not in available_tags(variant):
-        return {}
-    return dict(resolve(variant, weights, image_size).options)

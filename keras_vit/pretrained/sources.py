@@ -1,5 +1,6 @@
 """What `weights=` can name: `resolve_source` parses it offline (a typo fails fast), `fetch` downloads it."""
 
+import contextlib
 import dataclasses
 import os
 import posixpath
@@ -67,13 +68,11 @@ def fetch(source):
         return source.path, None
     if source.kind == "hub":
         path = download.hf_download(source.repo_id, source.filename, source.revision)
+        folder = posixpath.dirname(source.filename)
         for name in ("config.json", "preprocessor_config.json"):
-            try:  # into the same snapshot folder, where the reader finds it next to the weights
-                download.hf_download(
-                    source.repo_id, posixpath.join(posixpath.dirname(source.filename), name), source.revision
-                )
-            except DownloadError:
-                pass  # a config only adds what the tensors do not say (transformers' pixel mean and std)
+            # Beside the weights for the reader; a config only adds what the tensors cannot say (pixel mean and std).
+            with contextlib.suppress(DownloadError):
+                download.hf_download(source.repo_id, posixpath.join(folder, name), source.revision)
         return path, None
     if source.kind == "url":
         return download.download_url(source.path), None
