@@ -8,8 +8,6 @@ True
 
 import argparse
 
-from keras_vit_cli import keras_free
-
 WEIGHTS_HELP = "a checkpoint tag, 'imagenet', a file or folder, hf://org/repo, an https URL, or 'none' (random weights)"
 
 
@@ -48,9 +46,3 @@ def add_settings(parser, settings):
         else:
             kwargs = dict(type=None if setting.type is str else setting.type, choices=setting.choices)
         parser.add_argument(setting.flag, default=argparse.SUPPRESS, help=help, **kwargs)
-
-
-def training_settings():
-    """`keras_vit.training.settings.SETTINGS`, read without importing Keras (the flags are built for `--help`)."""
-    (settings,) = keras_free.load("keras_vit.training.settings", keep=True)
-    return settings.SETTINGS

@@ -86,13 +86,11 @@ def read_history(path):
 
 def plot_curves(history, path):
     """Draws loss and accuracy per epoch (train and held-out) into a PNG."""
-    matplotlib = extras.require("matplotlib", "the training curves", extra="inspect")
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    from keras_vit.inspection import plots
 
     epochs = [e + 1 for e in history.get("epoch", [])]
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for axis, metric in zip(axes, ("loss", "accuracy")):
+    figure = plots.new_figure(10, 4, "the training curves")
+    for axis, metric in zip(figure.subplots(1, 2), ("loss", "accuracy")):
         for key, label in ((metric, "train"), (f"val_{metric}", "held-out")):
             if key in history:
                 axis.plot(epochs, history[key], marker="o", markersize=3, label=label)
@@ -100,10 +98,7 @@ def plot_curves(history, path):
         axis.set_title(metric)
         axis.grid(alpha=0.3)
         axis.legend()
-    figure.tight_layout()
-    with files.atomic_file(path) as staged:
-        figure.savefig(staged, dpi=100, format="png")
-    plt.close(figure)
+    plots.save_png(figure, path, dpi=100)
 
 
 class _BatchLayout:

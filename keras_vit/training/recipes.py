@@ -315,14 +315,11 @@ class ReleaseGradients(keras.callbacks.Callback):
     """Frees each step's gradients when the next batch begins (torch; Keras clears them after the forward pass)."""
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._release()
-
-    def on_train_end(self, logs=None):
-        self._release()
-
-    def _release(self):
         if keras.backend.backend() == "torch":
             self.model.zero_grad(set_to_none=True)
+
+    def on_train_end(self, logs=None):
+        self.on_train_batch_begin(None, logs)
 
 
 class AtomicModelCheckpoint(keras.callbacks.Callback):

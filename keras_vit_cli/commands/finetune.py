@@ -14,7 +14,9 @@ TENSORFLOW_ON = ("tensorflow", "jax", "torch")  # tf.data reads the images on ev
 
 
 def add_arguments(parser):
-    options.add_settings(parser, options.training_settings())
+    # Read without importing Keras: the flags are built for `--help`.
+    (settings,) = keras_free.load("keras_vit.training.settings", keep=True)
+    options.add_settings(parser, settings.SETTINGS)
 
 
 def check(args):

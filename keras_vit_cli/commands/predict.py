@@ -32,7 +32,14 @@ def run(args):
     else:
         size = validation.positive_int("image_size", args.image_size)
         model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3), classes=args.classes)
-        _check_trained_head(model, args)
+        head = next((layer for layer in model.layers if layer.name == "head"), None)
+        # A head the checkpoint did not provide is zero-initialised: every image would get the same scores.
+        if head is not None and not any(np.any(weight) for weight in head.get_weights()):
+            raise ValueError(
+                f"--weights {args.weights} gives {args.model} no trained {args.classes}-class head: its predictions "
+                "would be meaningless. Pass --classes with the checkpoint's number of classes, or fine-tune it "
+                "(keras-vit finetune)."
+            )
     size = tuple(model.input_shape[1:3])
     batch = np.stack([load_image(path, size) for path in args.images]).astype("float32")
     outputs = keras.ops.convert_to_numpy(model(preprocess_input(batch), training=False))
@@ -46,16 +53,3 @@ def run(args):
         for name, probability in row:
             print(f"  {probability:.4f}  {name}")
     return 0
-
-
-def _check_trained_head(model, args):
-    """Refuses a head the checkpoint did not provide (zero-initialised): every image would get the same scores."""
-    import numpy as np
-
-    head = next((layer for layer in model.layers if layer.name == "head"), None)
-    if head is None or any(np.any(weight) for weight in head.get_weights()):
-        return
-    raise ValueError(
-        f"--weights {args.weights} gives {args.model} no trained {args.classes}-class head: its predictions would be "
-        "meaningless. Pass --classes with the checkpoint's number of classes, or fine-tune it (keras-vit finetune)."
-    )
