@@ -222,21 +222,19 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
 
     def write_backup(self, weights_path, metadata_path, metadata):
         self.model  # noqa: B018 (on JAX, reading it gathers the training state, on every process)
-        multihost.run_on_primary(
-            lambda: self._write_files(weights_path, metadata_path, metadata), f"write the backup in {self.backup_dir}"
-        )
-
-    def _write_files(self, weights_path, metadata_path, metadata):
         # The metadata is renamed into place after the weights: a kill between the two resumes from the epoch before.
-        folder = os.path.dirname(os.path.abspath(weights_path))
         names = [os.path.basename(weights_path), os.path.basename(metadata_path)]
         if self.run_settings is not None:
             names.append(self.SETTINGS_FILE)
-        with files.atomic_files(folder, names) as staged:
-            self.model.save_weights(staged[names[0]])
-            files.write_json(staged[names[1]], metadata)
-            if self.run_settings is not None:
-                files.write_json(staged[self.SETTINGS_FILE], self.run_settings)
+
+        def write_files():
+            with files.atomic_files(os.path.dirname(os.path.abspath(weights_path)), names) as staged:
+                self.model.save_weights(staged[names[0]])
+                files.write_json(staged[names[1]], metadata)
+                if self.run_settings is not None:
+                    files.write_json(staged[self.SETTINGS_FILE], self.run_settings)
+
+        multihost.run_on_primary(write_files, f"write the backup in {self.backup_dir}")
 
 
 class StopAtIteration(keras.callbacks.Callback):

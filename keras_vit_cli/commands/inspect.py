@@ -22,6 +22,14 @@ def add_arguments(parser):
     parser.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (default: %(default)s)")
 
 
+def check(args):
+    if args.model.endswith(".keras") and (args.weights is not None or args.image_size is not None):
+        raise ValueError(
+            f"--weights and --image-size apply to constructor names; the saved model {args.model!r} has its own "
+            f"weights and input size. Received: weights={args.weights!r}, image_size={args.image_size!r}"
+        )
+
+
 def run(args):
     from keras_vit.inspection import report
     from keras_vit.models import metadata
@@ -36,7 +44,7 @@ def run(args):
         validation.positive_int("image_size", args.image_size)
     if args.weights is None and not args.model.endswith(".keras"):
         print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
-    model = report.named_model(args.model, weights=args.weights, image_size=args.image_size)
+    model = options.load_model(args.model, args.weights, args.image_size)
     image = args.image or report.sample_image_path()
     figures = dict(head_fusion=args.head_fusion, discard_ratio=args.discard_ratio, num_components=args.num_components)
     paths = report.write_report(model, image, args.out, dpi=args.dpi, **figures)
