@@ -26,20 +26,17 @@ def _command(name):
     return importlib.import_module(f"keras_vit_cli.commands.{name}")
 
 
-def _version():
-    try:
-        return metadata.version("keras-vision-transformer")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
-
-
 def build_parser():
     """Returns the `argparse.ArgumentParser` of `keras-vit` (imports no Keras)."""
+    try:
+        version = metadata.version("keras-vision-transformer")
+    except metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
     parser = argparse.ArgumentParser(
         prog="keras-vit",
         description="Vision Transformers in Keras 3. The backend comes from KERAS_BACKEND (tensorflow, jax, torch).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = _command(name)

@@ -2,7 +2,9 @@
 pixels at `path` and returned. matplotlib (the `inspect` extra) is used without pyplot: no window, no global state."""
 
 import math
+import textwrap
 
+import keras
 import numpy as np
 
 from keras_vit.inspection import analysis
@@ -58,15 +60,6 @@ def displayable_image(image):
     return np.clip(image, 0.0, 1.0)
 
 
-def _resize_bilinear(values, height, width):
-    """Bilinear upsampling of a patch-grid map to pixels (half-pixel centres)."""
-    grid_h, grid_w = values.shape
-    y = (np.arange(height) + 0.5) * grid_h / height - 0.5
-    x = (np.arange(width) + 0.5) * grid_w / width - 0.5
-    columns = np.stack([np.interp(y, np.arange(grid_h), values[:, j]) for j in range(grid_w)], axis=1)
-    return np.stack([np.interp(x, np.arange(grid_w), row) for row in columns])
-
-
 def _unit_range(values):
     low, high = float(np.min(values)), float(np.max(values))
     return (values - low) / (high - low) if high > low else np.zeros_like(values)
@@ -74,8 +67,8 @@ def _unit_range(values):
 
 def _overlay(axis, image, values, alpha):
     """Draws `image` and over it the patch-grid map `values`, upsampled and scaled to [0, 1]; returns the map."""
-    height, width = image.shape[:2]
-    mask = _unit_range(_resize_bilinear(np.asarray(values, dtype="float64"), height, width))
+    upsampled = keras.ops.image.resize(np.asarray(values)[..., None], image.shape[:2], interpolation="bilinear")
+    mask = _unit_range(np.asarray(keras.ops.convert_to_numpy(upsampled), dtype="float64")[..., 0])
     axis.imshow(image, cmap="gray")
     return mask, axis.imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
 
@@ -238,8 +231,6 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
 
 def plot_note(path, title, note, dpi=100):
     """Writes a figure that only says `note`, where a plot does not apply (e.g. a hybrid's filters)."""
-    import textwrap
-
     figure = new_figure(6.0, 2.5)
     axes = figure.subplots()
     axes.set_axis_off()
