@@ -108,8 +108,7 @@ def plot_confusion(report, path, dpi=100):
     figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
     axis.set_xticks(range(len(names)), names, rotation=90)
     axis.set_yticks(range(len(names)), names)
-    axis.set_xlabel("predicted class")
-    axis.set_ylabel("true class")
+    axis.set(xlabel="predicted class", ylabel="true class")
     axis.set_title(f"top-1 {report['top1']:.4f} on {report['examples']} images")
     if len(names) <= 30:  # legible counts
         for (row, column), count in np.ndenumerate(matrix):

@@ -107,11 +107,8 @@ def plot_shots(metrics, path, dpi=100):
         lines.append(("head top-1", metrics["heldout"]["top1"], "-."))
     for label, value, style in lines:
         axis.axhline(value, linestyle=style, color="gray", label=f"{label}: {value:.3f}")
-    axis.set_xscale("log")
+    axis.set(xscale="log", xlabel="training images per class (shots)", ylabel="test accuracy", ylim=(0, 1.02))
     axis.set_xticks(counts, [str(count) for count in counts])
-    axis.set_xlabel("training images per class (shots)")
-    axis.set_ylabel("test accuracy")
-    axis.set_ylim(0, 1.02)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
     plots.save_png(figure, path, dpi)

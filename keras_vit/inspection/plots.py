@@ -161,14 +161,12 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
     depth = np.arange(1, num_layers + 1)
     for head in range(num_heads):
         axes.scatter(depth, distances[:, head], s=18, color=colours(head % colours.N), label=f"Head {head + 1}")
-    axes.set_xlabel("Network depth (layer)")
-    axes.set_ylabel("Mean attention distance (pixels)")
-    axes.set_xticks(depth if num_layers <= 16 else depth[:: math.ceil(num_layers / 16)])
     top = float(np.max(distances)) * 1.1 if np.max(distances) > 0 else 1.0
     if image_size is not None:
         height, width = validation.pair("image_size", image_size)
         top = math.hypot(height, width)
-    axes.set_ylim(0, top)
+    ticks = depth if num_layers <= 16 else depth[:: math.ceil(num_layers / 16)]
+    axes.set(xlabel="Network depth (layer)", ylabel="Mean attention distance (pixels)", xticks=ticks, ylim=(0, top))
     axes.grid(alpha=0.3)
     if num_heads <= 16:
         axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small", frameon=False)
@@ -194,20 +192,16 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
     scale = max(1.0, max(grid_h, grid_w) / 16)
     figure = new_figure(7.0 * scale, 6.5 * scale)
     axes = figure.subplots()
-    import matplotlib
-
-    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
-    shown = axes.imshow(mosaic, cmap=cmap, vmin=-1.0, vmax=1.0, interpolation="nearest")
+    # The NaN cells between tiles are not drawn: the white background shows.
+    shown = axes.imshow(mosaic, cmap="viridis", vmin=-1.0, vmax=1.0, interpolation="nearest")
     # One tick per tile at its centre, at most 14 labelled per axis.
     for set_ticks, count in ((axes.set_xticks, grid_w), (axes.set_yticks, grid_h)):
         indices = np.arange(0, count, math.ceil(count / 14))
         set_ticks(indices * (count + 1) + (count - 1) / 2, labels=[str(index + 1) for index in indices])
-    axes.set_xlabel("Input patch column")
-    axes.set_ylabel("Input patch row")
+    axes.set(xlabel="Input patch column", ylabel="Input patch row", title=title)
     axes.tick_params(length=0)
     axes.spines[:].set_visible(False)
     figure.colorbar(shown, ax=axes, shrink=0.8, label="Cosine similarity")
-    axes.set_title(title)
     return save_png(figure, path, dpi)
 
 

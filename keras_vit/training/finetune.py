@@ -94,8 +94,7 @@ def plot_curves(history, path):
         for key, label in ((metric, "train"), (f"val_{metric}", "held-out")):
             if key in history:
                 axis.plot(epochs, history[key], marker="o", markersize=3, label=label)
-        axis.set_xlabel("epoch")
-        axis.set_title(metric)
+        axis.set(xlabel="epoch", title=metric)
         axis.grid(alpha=0.3)
         axis.legend()
     plots.save_png(figure, path, dpi=100)
