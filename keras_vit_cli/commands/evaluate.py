@@ -75,8 +75,7 @@ def run(args):
     verbose = int(sys.stdout.isatty()) if args.verbose is None else args.verbose  # no progress bar in a log file
     extraction = dict(image_size=args.image_size, batch_size=args.batch_size, cache_dir=args.cache, verbose=verbose)
     settings = dict(shots=shots, seeds=args.seeds, l2=args.l2, k=args.k, temperature=args.temperature, seed=args.seed)
-    l2_grid = True if args.select_l2 else None
-    metrics = evaluation.evaluate(model, train, test, l2_grid=l2_grid, **extraction, **settings)
+    metrics = evaluation.evaluate(model, train, test, l2_grid=args.select_l2 or None, **extraction, **settings)
     metrics.update(model=args.model, weights=args.weights, reinitialized=args.reinitialize, data=args.data)
     paths = evaluation.write_results(metrics, args.out)
     print(

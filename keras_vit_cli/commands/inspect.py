@@ -40,11 +40,9 @@ def run(args):
     validation.rate("discard_ratio", args.discard_ratio)
     validation.positive_int("num_components", args.num_components)
     validation.finite_float("dpi", args.dpi, minimum=0, include_minimum=False)
-    if args.image_size is not None:
-        validation.positive_int("image_size", args.image_size)
+    model = options.load_model(args.model, args.weights, args.image_size)
     if args.weights is None and not args.model.endswith(".keras"):
         print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
-    model = options.load_model(args.model, args.weights, args.image_size)
     image = args.image or report.sample_image_path()
     figures = dict(head_fusion=args.head_fusion, discard_ratio=args.discard_ratio, num_components=args.num_components)
     paths = report.write_report(model, image, args.out, dpi=args.dpi, **figures)
