@@ -134,7 +134,7 @@ def check_target(out, format, name="model"):
 
 
 def _check_arguments(format, input_dtype, int8):
-    validation.one_of("format", format, FORMATS)
+    ok, reason = supported(format)  # checks `format` first
     validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
     validation.boolean("int8", int8)
     if int8 and format not in INT8_FORMATS:
@@ -142,7 +142,6 @@ def _check_arguments(format, input_dtype, int8):
             f"int8=True is available for the formats {INT8_FORMATS}. Received: format={format!r}, int8=True. "
             "Export with format='litert' or 'onnx', or export float32 (int8=False)."
         )
-    ok, reason = supported(format)
     if not ok:
         raise ValueError(
             f"format={format!r} cannot be exported on the {keras.backend.backend()} backend: {reason}. "
@@ -181,17 +180,15 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     _check_arguments(format, input_dtype, int8)
     # In a folder target, the artefact is named after the model, or the `.keras` file's stem.
     if isinstance(model_or_path, keras.Model):
-        name = model_or_path.name
+        source = model_or_path
+        path = check_target(out, format, name=source.name)
     elif isinstance(model_or_path, (str, os.PathLike)) and os.fspath(model_or_path).endswith(".keras"):
-        name = os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0]
+        path = check_target(out, format, name=os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0])
+        source = metadata.load_classifier(os.fspath(model_or_path))
     else:
         raise ValueError(
             f"`model_or_path` must be a keras.Model or a `.keras` file. Received: model_or_path={model_or_path!r}"
         )
-    path = check_target(out, format, name=name)
-    source = model_or_path
-    if not isinstance(source, keras.Model):
-        source = metadata.load_classifier(os.fspath(source))
     if format in ("openvino", "litert") and any(layer.quantization_mode is not None for layer in _layers(source)):
         raise ValueError(
             f"A model quantized by Keras cannot be exported to {format}: the conversion of its int8 layers fails "

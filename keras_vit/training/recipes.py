@@ -38,8 +38,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, peak, total_steps, warmup_steps, end=0.0, decay="cosine"):
-        if decay not in ("cosine", "linear"):
-            raise ValueError(f"`decay` must be 'cosine' or 'linear'. Received: decay={decay!r}")
+        validation.one_of("decay", decay, ("cosine", "linear"))
         if not (isinstance(total_steps, int) and isinstance(warmup_steps, int) and 0 <= warmup_steps < total_steps):
             raise ValueError(f"Need integers 0 <= warmup_steps={warmup_steps!r} < total_steps={total_steps!r}.")
         if not 0 <= end <= peak:
@@ -155,8 +154,7 @@ def decays_weight(optimizer, variable):
 
 def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
     """A cross-entropy `keras.losses.Loss` for integer labels, or `one_hot` ones (MixUp, CutMix)."""
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}")
+    validation.rate("label_smoothing", label_smoothing)
     if one_hot:
         return keras.losses.CategoricalCrossentropy(from_logits=from_logits, label_smoothing=label_smoothing)
     if label_smoothing == 0.0:
