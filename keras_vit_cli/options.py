@@ -59,8 +59,7 @@ def add_settings(parser, settings):
         help = f"{setting.help} (default: {setting.default_text})".replace("%", "%%")
         if setting.type is bool:
             kwargs = dict(action="store_true")
-        elif setting.flag == "--weights":
-            kwargs = dict(type=weights_value, choices=setting.choices)
         else:
-            kwargs = dict(type=None if setting.type is str else setting.type, choices=setting.choices)
+            kind = weights_value if setting.flag == "--weights" else setting.type
+            kwargs = dict(type=kind, choices=setting.choices)
         parser.add_argument(setting.flag, default=argparse.SUPPRESS, help=help, **kwargs)

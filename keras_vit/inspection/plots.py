@@ -24,9 +24,7 @@ def _tiles(count, columns, inches, margin):
     columns = min(columns, count)
     rows = math.ceil(count / columns)
     figure = new_figure(inches * columns + margin[0], inches * rows + margin[1])
-    axes = figure.subplots(rows, columns, squeeze=False).ravel()
-    for axis in axes:
-        axis.set(xticks=[], yticks=[])
+    axes = figure.subplots(rows, columns, squeeze=False, subplot_kw=dict(xticks=[], yticks=[])).ravel()
     for axis in axes[count:]:
         axis.set_axis_off()
     return figure, axes

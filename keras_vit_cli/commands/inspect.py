@@ -46,8 +46,7 @@ def run(args):
     image = args.image or report.sample_image_path()
     figures = dict(head_fusion=args.head_fusion, discard_ratio=args.discard_ratio, num_components=args.num_components)
     paths = report.write_report(model, image, args.out, dpi=args.dpi, **figures)
-    for path in paths.values():
-        print(path)
+    print(*paths.values(), sep="\n")
     names = metadata.class_names(model)
     if names is not None:
         print(f"class names ({len(names)}): {', '.join(names)}")
