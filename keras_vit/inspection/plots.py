@@ -98,8 +98,7 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
         image = displayable_image(image)
         axes[row, 0].imshow(image, cmap="gray")
         mask, heat = _overlay(axes[row, 1], image, values, alpha)
-        masked = image * (mask[..., None] if image.ndim == 3 else mask)
-        axes[row, 2].imshow(masked, cmap="gray")
+        axes[row, 2].imshow(image * (mask[..., None] if image.ndim == 3 else mask), cmap="gray")
     for column, label in enumerate(("Input", "Rollout heat map", "Input x rollout")):
         axes[0, column].set_title(label)
     figure.colorbar(heat, ax=axes[:, 1], location="bottom", shrink=0.8, label="attention (scaled to max)")

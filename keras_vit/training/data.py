@@ -243,8 +243,7 @@ def load_splits(
         return train, load(source, eval_split or default_eval_split(source, data_dir), data_dir=data_dir)
     if folder_layout(source, train_split) == "flat":
         folder = source
-        training.update(validation_split=validation_split)
-        train = load(source, None, subset="training", **training)
+        train = load(source, None, subset="training", validation_split=validation_split, **training)
         held_out = dict(split=None, subset="validation", validation_split=validation_split, seed=seed)
     else:
         folder = os.path.join(source, train_split)
