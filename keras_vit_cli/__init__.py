@@ -22,27 +22,20 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
 
 
-def _command(name):
-    return importlib.import_module(f"keras_vit_cli.commands.{name}")
-
-
-def _version():
-    try:
-        return metadata.version("keras-vision-transformer")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
-
-
 def build_parser():
     """Returns the `argparse.ArgumentParser` of `keras-vit` (imports no Keras)."""
+    try:
+        version = metadata.version("keras-vision-transformer")
+    except metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
     parser = argparse.ArgumentParser(
         prog="keras-vit",
         description="Vision Transformers in Keras 3. The backend comes from KERAS_BACKEND (tensorflow, jax, torch).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        module = _command(name)
+        module = importlib.import_module(f"keras_vit_cli.commands.{name}")
         description = inspect.cleandoc(module.__doc__)
         subparser = subparsers.add_parser(
             name,
@@ -69,7 +62,7 @@ def _run(args):
     backend = os.environ.get("KERAS_BACKEND")
     if backend is not None and backend not in KERAS_BACKENDS:
         raise ValueError(f"KERAS_BACKEND={backend!r} is not a Keras backend: set it to tensorflow, jax or torch.")
-    module = _command(args.command)
+    module = importlib.import_module(f"keras_vit_cli.commands.{args.command}")
     if hasattr(module, "check"):
         module.check(args)  # before any framework import: offline and bad inputs fail at once
     if getattr(module, "USES_KERAS", True):

@@ -8,8 +8,6 @@ True
 
 import argparse
 
-from keras_vit_cli import keras_free
-
 WEIGHTS_HELP = "a checkpoint tag, 'imagenet', a file or folder, hf://org/repo, an https URL, or 'none' (random weights)"
 
 
@@ -29,6 +27,24 @@ def add_model(parser, default, saved_model=False):
     parser.add_argument("--model", default=default, help=f"{what} (default: %(default)s)")
 
 
+def load_model(name, weights=None, image_size=None, **kwargs):
+    """`--model`'s model: a saved `.keras` model, or the constructor `name` with `weights` and a square `image_size`."""
+    from keras_vit.models import metadata
+    from keras_vit.models.applications import constructor_for
+    from keras_vit.utils import validation
+
+    if name.endswith(".keras"):
+        return metadata.load_classifier(name)
+    try:
+        constructor = constructor_for(name)
+    except ValueError as error:
+        raise ValueError(f"{error} A saved model is named by its .keras path.") from None
+    if image_size is not None:
+        size = validation.positive_int("image_size", image_size)
+        kwargs["input_shape"] = (size, size, 3)
+    return constructor(weights=weights, **kwargs)
+
+
 def add_image_size(parser, default=224, help="square image side in pixels"):
     parser.add_argument("--image-size", type=int, default=default, help=f"{help} (default: %(default)s)")
 
@@ -43,14 +59,7 @@ def add_settings(parser, settings):
         help = f"{setting.help} (default: {setting.default_text})".replace("%", "%%")
         if setting.type is bool:
             kwargs = dict(action="store_true")
-        elif setting.flag == "--weights":
-            kwargs = dict(type=weights_value, choices=setting.choices)
         else:
-            kwargs = dict(type=None if setting.type is str else setting.type, choices=setting.choices)
+            kind = weights_value if setting.flag == "--weights" else setting.type
+            kwargs = dict(type=kind, choices=setting.choices)
         parser.add_argument(setting.flag, default=argparse.SUPPRESS, help=help, **kwargs)
-
-
-def training_settings():
-    """`keras_vit.training.settings.SETTINGS`, read without importing Keras (the flags are built for `--help`)."""
-    (settings,) = keras_free.load("keras_vit.training.settings", keep=True)
-    return settings.SETTINGS

@@ -57,11 +57,9 @@ def import_tensorflow():
     """Imports TensorFlow (if installed): its native start-up lines ignore `TF_CPP_MIN_LOG_LEVEL`."""
     if verbose() or "tensorflow" in sys.modules:
         return
-    with native_stderr_silenced():
-        try:
-            import tensorflow  # noqa: F401
-        except ImportError:
-            pass  # the command that needs it names the extra to install
+    # Not installed: the command that needs it names the extra to install.
+    with native_stderr_silenced(), contextlib.suppress(ImportError):
+        import tensorflow  # noqa: F401
 
 
 def install(tensorflow=None):

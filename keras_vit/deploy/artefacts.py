@@ -4,6 +4,7 @@ Every artefact has one input, `images` (channels-last RGB pixels in [0, 255], an
 one output, `outputs`. An export never replaces a file and appears whole or not at all.
 """
 
+import collections
 import json
 import logging
 import os
@@ -12,14 +13,13 @@ import keras
 import numpy as np
 
 from keras_vit.deploy import writers
-from keras_vit.deploy.writers import CLASS_NAMES_FILE, OUTPUT_NAME
+from keras_vit.deploy.writers import OUTPUT_NAME
 from keras_vit.models import metadata
 from keras_vit.utils import extras, files, keras_compat, validation
 
 FORMATS = ("saved_model", "onnx", "litert", "openvino")
 INPUT_DTYPES = ("uint8", "float32")
 INT8_FORMATS = ("litert", "onnx")
-_SUFFIXES = {"saved_model": "", "onnx": ".onnx", "litert": ".tflite", "openvino": ".xml"}
 UNSUPPORTED = {
     ("onnx", "jax"): "Keras exports ONNX from JAX through `jax2onnx` (flax, orbax), which keras_vit does not pin",
     ("saved_model", "torch"): "Keras exports a SavedModel from the TensorFlow and JAX backends only",
@@ -28,18 +28,13 @@ UNSUPPORTED = {
     ("litert", "jax"): "Keras exports LiteRT from the TensorFlow backend (and torch with litert-torch) only",
     ("litert", "torch"): "Keras exports LiteRT from torch through `litert-torch`, which keras_vit does not pin",
 }
-# What Keras's exporter imports for each format, and the runtime that runs the artefact.
-EXPORT_MODULES = {
-    "saved_model": ("tensorflow",),
-    "onnx": ("tensorflow", "tf2onnx", "onnx"),
-    "litert": ("tensorflow",),
-    "openvino": ("openvino",),
-}
-RUNTIME_MODULES = {
-    "saved_model": "tensorflow",
-    "onnx": "onnxruntime",
-    "litert": "ai_edge_litert",
-    "openvino": "openvino",
+# Each format's suffix, the modules Keras's exporter imports for it, and the runtime that runs the artefact.
+_Format = collections.namedtuple("_Format", ["suffix", "export_modules", "runtime"])
+_FORMATS = {
+    "saved_model": _Format("", ("tensorflow",), "tensorflow"),
+    "onnx": _Format(".onnx", ("tensorflow", "tf2onnx", "onnx"), "onnxruntime"),
+    "litert": _Format(".tflite", ("tensorflow",), "ai_edge_litert"),
+    "openvino": _Format(".xml", ("openvino",), "openvino"),
 }
 
 
@@ -54,7 +49,7 @@ def artefact_path(out, format, name="model"):
     """The file or folder `export` writes for `format` at `out`; in a folder `out`, `name` + the format's suffix."""
     validation.one_of("format", format, FORMATS)
     out = os.fspath(out)
-    suffix = _SUFFIXES[format]
+    suffix = _FORMATS[format].suffix
     if not suffix:
         return out.rstrip("/" + os.sep) or out
     saved_model = os.path.isfile(os.path.join(out, "saved_model.pb"))
@@ -68,7 +63,7 @@ def artefact_files(path, format):
     if format == "openvino":
         return [path, path[: -len(".xml")] + ".bin"]
     if format == "litert":
-        return [path, writers.class_names_path(path)]
+        return [path, writers.class_names_path(path, format)]
     return [path]
 
 
@@ -139,7 +134,7 @@ def check_target(out, format, name="model"):
 
 
 def _check_arguments(format, input_dtype, int8):
-    validation.one_of("format", format, FORMATS)
+    ok, reason = supported(format)  # checks `format` first
     validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
     validation.boolean("int8", int8)
     if int8 and format not in INT8_FORMATS:
@@ -147,13 +142,12 @@ def _check_arguments(format, input_dtype, int8):
             f"int8=True is available for the formats {INT8_FORMATS}. Received: format={format!r}, int8=True. "
             "Export with format='litert' or 'onnx', or export float32 (int8=False)."
         )
-    ok, reason = supported(format)
     if not ok:
         raise ValueError(
             f"format={format!r} cannot be exported on the {keras.backend.backend()} backend: {reason}. "
             "Set KERAS_BACKEND=tensorflow (every format) or see the README's Deploy table."
         )
-    needed = EXPORT_MODULES[format] + (("onnxruntime",) if int8 and format == "onnx" else ())
+    needed = _FORMATS[format].export_modules + (("onnxruntime",) if int8 and format == "onnx" else ())
     extras.check(*needed, needed_for=f"a {format} export", extra="deploy")
 
 
@@ -186,17 +180,15 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     _check_arguments(format, input_dtype, int8)
     # In a folder target, the artefact is named after the model, or the `.keras` file's stem.
     if isinstance(model_or_path, keras.Model):
-        name = model_or_path.name
+        source = model_or_path
+        path = check_target(out, format, name=source.name)
     elif isinstance(model_or_path, (str, os.PathLike)) and os.fspath(model_or_path).endswith(".keras"):
-        name = os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0]
+        path = check_target(out, format, name=os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0])
+        source = metadata.load_classifier(os.fspath(model_or_path))
     else:
         raise ValueError(
             f"`model_or_path` must be a keras.Model or a `.keras` file. Received: model_or_path={model_or_path!r}"
         )
-    path = check_target(out, format, name=name)
-    source = model_or_path
-    if not isinstance(source, keras.Model):
-        source = metadata.load_classifier(os.fspath(source))
     if format in ("openvino", "litert") and any(layer.quantization_mode is not None for layer in _layers(source)):
         raise ValueError(
             f"A model quantized by Keras cannot be exported to {format}: the conversion of its int8 layers fails "
@@ -233,7 +225,7 @@ def _not_the_custom_gradient_notice(record):
 def load_artefact(path, format):
     """Loads an exported artefact in its own runtime: a function from a NumPy batch of images to its output."""
     validation.one_of("format", format, FORMATS)
-    extras.check(RUNTIME_MODULES[format], needed_for=f"running a {format} artefact", extra="deploy")
+    extras.check(_FORMATS[format].runtime, needed_for=f"running a {format} artefact", extra="deploy")
     if format == "saved_model":
         import tensorflow as tf
 
@@ -281,10 +273,7 @@ def artefact_class_names(path, format):
 
         ov_model, key = ov.Core().read_model(path), ["model_info", "labels"]
         return ov_model.get_rt_info(key).astype(str).split() if ov_model.has_rt_info(key) else None
-    if format == "saved_model":
-        names_file = os.path.join(path, "assets.extra", CLASS_NAMES_FILE)
-    else:
-        names_file = writers.class_names_path(path)
+    names_file = writers.class_names_path(path, format)
     if not os.path.isfile(names_file):
         return None
     with open(names_file) as handle:

@@ -18,9 +18,11 @@ OUTPUT_NAME = "outputs"
 CLASS_NAMES_FILE = "class_names.json"
 
 
-def class_names_path(tflite_path):
-    """Where the class names of a LiteRT artefact are: `vit.tflite` -> `vit.class_names.json`."""
-    return os.path.splitext(os.fspath(tflite_path))[0] + "." + CLASS_NAMES_FILE
+def class_names_path(path, format):
+    """Where the class names of a SavedModel or LiteRT artefact are: `vit.tflite` -> `vit.class_names.json`."""
+    if format == "saved_model":
+        return os.path.join(path, "assets.extra", CLASS_NAMES_FILE)  # TF Serving's place for files beside a model
+    return os.path.splitext(os.fspath(path))[0] + "." + CLASS_NAMES_FILE
 
 
 def write(serving, format, staged, class_names=None, int8=False, verbose=False):
@@ -29,17 +31,14 @@ def write(serving, format, staged, class_names=None, int8=False, verbose=False):
     os.mkdir(scratch)
     if format == "saved_model":
         _archive(serving).write_out(staged, verbose=verbose)
-        if class_names is not None:
-            # TF Serving's place for files that travel with a SavedModel.
-            files.write_json(os.path.join(staged, "assets.extra", CLASS_NAMES_FILE), class_names, indent=None)
     elif format == "litert":
         _write_litert(serving, staged, scratch, int8)
-        if class_names is not None:
-            files.write_json(class_names_path(staged), class_names, indent=None)
     elif format == "onnx":
         _write_onnx(serving, staged, scratch, class_names, int8, verbose)
     else:
         _write_openvino(serving, staged, scratch, class_names, verbose)
+    if class_names is not None and format in ("saved_model", "litert"):
+        files.write_json(class_names_path(staged, format), class_names, indent=None)
 
 
 def _archive(serving):

@@ -166,18 +166,14 @@ def check_splits(train_features, train_labels, test_features, test_labels, num_c
     return train, test, num_classes
 
 
-def _pair(source):
+def check_source(source):
+    """`source`, checked to be a `(dataset, SourceInfo)` pair."""
     if isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], data.SourceInfo):
         return source
     raise ValueError(
         "`source` must be a `(dataset, SourceInfo)` pair from `keras_vit.training.data.load` or "
         f"`keras_vit.training.data.from_arrays`. Received: {type(source).__name__}"
     )
-
-
-def check_source(source):
-    """Checks a `(dataset, SourceInfo)` pair, and that an image folder has an image that decodes."""
-    data.check_readable(*_pair(source))
 
 
 def _cache_key(rep, info):
@@ -235,7 +231,7 @@ def extract_features(model, source, *, image_size=None, batch_size=64, with_outp
     Returns:
         A `Features`.
     """
-    dataset, info = _pair(source)
+    dataset, info = check_source(source)
     validation.positive_int("batch_size", batch_size)
     if cache is not None and not str(cache).endswith(".npz"):
         raise ValueError(f"`cache` must be the path of a .npz file. Received: cache={cache!r}")

@@ -90,8 +90,7 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
         if batch_labels.ndim == 2:
             batch_labels = batch_labels.argmax(axis=1)
         keep = np.asarray(batch[2]) > 0 if len(batch) > 2 else np.ones(len(batch_labels), bool)
-        batch_outputs = keras.ops.convert_to_numpy(model.predict_on_batch(batch[0]))
-        outputs.append(batch_outputs[keep])
+        outputs.append(keras.ops.convert_to_numpy(model.predict_on_batch(batch[0]))[keep])
         labels.append(batch_labels[keep])
     if not outputs:
         raise ValueError("The held-out dataset holds no images: pass a split with images in it.")
@@ -104,12 +103,10 @@ def plot_confusion(report, path, dpi=100):
     side = min(max(4.0, 0.45 * len(names) + 2.0), 40.0)
     figure = plots.new_figure(side, side, "the confusion-matrix figure")
     axis = figure.subplots()
-    image = axis.imshow(matrix, cmap="Blues")
-    figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
+    figure.colorbar(axis.imshow(matrix, cmap="Blues"), ax=axis, fraction=0.046, pad=0.04)
     axis.set_xticks(range(len(names)), names, rotation=90)
     axis.set_yticks(range(len(names)), names)
-    axis.set_xlabel("predicted class")
-    axis.set_ylabel("true class")
+    axis.set(xlabel="predicted class", ylabel="true class")
     axis.set_title(f"top-1 {report['top1']:.4f} on {report['examples']} images")
     if len(names) <= 30:  # legible counts
         for (row, column), count in np.ndenumerate(matrix):

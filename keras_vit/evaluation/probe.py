@@ -24,8 +24,7 @@ class ProbeResult:
 
     def to_dict(self):
         return {
-            "accuracy": self.accuracy,
-            "weight_decay": self.weight_decay,
+            **dataclasses.asdict(self),
             "holdout_accuracies": {str(k): v for k, v in self.holdout_accuracies.items()},
         }
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from keras_vit.evaluation import extraction, fewshot_lsr, heldout, knn, probe
 from keras_vit.inspection import plots
+from keras_vit.training import data
 from keras_vit.utils import files
 
 METRICS_FILE, SHOTS_PLOT, CONFUSION_PLOT = "metrics.json", "fewshot.png", "confusion_matrix.png"
@@ -28,13 +29,13 @@ def evaluate_features(
     """Few-shot, probe, k-NN and (with the model's outputs) held-out metrics of two `Features`, as `evaluate`."""
     if train.num_classes != test.num_classes:
         raise ValueError(f"The splits have {train.num_classes} and {test.num_classes} classes: they must agree.")
-    data = (train.features, train.labels, test.features, test.labels)
+    splits = (train.features, train.labels, test.features, test.labels)
     classes = dict(num_classes=train.num_classes)
     few = fewshot_lsr.fewshot(
-        *data, shots=shots, seeds=seeds, l2=l2, l2_grid=l2_grid, class_names=train.class_names, seed=seed, **classes
+        *splits, shots=shots, seeds=seeds, l2=l2, l2_grid=l2_grid, class_names=train.class_names, seed=seed, **classes
     )
-    probed = probe.linear_probe(*data, weight_decays=weight_decays, seed=seed, **classes)
-    knn_accuracy = knn.knn_accuracy(*data, k=k, temperature=temperature, **classes)
+    probed = probe.linear_probe(*splits, weight_decays=weight_decays, seed=seed, **classes)
+    knn_accuracy = knn.knn_accuracy(*splits, k=k, temperature=temperature, **classes)
     report = None
     if test.outputs is not None:
         report = heldout.heldout_report(test.outputs, test.labels, test.class_names)
@@ -72,7 +73,7 @@ def evaluate(model, train, test, *, out=None, image_size=None, batch_size=64, ca
     # An unknown setting, or a split where no image decodes, fails before any extraction.
     inspect.signature(evaluate_features).bind(train, test, **settings)
     for source in (train, test):
-        extraction.check_source(source)
+        data.check_readable(*extraction.check_source(source))
     common = dict(image_size=image_size, batch_size=batch_size, verbose=verbose)
     train_features = extraction.extract_features(model, train, cache=_cache(cache_dir, "train"), **common)
     # Too few images for the shots asked fails before the test split is read.
@@ -106,11 +107,8 @@ def plot_shots(metrics, path, dpi=100):
         lines.append(("head top-1", metrics["heldout"]["top1"], "-."))
     for label, value, style in lines:
         axis.axhline(value, linestyle=style, color="gray", label=f"{label}: {value:.3f}")
-    axis.set_xscale("log")
+    axis.set(xscale="log", xlabel="training images per class (shots)", ylabel="test accuracy", ylim=(0, 1.02))
     axis.set_xticks(counts, [str(count) for count in counts])
-    axis.set_xlabel("training images per class (shots)")
-    axis.set_ylabel("test accuracy")
-    axis.set_ylim(0, 1.02)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
     plots.save_png(figure, path, dpi)

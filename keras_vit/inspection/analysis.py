@@ -20,11 +20,6 @@ FilterComponents = collections.namedtuple("FilterComponents", ["components", "ex
 FilterComponents.__doc__ = "Principal components `(n, patch_h, patch_w, channels)` and their explained variance."
 
 
-def is_hybrid(model):
-    """Whether `model` is a hybrid ViT (ResNet features, no linear patch filters)."""
-    return find_vit(model).resnet_stages is not None
-
-
 def _forward(vit, images, batch_size, **options):
     """`vit.forward_intermediates(**options)` over chunks of images, as lists of float32 NumPy arrays."""
     images = np.asarray(keras.ops.convert_to_numpy(images), dtype="float32")

@@ -2,7 +2,9 @@
 pixels at `path` and returned. matplotlib (the `inspect` extra) is used without pyplot: no window, no global state."""
 
 import math
+import textwrap
 
+import keras
 import numpy as np
 
 from keras_vit.inspection import analysis
@@ -22,9 +24,7 @@ def _tiles(count, columns, inches, margin):
     columns = min(columns, count)
     rows = math.ceil(count / columns)
     figure = new_figure(inches * columns + margin[0], inches * rows + margin[1])
-    axes = figure.subplots(rows, columns, squeeze=False).ravel()
-    for axis in axes:
-        axis.set(xticks=[], yticks=[])
+    axes = figure.subplots(rows, columns, squeeze=False, subplot_kw=dict(xticks=[], yticks=[])).ravel()
     for axis in axes[count:]:
         axis.set_axis_off()
     return figure, axes
@@ -58,24 +58,15 @@ def displayable_image(image):
     return np.clip(image, 0.0, 1.0)
 
 
-def _resize_bilinear(values, height, width):
-    """Bilinear upsampling of a patch-grid map to pixels (half-pixel centres)."""
-    grid_h, grid_w = values.shape
-    y = (np.arange(height) + 0.5) * grid_h / height - 0.5
-    x = (np.arange(width) + 0.5) * grid_w / width - 0.5
-    columns = np.stack([np.interp(y, np.arange(grid_h), values[:, j]) for j in range(grid_w)], axis=1)
-    return np.stack([np.interp(x, np.arange(grid_w), row) for row in columns])
-
-
 def _unit_range(values):
     low, high = float(np.min(values)), float(np.max(values))
     return (values - low) / (high - low) if high > low else np.zeros_like(values)
 
 
 def _overlay(axis, image, values, alpha):
-    """Draws `image` and over it the patch-grid map `values`, upsampled and scaled to [0, 1]; returns the map."""
-    height, width = image.shape[:2]
-    mask = _unit_range(_resize_bilinear(np.asarray(values, dtype="float64"), height, width))
+    """Draws `image` and over it the grid map `values`, upsampled (bilinear) and scaled to [0, 1]; returns the map."""
+    upsampled = keras.ops.image.resize(np.asarray(values, "float32")[..., None], image.shape[:2])
+    mask = _unit_range(np.asarray(keras.ops.convert_to_numpy(upsampled), dtype="float64")[..., 0])
     axis.imshow(image, cmap="gray")
     return mask, axis.imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)
 
@@ -107,8 +98,7 @@ def plot_attention_rollout(images, maps, path, title="Attention rollout", alpha=
         image = displayable_image(image)
         axes[row, 0].imshow(image, cmap="gray")
         mask, heat = _overlay(axes[row, 1], image, values, alpha)
-        masked = image * (mask[..., None] if image.ndim == 3 else mask)
-        axes[row, 2].imshow(masked, cmap="gray")
+        axes[row, 2].imshow(image * (mask[..., None] if image.ndim == 3 else mask), cmap="gray")
     for column, label in enumerate(("Input", "Rollout heat map", "Input x rollout")):
         axes[0, column].set_title(label)
     figure.colorbar(heat, ax=axes[:, 1], location="bottom", shrink=0.8, label="attention (scaled to max)")
@@ -168,14 +158,12 @@ def plot_mean_attention_distance(distances, path, image_size=None, title="Mean a
     depth = np.arange(1, num_layers + 1)
     for head in range(num_heads):
         axes.scatter(depth, distances[:, head], s=18, color=colours(head % colours.N), label=f"Head {head + 1}")
-    axes.set_xlabel("Network depth (layer)")
-    axes.set_ylabel("Mean attention distance (pixels)")
-    axes.set_xticks(depth if num_layers <= 16 else depth[:: math.ceil(num_layers / 16)])
     top = float(np.max(distances)) * 1.1 if np.max(distances) > 0 else 1.0
     if image_size is not None:
         height, width = validation.pair("image_size", image_size)
         top = math.hypot(height, width)
-    axes.set_ylim(0, top)
+    ticks = depth if num_layers <= 16 else depth[:: math.ceil(num_layers / 16)]
+    axes.set(xlabel="Network depth (layer)", ylabel="Mean attention distance (pixels)", xticks=ticks, ylim=(0, top))
     axes.grid(alpha=0.3)
     if num_heads <= 16:
         axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small", frameon=False)
@@ -201,20 +189,16 @@ def plot_position_embedding_similarity(similarity, path, title="Position embeddi
     scale = max(1.0, max(grid_h, grid_w) / 16)
     figure = new_figure(7.0 * scale, 6.5 * scale)
     axes = figure.subplots()
-    import matplotlib
-
-    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
-    shown = axes.imshow(mosaic, cmap=cmap, vmin=-1.0, vmax=1.0, interpolation="nearest")
+    # The NaN cells between tiles are not drawn: the white background shows.
+    shown = axes.imshow(mosaic, cmap="viridis", vmin=-1.0, vmax=1.0, interpolation="nearest")
     # One tick per tile at its centre, at most 14 labelled per axis.
     for set_ticks, count in ((axes.set_xticks, grid_w), (axes.set_yticks, grid_h)):
         indices = np.arange(0, count, math.ceil(count / 14))
         set_ticks(indices * (count + 1) + (count - 1) / 2, labels=[str(index + 1) for index in indices])
-    axes.set_xlabel("Input patch column")
-    axes.set_ylabel("Input patch row")
+    axes.set(xlabel="Input patch column", ylabel="Input patch row", title=title)
     axes.tick_params(length=0)
     axes.spines[:].set_visible(False)
     figure.colorbar(shown, ax=axes, shrink=0.8, label="Cosine similarity")
-    axes.set_title(title)
     return save_png(figure, path, dpi)
 
 
@@ -238,8 +222,6 @@ def plot_embedding_filters(components, path, columns=7, title=None, dpi=100):
 
 def plot_note(path, title, note, dpi=100):
     """Writes a figure that only says `note`, where a plot does not apply (e.g. a hybrid's filters)."""
-    import textwrap
-
     figure = new_figure(6.0, 2.5)
     axes = figure.subplots()
     axes.set_axis_off()

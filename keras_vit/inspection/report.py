@@ -27,26 +27,6 @@ def sample_image_path():
     return str(importlib.resources.files("keras_vit") / "resources" / "sample_image.jpg")
 
 
-def named_model(model, weights=None, image_size=None):
-    """The model `keras-vit inspect --model` names: a `.keras` file, or what `constructor_for` takes."""
-    import keras_vit
-
-    if model.endswith(".keras"):
-        if weights is not None or image_size is not None:
-            raise ValueError(
-                f"--weights and --image-size apply to constructor names; the saved model {model!r} "
-                f"has its own weights and input size. Received: weights={weights!r}, "
-                f"image_size={image_size!r}"
-            )
-        return metadata.load_classifier(model)
-    try:
-        constructor = keras_vit.models.applications.constructor_for(model)
-    except ValueError as error:
-        raise ValueError(f"{error} A saved model is named by its .keras path.") from None
-    kwargs = {} if image_size is None else {"input_shape": (image_size, image_size, 3)}
-    return constructor(weights=weights, **kwargs)
-
-
 def write_report(
     model, image, out_dir, preprocess=None, head_fusion="mean", discard_ratio=0.0, num_components=28, dpi=100
 ):

@@ -240,12 +240,10 @@ def load_splits(
     training = dict(shuffle_files=shuffle_files, seed=seed, shard=shard)
     if source.startswith("tfds:"):
         train = load(source, train_split, data_dir=data_dir, **training)
-        held_out = dict(split=eval_split or default_eval_split(source, data_dir), data_dir=data_dir)
-        return train, load(source, **held_out)
+        return train, load(source, eval_split or default_eval_split(source, data_dir), data_dir=data_dir)
     if folder_layout(source, train_split) == "flat":
         folder = source
-        training.update(validation_split=validation_split)
-        train = load(source, None, subset="training", **training)
+        train = load(source, None, subset="training", validation_split=validation_split, **training)
         held_out = dict(split=None, subset="validation", validation_split=validation_split, seed=seed)
     else:
         folder = os.path.join(source, train_split)

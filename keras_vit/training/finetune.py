@@ -86,36 +86,22 @@ def read_history(path):
 
 def plot_curves(history, path):
     """Draws loss and accuracy per epoch (train and held-out) into a PNG."""
-    matplotlib = extras.require("matplotlib", "the training curves", extra="inspect")
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    from keras_vit.inspection import plots
 
     epochs = [e + 1 for e in history.get("epoch", [])]
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for axis, metric in zip(axes, ("loss", "accuracy")):
+    figure = plots.new_figure(10, 4, "the training curves")
+    for axis, metric in zip(figure.subplots(1, 2), ("loss", "accuracy")):
         for key, label in ((metric, "train"), (f"val_{metric}", "held-out")):
             if key in history:
                 axis.plot(epochs, history[key], marker="o", markersize=3, label=label)
-        axis.set_xlabel("epoch")
-        axis.set_title(metric)
+        axis.set(xlabel="epoch", title=metric)
         axis.grid(alpha=0.3)
         axis.legend()
-    figure.tight_layout()
-    with files.atomic_file(path) as staged:
-        figure.savefig(staged, dpi=100, format="png")
-    plt.close(figure)
+    plots.save_png(figure, path, dpi=100)
 
 
 class _BatchLayout:
     """The batch layout `FinetuneConfig` derives from its settings."""
-
-    @property
-    def digits(self):
-        return self.data == DIGITS
-
-    @property
-    def mixing(self):
-        return bool(self.mixup or self.cutmix)
 
     @property
     def fit_batch_size(self):
@@ -188,7 +174,8 @@ def make_datasets(config):
     from keras_vit.training import data, multihost
 
     shard = multihost.data_shard()
-    if config.digits:
+    digits = config.data == DIGITS
+    if digits:
         (train_source, train_info), (eval_source, eval_info) = digits_sources(config.seed)
     else:
         # Files and TFDS splits are sharded before decoding; the in-memory digits in the pipeline.
@@ -208,15 +195,15 @@ def make_datasets(config):
         train_source,
         image_size=config.image_size,
         batch_size=multihost.per_process_batch_size(config.fit_batch_size),
-        shard=shard if config.digits else None,
+        shard=shard if digits else None,
         num_classes=train_info.num_classes,
         # Digits are centred and small: a mild crop, no flip (a mirrored 2 is no 2).
-        area_range=(0.85, 1.0) if config.digits else data.DEFAULT_AREA_RANGE,
-        flip=not config.digits,
+        area_range=(0.85, 1.0) if digits else data.DEFAULT_AREA_RANGE,
+        flip=not digits,
         randaugment=config.randaugment,
         mixup_alpha=config.mixup,
         cutmix_alpha=config.cutmix,
-        cache=config.digits,
+        cache=digits,
         repeat=True,
         seed=config.seed + multihost.process_info().index,
     )
@@ -224,11 +211,11 @@ def make_datasets(config):
         eval_source,
         image_size=config.image_size,
         batch_size=config.fit_batch_size,
-        cache=config.digits,
+        cache=digits,
         static_shapes=shard is not None,
         num_examples=eval_info.num_examples,
     )
-    if config.mixing:
+    if config.mixup or config.cutmix:
         import tensorflow as tf
 
         depth = train_info.num_classes
@@ -268,7 +255,7 @@ def compile_model(config, setup, num_classes, class_names):
             optimizer = training.pretrain_optimizer(weight_decay=0.05, end_learning_rate=1e-5, **recipe)
         model.compile(
             optimizer=optimizer,
-            loss=training.classification_loss(config.label_smoothing, from_logits=True, one_hot=config.mixing),
+            loss=training.classification_loss(config.label_smoothing, one_hot=bool(config.mixup or config.cutmix)),
             # Weighted: the padding of a static-shape evaluation has weight 0.
             weighted_metrics=["accuracy"],
             jit_compile=setup.jit_compile,

@@ -18,7 +18,7 @@ ENV_JAX_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 
 # This process among the `count` processes of a run; process `index` 0 writes the files.
 ProcessInfo = collections.namedtuple("ProcessInfo", ["count", "index"], defaults=(1, 0))
-# The resolved `initialize` settings (`None` fields: JAX detects them).
+# The resolved `initialize` settings, as `jax.distributed.initialize` takes them (`None` fields: JAX detects them).
 Settings = collections.namedtuple("Settings", ["coordinator_address", "num_processes", "process_id"])
 
 
@@ -93,12 +93,7 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None, *,
     if jax.distributed.is_initialized():
         return process_info()
     try:
-        jax.distributed.initialize(
-            coordinator_address=resolved.coordinator_address,
-            num_processes=resolved.num_processes,
-            process_id=resolved.process_id,
-            heartbeat_timeout_seconds=heartbeat_timeout,
-        )
+        jax.distributed.initialize(**resolved._asdict(), heartbeat_timeout_seconds=heartbeat_timeout)
     except RuntimeError as error:
         raise RuntimeError(
             f"Could not join the multi-process run at {resolved.coordinator_address} as process "

@@ -38,8 +38,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, peak, total_steps, warmup_steps, end=0.0, decay="cosine"):
-        if decay not in ("cosine", "linear"):
-            raise ValueError(f"`decay` must be 'cosine' or 'linear'. Received: decay={decay!r}")
+        validation.one_of("decay", decay, ("cosine", "linear"))
         if not (isinstance(total_steps, int) and isinstance(warmup_steps, int) and 0 <= warmup_steps < total_steps):
             raise ValueError(f"Need integers 0 <= warmup_steps={warmup_steps!r} < total_steps={total_steps!r}.")
         if not 0 <= end <= peak:
@@ -155,8 +154,7 @@ def decays_weight(optimizer, variable):
 
 def classification_loss(label_smoothing=0.0, from_logits=True, one_hot=False):
     """A cross-entropy `keras.losses.Loss` for integer labels, or `one_hot` ones (MixUp, CutMix)."""
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}")
+    validation.rate("label_smoothing", label_smoothing)
     if one_hot:
         return keras.losses.CategoricalCrossentropy(from_logits=from_logits, label_smoothing=label_smoothing)
     if label_smoothing == 0.0:
@@ -222,21 +220,19 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
 
     def write_backup(self, weights_path, metadata_path, metadata):
         self.model  # noqa: B018 (on JAX, reading it gathers the training state, on every process)
-        multihost.run_on_primary(
-            lambda: self._write_files(weights_path, metadata_path, metadata), f"write the backup in {self.backup_dir}"
-        )
-
-    def _write_files(self, weights_path, metadata_path, metadata):
         # The metadata is renamed into place after the weights: a kill between the two resumes from the epoch before.
-        folder = os.path.dirname(os.path.abspath(weights_path))
         names = [os.path.basename(weights_path), os.path.basename(metadata_path)]
         if self.run_settings is not None:
             names.append(self.SETTINGS_FILE)
-        with files.atomic_files(folder, names) as staged:
-            self.model.save_weights(staged[names[0]])
-            files.write_json(staged[names[1]], metadata)
-            if self.run_settings is not None:
-                files.write_json(staged[self.SETTINGS_FILE], self.run_settings)
+
+        def write_files():
+            with files.atomic_files(os.path.dirname(os.path.abspath(weights_path)), names) as staged:
+                self.model.save_weights(staged[names[0]])
+                files.write_json(staged[names[1]], metadata)
+                if self.run_settings is not None:
+                    files.write_json(staged[self.SETTINGS_FILE], self.run_settings)
+
+        multihost.run_on_primary(write_files, f"write the backup in {self.backup_dir}")
 
 
 class StopAtIteration(keras.callbacks.Callback):
@@ -315,14 +311,11 @@ class ReleaseGradients(keras.callbacks.Callback):
     """Frees each step's gradients when the next batch begins (torch; Keras clears them after the forward pass)."""
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._release()
-
-    def on_train_end(self, logs=None):
-        self._release()
-
-    def _release(self):
         if keras.backend.backend() == "torch":
             self.model.zero_grad(set_to_none=True)
+
+    def on_train_end(self, logs=None):
+        self.on_train_batch_begin(None, logs)
 
 
 class AtomicModelCheckpoint(keras.callbacks.Callback):

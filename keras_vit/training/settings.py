@@ -1,10 +1,12 @@
 """The settings of the `keras-vit finetune` job, each declared once.
 
 `SETTINGS` gives `FinetuneConfig`'s fields, `finetune`'s checks and signature, the command line's flags (read before
-Keras is imported: this module imports nothing) and the table of `docs/finetune.md` (`python -m` this module).
+Keras is imported: this module imports only the standard library) and `docs/finetune.md`'s table (`python -m` it).
 """
 
 import dataclasses
+import inspect
+import textwrap
 
 DIGITS = "digits"
 SMALL_MODEL = "small"
@@ -46,7 +48,7 @@ class Setting:
 
 
 def _validation(rule, **limits):
-    # Imported when used: this module imports nothing.
+    # Imported when used: this module imports only the standard library.
     def check(name, value):
         from keras_vit.utils import validation
 
@@ -150,8 +152,6 @@ def parse(options):
 
 def signature():
     """The keyword arguments of `finetune`, with the settings' defaults (for `help`)."""
-    import inspect
-
     return inspect.Signature(
         [inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default) for s in SETTINGS]
     )
@@ -159,8 +159,6 @@ def signature():
 
 def args_entries(settings=SETTINGS):
     """The `Args:` entry of each of `settings` (`keras_vit.utils.docstrings`), wrapped."""
-    import textwrap
-
     wrap = dict(width=72, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
     return {
         s.name: textwrap.fill(f"{s.name}: {s.type.__name__}, {s.help}. Default: {s.default_text}.", **wrap)

@@ -41,25 +41,9 @@ def _shots(text):
     return tuple(int(part) for part in parts)
 
 
-def _model(args):
+def run(args):
     import keras
 
-    from keras_vit.models import metadata
-    from keras_vit.models.applications import constructor_for
-
-    if args.model.endswith(".keras"):
-        model = metadata.load_classifier(args.model)
-    else:
-        size = {} if args.image_size is None else {"input_shape": (args.image_size, args.image_size, 3)}
-        model = constructor_for(args.model)(weights=args.weights, **size)
-    if args.reinitialize:
-        keras.utils.set_random_seed(args.seed)
-        # Rebuilt from its config, freshly initialised (`clone_model` would flatten a VisionTransformer).
-        model = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
-    return model
-
-
-def run(args):
     from keras_vit import evaluation
     from keras_vit.models.vit import find_vit
     from keras_vit.training import data, finetune
@@ -76,7 +60,11 @@ def run(args):
         validation.positive_int("image_size", args.image_size)
     validation.finite_float("l2", args.l2, minimum=0, include_minimum=False)
     validation.finite_float("temperature", args.temperature, minimum=0, include_minimum=False)
-    model = _model(args)
+    model = options.load_model(args.model, args.weights, args.image_size)
+    if args.reinitialize:
+        keras.utils.set_random_seed(args.seed)
+        # Rebuilt from its config, freshly initialised (`clone_model` would flatten a VisionTransformer).
+        model = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
     find_vit(model)  # not a keras_vit model: fail before reading any data
     if args.data == "digits":
         train, test = finetune.digits_sources(args.seed)
@@ -87,8 +75,7 @@ def run(args):
     verbose = int(sys.stdout.isatty()) if args.verbose is None else args.verbose  # no progress bar in a log file
     extraction = dict(image_size=args.image_size, batch_size=args.batch_size, cache_dir=args.cache, verbose=verbose)
     settings = dict(shots=shots, seeds=args.seeds, l2=args.l2, k=args.k, temperature=args.temperature, seed=args.seed)
-    l2_grid = True if args.select_l2 else None
-    metrics = evaluation.evaluate(model, train, test, l2_grid=l2_grid, **extraction, **settings)
+    metrics = evaluation.evaluate(model, train, test, l2_grid=args.select_l2 or None, **extraction, **settings)
     metrics.update(model=args.model, weights=args.weights, reinitialized=args.reinitialize, data=args.data)
     paths = evaluation.write_results(metrics, args.out)
     print(

@@ -14,7 +14,9 @@ TENSORFLOW_ON = ("tensorflow", "jax", "torch")  # tf.data reads the images on ev
 
 
 def add_arguments(parser):
-    options.add_settings(parser, options.training_settings())
+    # Read without importing Keras: the flags are built for `--help`.
+    (settings,) = keras_free.load("keras_vit.training.settings", keep=True)
+    options.add_settings(parser, settings.SETTINGS)
 
 
 def check(args):
@@ -24,13 +26,11 @@ def check(args):
 
 
 def run(args):
-    # Before anything computes: XLA's CPU compiler keeps fewer buffers alive (JAX).
-    (xla_memory,) = keras_free.load("keras_vit.training.xla_memory")
-    xla_memory.schedule_xla_cpu_for_memory(when_possible=True)
-
-    from keras_vit.training import multihost
+    from keras_vit.training import multihost, schedule_xla_cpu_for_memory
     from keras_vit.training.finetune import finetune
 
+    # Before anything computes: XLA's CPU compiler keeps fewer buffers alive (JAX).
+    schedule_xla_cpu_for_memory(when_possible=True)
     settings = {key: value for key, value in vars(args).items() if key not in ("command", "run")}
     if settings.get("lora") and settings.get("weights") is None and multihost.is_primary():
         # Adapters on a random backbone train little: LoRA is for pretrained weights.

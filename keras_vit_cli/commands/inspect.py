@@ -22,6 +22,14 @@ def add_arguments(parser):
     parser.add_argument("--dpi", type=int, default=100, help="resolution of the PNGs (default: %(default)s)")
 
 
+def check(args):
+    if args.model.endswith(".keras") and (args.weights is not None or args.image_size is not None):
+        raise ValueError(
+            f"--weights and --image-size apply to constructor names; the saved model {args.model!r} has its own "
+            f"weights and input size. Received: weights={args.weights!r}, image_size={args.image_size!r}"
+        )
+
+
 def run(args):
     from keras_vit.inspection import report
     from keras_vit.models import metadata
@@ -32,16 +40,13 @@ def run(args):
     validation.rate("discard_ratio", args.discard_ratio)
     validation.positive_int("num_components", args.num_components)
     validation.finite_float("dpi", args.dpi, minimum=0, include_minimum=False)
-    if args.image_size is not None:
-        validation.positive_int("image_size", args.image_size)
+    model = options.load_model(args.model, args.weights, args.image_size)
     if args.weights is None and not args.model.endswith(".keras"):
         print("keras-vit inspect: no --weights: the figures show a randomly initialised model", file=sys.stderr)
-    model = report.named_model(args.model, weights=args.weights, image_size=args.image_size)
     image = args.image or report.sample_image_path()
     figures = dict(head_fusion=args.head_fusion, discard_ratio=args.discard_ratio, num_components=args.num_components)
     paths = report.write_report(model, image, args.out, dpi=args.dpi, **figures)
-    for path in paths.values():
-        print(path)
+    print(*paths.values(), sep="\n")
     names = metadata.class_names(model)
     if names is not None:
         print(f"class names ({len(names)}): {', '.join(names)}")

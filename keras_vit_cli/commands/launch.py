@@ -52,9 +52,8 @@ def run(args):
             codes = [process.poll() for process in processes]
             for index, code in enumerate(codes):
                 if code not in (None, 0):
-                    print(
-                        f"keras-vit launch: process {index} exited with {code}; stopping the others.", file=sys.stderr
-                    )
+                    message = f"keras-vit launch: process {index} exited with {code}; stopping the others."
+                    print(message, file=sys.stderr)
                     return code if code > 0 else 128 - code  # killed by signal N: 128 + N, as a shell reports it
             if all(code == 0 for code in codes):
                 return 0

@@ -21,18 +21,21 @@ def run(args):
     import numpy as np
 
     from keras_vit.models import metadata
-    from keras_vit.models.applications import constructor_for
     from keras_vit.models.preprocessing import decode_predictions, load_image, preprocess_input
     from keras_vit.utils import extras, validation
 
     validation.positive_int("top", args.top)
     extras.check("PIL", needed_for="keras-vit predict (reading the images)")
-    if args.model.endswith(".keras"):
-        model = metadata.load_classifier(args.model)
-    else:
-        size = validation.positive_int("image_size", args.image_size)
-        model = constructor_for(args.model)(weights=args.weights, input_shape=(size, size, 3), classes=args.classes)
-        _check_trained_head(model, args)
+    model = options.load_model(args.model, args.weights, args.image_size, classes=args.classes)
+    head = next((layer for layer in model.layers if layer.name == "head"), None)
+    # A head the checkpoint did not provide is zero-initialised: every image would get the same scores.
+    trained = args.model.endswith(".keras") or head is None or any(np.any(weight) for weight in head.get_weights())
+    if not trained:
+        raise ValueError(
+            f"--weights {args.weights} gives {args.model} no trained {args.classes}-class head: its predictions would "
+            "be meaningless. Pass --classes with the checkpoint's number of classes, or fine-tune it "
+            "(keras-vit finetune)."
+        )
     size = tuple(model.input_shape[1:3])
     batch = np.stack([load_image(path, size) for path in args.images]).astype("float32")
     outputs = keras.ops.convert_to_numpy(model(preprocess_input(batch), training=False))
@@ -46,16 +49,3 @@ def run(args):
         for name, probability in row:
             print(f"  {probability:.4f}  {name}")
     return 0
-
-
-def _check_trained_head(model, args):
-    """Refuses a head the checkpoint did not provide (zero-initialised): every image would get the same scores."""
-    import numpy as np
-
-    head = next((layer for layer in model.layers if layer.name == "head"), None)
-    if head is None or any(np.any(weight) for weight in head.get_weights()):
-        return
-    raise ValueError(
-        f"--weights {args.weights} gives {args.model} no trained {args.classes}-class head: its predictions would be "
-        "meaningless. Pass --classes with the checkpoint's number of classes, or fine-tune it (keras-vit finetune)."
-    )
