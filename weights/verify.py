@@ -42,9 +42,11 @@ def _reference_outputs(info, path, images):
         return out.logits.numpy() if info.classes else out.last_hidden_state.numpy()
     import timm  # optional: only the maintainer's machine needs it
 
-    model = timm.create_model(
-        info.hub_repo.split("/", 1)[1], pretrained=True, pretrained_cfg_overlay={"file": path}
-    ).eval()
+    name = info.hub_repo.split("/", 1)[1]
+    if info.options.get("mlp_activation") == "quick_gelu":
+        # timm's QuickGELU towers read the OpenAI weights from the `*_clip_*` repos under their own names.
+        name = name.replace("_clip_", "_clip_quickgelu_")
+    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay={"file": path}).eval()
     with torch.no_grad():
         return model(pixels).numpy() if info.classes else model.forward_features(pixels).numpy()
 
