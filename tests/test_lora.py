@@ -112,3 +112,35 @@ def test_finetune_with_lora_trains_the_adapters_and_prints_the_count(monkeypatch
     assert f"LoRA rank 2: trained {metrics['trainable_parameters']:,} of {metrics['parameters']:,}" in printed
     model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
     assert keras_vit.models.find_vit(model).lora_rank == 2
+
+
+def test_a_lora_run_restored_from_its_backup_computes_as_before_and_trains_its_adapters(tmp_path):
+    from keras_vit import training
+    from keras_vit.utils import keras_compat
+
+    images, labels = random_inputs((4, 8, 12, 3)), np.array([0, 1, 2, 0])
+    backup_dir = str(tmp_path / "backup")
+
+    def lora_model():
+        model = keras_vit.VisionTransformer(**TINY)
+        randomize_weights(model)  # a non-zero head: the adapters receive gradients from the first step
+        model.enable_lora(2)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+        return model
+
+    model = lora_model()
+    backup = training.FaultTolerantBackup(backup_dir, delete_checkpoint=False)
+    model.fit(images, labels, batch_size=2, epochs=1, verbose=0, callbacks=[backup])
+    expected = to_numpy(model(images))
+    resumed = lora_model()
+    restored = {}
+    probe = keras.callbacks.LambdaCallback(
+        on_train_begin=lambda logs: restored.update(outputs=to_numpy(resumed(images)))
+    )
+    resumed.fit(
+        images, labels, batch_size=2, epochs=2, verbose=0, callbacks=[training.FaultTolerantBackup(backup_dir), probe]
+    )
+    np.testing.assert_allclose(restored["outputs"], expected, atol=1e-5)
+    # Keras restores both adapters at zero, where neither has a gradient: the resumed epoch must still move them.
+    adapted = [layer for layer in keras_compat.sublayers(resumed) if getattr(layer, "lora_enabled", False)]
+    assert adapted and all(np.any(to_numpy(layer.lora_kernel_b)) for layer in adapted)

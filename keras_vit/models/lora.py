@@ -42,6 +42,20 @@ def enable_lora(model, rank, targets=("attention",), alpha=None):
         variable.trainable = id(variable) in trainable
 
 
+def redraw_folded_adapters(model):
+    """Draws `lora_kernel_a` again in every LoRA projection of `model` whose adapters are both zero.
+
+    Keras saves a LoRA projection with its adapters folded into the kernel and loads it back with both at zero, where
+    neither receives a gradient; a new `a` (drawn as `Dense.enable_lora` draws it) against the zero `b` keeps the
+    function and lets training go on.
+    """
+    for layer in keras_compat.sublayers(model):
+        if isinstance(layer, keras.layers.Dense) and layer.lora_enabled:
+            adapter = layer.lora_kernel_a
+            if not keras.ops.convert_to_numpy(adapter).any():
+                adapter.assign(keras.initializers.HeUniform()(adapter.shape, dtype=adapter.dtype))
+
+
 def merge_into(lora_model, plain_model):
     """Copies `lora_model`'s weights into `plain_model` (the same architecture without LoRA), the adapters
     folded into the kernels in float32: `kernel + (alpha / rank) * a @ b`."""

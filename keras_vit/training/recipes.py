@@ -8,6 +8,7 @@ import time
 import keras
 from keras import ops
 
+from keras_vit.models import lora
 from keras_vit.training import multihost
 from keras_vit.training.layer_decay import LayerwiseAdamW, LayerwiseSGD, layer_decay_multipliers
 from keras_vit.utils import files, keras_compat, serialization, validation
@@ -211,6 +212,7 @@ class FaultTolerantBackup(keras_compat.AtomicBackupWrites, keras.callbacks.Backu
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
+        lora.redraw_folded_adapters(self.model)  # a LoRA run restored from the backup
         step = int(ops.convert_to_numpy(self.model.optimizer.iterations))
         multihost.check_same(f"the step restored from {self.backup_dir}", step)
 
