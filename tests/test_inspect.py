@@ -311,6 +311,14 @@ def test_rollout_and_distance_of_a_model_and_the_plots_refuse_bad_arrays(tmp_pat
     # One row of three 3-inch panels per image, 0.4 inch for the title (the report draws one image).
     inspection.plot_attention_rollout(pixels, maps, tmp_path / "rollout.png", dpi=40)
     assert png_size(tmp_path / "rollout.png") == (9 * 40, round(6.4 * 40))
+    # The heat map is upsampled channels-last whatever the global image format says.
+    keras.config.set_image_data_format("channels_first")
+    try:
+        inspection.plot_attention_rollout(pixels, maps, tmp_path / "first.png", dpi=40)
+    finally:
+        keras.config.set_image_data_format("channels_last")
+    assert (tmp_path / "first.png").read_bytes() == (tmp_path / "rollout.png").read_bytes()
+    os.remove(tmp_path / "first.png")
     with pytest.raises(ValueError, match="one map per image"):
         inspection.plot_attention_rollout(pixels, np.ones((3,) + GRID), tmp_path / "x.png")
     with pytest.raises(ValueError, match="grid_h, grid_w, grid_h, grid_w"):

@@ -65,7 +65,8 @@ def _unit_range(values):
 
 def _overlay(axis, image, values, alpha):
     """Draws `image` and over it the grid map `values`, upsampled (bilinear) and scaled to [0, 1]; returns the map."""
-    upsampled = keras.ops.image.resize(np.asarray(values, "float32")[..., None], image.shape[:2])
+    grid = np.asarray(values, "float32")[..., None]
+    upsampled = keras.ops.image.resize(grid, image.shape[:2], data_format="channels_last")  # any global format
     mask = _unit_range(np.asarray(keras.ops.convert_to_numpy(upsampled), dtype="float64")[..., 0])
     axis.imshow(image, cmap="gray")
     return mask, axis.imshow(mask, cmap="jet", alpha=alpha, vmin=0.0, vmax=1.0)

@@ -313,11 +313,14 @@ class ReleaseGradients(keras.callbacks.Callback):
     """Frees each step's gradients when the next batch begins (torch; Keras clears them after the forward pass)."""
 
     def on_train_batch_begin(self, batch, logs=None):
-        if keras.backend.backend() == "torch":
-            self.model.zero_grad(set_to_none=True)
+        self._release()
 
     def on_train_end(self, logs=None):
-        self.on_train_batch_begin(None, logs)
+        self._release()
+
+    def _release(self):
+        if keras.backend.backend() == "torch":
+            self.model.zero_grad(set_to_none=True)
 
 
 class AtomicModelCheckpoint(keras.callbacks.Callback):
