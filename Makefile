@@ -3,10 +3,12 @@
 #   make run RUN_ARGS="--steps 200"             extra arguments for the main job (keras-vit finetune)
 #   make test PYTEST_ARGS="-k preprocessing"    extra arguments for pytest (BACKENDS="jax" picks backends)
 #   make run KERAS_VIT_VERBOSE=1                 show the framework logs (TensorFlow, absl, XLA) keras-vit hides
+#   make test KERAS=nightly                      the suite against keras-nightly, in the side venv .venv-nightly
 
 RUN_ARGS ?=
 PYTEST_ARGS ?=
 export KERAS_VIT_VERBOSE ?=
+export KERAS ?=
 
 .PHONY: run test bootstrap clean
 

@@ -6,6 +6,8 @@
 # matches, nothing is installed and the script returns in well under a second. Delete .venv to start over.
 #
 # Environment: PYTHON (default python3) picks the interpreter for a new venv; VENV (default .venv) its path.
+# KERAS=nightly also creates .venv-nightly: a venv layered on $VENV (a .pth line adds its site-packages) with
+# keras-nightly and keras-hub-nightly installed over Keras and keras-hub; delete it to take a newer nightly.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,8 +18,26 @@ STAMP="$VENV/.keras_vit_bootstrap"
 
 want="$(cat requirements/ci.txt requirements/no-deps.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 
+nightly() {
+    local side="$VENV-nightly"
+    [[ "${KERAS:-}" == "nightly" ]] || return 0
+    if "$side/bin/python" -c "import keras" 2>/dev/null; then
+        echo "bootstrap: $side has keras $("$side/bin/python" -c "import keras; print(keras.__version__)")"
+        return 0
+    fi
+    rm -rf "$side"
+    "$VENV/bin/python" -m venv --without-pip "$side"
+    local base side_packages
+    base="$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_path('purelib'))")"
+    side_packages="$("$side/bin/python" -c "import sysconfig; print(sysconfig.get_path('purelib'))")"
+    echo "import site; site.addsitedir('$base')" > "$side_packages/zz_keras_vit_base.pth"
+    echo "bootstrap: installing keras-nightly and keras-hub-nightly into $side"
+    "$side/bin/python" -m pip install -qq --disable-pip-version-check --pre keras-nightly keras-hub-nightly
+}
+
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" -c "" 2>/dev/null; then
     echo "bootstrap: $VENV is up to date"
+    nightly
     exit 0
 fi
 
@@ -41,3 +61,4 @@ echo "bootstrap: installing requirements/ci.txt into $VENV (first run: several m
 "$VENV/bin/python" -m pip install -qq --disable-pip-version-check --no-deps -e .
 echo "$want" > "$STAMP"
 echo "bootstrap: done in $((SECONDS - start)) s"
+nightly

@@ -4,6 +4,7 @@
 #   scripts/test.sh                               # everything, on tensorflow, jax and torch
 #   BACKENDS="jax" scripts/test.sh -k attention   # one backend; extra arguments go to pytest
 #   PYTEST_WORKERS=0 scripts/test.sh              # no pytest-xdist workers
+#   KERAS=nightly scripts/test.sh                 # against keras-nightly in .venv-nightly (scripts/bootstrap.sh)
 #
 # Each backend runs `pytest -n $PYTEST_WORKERS --dist worksteal` (a worker that runs out of tests takes the other's)
 # and ends with its 25 slowest tests. Expects .venv from scripts/bootstrap.sh (`make test` runs that first).
@@ -11,6 +12,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 VENV="${VENV:-.venv}"
+[[ "${KERAS:-}" == "nightly" ]] && VENV="$VENV-nightly"
 BACKENDS="${BACKENDS:-tensorflow jax torch}"
 PYTEST_WORKERS="${PYTEST_WORKERS:-2}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
@@ -33,7 +35,7 @@ summary=()
 failed=0
 for backend in $BACKENDS; do
     echo
-    echo "=============================== KERAS_BACKEND=$backend ==============================="
+    echo "=============================== KERAS_BACKEND=$backend ($("$VENV/bin/python" -c "import keras; print('keras', keras.__version__)" 2>/dev/null)) ==============================="
     start=$SECONDS
     KERAS_BACKEND="$backend" "$VENV/bin/python" -m pytest -n "$PYTEST_WORKERS" --dist worksteal "$@" 2>&1 \
         | tee "$logs/$backend"

@@ -18,7 +18,6 @@ from keras_vit.models.variants import VARIANTS
 # Their examples exercise the backend-specific ops.
 EVERY_BACKEND = (
     "keras_vit.layers.transformer",
-    "keras_vit.layers.initializers",
     "keras_vit.models.vit",
     "keras_vit.layers.resampling",
     "keras_vit.models.applications",

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from keras_vit.utils import keras_compat
+from tests.helpers import KERAS_VERSION
 
 
 def test_optimizer_weight_decay_and_sgd_update_internals():
@@ -80,7 +81,7 @@ def test_the_installed_keras_is_in_the_tested_range():
     specifiers = pytest.importorskip("packaging.specifiers")
     pyproject = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "pyproject.toml")).read()
     assert f'"keras{keras_compat.TESTED_KERAS}"' in pyproject
-    assert specifiers.SpecifierSet(keras_compat.TESTED_KERAS).contains(keras.__version__)
+    assert specifiers.SpecifierSet(keras_compat.TESTED_KERAS).contains(keras.__version__, prereleases=True)
 
 
 def test_global_seed_set_without_tensorflow():
@@ -221,7 +222,8 @@ def test_dot_product_attention_is_keras_op_without_its_copies(monkeypatch):
             torch._dynamo.reset()
 
     assert graph_breaks(keras_compat.dot_product_attention) == 0
-    assert graph_breaks(keras.ops.dot_product_attention) >= 1  # torch.compile's graph broken by Keras's op
+    # torch.compile's graph broken by Keras 3.15's op (3.16's traces whole).
+    assert (graph_breaks(keras.ops.dot_product_attention) >= 1) == (KERAS_VERSION < (3, 16))
     # A forced flash kernel is Keras's to check and refuse (it does on a CPU): passed on as it is.
     monkeypatch.setattr(keras.config, "is_flash_attention_enabled", lambda: True)
     with pytest.raises(RuntimeError):
@@ -239,117 +241,6 @@ def _torch_ops(function, input_shape=None):
     return [event.key for event in events if not by_shape or input_shape in event.input_shapes], result
 
 
-def _built_dense(units=5, features=6, **kwargs):
-    layer = keras.layers.Dense(units, **kwargs)
-    layer.build((None, features))
-    if layer.use_bias:
-        layer.bias.assign(np.linspace(-1, 1, units).astype(layer.variable_dtype))
-    return layer
-
-
-@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 6), (0, 3, 6)], ids=["matrix", "tokens", "empty batch"])
-def test_dense_is_keras_dense_with_the_bias_fused_on_torch(shape):
-    layer = _built_dense()
-    matrix = np.random.default_rng(0).normal(size=shape).astype("float32")
-    got = keras.ops.convert_to_numpy(keras_compat.dense(layer, keras.ops.convert_to_tensor(matrix)))
-    expected = keras.ops.convert_to_numpy(layer(matrix))
-    assert got.shape == shape[:-1] + (5,)
-    if keras.backend.backend() != "torch":
-        np.testing.assert_array_equal(got, expected)
-        return
-    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
-    import torch
-
-    matrix = torch.tensor(matrix, requires_grad=True)
-    fused_ops, fused = _torch_ops(lambda: keras_compat.dense(layer, matrix))
-    keras_ops, unfused = _torch_ops(lambda: layer.call(matrix))
-    assert "aten::addmm" in fused_ops and "aten::add" not in fused_ops and "aten::mm" not in fused_ops
-    assert "aten::clone" not in fused_ops  # contiguous inputs fold into rows as a view
-    assert "aten::add" in keras_ops  # Keras's Dense adds its bias after the product
-    weights = [layer.kernel.value, layer.bias.value]
-    for got_grad, want_grad in zip(
-        torch.autograd.grad(fused.square().sum(), [matrix, *weights]),
-        torch.autograd.grad(unfused.square().sum(), [matrix, *weights]),
-    ):
-        np.testing.assert_allclose(got_grad.numpy(), want_grad.numpy(), rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("dtype", [None, "float32", "bfloat16", "float64"])
-def test_uniform_is_keras_uniform_drawn_in_place_on_torch(dtype):
-    def values(tensor):
-        return keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32"))
-
-    for shape in [(), (7,), (4, 9)]:
-        np.testing.assert_array_equal(
-            values(keras_compat.uniform(shape, -2.0, 3.0, dtype=dtype, seed=1)),
-            values(keras.random.uniform(shape, -2.0, 3.0, dtype=dtype, seed=1)),
-        )
-    if keras.backend.backend() != "torch":
-        return
-    # The ops on the result, the seed's own scalar arithmetic aside.
-    mine, _ = _torch_ops(lambda: keras_compat.uniform((64, 32), -1.0, 1.0, dtype=dtype, seed=2), [64, 32])
-    keras_own, _ = _torch_ops(lambda: keras.random.uniform((64, 32), -1.0, 1.0, dtype=dtype, seed=2), [64, 32])
-    mine, keras_own = set(mine), set(keras_own)
-    assert {"aten::mul_", "aten::add_"} <= mine and not {"aten::mul", "aten::add"} & mine, mine
-    assert {"aten::mul", "aten::add"} <= keras_own
-
-
-@pytest.mark.parametrize(
-    "case", ["activation", "no bias", "lora", "int8", "float64 input", "subclass", "remat scope", "symbolic"]
-)
-def test_dense_leaves_every_other_dense_to_the_layer(case):
-    if keras.backend.backend() != "torch":
-        pytest.skip("the fused Dense is torch's")
-
-    class Subclass(keras.layers.Dense):
-        pass
-
-    if case == "remat scope":
-        with keras.RematScope(mode="full"):
-            layer = _built_dense()
-    elif case == "subclass":
-        layer = Subclass(5)
-        layer.build((None, 6))
-    else:
-        layer = _built_dense(**{"activation": dict(activation="relu"), "no bias": dict(use_bias=False)}.get(case, {}))
-    if case == "lora":
-        layer.enable_lora(2)
-        layer.lora_kernel_b.assign(np.ones((2, 5), "float32"))  # B starts at zero: a LoRA that changes the output
-    if case == "int8":
-        layer.quantize("int8")
-    matrix = np.random.default_rng(0).normal(size=(4, 6)).astype("float64" if case == "float64 input" else "float32")
-    if case == "symbolic":
-        assert keras_compat.dense(layer, keras.KerasTensor((None, 6))).shape == (None, 5)
-        return
-    expected = keras.ops.convert_to_numpy(keras_compat.call_sublayer(layer, keras.ops.convert_to_tensor(matrix)))
-    import torch
-
-    ops, got = _torch_ops(lambda: keras_compat.dense(layer, torch.tensor(matrix)))
-    assert "aten::addmm" not in ops
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(got), expected)
-
-
-def test_dense_under_mixed_precision_fuses_in_the_compute_dtype(monkeypatch):
-    # Keras's autocast scope reads the float32 weights as bfloat16: the fused product sees one dtype.
-    from keras_vit.layers import MLPBlock
-
-    block = MLPBlock(mlp_dim=16, dtype="mixed_bfloat16")
-    tokens = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
-    block.build(tokens.shape)
-    fused = block(tokens)
-    assert keras.backend.standardize_dtype(fused.dtype) == "bfloat16"
-    if keras.backend.backend() == "torch":
-        ops, _ = _torch_ops(lambda: block(tokens))
-        assert "aten::addmm" in ops and "aten::mm" not in ops
-    monkeypatch.setattr(keras_compat, "dense", keras_compat.call_sublayer)
-    unfused = block(tokens)
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(keras.ops.cast(fused, "float32")),
-        keras.ops.convert_to_numpy(keras.ops.cast(unfused, "float32")),
-        atol=2e-2,
-    )
-
-
 def test_torch_and_jax_private_names():
     if keras.backend.backend() == "torch":
         import torch.utils.checkpoint
@@ -360,33 +251,10 @@ def test_torch_and_jax_private_names():
         assert keras_compat.jax_backends_initialized()
 
 
-def test_sublayers_and_call_sublayer_which_skips_layer_call_but_for_symbolic_inputs_and_remat(monkeypatch):
+def test_sublayers_reaches_every_nested_layer():
     from keras_vit.layers import TransformerBlock
 
-    inputs = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
     block = TransformerBlock(num_heads=2, mlp_dim=16)
-    block.build(inputs.shape)
+    block.build((2, 5, 8))
     paths = {layer.path.split("/", 1)[1] for layer in keras_compat.sublayers(block)}
     assert {"attention", "attention/qkv", "attention/output", "mlp/fc1", "mlp/fc2"} <= paths, paths
-    with keras.RematScope(mode="full"):
-        scoped = keras.layers.Dense(4)
-    scoped.build(inputs.shape)
-    calls = []
-    original = keras.layers.Layer.__call__
-
-    def counted(layer, *args, **kwargs):
-        calls.append(type(layer).__name__)
-        return original(layer, *args, **kwargs)
-
-    monkeypatch.setattr(keras.layers.Layer, "__call__", counted)
-    block(inputs)
-    assert calls == ["TransformerBlock"]  # its sublayers ran through `call_sublayer`
-    dense = block.mlp.fc1
-    np.testing.assert_array_equal(
-        keras.ops.convert_to_numpy(keras_compat.call_sublayer(dense, inputs)),
-        keras.ops.convert_to_numpy(dense(inputs)),
-    )
-    assert keras_compat.call_sublayer(dense, keras.KerasTensor((2, 5, 8))).shape == (2, 5, 16)  # `call` would fail
-    calls.clear()
-    keras_compat.call_sublayer(scoped, inputs)
-    assert calls == ["Dense"]  # a layer under a RematScope is rematerialized by its __call__

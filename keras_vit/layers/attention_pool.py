@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.transformer import LAYER_NORM_EPSILON, MLPBlock, dense_over_tokens, xavier_dense
-from keras_vit.utils import keras_compat, serialization, validation
+from keras_vit.utils import serialization, validation
 
 
 @serialization.register
@@ -61,11 +61,10 @@ class AttentionPooling(keras.layers.Layer):
         self.mlp.build((None, dim))
 
     def call(self, tokens):
-        run = keras_compat.call_sublayer
         tokens = tokens[:, self.num_prefix_tokens :]
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
         latent = ops.cast(ops.reshape(self.latent, (1, -1)), tokens.dtype)
-        query = ops.reshape(keras_compat.dense(self.query, latent), (self.num_heads, self.head_dim))
+        query = ops.reshape(self.query(latent), (self.num_heads, self.head_dim))
         key_value = dense_over_tokens(self.key_value, tokens)
         key_value = ops.reshape(key_value, (batch, length, 2, self.num_heads, self.head_dim))
         key, value = ops.unstack(key_value, num=2, axis=2)
@@ -73,8 +72,8 @@ class AttentionPooling(keras.layers.Layer):
         # Softmax in float32 keeps float16 from overflowing.
         weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), value.dtype)
         pooled = ops.reshape(ops.einsum("bhk,bkhd->bhd", weights, value), (batch, self.num_heads * self.head_dim))
-        pooled = keras_compat.dense(self.output_projection, pooled)
-        return pooled + run(self.mlp, run(self.norm, pooled))
+        pooled = self.output_projection(pooled)
+        return pooled + self.mlp(self.norm(pooled))
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[-1])

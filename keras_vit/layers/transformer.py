@@ -10,7 +10,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers import initializers, resampling
+from keras_vit.layers import resampling
 from keras_vit.utils import keras_compat, serialization, validation
 from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit variants` table
 
@@ -75,15 +75,13 @@ def project_patches(projection, images, patch_size):
 def dense_over_tokens(dense, tokens):
     """`dense(tokens)` for `tokens` of shape `(..., features)`, computed as one 2-D matrix product (on a 3-D input,
     XLA's CPU compiler differentiates a Dense through transposed copies that grow with depth)."""
-    if isinstance(tokens, keras.KerasTensor):
+    if isinstance(tokens, keras.KerasTensor) or keras.backend.backend() == "torch":
         return dense(tokens)
-    if keras.backend.backend() == "torch":
-        return keras_compat.dense(dense, tokens)
     shape = ops.shape(tokens)
     rows = 1
     for size in shape[:-1]:
         rows = rows * size  # explicit sizes, never -1: a reshape cannot infer -1 for an empty batch
-    outputs = keras_compat.call_sublayer(dense, ops.reshape(tokens, (rows, shape[-1])))
+    outputs = dense(ops.reshape(tokens, (rows, shape[-1])))
     return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
 
 
@@ -92,7 +90,7 @@ def xavier_dense(units, input_shape, dtype, name, use_bias=True, bias_initialize
     dense = keras.layers.Dense(
         units,
         use_bias=use_bias,
-        kernel_initializer=initializers.GlorotUniform(),
+        kernel_initializer="glorot_uniform",
         bias_initializer=bias_initializer,
         dtype=dtype,
         name=name,
@@ -448,7 +446,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             logits = ops.einsum("bhqd,bhkd->bhqk", query * ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype), key)
             # Softmax in float32 keeps float16 from overflowing on long sequences.
             weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), query.dtype)
-            dropped = keras_compat.call_sublayer(self.attention_dropout, weights, training=training)
+            dropped = self.attention_dropout(weights, training=training)
             attended = ops.transpose(ops.einsum("bhqk,bhkd->bhqd", dropped, value), (0, 2, 1, 3))
         attended = ops.reshape(attended, (batch, length, self.num_heads * self.head_dim))
         outputs = dense_over_tokens(self.output_projection, attended)
@@ -503,7 +501,6 @@ class MLPBlock(keras.layers.Layer):
         self.dropout.build(None)
 
     def call(self, tokens, training=False):
-        run = keras_compat.call_sublayer
         hidden = dense_over_tokens(self.fc1, tokens)
         if self.activation == "quick_gelu":
             hidden = hidden * ops.sigmoid(ops.cast(1.702, hidden.dtype) * hidden)
@@ -512,8 +509,8 @@ class MLPBlock(keras.layers.Layer):
             hidden = ops.silu(gate) * value
         else:
             hidden = ops.gelu(hidden, approximate=self.activation == "gelu_tanh")
-        hidden = run(self.dropout, hidden, training=training)
-        return run(self.dropout, dense_over_tokens(self.fc2, hidden), training=training)
+        hidden = self.dropout(hidden, training=training)
+        return self.dropout(dense_over_tokens(self.fc2, hidden), training=training)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -635,20 +632,19 @@ class TransformerBlock(keras.layers.Layer):
         return outputs
 
     def _forward(self, tokens, training, return_attention_scores):
-        run = keras_compat.call_sublayer
-        attended = run(
-            self.attention, run(self.norm1, tokens), training=training, return_attention_scores=return_attention_scores
+        attended = self.attention(
+            self.norm1(tokens), training=training, return_attention_scores=return_attention_scores
         )
         if return_attention_scores:
             attended, weights = attended
-        attended = run(self.attention_output_dropout, attended, training=training)
+        attended = self.attention_output_dropout(attended, training=training)
         if self.layer_scales:
             attended = attended * ops.cast(self.layer_scales[0], attended.dtype)
-        tokens = tokens + run(self.drop_path, attended, training=training)
-        mlp = run(self.mlp, run(self.norm2, tokens), training=training)
+        tokens = tokens + self.drop_path(attended, training=training)
+        mlp = self.mlp(self.norm2(tokens), training=training)
         if self.layer_scales:
             mlp = mlp * ops.cast(self.layer_scales[1], mlp.dtype)
-        tokens = tokens + run(self.drop_path, mlp, training=training)
+        tokens = tokens + self.drop_path(mlp, training=training)
         return (tokens, weights) if return_attention_scores else tokens
 
     def compute_output_shape(self, input_shape):

@@ -19,7 +19,7 @@ NOT_CONFIG = ("self", "__class__", "weights", "input_tensor", "dtype", "name", "
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class VisionTransformer(keras_compat.CompiledForwardTrainStep, keras.Model):
+class VisionTransformer(keras.Model):
     """A Vision Transformer (Dosovitskiy et al. 2021) of any size, plain or hybrid, optionally with weights.
 
     Raw pixels are scaled, cut into patches (padded to whole patches), embedded, prefixed with a class token,
@@ -569,10 +569,12 @@ def _embed(layers, images, training=None):
             x = layers[name](x)
     if positions.num_prefix_tokens:
         x = positions(x, patch_grid=patch_grid)
-    x = layers["embedding_dropout"](x, training=training)
+    # No `training` in the model's graph: Keras 3.16 keeps an explicit `training=None` there as inference.
+    mode = {} if training is None else {"training": training}
+    x = layers["embedding_dropout"](x, **mode)
     if "patch_dropout" in layers:
         # After the position embedding and its dropout, as timm does.
-        x = layers["patch_dropout"](x, training=training)
+        x = layers["patch_dropout"](x, **mode)
     if "norm_pre" in layers:
         x = layers["norm_pre"](x)
     return x, patch_grid

@@ -4,9 +4,7 @@ What each entry buys is measured in docs/performance.md ("What each Keras workar
 tests/test_keras_compat.py that fails when Keras (or torch, JAX) changes what it relies on.
 """
 
-import math
-
-TESTED_KERAS = ">=3.15.1,<3.16"
+TESTED_KERAS = ">=3.15.1,<4"
 
 # cuDNN's fused attention differentiates over even lengths only; a benchmark may try a larger multiple.
 ATTENTION_LENGTH_MULTIPLE = 2
@@ -56,45 +54,6 @@ class SyncFreeSGDUpdate:
                 torch._foreach_add_(variables, buffers)
 
 
-class CompiledForwardTrainStep:
-    """`keras.Model` mixin: on torch with `jit_compile=True`, only the forward pass with the loss is compiled, traced
-    once; the backward and the update run eagerly, as in timm (Dynamo traces Keras's whole compiled step's forward
-    pass three times, and a compiled update holds a second copy of the weights: docs/performance.md)."""
-
-    def make_train_function(self, force=False):
-        import keras
-
-        if keras.backend.backend() != "torch" or (self.train_function is not None and not force):
-            return super().make_train_function(force)
-        super().make_train_function(force=True)
-        # A subclass's own `train_step`, and a frozen model (Keras warns; backward() would fail), keep Keras's step.
-        own_step = type(self).train_step is not keras.Model.train_step
-        if not self._should_torch_compile() or own_step or not self.trainable_weights:
-            return self.train_function
-        import torch
-
-        def forward(x, y, sample_weight):
-            y_pred = self(x, training=True) if self._call_has_training_arg else self(x)
-            loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-            self._loss_tracker.update_state(loss, sample_weight=keras.tree.flatten(x)[0].shape[0])
-            return y_pred, self.optimizer.scale_loss(loss)
-
-        forward = torch.compile(forward)
-
-        def train_function(data):
-            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data[0])
-            self.zero_grad(set_to_none=True)
-            y_pred, loss = forward(x, y, sample_weight)
-            loss.backward()
-            variables = self.trainable_weights[:]
-            with torch.no_grad():
-                self.optimizer.apply([variable.value.grad for variable in variables], variables)
-            return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
-
-        self.train_function = train_function
-        return train_function
-
-
 class AtomicBackupWrites:
     """`keras.callbacks.BackupAndRestore` mixin: the subclass's `write_backup` writes the backup."""
 
@@ -104,22 +63,6 @@ class AtomicBackupWrites:
             self._training_metadata_path,
             {"epoch": self._current_epoch, "batch": self._last_batch_seen},
         )
-
-
-def call_sublayer(layer, *args, **kwargs):
-    """Runs a built sublayer without `Layer.__call__` (most of a small ViT's eager time); symbolic or remat: `__call__`.
-
-    Safe for keras_vit's sublayers: they share the parent's dtype policy and autocast scope, and carry no masks.
-    """
-    import keras
-
-    if getattr(layer, "_remat_mode", None) or any(
-        isinstance(value, keras.KerasTensor) for value in (*args, *kwargs.values())
-    ):
-        return layer(*args, **kwargs)
-    if layer.quantization_mode is not None:
-        return layer.quantized_call(*args, **kwargs)
-    return layer.call(*args, **kwargs)
 
 
 def sublayers(layer):
@@ -180,65 +123,10 @@ def padded_fused_attention(query, key, value, implementation=None, multiple=None
     return attended[:, :length]
 
 
-def dense(layer, inputs):
-    """`layer(inputs)` for a built `Dense`; on torch a plain float Dense is one `torch.addmm` (Keras adds the bias
-    after the product: one more output-sized tensor). Anything else runs `call_sublayer`."""
-    import keras
-
-    if keras.backend.backend() != "torch" or not _plain_dense(layer):
-        return call_sublayer(layer, inputs)
-    import torch
-
-    if not isinstance(inputs, torch.Tensor):
-        return call_sublayer(layer, inputs)
-    # `.value`: the variable as the layer reads it, cast under Keras's autocast scope.
-    kernel, bias = layer.kernel.value, layer.bias.value
-    if not kernel.dtype == bias.dtype == inputs.dtype:
-        return call_sublayer(layer, inputs)
-    leading = tuple(inputs.shape[:-1])
-    # Explicit rows, never -1: torch cannot infer -1 for an empty batch.
-    product = torch.addmm(bias, inputs.reshape(math.prod(leading), inputs.shape[-1]), kernel)
-    return product.reshape(*leading, kernel.shape[-1])
-
-
-def _plain_dense(layer):
-    import keras
-
-    return (
-        type(layer) is keras.layers.Dense
-        and layer.use_bias
-        and layer.activation is keras.activations.linear
-        and not layer.lora_enabled
-        and layer.quantization_mode is None
-        and not getattr(layer, "_remat_mode", None)
-    )
-
-
-def uniform(shape, minval, maxval, dtype=None, seed=None):
-    """`keras.random.uniform`, the same numbers; on torch drawn into one tensor and scaled in place."""
-    import keras
-
-    if keras.backend.backend() == "torch" and len(shape) > 0:
-        import torch
-        from keras.src.backend.torch import core
-        from keras.src.backend.torch import random as torch_random
-
-        device = core.get_device()
-        if device != "meta":
-            values = torch.rand(
-                size=tuple(shape),
-                generator=torch_random.torch_seed_generator(seed),
-                dtype=core.to_torch_dtype(dtype or keras.config.floatx()),
-                device=device,
-            )
-            return values.mul_(maxval - minval).add_(minval)
-    return keras.random.uniform(shape, minval=minval, maxval=maxval, dtype=dtype, seed=seed)
-
-
 def remat(function):
     """`keras.remat(function)`, recomputed in the caller's autocast scope, freeing torch's recomputation at once."""
     import keras
-    from keras.src.backend import AutocastScope, get_autocast_scope
+    from keras.src.backend.common.variables import AutocastScope, get_autocast_scope
 
     forward_dtype = getattr(get_autocast_scope(), "dtype", None)
 
