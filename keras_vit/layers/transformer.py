@@ -85,6 +85,13 @@ def dense_over_tokens(dense, tokens):
     return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
 
 
+def rotate(tensor, cos, sin, swap):
+    """Rotary position embedding of queries or keys `(batch, tokens, heads, head_dim)`: the rotation's sign is in
+    `sin`, its pairing in `swap` (a `RotaryEmbedding`'s outputs), so that every pair layout is one formula."""
+    cos, sin = (ops.cast(part, tensor.dtype) for part in (cos, sin))
+    return tensor * cos + ops.take(tensor, swap, axis=-1) * sin
+
+
 def xavier_dense(units, input_shape, dtype, name, use_bias=True, bias_initializer="zeros"):
     """A built `Dense` with xavier-uniform kernels, flax's initialiser that the official code trains with."""
     dense = keras.layers.Dense(
@@ -394,7 +401,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         seed: optional int for the attention dropout.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
+        inner_norm: bool, a LayerNorm on the attended values before the output projection (EVA's
+            `scale_attn_inner`). Defaults to `False`.
+        layer_norm_epsilon: float, that norm's epsilon. Defaults to `1e-6`.
+
     Call arguments:
+        positions: optional `(cos, sin, swap)` of a `RotaryEmbedding`: the queries and keys are rotated by
+            `x * cos + take(x, swap, axis=-1) * sin` before either attention path runs.
         return_attention_scores: bool, also return the weights `(batch, num_heads, num_tokens, num_tokens)`.
 
     Example:
@@ -404,11 +417,28 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ((1, 5, 8), (1, 2, 5, 5))
     """
 
-    def __init__(self, num_heads, attention_dropout_rate=0.0, qkv_bias=True, seed=None, proj_bias=True, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        attention_dropout_rate=0.0,
+        qkv_bias=True,
+        seed=None,
+        proj_bias=True,
+        inner_norm=False,
+        layer_norm_epsilon=LAYER_NORM_EPSILON,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = validation.positive_int("num_heads", num_heads)
         self.qkv_bias = qkv_bias
         self.proj_bias = proj_bias
+        self.inner_norm = validation.boolean("inner_norm", inner_norm)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.norm = None
+        if inner_norm:
+            self.norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="norm"
+            )
         self.attention_dropout_rate = validation.rate("attention_dropout_rate", attention_dropout_rate)
         self.seed = seed
         self.attention_dropout = keras.layers.Dropout(
@@ -426,10 +456,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.qkv = xavier_dense(3 * hidden_dim, input_shape, policy, "qkv", use_bias=self.qkv_bias)
         self.output_projection = xavier_dense(hidden_dim, input_shape, policy, "output", use_bias=self.proj_bias)
         self.attention_dropout.build(None)
+        if self.norm is not None:
+            self.norm.build(input_shape)
 
-    def call(self, tokens, training=False, return_attention_scores=False):
+    def call(self, tokens, positions=None, training=False, return_attention_scores=False):
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
         qkv = ops.reshape(dense_over_tokens(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim))
+        # One unstack, not three slices: its gradient is one stack, and exported it is one split.
+        query, key, value = ops.unstack(qkv, num=3, axis=2)
+        if positions is not None:
+            query, key = (rotate(tensor, *positions) for tensor in (query, key))
         dropout_active = bool(training) and self.attention_dropout_rate > 0
         fused = (
             not (return_attention_scores or dropout_active)
@@ -437,25 +473,25 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             and keras_compat.fused_attention_compiles(self.compute_dtype)
         )
         weights = None
-        # One unstack, not three slices: its gradient is one stack, and exported it is one split.
         if fused:
-            query, key, value = ops.unstack(qkv, num=3, axis=2)
             attended = keras_compat.dot_product_attention(query, key, value, training=training)
         else:
-            query, key, value = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)
+            query, key, value = (ops.transpose(tensor, (0, 2, 1, 3)) for tensor in (query, key, value))
             logits = ops.einsum("bhqd,bhkd->bhqk", query * ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype), key)
             # Softmax in float32 keeps float16 from overflowing on long sequences.
             weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), query.dtype)
             dropped = self.attention_dropout(weights, training=training)
             attended = ops.transpose(ops.einsum("bhqk,bhkd->bhqd", dropped, value), (0, 2, 1, 3))
         attended = ops.reshape(attended, (batch, length, self.num_heads * self.head_dim))
+        if self.norm is not None:
+            attended = self.norm(attended)
         outputs = dense_over_tokens(self.output_projection, attended)
         return (outputs, weights) if return_attention_scores else outputs
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
-    def compute_output_spec(self, tokens, training=False, return_attention_scores=False):
+    def compute_output_spec(self, tokens, positions=None, training=False, return_attention_scores=False):
         outputs = keras.KerasTensor(tokens.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs
@@ -478,17 +514,37 @@ class MLPBlock(keras.layers.Layer):
         activation: one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         seed: optional int for the dropout.
         use_bias: bool, whether both Dense have biases. Defaults to `True`.
+        inner_norm: bool, a LayerNorm on the hidden layer before `fc2` (EVA-02's sub-LN, timm's `scale_mlp`).
+            Defaults to `False`.
+        layer_norm_epsilon: float, that norm's epsilon. Defaults to `1e-6`.
         **kwargs: base layer arguments such as `name` and `dtype`.
     """
 
-    def __init__(self, mlp_dim, dropout_rate=0.0, activation="gelu", seed=None, use_bias=True, **kwargs):
+    def __init__(
+        self,
+        mlp_dim,
+        dropout_rate=0.0,
+        activation="gelu",
+        seed=None,
+        use_bias=True,
+        inner_norm=False,
+        layer_norm_epsilon=LAYER_NORM_EPSILON,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.mlp_dim = validation.positive_int("mlp_dim", mlp_dim)
         self.dropout_rate = validation.rate("dropout_rate", dropout_rate)
         self.activation = validation.one_of("activation", activation, MLP_ACTIVATIONS)
         self.seed = seed
         self.use_bias = use_bias
+        self.inner_norm = validation.boolean("inner_norm", inner_norm)
+        self.layer_norm_epsilon = layer_norm_epsilon
         self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy, name="dropout")
+        self.norm = None
+        if inner_norm:
+            self.norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="norm"
+            )
 
     def build(self, input_shape):
         # The official initialisation: normal(1e-6) biases.
@@ -499,6 +555,8 @@ class MLPBlock(keras.layers.Layer):
         self.fc1 = xavier_dense(width, input_shape, policy, "fc1", **where)
         self.fc2 = xavier_dense(input_shape[-1], (*input_shape[:-1], self.mlp_dim), policy, "fc2", **where)
         self.dropout.build(None)
+        if self.norm is not None:
+            self.norm.build((*input_shape[:-1], self.mlp_dim))
 
     def call(self, tokens, training=False):
         hidden = dense_over_tokens(self.fc1, tokens)
@@ -510,6 +568,8 @@ class MLPBlock(keras.layers.Layer):
         else:
             hidden = ops.gelu(hidden, approximate=self.activation == "gelu_tanh")
         hidden = self.dropout(hidden, training=training)
+        if self.norm is not None:
+            hidden = self.norm(hidden)
         return self.dropout(dense_over_tokens(self.fc2, hidden), training=training)
 
     def compute_output_shape(self, input_shape):
@@ -537,11 +597,14 @@ class TransformerBlock(keras.layers.Layer):
         qkv_bias: bool, whether the query-key-value projection has a bias. Defaults to `True`.
         proj_bias: bool, whether the attention's output projection and the MLP have biases. Defaults to `True`.
         normalization: one of `NORMALIZATIONS`, the two norms' kind. Defaults to `"layer"`.
+        attention_norm: bool, the attention's inner LayerNorm (`MultiHeadSelfAttention(inner_norm=True)`).
+        mlp_norm: bool, the MLP's LayerNorm before `fc2` (`MLPBlock(inner_norm=True)`).
         seed: optional int for dropout and stochastic depth.
         remat: bool, recompute the activations in the backward pass (`keras.remat`). Defaults to `False`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
+        positions: optional, the position scheme's input to the attention (a `RotaryEmbedding`'s output).
         return_attention_scores: bool, also return the attention weights.
 
     Example:
@@ -565,9 +628,13 @@ class TransformerBlock(keras.layers.Layer):
         qkv_bias=True,
         proj_bias=True,
         normalization="layer",
+        attention_norm=False,
+        mlp_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.attention_norm = attention_norm
+        self.mlp_norm = mlp_norm
         self.layer_norm_epsilon = layer_norm_epsilon
         self.layer_scale_init = layer_scale_init
         self.qkv_bias = qkv_bias
@@ -585,13 +652,31 @@ class TransformerBlock(keras.layers.Layer):
         # The sublayers check their arguments.
         self.norm1 = normalization_layer(normalization, layer_norm_epsilon, policy, "norm1")
         self.attention = MultiHeadSelfAttention(
-            num_heads, attention_dropout_rate, qkv_bias, seed, proj_bias, dtype=policy, name="attention"
+            num_heads,
+            attention_dropout_rate,
+            qkv_bias,
+            seed,
+            proj_bias,
+            inner_norm=attention_norm,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=policy,
+            name="attention",
         )
         self.attention_output_dropout = keras.layers.Dropout(
             dropout_rate, seed=seed, dtype=policy, name="attention_output_dropout"
         )
         self.norm2 = normalization_layer(normalization, layer_norm_epsilon, policy, "norm2")
-        self.mlp = MLPBlock(mlp_dim, dropout_rate, activation, seed, use_bias=proj_bias, dtype=policy, name="mlp")
+        self.mlp = MLPBlock(
+            mlp_dim,
+            dropout_rate,
+            activation,
+            seed,
+            use_bias=proj_bias,
+            inner_norm=mlp_norm,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=policy,
+            name="mlp",
+        )
         self.drop_path = DropPath(drop_path_rate, seed=seed, dtype=policy, name="drop_path")
 
     def build(self, input_shape):
@@ -605,10 +690,10 @@ class TransformerBlock(keras.layers.Layer):
             for name in ("layer_scale1", "layer_scale2"):
                 self.layer_scales.append(self.add_weight(shape=input_shape[-1:], initializer=initializer, name=name))
 
-    def call(self, tokens, training=False, return_attention_scores=False):
+    def call(self, tokens, positions=None, training=False, return_attention_scores=False):
         # Inference keeps no activations for a backward pass and stays a plain graph for export.
         if not (self.remat and training):
-            return self._forward(tokens, training, return_attention_scores)
+            return self._forward(tokens, positions, training, return_attention_scores)
         # The recomputation must draw the forward pass's dropout masks: the remat function starts the seed
         # generators from the states the forward pass started from, and returns the advanced ones (no JAX tracer
         # escapes it).
@@ -619,21 +704,21 @@ class TransformerBlock(keras.layers.Layer):
         ]
         starts = [ops.copy(generator.state.value) for generator in generators]
 
-        def forward(inputs):
+        def forward(inputs, positions):
             for generator, start in zip(generators, starts):
                 generator.state.assign(start)
-            outputs = self._forward(inputs, training, return_attention_scores)
+            outputs = self._forward(inputs, positions, training, return_attention_scores)
             return outputs, [ops.copy(generator.state.value) for generator in generators]
 
         # The flags are closed over, not passed: jax.checkpoint would trace them as arrays.
-        outputs, ends = keras_compat.remat(forward)(tokens)
+        outputs, ends = keras_compat.remat(forward)(tokens, positions)
         for generator, end in zip(generators, ends):
             generator.state.assign(end)
         return outputs
 
-    def _forward(self, tokens, training, return_attention_scores):
+    def _forward(self, tokens, positions, training, return_attention_scores):
         attended = self.attention(
-            self.norm1(tokens), training=training, return_attention_scores=return_attention_scores
+            self.norm1(tokens), positions=positions, training=training, return_attention_scores=return_attention_scores
         )
         if return_attention_scores:
             attended, weights = attended
@@ -650,7 +735,7 @@ class TransformerBlock(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
-    def compute_output_spec(self, tokens, training=False, return_attention_scores=False):
+    def compute_output_spec(self, tokens, positions=None, training=False, return_attention_scores=False):
         return self.attention.compute_output_spec(tokens, return_attention_scores=return_attention_scores)
 
     def get_config(self):
