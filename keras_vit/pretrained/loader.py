@@ -7,6 +7,7 @@ problem raises one error listing everything wrong, and no model escapes.
 
 import collections
 import dataclasses
+import fnmatch
 import logging
 import math
 import os
@@ -249,6 +250,32 @@ def pixels_per_token_of_weights(weights):
     return resnet.pixels_per_token(patch, embedding_stages(weights))
 
 
+# timm's `Eva` architectures (DINOv3, EVA-02, PE, RoPE-ViT, ...): their rotary position embedding is computed, not
+# stored, so their tensors can pass for a plain ViT's; only the model name in the `config.json` beside them tells.
+TIMM_ROPE_ARCHITECTURES = (
+    "eva02_*",
+    "eva_giant_*",
+    "vit_pe_*",
+    "*_dinov3",
+    "*_dinov3_*",
+    "*_rope_*",
+    "*_sapiens2",
+    "*_lingbot",
+)
+
+
+def refuse_unbuilt_architecture(path):
+    """Raises `CheckpointError` when the `config.json` beside `path` names a timm model whose computed parts
+    (rotary position embeddings) keras_vit's loader would leave out."""
+    name = io.json_beside(path, "config.json").get("architecture")
+    if isinstance(name, str) and any(fnmatch.fnmatchcase(name, pattern) for pattern in TIMM_ROPE_ARCHITECTURES):
+        raise CheckpointError(
+            f"{path} is timm's {name}, a ViT with rotary position embeddings (timm's Eva), which this loader does "
+            "not build: its tensors would load into a model without them and compute wrong outputs. Nothing was "
+            "loaded."
+        )
+
+
 def load_checkpoint(path, format=None):
     """Reads and converts a checkpoint file (`.npz`, `.safetensors` or a `save_pretrained` folder).
 
@@ -259,6 +286,7 @@ def load_checkpoint(path, format=None):
     Returns:
         A `Checkpoint`.
     """
+    refuse_unbuilt_architecture(path)
     tensors, metadata = io.read_checkpoint(path)
     try:
         layout = converters.detect_layout(tensors)
