@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers import resampling
+from keras_vit.layers.rotary import apply_rotary
 from keras_vit.utils import keras_compat, serialization, validation
 from keras_vit.utils.patches import patch_grid  # keras-free, for the `keras-vit variants` table
 
@@ -83,13 +84,6 @@ def dense_over_tokens(dense, tokens):
         rows = rows * size  # explicit sizes, never -1: a reshape cannot infer -1 for an empty batch
     outputs = dense(ops.reshape(tokens, (rows, shape[-1])))
     return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
-
-
-def rotate(tensor, cos, sin, swap):
-    """Rotary position embedding of queries or keys `(batch, tokens, heads, head_dim)`: the rotation's sign is in
-    `sin`, its pairing in `swap` (a `RotaryEmbedding`'s outputs), so that every pair layout is one formula."""
-    cos, sin = (ops.cast(part, tensor.dtype) for part in (cos, sin))
-    return tensor * cos + ops.take(tensor, swap, axis=-1) * sin
 
 
 def xavier_dense(units, input_shape, dtype, name, use_bias=True, bias_initializer="zeros"):
@@ -465,7 +459,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # One unstack, not three slices: its gradient is one stack, and exported it is one split.
         query, key, value = ops.unstack(qkv, num=3, axis=2)
         if positions is not None:
-            query, key = (rotate(tensor, *positions) for tensor in (query, key))
+            query, key = (apply_rotary(tensor, *positions) for tensor in (query, key))
         dropout_active = bool(training) and self.attention_dropout_rate > 0
         fused = (
             not (return_attention_scores or dropout_active)

@@ -78,6 +78,12 @@ class VisionTransformer(keras.Model):
         proj_bias: bool, whether the attention's output projection and the MLP have biases.
         normalization: `"layer"` (LayerNorm) or `"rms"` (RMSNorm, AIMv2), every norm's kind (the MAP head's aside).
         patch_norm: bool, a norm (`patch_norm`) on the patch tokens, before the position embedding (AIMv2).
+        position_embedding: bool, whether a learned position embedding is added to the tokens.
+        rope: optional dict, the arguments of a `keras_vit.layers.RotaryEmbedding` (its `rope_type`,
+            `temperature`, `grid_offset`, `grid_indexing`, `rotate_half`, `ref_grid`): every block's queries and
+            keys are rotated by the patches' coordinates in the grid of each call (DINOv3, EVA-02, PE, RoPE-ViT).
+        attention_norm: bool, a LayerNorm on the attended values before the output projection (EVA-CLIP).
+        mlp_norm: bool, a LayerNorm in the MLP before `fc2` (EVA-02's sub-LN).
         dtype: optional dtype policy of every layer (the head stays float32).
         name: the model's name.
 
@@ -138,6 +144,10 @@ class VisionTransformer(keras.Model):
         proj_bias=True,
         normalization="layer",
         patch_norm=False,
+        position_embedding=True,
+        rope=None,
+        attention_norm=False,
+        mlp_norm=False,
         dtype=None,
         name="vision_transformer",
         **kwargs,
@@ -149,8 +159,9 @@ class VisionTransformer(keras.Model):
         model_inputs, images = _image_input(config["input_shape"], input_tensor)
         layers = _layers(config, dtype)
         x, patch_grid = _embed(layers, images)
+        positions = _positions(layers, patch_grid)
         for index in range(config["num_layers"]):
-            x = layers[f"encoder_block_{index}"](x)
+            x = layers[f"encoder_block_{index}"](x, **_block_positions(positions, index))
         if "encoder_norm" in layers:
             x = layers["encoder_norm"](x)
         super().__init__(
@@ -276,14 +287,17 @@ class VisionTransformer(keras.Model):
         validation.one_of("output_fmt", output_fmt, ("NHWC", "NLC"))
         layers = {layer.name: layer for layer in self.layers}
         tokens, patch_grid = _embed(layers, images, training=False)
+        positions = _positions(layers, patch_grid)
         feature_map = vit_layers.PatchFeatureMap(self.num_prefix_tokens)
         outputs, attention = [], []
         for index in range(max(chosen) + 1):
             block = layers[f"encoder_block_{index}"]
             if return_attention:
-                tokens, weights = block(tokens, training=False, return_attention_scores=True)
+                tokens, weights = block(
+                    tokens, training=False, return_attention_scores=True, **_block_positions(positions, index)
+                )
             else:
-                tokens = block(tokens, training=False)
+                tokens = block(tokens, training=False, **_block_positions(positions, index))
             if index not in chosen:
                 continue
             output = layers["encoder_norm"](tokens) if norm and "encoder_norm" in layers else tokens
@@ -419,6 +433,18 @@ def _checked_config(config):
             "`return_sequence=True` needs include_top=False and pooling=None. Received: "
             f"include_top={config['include_top']}, pooling={pooling!r}"
         )
+    if config["rope"] is not None:
+        if not isinstance(config["rope"], dict):
+            raise ValueError(
+                f"`rope` must be None or a dict of RotaryEmbedding arguments. Received: rope={config['rope']!r}"
+            )
+        config["rope"] = dict(config["rope"])
+        if config["patch_dropout_rate"]:
+            raise ValueError(
+                "`patch_dropout_rate` with `rope` is not supported: the dropped tokens' rotations would shift."
+            )
+    for key in ("position_embedding", "attention_norm", "mlp_norm"):
+        validation.boolean(key, config[key])
     config["embedding_grid"] = _embedding_grid(config)
     return config
 
@@ -506,14 +532,25 @@ def _layers(config, dtype):
             initializer=keras.initializers.TruncatedNormal(stddev=0.02), dtype=dtype, name="distillation_token"
         )
     num_prefix_tokens = _num_prefix_tokens(config)
-    layers["position_embedding"] = vit_layers.PositionEmbedding(
-        config["embedding_grid"],
-        num_prefix_tokens=0 if config["no_embed_class"] else num_prefix_tokens,
-        resample_method=config["resample_method"],
-        resample_antialias=config["resample_antialias"],
-        dtype=dtype,
-        name="position_embedding",
-    )
+    if config["position_embedding"]:
+        layers["position_embedding"] = vit_layers.PositionEmbedding(
+            config["embedding_grid"],
+            num_prefix_tokens=0 if config["no_embed_class"] else num_prefix_tokens,
+            resample_method=config["resample_method"],
+            resample_antialias=config["resample_antialias"],
+            dtype=dtype,
+            name="position_embedding",
+        )
+    if config["rope"] is not None:
+        mixed = config["rope"].get("rope_type") == "mixed"
+        layers["rotary_embedding"] = vit_layers.RotaryEmbedding(
+            config["hidden_dim"] // config["num_heads"],
+            config["num_heads"],
+            num_prefix_tokens=num_prefix_tokens,
+            **dict(config["rope"], depth=config["num_layers"] if mixed else None),
+            dtype=dtype,
+            name="rotary_embedding",
+        )
     layers["embedding_dropout"] = keras.layers.Dropout(config["dropout_rate"], dtype=dtype, name="embedding_dropout")
     if config["patch_dropout_rate"]:
         layers["patch_dropout"] = vit_layers.PatchDropout(
@@ -537,6 +574,8 @@ def _layers(config, dtype):
             qkv_bias=config["qkv_bias"],
             proj_bias=config["proj_bias"],
             normalization=normalization,
+            attention_norm=config["attention_norm"],
+            mlp_norm=config["mlp_norm"],
             dtype=dtype,
             name=f"encoder_block_{index}",
         )
@@ -559,15 +598,15 @@ def _embed(layers, images, training=None):
     x = layers["patch_tokens"](patch_grid)
     if "patch_norm" in layers:
         x = layers["patch_norm"](x)
-    positions = layers["position_embedding"]
-    if not positions.num_prefix_tokens:
+    positions = layers.get("position_embedding")
+    if positions is not None and not positions.num_prefix_tokens:
         # timm's `no_embed_class`: the prefix tokens join after the position embedding.
         x = positions(x, patch_grid=patch_grid)
     # Prepended last to first: [class token, distillation token, registers, patches].
     for name in ("register_tokens", "distillation_token", "class_token"):
         if name in layers:
             x = layers[name](x)
-    if positions.num_prefix_tokens:
+    if positions is not None and positions.num_prefix_tokens:
         x = positions(x, patch_grid=patch_grid)
     # No `training` in the model's graph: Keras 3.16 keeps an explicit `training=None` there as inference.
     mode = {} if training is None else {"training": training}
@@ -578,6 +617,22 @@ def _embed(layers, images, training=None):
     if "norm_pre" in layers:
         x = layers["norm_pre"](x)
     return x, patch_grid
+
+
+def _positions(layers, patch_grid):
+    """What the position scheme hands every block (a `RotaryEmbedding`'s rotation of the patch grid), or None."""
+    rotary = layers.get("rotary_embedding")
+    return None if rotary is None else rotary(patch_grid)
+
+
+def _block_positions(positions, index):
+    """The keyword arguments that give block `index` its positions (learned per-block RoPE: its own row)."""
+    if positions is None:
+        return {}
+    cos, sin, swap = positions
+    if cos.shape[0] not in (1, None):
+        cos, sin = (keras.ops.take(part, [index], axis=0) for part in (cos, sin))
+    return {"positions": (cos, sin, swap)}
 
 
 def _top(config, x, patch_grid, dtype):
