@@ -87,7 +87,7 @@ def test_deit_features_tokens_and_timm_export(tmp_path):
     tokens = timm_reference.run_torch(reference.forward_features, images)
     backbone = build_from_checkpoint(tmp_path, include_top=False, pooling="token", include_preprocessing=False)
     assert_close(backbone(images), (tokens[:, 0] + tokens[:, 1]) / 2)  # timm's pre_logits
-    (last,) = backbone.forward_intermediates(images, indices=1, output_fmt="NLC", norm=True)
+    (last,) = backbone.forward_intermediates(images, indices=1, output_fmt="NLC", norm=True, intermediates_only=True)
     assert_close(last, tokens)
     exported = converters.from_keras(model_weights(build_from_checkpoint(tmp_path)), "timm")
     expected = timm_reference.state_dict_numpy(reference)

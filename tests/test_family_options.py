@@ -120,9 +120,10 @@ def test_registers_feature_map_sequence_and_intermediates_match_timm(tmp_path):
     feature_map = keras_vit_from(path, include_top=False, num_register_tokens=2)
     assert_close(feature_map(IMAGES), patches)
     assert feature_map.num_prefix_tokens == 3
-    (last,) = feature_map.forward_intermediates(IMAGES, indices=1, norm=True)
+    (last,) = feature_map.forward_intermediates(IMAGES, indices=1, norm=True, intermediates_only=True)
     assert_close(last, patches)
-    (last,) = feature_map.forward_intermediates(IMAGES, indices=1, output_fmt="NLC", norm=True)
+    final, (last,) = feature_map.forward_intermediates(IMAGES, indices=1, output_fmt="NLC", norm=True)
+    assert_close(final, tokens)
     assert_close(last, tokens)
 
 

@@ -73,28 +73,41 @@ def test_from_config_rebuilds_the_same_model(arguments):
 def test_forward_intermediates_of_a_ti16_gives_every_block():
     model = keras_vit.ViTTi16(weights=None, include_top=False, input_shape=(32, 48, 3))
     images = random_inputs((1, 32, 48, 3)) * 127.5 + 127.5
-    maps = model.forward_intermediates(images)
+    maps = model.forward_intermediates(images, intermediates_only=True)
     assert len(maps) == 12 and all(tuple(keras.ops.shape(x)) == (1, 2, 3, 192) for x in maps)
-    tokens, attention = model.forward_intermediates(images, indices=[0, -1], output_fmt="NLC", return_attention=True)
+    final, tokens, attention = model.forward_intermediates(
+        images, indices=[0, -1], output_fmt="NLC", return_attention=True
+    )
+    assert tuple(keras.ops.shape(final)) == (1, 7, 192)
     assert [tuple(keras.ops.shape(x)) for x in tokens] == [(1, 7, 192)] * 2
     assert [tuple(keras.ops.shape(x)) for x in attention] == [(1, 3, 7, 7)] * 2
     np.testing.assert_allclose(to_numpy(attention[0]).sum(axis=-1), 1.0, rtol=1e-5)
 
 
-def test_forward_intermediates_last_block_normed_is_the_models_output():
+def test_forward_intermediates_has_timms_contract():
+    """`(final_features, intermediates)`, the final features the model's own; timm's arguments and formats."""
     model = VisionTransformer(**TINY, include_top=False, return_sequence=True, input_shape=(16, 24, 3))
     randomize_weights(model)
     images = random_inputs((2, 16, 24, 3)) * 127.5 + 127.5
-    (last,) = model.forward_intermediates(images, indices=1, output_fmt="NLC", norm=True)
+    final, (last,) = model.forward_intermediates(images, indices=1, output_fmt="NLC", norm=True)
     np.testing.assert_allclose(to_numpy(last), to_numpy(model(images)), atol=1e-5)
-    maps = model.forward_intermediates(images, indices=[-1])
-    tokens = to_numpy(model.forward_intermediates(images, indices=[1], output_fmt="NLC")[0])
-    np.testing.assert_array_equal(to_numpy(maps[0]), tokens[:, 1:].reshape(2, 2, 3, 16))
+    np.testing.assert_allclose(to_numpy(final), to_numpy(model(images)), atol=1e-5)
+    tokens = to_numpy(model.forward_intermediates(images, indices=[0], output_fmt="NLC", intermediates_only=True)[0])
+    (nhwc, prefix), nchw = (
+        model.forward_intermediates(images, indices=[0], output_fmt=fmt, intermediates_only=True, **options)[0]
+        for fmt, options in (("NHWC", dict(return_prefix_tokens=True)), ("NCHW", {}))
+    )
+    np.testing.assert_array_equal(to_numpy(nhwc), tokens[:, 1:].reshape(2, 2, 3, 16))
+    np.testing.assert_array_equal(to_numpy(nchw), tokens[:, 1:].reshape(2, 2, 3, 16).transpose(0, 3, 1, 2))
+    np.testing.assert_array_equal(to_numpy(prefix), tokens[:, :1])
+    # Stopping early, the final features are the last chosen block's, normed.
+    early, (first,) = model.forward_intermediates(images, indices=[0], output_fmt="NLC", stop_early=True)
+    np.testing.assert_allclose(to_numpy(early), to_numpy(model.get_layer("encoder_norm")(first)), atol=1e-6)
     for indices in (0, 3, [2], [], "all"):
         with pytest.raises(ValueError, match="indices"):
             model.forward_intermediates(images, indices=indices)
     with pytest.raises(ValueError, match="output_fmt"):
-        model.forward_intermediates(images, output_fmt="NCHW")
+        model.forward_intermediates(images, output_fmt="NDHWC")
 
 
 def test_a_vit_nested_in_a_users_model_is_found_and_survives_saving(tmp_path):

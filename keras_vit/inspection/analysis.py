@@ -40,7 +40,8 @@ def _forward(vit, images, batch_size, **options):
     chunks = []
     with no_grad:
         for start in range(0, len(images), batch_size):
-            result = vit.forward_intermediates(images[start : start + batch_size], **options)
+            chunk = images[start : start + batch_size]
+            result = vit.forward_intermediates(chunk, stop_early=True, intermediates_only=True, **options)
             result = result if options.get("return_attention") else (result,)
             chunks.append(
                 [[keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32")) for tensor in part] for part in result]

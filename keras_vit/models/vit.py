@@ -253,29 +253,46 @@ class VisionTransformer(keras.Model):
         lora.merge_into(self, plain)
         return plain
 
-    def forward_intermediates(self, images, indices=None, output_fmt="NHWC", norm=False, return_attention=False):
-        """The outputs of the chosen transformer blocks (timm's method of the same name), run in inference mode.
+    def forward_intermediates(
+        self,
+        images,
+        indices=None,
+        return_prefix_tokens=False,
+        norm=False,
+        stop_early=False,
+        output_fmt="NHWC",
+        intermediates_only=False,
+        return_attention=False,
+    ):
+        """The outputs of the chosen transformer blocks, run in inference mode (timm's method and contract).
 
         Args:
             images: a batch the model takes, of any size it accepts.
             indices: None for every block, an int `n` for the last `n` blocks, or a sequence of block indices
                 (negative ones count from the end).
-            output_fmt: `"NHWC"`, the patch tokens on the patch grid `(batch, rows, cols, hidden_dim)`, or
+            return_prefix_tokens: bool, with `"NHWC"` or `"NCHW"` each intermediate is the pair `(feature map,
+                prefix tokens (batch, num_prefix_tokens, hidden_dim))`.
+            norm: bool, apply the final norm to each intermediate.
+            stop_early: bool, run no block after the last chosen one (the final features are then its normed
+                output).
+            output_fmt: `"NHWC"` (keras_vit's default, channels last) or `"NCHW"`, the patch tokens on their grid;
                 `"NLC"`, the tokens `(batch, num_prefix_tokens + rows * cols, hidden_dim)`, prefix tokens first.
-            norm: bool, apply the final `encoder_norm` to each output.
-            return_attention: bool, also return each chosen block's attention weights
-                `(batch, num_heads, tokens, tokens)`.
+            intermediates_only: bool, return the intermediates alone.
+            return_attention: bool (keras_vit's), also return each chosen block's attention weights
+                `(batch, num_heads, tokens, tokens)`, as a last element.
 
         Returns:
-            A list with one tensor per chosen block, in block order; with `return_attention`, the tuple
-            `(outputs, attention_weights)`.
+            `(final_features, intermediates)`: the normed tokens after the last block run (the model's features,
+            timm's `forward_features`) and one output per chosen block, in block order; or the list alone with
+            `intermediates_only`; with `return_attention`, the attention weights' list appended.
 
         Example:
 
         >>> model = VisionTransformer(patch_size=8, hidden_dim=16, num_layers=3, num_heads=2, mlp_dim=32,
         ...     input_shape=(32, 24, 3), classes=5)
-        >>> [keras.ops.shape(x) for x in model.forward_intermediates(np.zeros((2, 32, 24, 3)), indices=2)]
-        [(2, 4, 3, 16), (2, 4, 3, 16)]
+        >>> final, maps = model.forward_intermediates(np.zeros((2, 32, 24, 3)), indices=2)
+        >>> keras.ops.shape(final), [keras.ops.shape(x) for x in maps]
+        ((2, 13, 16), [(2, 4, 3, 16), (2, 4, 3, 16)])
         """
         if self._layers_before_the_vit:
             raise ValueError(
@@ -284,29 +301,35 @@ class VisionTransformer(keras.Model):
                 "without `input_tensor`."
             )
         chosen = block_indices(indices, self.num_layers)
-        validation.one_of("output_fmt", output_fmt, ("NHWC", "NLC"))
+        validation.one_of("output_fmt", output_fmt, ("NHWC", "NCHW", "NLC"))
         layers = {layer.name: layer for layer in self.layers}
+        final_norm = layers.get("encoder_norm")
         tokens, patch_grid = _embed(layers, images, training=False)
         positions = _positions(layers, patch_grid)
         feature_map = vit_layers.PatchFeatureMap(self.num_prefix_tokens)
         outputs, attention = [], []
-        for index in range(max(chosen) + 1):
+        for index in range(max(chosen) + 1 if stop_early else self.num_layers):
             block = layers[f"encoder_block_{index}"]
+            options = dict(training=False, **_block_positions(positions, index))
             if return_attention:
-                tokens, weights = block(
-                    tokens, training=False, return_attention_scores=True, **_block_positions(positions, index)
-                )
+                tokens, weights = block(tokens, return_attention_scores=True, **options)
             else:
-                tokens = block(tokens, training=False, **_block_positions(positions, index))
+                tokens = block(tokens, **options)
             if index not in chosen:
                 continue
-            output = layers["encoder_norm"](tokens) if norm and "encoder_norm" in layers else tokens
-            if output_fmt == "NHWC":
-                output = feature_map(output, patch_grid=patch_grid)
+            output = final_norm(tokens) if norm and final_norm is not None else tokens
+            if output_fmt != "NLC":
+                spatial = feature_map(output, patch_grid=patch_grid)
+                if output_fmt == "NCHW":
+                    spatial = keras.ops.transpose(spatial, (0, 3, 1, 2))
+                output = (spatial, output[:, : self.num_prefix_tokens]) if return_prefix_tokens else spatial
             outputs.append(output)
             if return_attention:
                 attention.append(weights)
-        return (outputs, attention) if return_attention else outputs
+        result = [outputs] if intermediates_only else [tokens if final_norm is None else final_norm(tokens), outputs]
+        if return_attention:
+            result.append(attention)
+        return result[0] if len(result) == 1 else tuple(result)
 
 
 def find_layer(model, layer_class):
