@@ -2,6 +2,7 @@
 
 from keras_vit.layers.attention_pool import AttentionPooling
 from keras_vit.layers.resnet import BottleneckUnit, HybridPatchEmbedding, ResNetBackbone, StandardizedConv2D
+from keras_vit.layers.rotary import RotaryEmbedding, apply_rotary
 from keras_vit.layers.scaling import PixelScaling
 from keras_vit.layers.transformer import (
     LAYER_NORM_EPSILON,
@@ -39,9 +40,11 @@ __all__ = [
     "PixelScaling",
     "PositionEmbedding",
     "ResNetBackbone",
+    "RotaryEmbedding",
     "StandardizedConv2D",
     "TokenPooling",
     "TransformerBlock",
+    "apply_rotary",
     "pad_to_patches",
     "patch_grid",
     "patch_projection",
