@@ -24,7 +24,8 @@ def apply_rotary(x, cos, sin, swap):
     `x * cos + take(x, swap) * sin`, the rotation's sign folded into `sin`; computed in the wider of the two dtypes
     and returned in `x`'s (as timm's `apply_rot_embed`).
     """
-    rotated = x * cos + ops.take(x, swap, axis=-1) * sin
+    # ops, not operators: TensorFlow's do not promote a bfloat16 `x` against float32 tables.
+    rotated = ops.add(ops.multiply(x, cos), ops.multiply(ops.take(x, swap, axis=-1), sin))
     return ops.cast(rotated, x.dtype)
 
 
@@ -116,20 +117,22 @@ class RotaryEmbedding(keras.layers.Layer):
             )
         if rope_type != "cat" and ref_grid is not None:
             raise ValueError(f"`ref_grid` is for rope_type='cat' only. Received: ref_grid={ref_grid!r}")
-        # Static index vectors: `layout` spreads the head_dim / 2 angles over the pairs, `swap` is each channel's
-        # partner, and `sign` is the rotation's sign on `sin` (the first of each pair gets minus its partner).
-        half = self.head_dim // 2
-        channels = np.arange(self.head_dim, dtype="int32")
+        # Per channel: `layout`, its angle among the head_dim / 2; `swap`, its partner; `sign`, the rotation's sign
+        # on `sin` (the first of a pair gets minus its partner). Tuples, not NumPy: torch.compile traces no NumPy.
+        half, channels = self.head_dim // 2, range(self.head_dim)
         if self.rotate_half:
-            self._layout, self._swap, self._sign = channels % half, (channels + half) % self.head_dim, channels < half
+            self._layout = tuple(c % half for c in channels)
+            self._swap = tuple((c + half) % self.head_dim for c in channels)
+            self._sign = tuple(-1.0 if c < half else 1.0 for c in channels)
         else:
-            self._layout, self._swap, self._sign = channels // 2, channels ^ 1, channels % 2 == 0
-        self._sign = np.where(self._sign, -1.0, 1.0).astype("float32")
+            self._layout, self._swap = tuple(c // 2 for c in channels), tuple(c ^ 1 for c in channels)
+            self._sign = tuple(-1.0 if c % 2 == 0 else 1.0 for c in channels)
 
     def build(self, input_shape):
         if self.rope_type == "mixed":
             shape = (2, self.depth, self.num_heads, self.head_dim // 2)
-            self.freqs = self.add_weight(shape=shape, initializer=self._initial_freqs, name="freqs")
+            # Not autocast: a mixed policy would otherwise hand the frequencies to `call` in bfloat16.
+            self.freqs = self.add_weight(shape=shape, initializer=self._initial_freqs, autocast=False, name="freqs")
 
     def _initial_freqs(self, shape, dtype=None):
         # timm's init_random_2d_freqs: magnitudes theta ** (-4k / head_dim), turned by a random angle per block
@@ -137,12 +140,12 @@ class RotaryEmbedding(keras.layers.Layer):
         magnitudes = 1.0 / self.temperature ** (np.arange(0, self.head_dim, 4, dtype="float32") / self.head_dim)
         angles = keras.initializers.RandomUniform(0.0, 2 * math.pi)((self.depth, self.num_heads, 1), "float32")
         turned = ops.repeat(ops.concatenate([angles, angles + math.pi / 2], axis=-1), len(magnitudes), axis=-1)
-        freqs = ops.stack([ops.cos(turned), ops.sin(turned)]) * np.tile(magnitudes, 2)
+        freqs = ops.multiply(ops.stack([ops.cos(turned), ops.sin(turned)]), np.tile(magnitudes, 2))
         return ops.cast(freqs, dtype or "float32")
 
     def _coordinates(self, rows, cols):
         """The patches' two coordinates `(rows * cols,)` each, row-major, in the order `grid_indexing` gives."""
-        y, x = ops.cast(ops.arange(rows), "float32"), ops.cast(ops.arange(cols), "float32")
+        y, x = ops.arange(rows, dtype="float32"), ops.arange(cols, dtype="float32")
         if self.rope_type == "dinov3":
             y = (y + 0.5 + self.grid_offset) / ops.cast(rows, "float32")
             x = (x + 0.5 + self.grid_offset) / ops.cast(cols, "float32")
@@ -159,17 +162,17 @@ class RotaryEmbedding(keras.layers.Layer):
     def _angles(self, rows, cols):
         """The angles `(rows * cols, head_dim / 2)`, or `(depth, rows * cols, num_heads, head_dim / 2)` mixed."""
         first, second = self._coordinates(rows, cols)
-        quarter = np.arange(self.head_dim // 4, dtype="float32")
+        quarter = ops.arange(self.head_dim // 4, dtype="float32")
         if self.rope_type == "mixed":
             freqs = ops.cast(self.freqs, "float32")
             # (rows * cols, 1, 1) times (depth, 1, num_heads, head_dim / 2): at most 4-D.
             return first[:, None, None] * freqs[0][:, None] + second[:, None, None] * freqs[1][:, None]
         if self.rope_type == "dinov3":
-            periods = self.temperature ** (4.0 * quarter / self.head_dim)
-            first, second = 2 * math.pi * first[:, None] / periods, 2 * math.pi * second[:, None] / periods
+            periods = ops.power(self.temperature, 2.0 * quarter / (self.head_dim // 2))
+            first, second = (ops.divide(2 * math.pi * axis[:, None], periods) for axis in (first, second))
         else:
-            bands = 1.0 / self.temperature ** (quarter / len(quarter))
-            first, second = first[:, None] * bands, second[:, None] * bands
+            bands = 1.0 / ops.power(self.temperature, quarter / (self.head_dim // 4))
+            first, second = (ops.multiply(axis[:, None], bands) for axis in (first, second))
         return ops.concatenate([first, second], axis=-1)
 
     def call(self, patch_grid):
@@ -179,8 +182,9 @@ class RotaryEmbedding(keras.layers.Layer):
             angles = angles[None, :, None, :]
         # Zero angles for the prefix tokens: cos 1, sin 0, no rotation.
         angles = ops.pad(angles, [[0, 0], [self.num_prefix_tokens, 0], [0, 0], [0, 0]])
-        cos = ops.take(ops.cos(angles), self._layout, axis=-1)
-        sin = ops.take(ops.sin(angles), self._layout, axis=-1) * self._sign
+        layout = ops.convert_to_tensor(self._layout, "int32")
+        cos = ops.take(ops.cos(angles), layout, axis=-1)
+        sin = ops.take(ops.sin(angles), layout, axis=-1) * ops.convert_to_tensor(self._sign, "float32")
         return cos, sin, ops.convert_to_tensor(self._swap, "int32")
 
     def compute_output_shape(self, input_shape):
