@@ -327,9 +327,11 @@ def main(argv=None):
     unknown = [name for name in names if name not in CONFIGURATIONS]
     if unknown:
         parser.error(f"unknown configurations {unknown}; choose from: {', '.join(CONFIGURATIONS)}")
-    from keras_vit_cli import keras_free  # the variant table and FLOP counts, without importing Keras here
+    from keras_vit_cli import quiet
 
-    variants, flops = keras_free.load("keras_vit.models.variants", "keras_vit.models.flops")
+    quiet.install()  # the variant table imports keras_vit, hence Keras: no framework log lines
+    from keras_vit.models import flops, variants
+
     if args.variant not in variants.VARIANTS:
         parser.error(f"unknown --variant {args.variant!r}; choose one of: {', '.join(variants.VARIANTS)}")
     variant = variants.VARIANTS[args.variant]

@@ -334,6 +334,11 @@ def _run_keras(spec):
     # What a script pays before it builds anything: the framework and the model library.
     importlib.import_module("keras_vit" if spec["kind"] == "keras_vit" else "keras_hub")
     rss_after_imports = peak_rss_mb()
+    if spec["kind"] == "keras_vit":
+        # As `keras-vit finetune` trains: XLA's CPU compiler scheduled for memory (JAX; a no-op elsewhere).
+        from keras_vit.training import schedule_xla_cpu_for_memory
+
+        schedule_xla_cpu_for_memory()
     keras.config.set_dtype_policy(spec["precision"])
     # Not keras.utils.set_random_seed: it imports TensorFlow whenever it is installed, which on the jax and torch
     # rows added ~460 MiB of resident memory and seconds of start-up that the library never needs.
@@ -588,12 +593,6 @@ def main(argv=None):
     limit_threads(spec["threads"])
     if spec.get("absent_frameworks"):
         uninstall_for_this_process(spec["absent_frameworks"])
-    if spec["kind"] == "keras_vit":
-        # As `keras-vit finetune` trains: XLA's CPU compiler scheduled for memory (JAX; a no-op elsewhere).
-        from keras_vit_cli import keras_free
-
-        (xla_memory,) = keras_free.load("keras_vit.training.xla_memory")
-        xla_memory.schedule_xla_cpu_for_memory()
     start = time.perf_counter()
     result = RUNNERS[spec["kind"]](spec)
     result["wall_s"] = time.perf_counter() - start

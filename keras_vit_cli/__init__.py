@@ -1,9 +1,9 @@
 """The `keras-vit` command line (also `python -m keras_vit_cli`); the backend comes from `KERAS_BACKEND`.
 
 A command is a module of `keras_vit_cli.commands` named in `COMMANDS` that imports no Keras at module level: its
-docstring is its help, `add_arguments` adds its options, the optional `check(args)` runs before any framework import,
-`run(args)` returns the exit code. `TENSORFLOW_ON` names the backends on which it uses TensorFlow (default:
-tensorflow); `USES_KERAS = False`: no framework.
+docstring is its help, `add_arguments` adds its options (only when that command is run), the optional `check(args)`
+runs before the work, `run(args)` returns the exit code. `TENSORFLOW_ON` names the backends on which it uses
+TensorFlow (default: tensorflow), imported before `run` with its native start-up lines silenced.
 """
 
 import argparse
@@ -22,8 +22,9 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
 
 
-def build_parser():
-    """Returns the `argparse.ArgumentParser` of `keras-vit` (imports no Keras)."""
+def build_parser(options_of=COMMANDS):
+    """Returns the `argparse.ArgumentParser` of `keras-vit` with the options of the commands `options_of` only: a
+    command's help line needs none, so `keras-vit --help` imports no Keras (finetune's options do)."""
     try:
         version = metadata.version("keras-vision-transformer")
     except metadata.PackageNotFoundError:
@@ -43,7 +44,8 @@ def build_parser():
             description=description,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        module.add_arguments(subparser)
+        if name in options_of:
+            module.add_arguments(subparser)
         subparser.set_defaults(run=module.run)
     return parser
 
@@ -64,20 +66,19 @@ def _run(args):
         raise ValueError(f"KERAS_BACKEND={backend!r} is not a Keras backend: set it to tensorflow, jax or torch.")
     module = importlib.import_module(f"keras_vit_cli.commands.{args.command}")
     if hasattr(module, "check"):
-        module.check(args)  # before any framework import: offline and bad inputs fail at once
-    if getattr(module, "USES_KERAS", True):
-        if quiet.keras_backend() in getattr(module, "TENSORFLOW_ON", ("tensorflow",)):
-            quiet.import_tensorflow()
-        from keras_vit.utils import keras_compat
-
-        keras_compat.serializer_imports_no_tensorflow()
+        module.check(args)  # before the work: offline and bad inputs fail at once
+    if quiet.keras_backend() in getattr(module, "TENSORFLOW_ON", ("tensorflow",)):
+        quiet.import_tensorflow()
     return args.run(args)
 
 
 def main(argv=None):
     """Runs `keras-vit` with `argv` (default: `sys.argv[1:]`) and returns the exit code."""
     quiet.install(tensorflow=False)
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `keras-vit` takes no option with a value: its first word not starting with "-" is the command.
+    command = next((word for word in argv if not word.startswith("-")), None)
+    args = build_parser(options_of=(command,)).parse_args(argv)
     prefix = f"keras-vit {args.command}:"
     try:
         return _run(args)

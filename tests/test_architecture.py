@@ -130,6 +130,54 @@ def test_no_private_name_crosses_a_module():
     assert not found, "private names used across modules (make them public or move the code):\n" + "\n".join(found)
 
 
+FRAMEWORKS = ("keras", "tensorflow", "jax", "jaxlib", "torch")
+SYS_MODULES_CHANGES = ("update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__")
+
+
+def patches(node, framework_names):
+    """Whether `node` sets or deletes an attribute or item of a name in `framework_names`, or changes `sys.modules`."""
+
+    def framework_or_sys_modules(target):
+        if ast.unparse(target).startswith("sys.modules"):
+            return True
+        while isinstance(target, (ast.Attribute, ast.Subscript)):
+            target = target.value
+        return isinstance(target, ast.Name) and target.id in framework_names
+
+    if isinstance(node, (ast.Assign, ast.Delete, ast.AugAssign, ast.AnnAssign)):
+        targets = list(getattr(node, "targets", [getattr(node, "target", None)]))
+        while any(isinstance(target, (ast.Tuple, ast.List)) for target in targets):
+            targets = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+        return any(isinstance(t, (ast.Attribute, ast.Subscript)) and framework_or_sys_modules(t) for t in targets)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+        return bool(node.args) and framework_or_sys_modules(node.args[0])
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SYS_MODULES_CHANGES:
+        return ast.unparse(node.func.value) == "sys.modules"
+    return False
+
+
+def test_nothing_patched():
+    # The library and the command line use the frameworks as they are: no attribute of a Keras, TensorFlow, JAX or
+    # torch module (or of what it exports) is set or deleted, and no module is put into `sys.modules`.
+    found = []
+    for module, tree in MODULES.items():
+        if not module.startswith(LIBRARY):
+            continue
+        framework_names = set()  # local names bound by an import of a framework (`from keras.src import x`)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = [(alias.asname or alias.name.split(".")[0], alias.name) for alias in node.names]
+                framework_names.update(local for local, name in roots if name.split(".")[0] in FRAMEWORKS)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in FRAMEWORKS:
+                framework_names.update(alias.asname or alias.name for alias in node.names)
+        found += [
+            f"{module}:{node.lineno}: {ast.unparse(node).splitlines()[0]}"
+            for node in ast.walk(tree)
+            if patches(node, framework_names)
+        ]
+    assert not found, "framework modules patched or stand-ins put into sys.modules:\n" + "\n".join(found)
+
+
 def test_no_library_function_is_longer_than_80_lines():
     long = []
     for module, tree in MODULES.items():

@@ -102,38 +102,6 @@ def test_global_seed_set_without_tensorflow():
         keras_compat.set_random_seed(1.5)
 
 
-CHECKS_TENSORFLOW = """
-import sys, keras
-from keras.src.saving import serialization_lib
-from keras_vit.utils import keras_compat
-lazy = serialization_lib.tf
-keras_compat.serializer_imports_no_tensorflow()
-keras.layers.Dense(2).get_config()
-print('tensorflow' in sys.modules)
-serialization_lib.tf = lazy
-keras.layers.Dense(2).get_config()
-print('tensorflow' in sys.modules)
-"""
-
-
-def test_serializer_imports_no_tensorflow_yet_serializes_its_types():
-    from keras.src.saving import serialization_lib
-
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        keras_compat.serializer_imports_no_tensorflow()
-        assert isinstance(serialization_lib.tf, keras_compat._ImportedTensorFlow)
-        assert serialization_lib.serialize_keras_object(tf.TensorShape([2, 3])) == [2, 3]
-    if keras.backend.backend() == "jax":  # a fresh process: a config read without the hook imports TensorFlow
-        import subprocess
-        import sys
-
-        env = dict(os.environ, KERAS_BACKEND="jax")
-        result = subprocess.run([sys.executable, "-c", CHECKS_TENSORFLOW], capture_output=True, text=True, env=env)
-        assert result.stdout.split() == ["False", "True"], result.stderr[-2000:]
-
-
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the padded fused attention is JAX's")
 def test_padded_fused_attention_computes_the_unpadded_attention_for_odd_training_calls_on_a_gpu(monkeypatch):
     import jax

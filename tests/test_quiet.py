@@ -1,5 +1,6 @@
 """Quiet by default: at the default verbosity no `keras-vit` command prints a framework log or third-party warning
-on stderr; `KERAS_VIT_VERBOSE=1` brings them back; no command imports TensorFlow on jax / torch unless it needs it.
+on stderr (`finetune --help` neither, though its flags import Keras); `KERAS_VIT_VERBOSE=1` brings them back; no
+command imports TensorFlow on jax / torch unless it needs it.
 
 The commands run in one fresh process per backend (`keras_vit_cli.main` called in turn), with stderr read at the
 file-descriptor level, where native TensorFlow/absl/CUDA lines would show.
@@ -15,14 +16,15 @@ import pytest
 
 from tests.helpers import BACKEND, FRAMEWORK_NOISE, REPO_ROOT, user_environment
 
-# What may import TensorFlow on jax / torch: tf.data (finetune, evaluate) and JAX's SavedModel export (jax2tf).
-NEEDS_TENSORFLOW = {"jax": ("export", "finetune", "evaluate"), "torch": ("finetune", "evaluate")}
+# What may import TensorFlow on jax / torch: tf.data (finetune, evaluate), JAX's SavedModel export (jax2tf) and, on
+# torch, Keras's serializer (export rebuilds a mixed-precision model in float32).
+NEEDS_TENSORFLOW = {"jax": ("export", "finetune", "evaluate"), "torch": ("export", "finetune", "evaluate")}
 EXPORT_FORMATS = {"tensorflow": ("onnx", "litert", "saved_model"), "jax": ("saved_model",), "torch": ("openvino",)}
 # keras-vit's own messages for the user: the only stderr lines expected.
 USER_LINES = ("keras-vit download: ", "keras-vit inspect: no --weights")
 
 DRIVER = """
-import json, os, sys
+import json, sys
 from keras_vit_cli import main
 
 def run(argv):
@@ -30,19 +32,9 @@ def run(argv):
         code = main(argv)
     except SystemExit as exit:
         code = exit.code
-    return [argv[0], code, "tensorflow" in sys.modules]
+    return [" ".join(argv) if "--help" in argv else argv[0], code, "tensorflow" in sys.modules]
 
-commands, tiny = json.loads(sys.argv[1]), sys.argv[2]
-results = []
-for argv in commands:
-    if tiny in argv and not os.path.exists(tiny):
-        import keras_vit  # imported by main() already, after the quiet set-up
-
-        keras_vit.VisionTransformer(
-            patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3), classes=3
-        ).save(tiny)
-    results.append(run(argv))
-print("RESULTS " + json.dumps(results))
+print("RESULTS " + json.dumps([run(argv) for argv in json.loads(sys.argv[1])]))
 """
 
 
@@ -63,6 +55,7 @@ def _commands(tmp_path, tiny):
     train = ["--data", folder, "--image-size", "8", "--batch-size", "4", "--steps", "2", "--epochs", "2"]
     commands = [
         ["--help"],
+        ["finetune", "--help"],
         ["variants"],
         ["demo", "--model", "Ti/16", "--image-size", "32", "--batch-size", "1"],
         ["inspect", image, "--model", "Ti/16", "--weights", "none", "--image-size", "32", "--out", str(tmp_path / "i")],
@@ -73,6 +66,8 @@ def _commands(tmp_path, tiny):
     for format in EXPORT_FORMATS[BACKEND]:
         int8 = ["--int8"] if format == "onnx" else []  # ONNX Runtime's quantizer logs advice to the root logger
         commands.append(["export", tiny, str(tmp_path / f"artefact_{format}"), "--format", format, *int8])
+    if BACKEND == "torch":  # rebuilt in float32 through Keras's serializer, which imports TensorFlow
+        commands.append(["export", f"{tiny[:-6]}_mixed.keras", str(tmp_path / "mixed"), "--format", "openvino"])
     commands.append(["finetune", *train, "--verbose", "0", "--out", str(tmp_path / "run")])
     few_shot = ["--shots", "1", "--seeds", "1", "--k", "1", "--batch-size", "4", "--verbose", "0"]
     commands.append(["evaluate", tiny, "--data", folder, *few_shot, "--out", str(tmp_path / "evaluated")])
@@ -85,9 +80,20 @@ def _quiet_env(**extra):
 
 # One process per backend (`keras-vit launch` is run by tests/test_multihost.py).
 def test_every_command_is_quiet_at_the_default_verbosity(tmp_path):
+    import keras
+
+    import keras_vit
+
+    # Saved here: Keras's serializer imports TensorFlow on every backend, which the commands' process must not.
     tiny = str(tmp_path / "tiny.keras")
+    for policy, path in (("float32", tiny), ("mixed_bfloat16", f"{tiny[:-6]}_mixed.keras")):
+        keras.config.set_dtype_policy(policy)
+        keras_vit.VisionTransformer(
+            patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3), classes=3
+        ).save(path)
+        keras.config.set_dtype_policy("float32")  # the suite's policy (tests/conftest.py restores it after a failure)
     result = subprocess.run(
-        [sys.executable, "-c", DRIVER, json.dumps(_commands(tmp_path, tiny)), tiny],
+        [sys.executable, "-c", DRIVER, json.dumps(_commands(tmp_path, tiny))],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -105,7 +111,7 @@ def test_every_command_is_quiet_at_the_default_verbosity(tmp_path):
     if BACKEND != "tensorflow":  # no TensorFlow import before the first command that needs it
         first = next(index for index, (name, _, _) in enumerate(results) if name in NEEDS_TENSORFLOW[BACKEND])
         assert [name for name, _, tensorflow in results[:first] if tensorflow] == [], results
-        assert {"demo", "inspect", "predict", "convert"} <= {name for name, _, _ in results[:first]}
+        assert {"finetune --help", "demo", "inspect", "predict", "convert"} <= {name for name, _, _ in results[:first]}
 
 
 # Two bare Python processes with a stub `tensorflow` package: no real framework.

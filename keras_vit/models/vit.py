@@ -200,6 +200,14 @@ class VisionTransformer(keras.Model):
         return _num_prefix_tokens(self._arguments)
 
     @property
+    def architecture(self):
+        """The constructor's arguments that make this network: `get_config()` less name, trainable and dtype.
+
+        Read without Keras's serializer, which imports TensorFlow (where installed, any backend) for the dtype policy.
+        """
+        return dict(self._arguments)
+
+    @property
     def pixels_per_token(self):
         """`(height, width)`: image pixels per token side (the patch, times a hybrid ResNet's stride)."""
         return resnet.pixels_per_token(self.patch_size, self.resnet_stages)

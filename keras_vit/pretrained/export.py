@@ -86,7 +86,7 @@ def export_weights(model, path, format="hf", replace=True):
     """
     validation.one_of("format", format, converters.FORMATS)
     vit = find_vit(model)
-    return write_weights(model_weights(vit), path, format, vit.get_config(), replace=replace)
+    return write_weights(model_weights(vit), path, format, vit.architecture, replace=replace)
 
 
 def write_weights(weights, path, format, architecture, replace=True):

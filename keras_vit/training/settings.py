@@ -1,7 +1,7 @@
 """The settings of the `keras-vit finetune` job, each declared once.
 
-`SETTINGS` gives `FinetuneConfig`'s fields, `finetune`'s checks and signature, the command line's flags (read before
-Keras is imported: this module imports only the standard library) and `docs/finetune.md`'s table (`python -m` it).
+`SETTINGS` gives `FinetuneConfig`'s fields, `finetune`'s checks and signature, the command line's flags and
+`docs/finetune.md`'s table (`python -m` it).
 """
 
 import dataclasses

@@ -196,27 +196,3 @@ def set_random_seed(seed):
         import torch
 
         torch.manual_seed(seed)
-
-
-class _ImportedTensorFlow:
-    """Keras's lazy `tensorflow` module, `available` only once something imported TensorFlow."""
-
-    def __init__(self, lazy):
-        self._lazy = lazy
-
-    @property
-    def available(self):
-        import sys
-
-        return "tensorflow" in sys.modules and self._lazy.available
-
-    def __getattr__(self, name):
-        return getattr(self._lazy, name)
-
-
-def serializer_imports_no_tensorflow():
-    """Stops Keras's serializer from importing TensorFlow to ask whether an object is a `tf.TensorShape`."""
-    from keras.src.saving import serialization_lib
-
-    if not isinstance(serialization_lib.tf, _ImportedTensorFlow):
-        serialization_lib.tf = _ImportedTensorFlow(serialization_lib.tf)

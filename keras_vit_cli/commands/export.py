@@ -8,7 +8,8 @@ an existing file is never replaced. KERAS_BACKEND=tensorflow writes every format
 
 from keras_vit_cli import options
 
-TENSORFLOW_ON = ("tensorflow", "jax")  # JAX exports through jax2tf
+# JAX exports through jax2tf; on torch Keras's serializer imports it to rebuild a mixed-precision model in float32.
+TENSORFLOW_ON = ("tensorflow", "jax", "torch")
 
 
 def add_arguments(parser):

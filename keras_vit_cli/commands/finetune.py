@@ -8,20 +8,23 @@ Options left out take the defaults of `keras_vit.training.finetune.finetune`.
 import os
 import sys
 
-from keras_vit_cli import keras_free, options
+from keras_vit_cli import options, quiet
 
 TENSORFLOW_ON = ("tensorflow", "jax", "torch")  # tf.data reads the images on every backend
 
 
 def add_arguments(parser):
-    # Read without importing Keras: the flags are built for `--help`.
-    (settings,) = keras_free.load("keras_vit.training.settings", keep=True)
+    # The flags are the library's settings, whose import imports Keras: on its backend TensorFlow first, silenced.
+    quiet.install()
+    from keras_vit.training import settings
+
     options.add_settings(parser, settings.SETTINGS)
 
 
 def check(args):
     if getattr(args, "data", "").startswith("tfds:"):
-        (data,) = keras_free.load("keras_vit.training.data")
+        from keras_vit.training import data
+
         data.check_tfds_source(args.data[len("tfds:") :], getattr(args, "data_dir", None))
 
 

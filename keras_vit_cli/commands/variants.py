@@ -1,12 +1,10 @@
 """The table of ViT variants: sizes, parameter counts, GFLOPs, checkpoint tags.
 
 Prints a Markdown table; the counts are analytic (2 FLOPs per multiply-add),
-so no model is built and no framework imported.
+so no model is built.
 """
 
-from keras_vit_cli import keras_free, options
-
-USES_KERAS = False
+from keras_vit_cli import options
 
 
 def add_arguments(parser):
@@ -15,12 +13,10 @@ def add_arguments(parser):
 
 
 def run(args):
-    variants, flops, validation, registry = keras_free.load(
-        "keras_vit.models.variants",
-        "keras_vit.models.flops",
-        "keras_vit.utils.validation",
-        "keras_vit.pretrained.registry",
-    )
+    from keras_vit.models import flops, variants
+    from keras_vit.pretrained import registry
+    from keras_vit.utils import validation
+
     size = validation.positive_int("image_size", args.image_size)
     classes = validation.positive_int("classes", args.classes)
     print(
