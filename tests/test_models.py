@@ -224,3 +224,20 @@ def test_bad_arguments_are_value_errors_that_name_them(kwargs, named):
     with pytest.raises(ValueError) as caught:
         _tiny(**kwargs)
     assert named in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_dtype_argument_is_the_models_policy_and_survives_saving(tmp_path):
+    model = keras_vit.VisionTransformer(
+        patch_size=8,
+        hidden_dim=16,
+        num_layers=1,
+        num_heads=2,
+        mlp_dim=32,
+        input_shape=(16, 16, 3),
+        classes=3,
+        dtype="mixed_bfloat16",
+    )
+    assert model.dtype_policy.name == "mixed_bfloat16"
+    model.save(str(tmp_path / "model.keras"))
+    revived = keras.saving.load_model(str(tmp_path / "model.keras"))
+    assert revived.dtype_policy.name == revived.get_layer("encoder_block_0").dtype_policy.name == "mixed_bfloat16"

@@ -167,6 +167,9 @@ class VisionTransformer(keras.Model):
         super().__init__(
             inputs=model_inputs, outputs=_top(config, x, patch_grid, dtype), dtype=dtype, name=name, **kwargs
         )
+        if dtype is not None:
+            # A functional model leaves its own policy at the global one: `get_config` saves this one.
+            self.dtype_policy = dtype
         # Layers that computed an `input_tensor` run before the ViT's own, which `forward_intermediates` cannot run.
         self._layers_before_the_vit = model_inputs is not images
         self._arguments = config
