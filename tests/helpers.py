@@ -1,7 +1,7 @@
 """The checks every keras_vit layer and model goes through, on whichever backend the suite runs.
 
-`run_model_test` checks a model's Keras contract end to end, `run_layer_test` runs it on a model of one layer, and
-`run_quantization_test` checks `model.quantize`.
+`run_model_test` checks a model's Keras contract end to end, `run_layer_test` runs it on a model of one layer,
+`run_keras_hub_layer_test` runs keras-hub's own layer contract, and `run_quantization_test` checks `model.quantize`.
 """
 
 import copy
@@ -296,6 +296,31 @@ def run_layer_test(
         expected_num_trainable_weights=expected_num_trainable_weights,
         workdir=workdir,
         **model_test_kwargs,
+    )
+
+
+def run_keras_hub_layer_test(
+    layer_cls,
+    init_kwargs,
+    input_shape,
+    expected_output_shape,
+    expected_num_trainable_weights,
+    expected_num_non_trainable_variables=0,
+):
+    """keras-hub's `TestCase.run_layer_test`, as its own layers pass it: config and serialization round trips, build,
+    symbolic and eager calls in the layer's dtype, a compiled `fit`, and under `mixed_float16`, `mixed_bfloat16` and
+    `bfloat16` every float output, output spec (`compute_output_spec` on float32 inputs), weight and sublayer in the
+    policy's dtypes (keras-hub skips that precision check on torch without CUDA)."""
+    from keras_hub.src.tests.test_case import TestCase
+
+    inputs = keras.ops.convert_to_tensor(random_inputs(input_shape))  # a backend tensor, as keras-hub's tests pass
+    TestCase("run_layer_test").run_layer_test(
+        layer_cls,
+        init_kwargs,
+        inputs,
+        expected_output_shape,
+        expected_num_trainable_weights=expected_num_trainable_weights,
+        expected_num_non_trainable_variables=expected_num_non_trainable_variables,
     )
 
 

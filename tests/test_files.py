@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 
 import keras
 import pytest
@@ -125,3 +126,64 @@ def test_no_replace_outputs_refuse_a_file_there_before_or_after_the_work(tmp_pat
     assert sorted(os.listdir(tmp_path)) == ["a.onnx", "b.bin", "free.onnx", "saved"]
     assert (tmp_path / "a.onnx").read_text() == (tmp_path / "b.bin").read_text() == "someone else's"
     assert os.listdir(tmp_path / "saved") == []
+
+
+def _tiny_vit():
+    import keras_vit
+
+    return keras_vit.VisionTransformer(
+        patch_size=8, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3), classes=3
+    )
+
+
+def _private_file(folder):
+    handle, path = tempfile.mkstemp(dir=folder)  # 0600, as safetensors' and other writers' own temporary files
+    os.close(handle)
+    return path
+
+
+def _write(kind, out):
+    """Writes one kind of output into `out` through the library's own writer; returns the paths it made."""
+    from keras_vit.evaluation import report
+    from keras_vit.pretrained import export_weights
+    from keras_vit.training import atomic_save_model
+
+    if kind == "file":
+        with files.atomic_file(out / "a.bin") as staged:
+            os.replace(_private_file(out), staged)
+        return [out / "a.bin"]
+    if kind == "folder":  # save_pretrained folders, SavedModels: a subfolder and a private file inside
+        with files.atomic_directory(out / "saved") as staged:
+            os.mkdir(os.path.join(staged, "variables"))
+            os.replace(_private_file(out), os.path.join(staged, "variables", "data"))
+        return [out / "saved", out / "saved" / "variables", out / "saved" / "variables" / "data"]
+    if kind == "safetensors":
+        return [export_weights(_tiny_vit(), out / "w.safetensors", "timm")]
+    if kind == "npz":
+        return [export_weights(_tiny_vit(), out / "w.npz", "official")]
+    if kind == "hf":
+        export_weights(_tiny_vit(), out / "hf", "hf")
+        return [out / "hf", out / "hf" / "model.safetensors", out / "hf" / "config.json"]
+    if kind == "keras":
+        atomic_save_model(_tiny_vit(), out / "m.keras")
+        return [out / "m.keras"]
+    # metrics.json and its PNG figure, as `keras-vit evaluate` writes them
+    metrics = {
+        "fewshot": {"1": {"mean": 0.5, "std": 0.1}},
+        "linear_probe": {"accuracy": 0.6},
+        "knn": {"k": 1, "accuracy": 0.4},
+    }
+    return list(report.write_results(metrics, out).values())
+
+
+@pytest.mark.parametrize("kind", ["file", "folder", "safetensors", "npz", "hf", "keras", "metrics_and_png"])
+def test_every_output_gets_the_mode_of_the_users_umask(tmp_path, kind):
+    if kind == "metrics_and_png":
+        pytest.importorskip("matplotlib")
+    previous = os.umask(0o022)
+    try:
+        paths = _write(kind, tmp_path)
+    finally:
+        os.umask(previous)
+    modes = {os.path.basename(path): oct(os.stat(path).st_mode & 0o7777) for path in paths}
+    assert modes == {os.path.basename(path): "0o755" if os.path.isdir(path) else "0o644" for path in paths}

@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 
 from keras_vit import layers
-from tests.helpers import assert_config_round_trip, randomize_weights, run_layer_test, to_numpy
+from tests.helpers import (
+    assert_config_round_trip,
+    randomize_weights,
+    run_keras_hub_layer_test,
+    run_layer_test,
+    to_numpy,
+)
 
 HIDDEN = 16
 
@@ -69,6 +75,47 @@ def test_attention_contract_with_scores(tmp_path):
         call_kwargs=dict(return_attention_scores=True),
         workdir=tmp_path,
     )
+
+
+# keras-hub's layer contract for every public layer: kwargs, input shape, output shape, trainable weights, and
+# non-trainable variables (a seed generator's state).
+KERAS_HUB_CONTRACTS = {
+    "PatchEmbedding": (dict(hidden_dim=HIDDEN, patch_size=4), (2, 16, 10, 3), (2, 4, 3, HIDDEN), 2, 0),
+    "PatchTokens": ({}, (2, 2, 3, HIDDEN), (2, 6, HIDDEN), 0, 0),
+    "ClassToken": ({}, (2, 5, HIDDEN), (2, 6, HIDDEN), 1, 0),
+    "PositionEmbedding": (dict(grid_size=(2, 3)), (2, 7, HIDDEN), (2, 7, HIDDEN), 1, 0),
+    "PatchFeatureMap": (dict(grid_size=2), (2, 5, HIDDEN), (2, 2, 2, HIDDEN), 0, 0),
+    "DropPath": (dict(rate=0.2, seed=3), (2, 5, HIDDEN), (2, 5, HIDDEN), 0, 1),
+    "PatchDropout": (dict(rate=0.25, num_prefix_tokens=2, seed=7), (2, 6, HIDDEN), (2, 6, HIDDEN), 0, 1),
+    "MultiHeadSelfAttention": (dict(num_heads=2), (2, 5, HIDDEN), (2, 5, HIDDEN), 4, 0),
+    "MLPBlock": (dict(mlp_dim=32), (2, 5, HIDDEN), (2, 5, HIDDEN), 4, 0),
+    "TransformerBlock": (dict(num_heads=2, mlp_dim=32, drop_path_rate=0.1), (2, 5, HIDDEN), (2, 5, HIDDEN), 12, 1),
+    "TokenPooling": (dict(mode="gap"), (2, 5, HIDDEN), (2, HIDDEN), 0, 0),
+    "AttentionPooling": (dict(num_heads=2, mlp_dim=32), (2, 5, HIDDEN), (2, HIDDEN), 13, 0),
+    "PixelScaling": (dict(scale=1 / 127.5, offset=-1.0), (2, 4, 4, 3), (2, 4, 4, 3), 0, 0),
+    "StandardizedConv2D": (dict(filters=8, kernel_size=3, strides=2), (2, 8, 8, 3), (2, 4, 4, 8), 1, 0),
+    # GroupNorm(32) needs 32 channels at least.
+    "BottleneckUnit": (dict(filters=32, strides=2), (2, 8, 8, 16), (2, 4, 4, 128), 12, 0),
+    "ResNetBackbone": (dict(stage_depths=(1,), width=32), (2, 32, 16, 3), (2, 8, 4, 128), 15, 0),
+    "HybridPatchEmbedding": (
+        dict(hidden_dim=HIDDEN, patch_size=2, stage_depths=(1,), width=32),
+        (2, 32, 16, 3),
+        (2, 4, 2, HIDDEN),
+        17,
+        0,
+    ),
+}
+
+
+def test_every_public_layer_has_a_keras_hub_contract():
+    public = [name for name in layers.__all__ if isinstance(getattr(layers, name), type)]
+    assert all(issubclass(getattr(layers, name), keras.layers.Layer) for name in public)
+    assert sorted(public) == sorted(KERAS_HUB_CONTRACTS)
+
+
+@pytest.mark.parametrize("name", KERAS_HUB_CONTRACTS)
+def test_keras_hub_layer_contract(name):
+    run_keras_hub_layer_test(getattr(layers, name), *KERAS_HUB_CONTRACTS[name])
 
 
 @pytest.mark.parametrize(

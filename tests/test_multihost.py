@@ -193,3 +193,44 @@ def test_finetune_launched_in_two_processes_resumes_on_every_process_and_writes_
     assert (
         sorted(os.listdir(out)) == "checkpoint.keras history.csv metrics.json model.keras training_curves.png".split()
     )
+
+
+# A peer blocked in a collective: JAX's preemption service catches SIGTERM, so it ignores it, mid-write.
+BLOCKED_OR_KILLED_WORKER = """
+import importlib.util, os, signal, sys, time
+folder, index = sys.argv[2], os.environ["KERAS_DISTRIBUTION_PROCESS_ID"]
+ready = os.path.join(folder, "blocked")
+if index == "1":
+    while not os.path.exists(ready):
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGKILL)
+spec = importlib.util.spec_from_file_location("files", sys.argv[1])  # the file alone: no Keras to import
+files = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(files)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with files.atomic_file(os.path.join(folder, "model.keras")) as staged, open(staged, "w") as handle:
+    handle.write("half")
+    handle.flush()
+    open(ready, "w").close()
+    time.sleep(30)  # past the bound: a launcher that waits for it fails the test
+"""
+
+
+@jax_only
+def test_launch_ends_soon_when_a_process_is_killed_and_its_peer_ignores_sigterm(tmp_path, monkeypatch, capsys):
+    import argparse
+    import time
+
+    from keras_vit.utils import files
+    from keras_vit_cli.commands import launch
+
+    # Workers of two seconds' Python instead of two JAX processes: the launcher's part is what is tested.
+    monkeypatch.setattr(launch, "WORKER", [sys.executable, "-c", BLOCKED_OR_KILLED_WORKER, files.__file__])
+    start = time.monotonic()
+    code = launch.run(argparse.Namespace(processes=2, port=None, arguments=[str(tmp_path)]))
+    elapsed = time.monotonic() - start
+    assert code == 137  # 128 + SIGKILL, as a shell reports it
+    assert "process 1 exited with -9" in capsys.readouterr().err
+    assert elapsed < 15, f"the launcher took {elapsed:.0f} s to end"  # the issue's bound
+    # The blocked peer was killed mid-write: its output is absent, not half-written.
+    assert (tmp_path / "blocked").exists() and not (tmp_path / "model.keras").exists()

@@ -321,6 +321,12 @@ class DropPath(keras.layers.Layer):
         mask = keras.random.dropout(ops.ones(mask_shape, inputs.dtype), self.rate, seed=self.seed_generator)
         return inputs * mask
 
+    def compute_output_spec(self, inputs, training=False):
+        # In the compute dtype `__call__` casts the inputs to: traced on float32 inputs under a mixed policy, the
+        # spec was float32.
+        spec = super().compute_output_spec(inputs, training=training)
+        return keras.KerasTensor(spec.shape, dtype=self.compute_dtype)
+
     def get_config(self):
         return {**super().get_config(), **serialization.arguments(self)}
 
@@ -376,6 +382,11 @@ class PatchDropout(keras.layers.Layer):
         bits = keras.random.dropout(ops.ones((batch, num_patches, 24), "float32"), 0.5, seed=self.seed_generator)
         weights = ops.convert_to_tensor([0.5 ** (k + 2) for k in range(24)], "float32")
         return ops.sum(bits * weights, axis=-1)
+
+    def compute_output_spec(self, tokens, training=False):
+        # As `DropPath`'s, traced for the training call's token count.
+        spec = super().compute_output_spec(tokens, training=training)
+        return keras.KerasTensor(spec.shape, dtype=self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), **serialization.arguments(self)}

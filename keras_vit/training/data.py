@@ -388,6 +388,37 @@ def from_arrays(images, labels, num_classes=None, class_names=None):
     return dataset, SourceInfo(len(images), int(num_classes), names, fingerprint=lambda: identity)
 
 
+def _augmentation(image_size, area_range, flip, randaugment, seed):
+    """The per-image map of `train_pipeline`: Inception crop (or the whole image), resize, flip, RandAugment."""
+    import keras
+
+    tf = _tf()
+    randaugment_layer = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
+
+    def augment(image, label):
+        if area_range is not None:
+            begin, size, _ = tf.image.sample_distorted_bounding_box(
+                tf.shape(image),
+                bounding_boxes=tf.zeros((1, 0, 4)),
+                min_object_covered=0.0,
+                aspect_ratio_range=ASPECT_RATIO_RANGE,
+                area_range=area_range,
+                max_attempts=10,
+                use_image_if_no_bounding_boxes=True,
+                seed=seed,
+            )
+            image = tf.slice(image, begin, size)
+        image = tf.image.resize(image, image_size, method="bilinear")
+        if flip:
+            image = tf.image.random_flip_left_right(image, seed=seed)
+        image = tf.ensure_shape(image, image_size + (3,))
+        if randaugment_layer is not None:
+            image = randaugment_layer(tf.clip_by_value(image, 0.0, 255.0))
+        return tf.cast(image, tf.float32), label
+
+    return augment
+
+
 def train_pipeline(
     dataset,
     *,
@@ -450,29 +481,7 @@ def train_pipeline(
     dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    randaugment_layer = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
-
-    def augment(image, label):
-        if area_range is not None:
-            begin, size, _ = tf.image.sample_distorted_bounding_box(
-                tf.shape(image),
-                bounding_boxes=tf.zeros((1, 0, 4)),
-                min_object_covered=0.0,
-                aspect_ratio_range=ASPECT_RATIO_RANGE,
-                area_range=area_range,
-                max_attempts=10,
-                use_image_if_no_bounding_boxes=True,
-                seed=seed,
-            )
-            image = tf.slice(image, begin, size)
-        image = tf.image.resize(image, image_size, method="bilinear")
-        if flip:
-            image = tf.image.random_flip_left_right(image, seed=seed)
-        image = tf.ensure_shape(image, image_size + (3,))
-        if randaugment_layer is not None:
-            image = randaugment_layer(tf.clip_by_value(image, 0.0, 255.0))
-        return tf.cast(image, tf.float32), label
-
+    augment = _augmentation(image_size, area_range, flip, randaugment, seed)
     dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.batch(batch_size, drop_remainder=True)
     mixers = []

@@ -2,13 +2,15 @@
 
 Each output keeps its own name inside a temporary folder beside it (`.keras_vit-tmp-...`), so writers that name
 companion files after it (OpenVINO's `.bin` beside its `.xml`) work unchanged; a killed write leaves only that
-folder. `replace=False` refuses an existing target, before the work and again before the rename.
+folder. `replace=False` refuses an existing target, before the work and again before the rename. Every output gets
+the mode a new file or folder gets from the user's umask, whatever mode its writer staged it with (`mkstemp`'s 0600).
 """
 
 import contextlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 
 TEMP_PREFIX = ".keras_vit-tmp-"
@@ -29,12 +31,37 @@ def _refuse_existing(path):
         raise FileExistsError(f"{path} exists and this output never replaces a file: choose a new path or remove it.")
 
 
+def _umask_modes(temporary):
+    """`(file mode, folder mode)` new outputs get here: a probe folder made in the empty `temporary` reads the umask
+    (and any default ACL) without `os.umask`'s set-and-restore, which races with other threads."""
+    probe = os.path.join(temporary, "probe")
+    os.mkdir(probe)
+    try:
+        mode = stat.S_IMODE(os.stat(probe).st_mode)  # with the setgid bit a shared folder passes on
+    finally:
+        os.rmdir(probe)
+    return mode & 0o666, mode
+
+
+def _set_modes(path, modes):
+    """Gives the staged output `path` (a file, or a folder and all inside it) `modes`: `(file mode, folder mode)`."""
+    file_mode, folder_mode = modes
+    if not os.path.isdir(path):
+        os.chmod(path, file_mode)
+        return
+    for root, _, names in os.walk(path):
+        os.chmod(root, folder_mode)
+        for name in names:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), file_mode)
+
+
 @contextlib.contextmanager
 def _temporary_folder(folder):
     os.makedirs(folder, exist_ok=True)
     temporary = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=folder)
     try:
-        yield temporary
+        yield temporary, _umask_modes(temporary)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
 
@@ -49,7 +76,7 @@ def atomic_files(folder, names, replace=True):
     targets = [os.path.join(folder, name) for name in names]
     for target in targets if not replace else ():
         _refuse_existing(target)
-    with _temporary_folder(folder) as temporary:
+    with _temporary_folder(folder) as (temporary, modes):
         staged = {name: os.path.join(temporary, name) for name in names}
         yield staged
         for name, target in zip(names, targets):
@@ -59,6 +86,7 @@ def atomic_files(folder, names, replace=True):
                 raise IsADirectoryError(f"{target} is a folder; choose another output path.")
             if not replace:
                 _refuse_existing(target)
+            _set_modes(staged[name], modes)
             _fsync(staged[name])
         for name, target in zip(names, targets):
             os.replace(staged[name], target)
@@ -84,7 +112,7 @@ def atomic_directory(path, replace=True):
         _refuse_existing(target)
     elif os.path.lexists(target) and (not os.path.isdir(target) or os.path.islink(target)):
         raise FileExistsError(f"{target} exists and is not a folder; choose another output path.")
-    with _temporary_folder(os.path.dirname(target)) as temporary:
+    with _temporary_folder(os.path.dirname(target)) as (temporary, modes):
         staged = os.path.join(temporary, os.path.basename(target))
         os.mkdir(staged)
         yield staged
@@ -97,6 +125,7 @@ def atomic_directory(path, replace=True):
                     f"{target} holds files this output would not rewrite ({', '.join(foreign[:5])}); they would be "
                     "lost. Choose a new or empty folder."
                 )
+        _set_modes(staged, modes)
         for root, _, names in os.walk(staged):
             for name in names:
                 _fsync(os.path.join(root, name))

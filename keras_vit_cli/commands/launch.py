@@ -2,7 +2,7 @@
 
     KERAS_BACKEND=jax keras-vit launch --processes 2 finetune --steps 200
 
-If one process fails, the others are stopped and its exit code is returned.
+If one process fails, the others are stopped (killed after a few seconds) and its exit code is returned.
 For several hosts, run the command on each with --coordinator,
 --num-processes and --process-id instead.
 """
@@ -14,6 +14,10 @@ import sys
 import time
 
 from keras_vit_cli import quiet
+
+WORKER = [sys.executable, "-m", "keras_vit_cli"]  # each process runs this, then the command's arguments
+# JAX's preemption service catches SIGTERM: a process blocked in a collective ends only when killed.
+STOP_SECONDS = 3
 
 
 def add_arguments(parser):
@@ -45,7 +49,7 @@ def run(args):
             multihost.ENV_NUM_PROCESSES: str(count),
             multihost.ENV_PROCESS_ID: str(index),
         }
-        command = [sys.executable, "-m", "keras_vit_cli", *args.arguments]
+        command = [*WORKER, *args.arguments]
         processes.append(subprocess.Popen(command, env=dict(os.environ, **settings)))
     try:
         while True:
@@ -59,7 +63,18 @@ def run(args):
                 return 0
             time.sleep(0.5)
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.terminate()
-                process.wait()
+        stop(processes)
+
+
+def stop(processes):
+    """Terminates the processes still running, and kills those not ended `STOP_SECONDS` later."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
+        process.terminate()
+    deadline = time.monotonic() + STOP_SECONDS
+    for process in running:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
