@@ -709,14 +709,15 @@ class TransformerBlock(keras.layers.Layer):
         ]
         starts = [ops.copy(generator.state.value) for generator in generators]
 
-        def forward(inputs, positions):
+        def forward(inputs, *positions):
             for generator, start in zip(generators, starts):
                 generator.state.assign(start)
-            outputs = self._forward(inputs, positions, training, return_attention_scores)
+            outputs = self._forward(inputs, positions or None, training, return_attention_scores)
             return outputs, [ops.copy(generator.state.value) for generator in generators]
 
-        # The flags are closed over, not passed: jax.checkpoint would trace them as arrays.
-        outputs, ends = keras_compat.remat(forward)(tokens, positions)
+        # The flags are closed over, not passed: jax.checkpoint would trace them as arrays. The positions' tensors
+        # are passed (TensorFlow's recompute_grad takes tensors only, so no None).
+        outputs, ends = keras_compat.remat(forward)(tokens, *(positions or ()))
         for generator, end in zip(generators, ends):
             generator.state.assign(end)
         return outputs
