@@ -21,6 +21,8 @@ from tests.helpers import (
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(8, 12, 3), classes=3)
 # With dropout and stochastic depth the recomputation must draw the masks of the forward pass.
 RANDOM = dict(dropout_rate=0.2, attention_dropout_rate=0.2, drop_path_rate=0.3)
+# The blocks' positions pass through the recomputation too (learned per-block frequencies: a gradient each).
+ROPE = dict(position_embedding=False, rope=dict(rope_type="mixed", temperature=10.0))
 
 
 def _pair(**options):
@@ -39,8 +41,8 @@ def _assign(model, values):
 
 @pytest.mark.parametrize(
     ("policy", "options"),
-    [("float32", {}), ("float32", RANDOM), ("mixed_bfloat16", {})],
-    ids=["deterministic", "dropout", "mixed_bfloat16"],
+    [("float32", {}), ("float32", RANDOM), ("mixed_bfloat16", {}), ("float32", ROPE)],
+    ids=["deterministic", "dropout", "mixed_bfloat16", "rope"],
 )
 def test_remat_gives_the_same_loss_and_gradients(policy, options):
     keras.config.set_dtype_policy(policy)
@@ -66,7 +68,7 @@ def test_remat_gives_the_same_loss_and_gradients(policy, options):
         atol = 1e-5 if policy == "float32" else 1e-2 * max(1.0, float(np.abs(want).max()))
         np.testing.assert_allclose(got, want, rtol=0, atol=atol)
     # Both generators advanced alike: embedding dropout, per block three dropouts and (but the first) drop path.
-    assert len(plain.non_trainable_variables) == (8 if options else 0)
+    assert len(plain.non_trainable_variables) == (8 if "dropout_rate" in options else 0)
     for got, want in zip(remat.non_trainable_variables, plain.non_trainable_variables, strict=True):
         np.testing.assert_array_equal(to_numpy(got), to_numpy(want))
 
