@@ -11,8 +11,9 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-VENV="${VENV:-.venv}"
-[[ "${KERAS:-}" == "nightly" ]] && VENV="$VENV-nightly"
+BASE_VENV="${VENV:-.venv}"
+VENV="$BASE_VENV"
+[[ "${KERAS:-}" == "nightly" ]] && VENV="$BASE_VENV-nightly"
 BACKENDS="${BACKENDS:-tensorflow jax torch}"
 PYTEST_WORKERS="${PYTEST_WORKERS:-2}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
@@ -23,8 +24,8 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 
 echo "test.sh: ruff format --check and ruff check"
-if ! "$VENV/bin/ruff" format --check --quiet . || ! "$VENV/bin/ruff" check --quiet .; then
-    echo "test.sh: ruff found style problems; run '$VENV/bin/ruff format . && $VENV/bin/ruff check --fix .'" >&2
+if ! "$BASE_VENV/bin/ruff" format --check --quiet . || ! "$BASE_VENV/bin/ruff" check --quiet .; then
+    echo "test.sh: ruff found style problems; run '$BASE_VENV/bin/ruff format . && $BASE_VENV/bin/ruff check --fix .'" >&2
     exit 1
 fi
 
