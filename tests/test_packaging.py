@@ -57,7 +57,8 @@ def test_sdist_and_wheel_build_offline_and_the_wheel_installs_and_runs(tmp_path)
     python = str(tmp_path / "venv" / "bin" / "python")
     site_packages = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip()
     with open(os.path.join(site_packages, "main_environment.pth"), "w") as file:
-        file.write(sysconfig.get_path("purelib") + "\n")
+        # addsitedir: this environment's own .pth files count too (the nightly side venv's names its base venv).
+        file.write(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
     _run(
         [python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q", str(wheel)],
         env=environment,

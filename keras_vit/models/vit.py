@@ -566,25 +566,7 @@ def _layers(config, dtype):
             initializer=keras.initializers.TruncatedNormal(stddev=0.02), dtype=dtype, name="distillation_token"
         )
     num_prefix_tokens = _num_prefix_tokens(config)
-    if config["position_embedding"]:
-        layers["position_embedding"] = vit_layers.PositionEmbedding(
-            config["embedding_grid"],
-            num_prefix_tokens=0 if config["no_embed_class"] else num_prefix_tokens,
-            resample_method=config["resample_method"],
-            resample_antialias=config["resample_antialias"],
-            dtype=dtype,
-            name="position_embedding",
-        )
-    if config["rope"] is not None:
-        mixed = config["rope"].get("rope_type") == "mixed"
-        layers["rotary_embedding"] = vit_layers.RotaryEmbedding(
-            config["hidden_dim"] // config["num_heads"],
-            config["num_heads"],
-            num_prefix_tokens=num_prefix_tokens,
-            **dict(config["rope"], depth=config["num_layers"] if mixed else None),
-            dtype=dtype,
-            name="rotary_embedding",
-        )
+    layers.update(_position_layers(config, num_prefix_tokens, dtype))
     layers["embedding_dropout"] = keras.layers.Dropout(config["dropout_rate"], dtype=dtype, name="embedding_dropout")
     if config["patch_dropout_rate"]:
         layers["patch_dropout"] = vit_layers.PatchDropout(
@@ -616,6 +598,31 @@ def _layers(config, dtype):
     if config["final_norm"] and not config["fc_norm"]:
         layers["encoder_norm"] = transformer.normalization_layer(normalization, epsilon, dtype, "encoder_norm")
     return layers
+
+
+def _position_layers(config, num_prefix_tokens, dtype):
+    """The position scheme's layers: a learned table (`position_embedding`), a `rotary_embedding`, both or none."""
+    positions = {}
+    if config["position_embedding"]:
+        positions["position_embedding"] = vit_layers.PositionEmbedding(
+            config["embedding_grid"],
+            num_prefix_tokens=0 if config["no_embed_class"] else num_prefix_tokens,
+            resample_method=config["resample_method"],
+            resample_antialias=config["resample_antialias"],
+            dtype=dtype,
+            name="position_embedding",
+        )
+    if config["rope"] is not None:
+        mixed = config["rope"].get("rope_type") == "mixed"
+        positions["rotary_embedding"] = vit_layers.RotaryEmbedding(
+            config["hidden_dim"] // config["num_heads"],
+            config["num_heads"],
+            num_prefix_tokens=num_prefix_tokens,
+            **dict(config["rope"], depth=config["num_layers"] if mixed else None),
+            dtype=dtype,
+            name="rotary_embedding",
+        )
+    return positions
 
 
 def _num_prefix_tokens(config):
