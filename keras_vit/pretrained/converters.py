@@ -20,13 +20,16 @@ from keras_vit.pretrained.errors import CheckpointError
 from keras_vit.pretrained.mapping import (
     FOLD_CLASS_POSITION,
     IDENTITY,
+    MASKED_BIAS,
     MERGE_HEADS_BIAS,
     MERGE_HEADS_IN,
     MERGE_HEADS_OUT,
+    MIXED_FREQUENCIES,
     PATCH_POSITIONS,
     TORCH_CONV,
     TRANSPOSE,
     ZERO_CLASS_ROW,
+    ZERO_KEY_BIAS,
     Layout,
     Part,
     fuse,
@@ -281,6 +284,90 @@ TIMM_AIMV2 = Layout(
     gated_mlp=True,
 )
 
+
+def block_option(name, *specs):
+    """A part of each timm block only some architectures have."""
+    return timm_optional(name, *specs, keras_root=BLOCKS, key_root="blocks.{i}.")
+
+
+def swiglu_rows(gate, value):
+    """A SwiGLU's separate gate and value projections as keras_vit's packed `fc1` (`[gate | value]`)."""
+    return (
+        ("mlp/fc1/kernel", [f"{gate}.weight", f"{value}.weight"], fuse(TRANSPOSE, 1, count=2)),
+        ("mlp/fc1/bias", [f"{gate}.bias", f"{value}.bias"], fuse(IDENTITY, 0, count=2)),
+    )
+
+
+NORM = Part("encoder norm", rows(*torch_norm("encoder_norm", "norm")))
+# timm's `Eva` (DINOv3, EVA-02, PE, RoPE-ViT, sbb): its rotary embedding is computed, so the model name says it.
+EVA_BLOCKS = Part(
+    "transformer blocks",
+    rows(*torch_norm("norm1", "norm1"), *torch_linear("attention/output", "attn.proj"), *torch_norm("norm2", "norm2"))
+    + rows(*torch_linear("mlp/fc2", "mlp.fc2")),
+    keras_root=BLOCKS,
+    key_root="blocks.{i}.",
+)
+EVA_OPTIONS = (
+    block_option("fused qkv", ("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE)),
+    block_option("qkv bias", ("attention/qkv/bias", "attn.qkv.bias")),
+    block_option("query and value biases", ("attention/qkv/bias", ["attn.q_bias", "attn.v_bias"], ZERO_KEY_BIAS)),
+    block_option(
+        "q, k, v projections",
+        ("attention/qkv/kernel", [f"attn.{n}_proj.weight" for n in "qkv"], fuse(TRANSPOSE, 1)),
+        ("attention/qkv/bias", ["attn.q_proj.bias", "attn.v_proj.bias"], ZERO_KEY_BIAS),
+    ),
+    block_option("attention norm", *torch_norm("attention/norm", "attn.norm")),
+    block_option("MLP", *torch_linear("mlp/fc1", "mlp.fc1")),
+    block_option("SwiGLU", *swiglu_rows("mlp.fc1_g", "mlp.fc1_x")),
+    block_option("MLP norm", *torch_norm("mlp/norm", "mlp.norm")),
+    block_option("layer scale", ("layer_scale1", "gamma_1"), ("layer_scale2", "gamma_2")),
+)
+TIMM_EVA = Layout(
+    "timm",
+    "timm",
+    "timm safetensors (Eva: DINOv3, EVA-02, PE, RoPE-ViT)",
+    (
+        Part("patch embedding", TIMM_EMBEDDING.rows[:1]),
+        timm_optional("position embedding", ("position_embedding/embedding", "pos_embed")),
+        *TIMM_OPTIONS[:7],
+        EVA_BLOCKS,
+        *EVA_OPTIONS,
+        timm_optional("learned RoPE frequencies", ("rotary_embedding/freqs", "rope.freqs", MIXED_FREQUENCIES)),
+        torch_dense("head", "head"),
+    ),
+    rope="name",
+)
+# facebookresearch/dinov3's own files (`.pth` saved as safetensors): RoPE periods stored (checked, not loaded), a
+# mask on the key third of the qkv bias, storage tokens (registers), SwiGLU as w1 (gate), w2 (value), w3.
+ROPE_PERIODS = "rotary_embedding/periods"
+DINOV3 = Layout(
+    "dinov3",
+    "DINOv3",
+    "DINOv3 safetensors (facebookresearch/dinov3)",
+    (
+        Part("RoPE periods", rows((ROPE_PERIODS, "rope_embed.periods"))),
+        Part(
+            "patch embedding",
+            TIMM_EMBEDDING.rows[:1]
+            + rows(("patch_embedding/projection/bias", "patch_embed.proj.bias"), ("class_token/token", "cls_token")),
+        ),
+        timm_optional("storage tokens", ("register_tokens/token", "storage_tokens")),
+        Part(
+            "transformer blocks",
+            EVA_BLOCKS.rows[:6] + rows(("attention/qkv/kernel", "attn.qkv.weight", TRANSPOSE)),
+            keras_root=BLOCKS,
+            key_root="blocks.{i}.",
+        ),
+        block_option("qkv bias", ("attention/qkv/bias", ["attn.qkv.bias", "attn.qkv.bias_mask"], MASKED_BIAS)),
+        block_option("layer scale", ("layer_scale1", "ls1.gamma"), ("layer_scale2", "ls2.gamma")),
+        block_option("MLP", *torch_linear("mlp/fc1", "mlp.fc1"), *torch_linear("mlp/fc2", "mlp.fc2")),
+        block_option("SwiGLU", *swiglu_rows("mlp.w1", "mlp.w2"), *torch_linear("mlp/fc2", "mlp.w3")),
+        NORM,
+    ),
+    ignore=("mask_token", "local_cls_norm."),  # pre-training only
+    rope="name",
+)
+
 # ---------------------------------------------------------------- Hugging Face transformers
 
 
@@ -392,6 +479,43 @@ HF_FAMILY = (
         ignore=("embeddings.mask_token", "pooler."),
     ),
 )
+# DINOv3ViTModel: RoPE from its config's `rope_theta`, registers, layer scale, no key bias; MLP or SwiGLU.
+DINOV3_EMBEDDING = Part(
+    "patch embedding",
+    rows(
+        ("patch_embedding/projection/kernel", "embeddings.patch_embeddings.weight", TORCH_CONV),
+        ("patch_embedding/projection/bias", "embeddings.patch_embeddings.bias"),
+        ("class_token/token", "embeddings.cls_token"),
+    ),
+)
+DINOV3_HF = dict(model_type="dinov3_vit", hidden_act="gelu", layer_norm_eps=1e-5, rope_theta=100.0)
+for mlp_rows, gated in (
+    (torch_linear("mlp/fc1", "mlp.up_proj"), False),
+    (swiglu_rows("mlp.gate_proj", "mlp.up_proj"), True),
+):
+    blocks = Part(
+        "transformer blocks",
+        rows(
+            *torch_norm("norm1", "norm1"),
+            ("attention/qkv/kernel", [f"attention.{n}_proj.weight" for n in "qkv"], fuse(TRANSPOSE, 1)),
+            *torch_linear("attention/output", "attention.o_proj"),
+            *torch_norm("norm2", "norm2"),
+            *mlp_rows,
+            *torch_linear("mlp/fc2", "mlp.down_proj"),
+            *LAYER_SCALE,
+        ),
+        keras_root=BLOCKS,
+        key_root="layer.{i}.",
+    )
+    biases = ("attention/qkv/bias", ["attention.q_proj.bias", "attention.v_proj.bias"], ZERO_KEY_BIAS)
+    parts = (
+        DINOV3_EMBEDDING,
+        timm_optional("register tokens", ("register_tokens/token", "embeddings.register_tokens")),
+    )
+    parts += (blocks, timm_optional("query and value biases", biases, keras_root=BLOCKS, key_root="layer.{i}."))
+    dinov3 = hf_layout("DINOv3ViTModel", (*parts, NORM), "", DINOV3_HF, gated_mlp=gated)
+    # Before DINOv2's: a model without a position table writes this layout.
+    HF_FAMILY += (dataclasses.replace(dinov3, write_unless="position_embedding/embedding", rope="config"),)
 for mlp, gated in ((MLP, False), (SWIGLU_MLP, True)):
     parts = (torch_blocks("encoder.layer.{i}.", ("norm1", "norm2"), *VIT_ATTENTION, mlp, *LAYER_SCALE), HF_NORM)
     registers = (HF_REGISTERS_EMBEDDING, *parts)
@@ -470,14 +594,15 @@ def _hybrid(layout, parts, what, write_when):
 # plain layout; a hybrid file's backbone tensors make its hybrid layout score higher.
 LAYOUTS = (
     tuple(official_layouts())
-    + (TIMM, TIMM_AIMV2, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
+    + (TIMM, TIMM_AIMV2, TIMM_EVA, DINOV3, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
     + tuple(_hybrid(layout, OFFICIAL_BACKBONE, "ResNet backbone", ROOT_KERNEL) for layout in official_layouts())
     + (
         _hybrid(TIMM, TIMM_BACKBONE, "ResNet stages", BACKBONE + "block1_unit1/conv1/kernel"),
         _hybrid(TIMM, (TIMM_ROOT_ONLY,), "ResNet root only", ROOT_KERNEL),
     )
 )
-FORMATS = tuple(dict.fromkeys(layout.format for layout in LAYOUTS))
+# The formats keras_vit writes (DINOv3's own layout is read only).
+FORMATS = tuple(dict.fromkeys(layout.format for layout in LAYOUTS if layout.writes))
 
 
 def detect_layout(tensors, layouts=LAYOUTS):
@@ -531,9 +656,9 @@ def writing_layout(weights, format, layouts=LAYOUTS):
     candidates = [layout for layout in layouts if layout.format == format and layout.writes]
     candidates = [layout for layout in candidates if layout.gated_mlp in (None, gated)]
     # A layout written only for some weights (a head, a ResNet backbone) wins over an unconditional one.
-    candidates.sort(key=lambda layout: not layout.write_when)
+    candidates.sort(key=lambda layout: not (layout.write_when or layout.write_unless))
     for layout in candidates:
-        if not layout.write_when or layout.write_when in weights:
+        if (not layout.write_when or layout.write_when in weights) and layout.write_unless not in weights:
             return layout
     raise ValueError(f"No {format} layout holds these weights' gated (SwiGLU) MLP: export to 'timm'.")
 

@@ -109,6 +109,23 @@ FOLD_CLASS_POSITION = Transform("fold_class_position", lambda cls, rows: cls + r
 PATCH_POSITIONS = Transform("patch_positions", lambda x: x[:, 1:], lambda x, context: (ZERO_CLASS_ROW.forward(x),))
 
 
+def _split_query_value(x, context):
+    query, key, value = np.split(x, 3)
+    if np.any(key):
+        raise ValueError("this layout has no key bias, but the key third of the qkv bias is not zero")
+    return query, value
+
+
+# EVA's and DINOv3's query and value biases without a key bias: a fused qkv bias whose key third is zero.
+ZERO_KEY_BIAS = Transform("zero_key_bias", lambda q, v: np.concatenate([q, np.zeros_like(q), v]), _split_query_value)
+# DINOv3's own files keep the whole qkv bias and a mask that zeroes its key third at every call.
+MASKED_BIAS = Transform("masked_bias", lambda bias, mask: bias * mask, lambda x, context: (x, np.ones_like(x)))
+# Naver's learned RoPE frequencies `(2, depth, heads, head_dim / 2)` show the heads.
+MIXED_FREQUENCIES = Transform(
+    "mixed_frequencies", lambda x: x, IDENTITY.backward, reads=lambda shape: {"num_heads": int(shape[2])}
+)
+
+
 def leading_axes(count):
     """The file's tensor lacks `count` leading unit axes (transformers' position tables, CLIP's class token)."""
     return Transform(
@@ -233,8 +250,11 @@ class Layout:
         refuses: `(keras prefix, message)`: weights the layout cannot hold (`ValueError(message)` on writing).
         writes: whether `from_keras` may write this layout.
         write_when: the keras_vit path whose presence selects this layout for writing ("" for always).
+        write_unless: the keras_vit path whose absence selects it ("" for always), e.g. a position table.
         gated_mlp: whether it holds gated MLPs (`mlp_activation="swiglu"`): False, True, or None (either).
         config: the `config.json` defaults of the layout's transformers model class (what the tensors do not show).
+        rope: what says its rotary position embedding: `""` (it has none), `"name"` (the timm model name) or
+            `"config"` (the transformers config).
     """
 
     format: str
@@ -247,8 +267,10 @@ class Layout:
     refuses: tuple = ()
     writes: bool = False
     write_when: str = ""
+    write_unless: str = ""
     gated_mlp: bool = False
     config: dict = dataclasses.field(default_factory=dict)
+    rope: str = ""
 
     def with_parts(self, *parts, **changes):
         """This layout with more parts (and any field changed), e.g. a ResNet stem."""
@@ -260,14 +282,17 @@ class Layout:
     def _ignored(self, names):
         return {name for name in names if self.ignore and name.startswith(self.ignore)}
 
+    def used(self, tensors):
+        """The file's tensors this layout reads."""
+        return {key for entry in self._plan(tensors, reading=True) for key in entry.keys} & set(tensors)
+
     def score(self, tensors):
-        """How many of the file's tensors this layout accounts for (0 if its patch embedding is absent)."""
+        """How many of the file's tensors this layout accounts for (0 if its first tensor is absent)."""
         part = self.parts[0]
         probe = (self.prefix if part.prefixed else "") + part.key_root + part.rows[0].keys[0]
         if probe not in tensors:
             return 0
-        used = {key for entry in self._plan(tensors, reading=True) for key in entry.keys}
-        return len(used & set(tensors)) + len(self._ignored(tensors))
+        return len(self.used(tensors)) + len(self._ignored(tensors))
 
     def read(self, tensors):
         """Converts `{file key: array}` to `{keras_vit path: array}`, or raises one `CheckpointError`."""
