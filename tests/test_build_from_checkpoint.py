@@ -1,8 +1,8 @@
 """`keras_vit.pretrained.build_from_checkpoint` against timm: one published architecture per option signature of
 timm's `vision_transformer` (`benchmarks/timm_coverage.py` runs them all), built by timm at depth 1 with random
-weights and saved as the Hub holds it; the model built from the folder alone gives timm's outputs within 1e-4."""
+weights and saved as the Hub holds it; the model built from the folder alone gives timm's outputs within 1e-4.
+timm's RoPE family (`Eva`): tests/test_rope_checkpoints.py."""
 
-import fnmatch
 import json
 
 import numpy as np
@@ -15,9 +15,6 @@ from tests import pretrained_helpers, timm_reference
 from tests.helpers import to_numpy
 
 SMALL = dict(embed_dim=128, num_heads=2, mlp_ratio=4.0)
-SMALL_VIT = dict(
-    patch_size=16, hidden_dim=128, num_layers=1, num_heads=2, mlp_dim=512, include_top=False
-)  # one shape for all: JAX compiles each shape once
 # One architecture per option signature among the 124 (class and register tokens, position embedding of the
 # prefix, pre-norm, pooling, fc_norm, final norm, layer scale, activation, qkv bias, epsilon, head).
 ARCHITECTURES = (
@@ -94,32 +91,6 @@ def test_deit_features_tokens_and_timm_export(tmp_path):
     assert sorted(exported) == sorted(expected)
     for name, value in expected.items():
         np.testing.assert_allclose(exported[name], value, rtol=0, atol=1e-6)
-
-
-@pytest.mark.parametrize(
-    "name", ["vit_pe_core_small_patch16_384", "vit_small_patch16_dinov3", "eva02_tiny_patch14_224"]
-)
-def test_a_rope_checkpoint_never_loads_without_its_rope(name, tmp_path):
-    """PE's tensors pass for a CLIP-style ViT with a MAP head: the name in its config.json refuses it."""
-    saved(name, tmp_path)
-    for load in (build_from_checkpoint, lambda path: keras_vit.VisionTransformer(**SMALL_VIT, weights=path)):
-        with pytest.raises(CheckpointError, match="rotary position embeddings") as error:
-            load(tmp_path)
-        assert "\n" not in str(error.value)
-
-
-def test_the_rope_names_cover_timm_eva_and_no_vision_transformer():
-    from keras_vit.pretrained.loader import TIMM_ROPE_ARCHITECTURES
-
-    timm = timm_reference.import_timm()
-
-    def refused(module):
-        names = {name.split(".")[0] for name in timm.list_models(module=module, pretrained=True)}
-        return names, {name for name in names if any(fnmatch.fnmatchcase(name, p) for p in TIMM_ROPE_ARCHITECTURES)}
-
-    eva, refused_eva = refused("eva")
-    assert len(eva) > 50 and refused_eva == eva
-    assert refused("vision_transformer")[1] == set()
 
 
 @pytest.mark.parametrize("name", REFUSED)

@@ -57,6 +57,13 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
     processor's `preprocessor_config.json`). Built at the checkpoint's image size, it outputs what the checkpoint's
     own model does (logits: `classifier_activation=None`; an official `.npz` gets the JAX code's tanh GELU).
 
+    RoPE ViTs: timm's `Eva` family (DINOv3, EVA-02, PE spatial and lang, Naver RoPE-ViT axial and mixed, sbb) gets
+    its rotary embedding, epsilon and head width from the timm model name (`loader.TIMM_EVA_RULES`); transformers'
+    `DINOv3ViTModel` from its config; DINOv3's own files (facebookresearch/dinov3) from `architecture` (a timm DINOv3
+    name). Without a position table the model takes any image size. A file whose tensors only timm's `Eva` has
+    is refused until something names its model; PE's tensors are a CLIP-style ViT's, so a PE file without its
+    `config.json` (or `architecture`) loads as that plain ViT, without its RoPE: keep the two together.
+
     Args:
         source: a `.safetensors` or `.npz` file, a `save_pretrained` folder, `"hf://org/repo[/file][@revision]"`,
             or, with `architecture` a variant, a checkpoint tag (see `available_tags`).
@@ -93,6 +100,9 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
             raise CheckpointError(f"{text} ({name}) has {what}, which keras_vit does not build. Nothing was loaded.")
     try:
         checkpoint = loader.load_checkpoint(path)
+        rope, _ = loader.file_rope(checkpoint, name)
+        rope = constructor_keywords.get("rope", None if rope is ... else rope)
+        loader.check_rope(checkpoint, rope, name)
     except CheckpointError as error:
         for marker, what in UNSUPPORTED_TENSORS:
             found = [key for key in error.unexpected if marker in key]
@@ -102,7 +112,7 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
                 ) from None
         raise
     heads = constructor_keywords.get("num_heads")
-    read = {**_arguments(checkpoint, name, timm_config, heads), **_normalisation(path, timm_config)}
+    read = {**_arguments(checkpoint, name, timm_config, heads), **_normalisation(path, timm_config), "rope": rope}
     del checkpoint  # the constructor reads the file again; one copy of the tensors at a time
     return VisionTransformer(**{**read, **constructor_keywords}, weights=path)
 
@@ -116,7 +126,7 @@ def _timm_config(path):
 def _named(name):
     """What timm's definition of the model `name` fixes that the tensors do not show."""
     found = {}
-    for pattern, values in TIMM_NAME_RULES:
+    for pattern, values in TIMM_NAME_RULES + loader.TIMM_EVA_RULES:
         if fnmatch.fnmatchcase(name, pattern):
             found = {**values, **found}
     return found
@@ -140,9 +150,12 @@ def _num_heads(checkpoint, hidden_dim, named, timm_config):
 def _embedding_layout(checkpoint, declared_grid):
     """`(no_embed_class, grid)`: whether the position embedding leaves out the prefix tokens, and its patch grid.
 
-    The declared grid where it fits the rows, else the reading whose patch rows make a square (prefix covered first).
+    The declared grid where it fits the rows, else the reading whose patch rows make a square (prefix covered first);
+    `(False, None)` without a position table.
     """
     checkpoint.no_embed_class = False
+    if "position_embedding/embedding" not in checkpoint.weights:
+        return False, None
     prefix = checkpoint.position_prefix
     rows = int(checkpoint.weights["position_embedding/embedding"].shape[1])
     for declared in (True, False) if declared_grid else (False,):
@@ -182,6 +195,8 @@ def _transformers_named(checkpoint):
     config = checkpoint.transformers_config()
     if not config:
         return {}
+    if converters.gated_mlp(checkpoint.weights):
+        return dict(layer_norm_epsilon=config["layer_norm_eps"])  # a SwiGLU: its activation is silu
     if config["hidden_act"] not in HF_ACTIVATIONS:
         raise CheckpointError(f"{checkpoint.path}: keras_vit does not build the activation {config['hidden_act']!r}.")
     return dict(mlp_activation=HF_ACTIVATIONS[config["hidden_act"]], layer_norm_epsilon=config["layer_norm_eps"])
@@ -237,7 +252,8 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
     no_embed_class, grid = _embedding_layout(checkpoint, _declared_grid(checkpoint, timm_config))
     found = checkpoint.architecture(heads, grid)
     pixels = loader.pixels_per_token_of_weights(checkpoint.weights)
-    height, width = grid[0] * pixels[0], grid[1] * pixels[1]
+    # Without a position table (RoPE only) nothing ties the model to a size.
+    height, width = (None, None) if grid is None else (grid[0] * pixels[0], grid[1] * pixels[1])
     channels = found.pop("input_shape")[-1]
     first_channels = keras.config.image_data_format() == "channels_first"
     if converters.gated_mlp(checkpoint.weights):

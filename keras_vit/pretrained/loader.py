@@ -8,6 +8,7 @@ problem raises one error listing everything wrong, and no model escapes.
 import collections
 import dataclasses
 import fnmatch
+import inspect
 import logging
 import math
 import os
@@ -16,7 +17,7 @@ import re
 import keras
 import numpy as np
 
-from keras_vit.layers import resnet
+from keras_vit.layers import RotaryEmbedding, resnet
 from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_embedding
 from keras_vit.layers.transformer import patch_grid
 from keras_vit.models import variants
@@ -40,6 +41,9 @@ class Checkpoint:
         shape_facts: what the file's shapes say that the converted weights no longer show (`{"num_heads": 12}`).
         no_embed_class: whether the position embedding covers the patches only (the model's `no_embed_class`).
         defaults: the `config.json` defaults of the layout's transformers model class, `{}` for other layouts.
+        rope: what says the layout's rotary position embedding (`mapping.Layout.rope`).
+        rope_evidence: the tensors a plain timm ViT does not have (of a layout whose model name says its RoPE).
+        rope_periods: DINOv3's stored RoPE periods, checked against the model's, or None.
     """
 
     weights: dict
@@ -50,6 +54,9 @@ class Checkpoint:
     shape_facts: dict = dataclasses.field(default_factory=dict)
     no_embed_class: bool = False
     defaults: dict = dataclasses.field(default_factory=dict)
+    rope: str = ""
+    rope_evidence: tuple = ()
+    rope_periods: np.ndarray = None
 
     @property
     def position_prefix(self):
@@ -76,6 +83,9 @@ class Checkpoint:
         config = self.transformers_config()
         if "num_attention_heads" in config:
             return self._positive_pair("config.json num_attention_heads", config["num_attention_heads"])[0]
+        if self.rope_periods is not None:
+            # DINOv3 stores a quarter head's periods.
+            return int(self.weights["patch_embedding/projection/kernel"].shape[-1]) // (4 * len(self.rope_periods))
         return None
 
     def num_heads(self, num_heads=None):
@@ -134,7 +144,7 @@ class Checkpoint:
             f"{architecture['num_layers']} blocks",
             f"{declared} heads" if declared else "heads not stored",
             f"patch {patch[0]}x{patch[1]}",
-            f"grid {grid[0]}x{grid[1]}",
+            f"grid {grid[0]}x{grid[1]}" if grid else "no position table",
         ]
         if architecture["resnet_stages"] is not None:
             parts.append(f"ResNet stages {architecture['resnet_stages']}")
@@ -178,16 +188,17 @@ def architecture_of_weights(weights, num_heads, grid_size=None, position_prefix=
         position_prefix: the position embedding's rows before the patches'.
     """
     patch_kernel = weights["patch_embedding/projection/kernel"]
-    positions = int(weights["position_embedding/embedding"].shape[1]) - position_prefix
-    if grid_size is None:
+    table = weights.get("position_embedding/embedding")
+    positions = None if table is None else int(table.shape[1]) - position_prefix
+    if grid_size is None and table is not None:
         side = math.isqrt(positions)
         if side * side != positions:
             raise ValueError(
                 f"The position embedding has {positions} patch rows, which is not a square grid: pass grid_size."
             )
         grid_size = (side, side)
-    grid_size = validation.pair("grid_size", grid_size)
-    if grid_size[0] * grid_size[1] != positions:
+    grid_size = None if grid_size is None else validation.pair("grid_size", grid_size)
+    if table is not None and grid_size[0] * grid_size[1] != positions:
         raise ValueError(
             f"The position embedding has {positions} patch rows, but grid_size {grid_size} has "
             f"{grid_size[0] * grid_size[1]}."
@@ -224,6 +235,9 @@ def architecture_of_weights(weights, num_heads, grid_size=None, position_prefix=
         layer_scale_init=1e-5 if "encoder_block_0/layer_scale1" in weights else None,
         final_norm="encoder_norm" in norms or "fc_norm" in norms,
         fc_norm="fc_norm" in norms,
+        position_embedding=table is not None,
+        attention_norm="encoder_block_0/attention/norm" in norms,
+        mlp_norm="encoder_block_0/mlp/norm" in norms,
     )
 
 
@@ -250,30 +264,102 @@ def pixels_per_token_of_weights(weights):
     return resnet.pixels_per_token(patch, embedding_stages(weights))
 
 
-# timm's `Eva` architectures (DINOv3, EVA-02, PE, RoPE-ViT, ...): their rotary position embedding is computed, not
-# stored, so their tensors can pass for a plain ViT's; only the model name in the `config.json` beside them tells.
-TIMM_ROPE_ARCHITECTURES = (
-    "eva02_*",
-    "eva_giant_*",
-    "vit_pe_*",
-    "*_dinov3",
-    "*_dinov3_*",
-    "*_rope_*",
-    "*_sapiens2",
-    "*_lingbot",
+# What a timm `Eva` model name fixes that the tensors do not show (the first match of each key wins): its rotary
+# position embedding (`VisionTransformer`'s `rope`; None: none), LayerNorm epsilon and head width, or why keras_vit
+# does not build it. From timm's `models/eva.py`.
+DINOV3_ROPE = dict(rope_type="dinov3", temperature=100.0, rotate_half=True)
+PE_ROPE = dict(rope_type="cat", temperature=10000.0, grid_offset=1.0, grid_indexing="xy", ref_grid=(32, 32))
+DINOV3_FACTS = dict(rope=DINOV3_ROPE, layer_norm_epsilon=1e-5, head_dim=64)
+TIMM_EVA_RULES = (
+    ("*_sapiens2", dict(refuse="query-key normalisation, grouped key-value heads and RMSNorm (Sapiens2)")),
+    ("vit_pe_core_*", dict(refuse="a MAP head with 8 heads that pools the class token too (PE core)")),
+    ("vit_pe_*_gigantic_*", dict(rope=dict(PE_ROPE, grid_offset=0.0), head_dim=96)),
+    ("vit_pe_*", dict(rope=PE_ROPE, layer_norm_epsilon=1e-5)),
+    ("vit_7b_*_dinov3*", dict(head_dim=128)),
+    ("*_dinov3", DINOV3_FACTS),
+    ("*_dinov3_*", DINOV3_FACTS),
+    ("*_lingbot", DINOV3_FACTS),
+    ("eva02_*", dict(rope=dict(rope_type="cat", temperature=10000.0, ref_grid=(16, 16)))),
+    ("eva_giant_*", dict(rope=None)),
+    ("*_rope_mixed_*", dict(rope=dict(rope_type="mixed", temperature=10.0, grid_indexing="xy"))),
+    ("vit_*_patch16_rope_*224", dict(rope=dict(rope_type="cat", temperature=100.0, grid_indexing="xy"))),
+    ("vit_*_rope_reg*_gap_256", dict(rope=dict(rope_type="cat", temperature=10000.0, ref_grid=(16, 16)))),
 )
+ROPE_DEFAULTS = {
+    key: parameter.default
+    for key, parameter in inspect.signature(RotaryEmbedding).parameters.items()
+    if key in ("rope_type", "temperature", "grid_offset", "grid_indexing", "rotate_half", "ref_grid")
+}
 
 
-def refuse_unbuilt_architecture(path):
-    """Raises `CheckpointError` when the `config.json` beside `path` names a timm model whose computed parts
-    (rotary position embeddings) keras_vit's loader would leave out."""
-    name = io.json_beside(path, "config.json").get("architecture")
-    if isinstance(name, str) and any(fnmatch.fnmatchcase(name, pattern) for pattern in TIMM_ROPE_ARCHITECTURES):
+def eva_facts(name):
+    """What timm's definition of the `Eva` model `name` fixes (`TIMM_EVA_RULES`), or None for another name."""
+    found = None
+    for pattern, values in TIMM_EVA_RULES:
+        if fnmatch.fnmatchcase(name or "", pattern):
+            found = {**values, **(found or {})}
+    return found
+
+
+def rope_key(rope):
+    """`rope` with every `RotaryEmbedding` default filled in, to compare two."""
+    if rope is None:
+        return None
+    rope = {**ROPE_DEFAULTS, **rope}
+    ref_grid = rope["ref_grid"]
+    return dict(rope, ref_grid=None if ref_grid is None else validation.pair("ref_grid", ref_grid))
+
+
+def file_rope(checkpoint, name=None):
+    """`(rope, what)`: the rotary position embedding the checkpoint's model has (None: none; `...`: the file does
+    not say), by the timm model `name` (else its `config.json`'s), its transformers config or its layout."""
+    name = name or io.json_beside(checkpoint.path, "config.json").get("architecture")
+    facts = eva_facts(name) or {}
+    if "refuse" in facts:
         raise CheckpointError(
-            f"{path} is timm's {name}, a ViT with rotary position embeddings (timm's Eva), which this loader does "
-            "not build: its tensors would load into a model without them and compute wrong outputs. Nothing was "
-            "loaded."
+            f"{checkpoint.path} is timm's {name}, with {facts['refuse']}, which keras_vit does not build. Nothing "
+            "was loaded."
         )
+    if "rope" in facts:
+        return facts["rope"], f"timm's {name}"
+    if checkpoint.rope == "config":
+        theta = float(checkpoint.transformers_config()["rope_theta"])
+        return dict(DINOV3_ROPE, temperature=theta), checkpoint.layout
+    return (... if checkpoint.rope else None), checkpoint.layout
+
+
+def check_rope(checkpoint, rope, name=None):
+    """Raises `CheckpointError` unless `rope` (a model's `rope` argument) is the checkpoint's rotary embedding.
+
+    A file whose tensors only timm's `Eva` has, and whose model nothing names, loads only into a model given its
+    `rope`; one whose tensors pass for a plain ViT's (PE's) loads as a plain ViT unless its name says otherwise.
+    """
+    name = name or io.json_beside(checkpoint.path, "config.json").get("architecture")
+    expected, what = file_rope(checkpoint, name)
+    if expected is ... and rope is None:
+        evidence = checkpoint.rope_evidence
+        named = f"its model {name} is no timm Eva model keras_vit knows" if name else "nothing names its timm model"
+        # For a model named otherwise (BEiT-3) they are tensors its architecture does not have.
+        raise CheckpointError(
+            f"{checkpoint.path} holds {what} tensors ({', '.join(evidence[:3])}) but {named}, so its rotary "
+            "position embedding is unknown: pass architecture=<timm model name> to build_from_checkpoint (or rope= "
+            "to the model). Nothing was loaded.",
+            unexpected=evidence if name else (),
+        )
+    if expected is not ... and rope_key(expected) != rope_key(rope):
+        raise CheckpointError(
+            f"{checkpoint.path} is {what}, a ViT with rope={expected}, but the model has rope={rope}: it would "
+            "compute other outputs. Build it with build_from_checkpoint. Nothing was loaded."
+        )
+    periods = checkpoint.rope_periods
+    if periods is not None and rope is not None:
+        temperature, quarter = float(rope.get("temperature", ROPE_DEFAULTS["temperature"])), len(periods)
+        expected_periods = temperature ** (np.arange(quarter) / quarter)
+        if rope.get("rope_type") != "dinov3" or not np.allclose(periods, expected_periods, rtol=1e-2):
+            raise CheckpointError(
+                f"{checkpoint.path}: its stored RoPE periods {np.round(periods[:3], 3).tolist()}... are not "
+                f"those of rope={rope}. Nothing was loaded."
+            )
 
 
 def load_checkpoint(path, format=None):
@@ -286,7 +372,6 @@ def load_checkpoint(path, format=None):
     Returns:
         A `Checkpoint`.
     """
-    refuse_unbuilt_architecture(path)
     tensors, metadata = io.read_checkpoint(path)
     try:
         layout = converters.detect_layout(tensors)
@@ -304,11 +389,30 @@ def load_checkpoint(path, format=None):
             "loaded from it would only output NaN; the training run that wrote it diverged or the file is damaged."
         )
     facts = layout.shape_facts(tensors)
-    return Checkpoint(weights, layout.format, description, metadata, str(path), facts, defaults=layout.config)
+    periods = weights.pop(converters.ROPE_PERIODS, None)
+    evidence = tuple(sorted(set(tensors) - converters.TIMM.used(tensors))) if layout.rope == "name" else ()
+    # An empty tensor (transformers' `register_tokens` without registers) holds nothing to load.
+    weights = {name: value for name, value in weights.items() if value.size}
+    return Checkpoint(
+        weights,
+        layout.format,
+        description,
+        metadata,
+        str(path),
+        facts,
+        False,
+        layout.config,
+        layout.rope,
+        evidence,
+        periods,
+    )
 
 
 def checkpoint_grid(checkpoint, info=None, target_grid=None):
-    """The checkpoint's patch grid: the registry's, the file's, the model's if the rows fit it, else a square."""
+    """The checkpoint's patch grid: the registry's, the file's, the model's if the rows fit it, else a square; the
+    model's (or None) when it has no position table."""
+    if "position_embedding/embedding" not in checkpoint.weights:
+        return target_grid
     patches = int(checkpoint.weights["position_embedding/embedding"].shape[1]) - checkpoint.position_prefix
     pixels = pixels_per_token_of_weights(checkpoint.weights)  # a hybrid's tokens cover patch x ResNet stride
     grid = patch_grid((info.resolution, info.resolution), pixels) if info is not None else None
@@ -468,6 +572,7 @@ def prepare(config, weights, variant=None):
     source = sources.resolve_source(variant, weights, image_size=image_size)
     path, expected_format = sources.fetch(source)
     checkpoint = load_checkpoint(path, format=expected_format)
+    check_rope(checkpoint, config["rope"])
     checkpoint.no_embed_class = config["no_embed_class"]
     source_grid = checkpoint_grid(checkpoint, source.info, None if open_size else config["embedding_grid"])
     if checkpoint.format == "official" and config["mlp_activation"] != "gelu_tanh":
@@ -478,6 +583,6 @@ def prepare(config, weights, variant=None):
     found = checkpoint.architecture(checkpoint.declared_heads() or config["num_heads"], source_grid)
     plan, representation_size = _plan_top(found, config, source.describe())
     config = dict(config, representation_size=representation_size)
-    if open_size:
+    if open_size and source_grid is not None:
         config["embedding_grid"] = source_grid
     return config, _Loading(checkpoint, plan, source_grid, config, variant)
