@@ -13,6 +13,7 @@ import keras
 import numpy as np
 
 from keras_vit.layers.transformer import patch_grid
+from keras_vit.models import variants
 from keras_vit.models.vit import find_vit
 from keras_vit.pretrained import build, converters, io, loader
 from keras_vit.utils import files, validation
@@ -30,6 +31,8 @@ def hf_config(architecture, weights):
         raise ValueError(f"transformers needs square patches. Received: patch_size={patch}")
     image_size = [grid[0] * patch[0], grid[1] * patch[1]]
     layout = converters.writing_layout(weights, "hf")
+    if layout.rope:
+        return _dinov3_config(architecture, weights, layout, image_size)
     mlp_ratio = architecture["mlp_dim"] / architecture["hidden_dim"]
     if layout.gated_mlp:
         # transformers' DINOv2 takes an integer mlp_ratio; its SwiGLU is two thirds as wide, rounded up to 8.
@@ -67,6 +70,33 @@ def hf_config(architecture, weights):
     return config
 
 
+def _dinov3_config(architecture, weights, layout, image_size):
+    """transformers' `DINOv3ViTConfig` of a model built with DINOv3's options (its `rope` is DINOv3's)."""
+    rope = architecture["rope"]
+    temperature = float(rope.get("temperature", loader.ROPE_DEFAULTS["temperature"]))
+    if loader.rope_key(rope) != loader.rope_key(dict(loader.DINOV3_ROPE, temperature=temperature)):
+        raise ValueError(f"transformers' DINOv3 computes DINOv3's RoPE only. Received: rope={rope}")
+    gated, biases = layout.gated_mlp, "encoder_block_0/attention/qkv/bias" in weights
+    activation = architecture.get("mlp_activation", "gelu")
+    return {
+        **layout.config,
+        "hidden_size": architecture["hidden_dim"],
+        "num_hidden_layers": architecture["num_layers"],
+        "num_attention_heads": architecture["num_heads"],
+        "intermediate_size": int(weights["encoder_block_0/mlp/fc2/kernel"].shape[0]),  # a SwiGLU's gated width
+        "hidden_act": "silu" if gated else {"gelu_tanh": "gelu_pytorch_tanh"}.get(activation, activation),
+        "layer_norm_eps": architecture.get("layer_norm_epsilon", 1e-6),
+        "rope_theta": temperature,
+        "image_size": image_size[0] if image_size[0] == image_size[1] else image_size,
+        "patch_size": architecture["patch_size"][0],
+        "num_channels": int(weights["patch_embedding/projection/kernel"].shape[2]),
+        "num_register_tokens": architecture.get("num_register_tokens", 0),
+        "use_gated_mlp": gated,
+        **dict(query_bias=biases, key_bias=False, value_bias=biases, proj_bias=True, mlp_bias=True),
+        "layerscale_value": 1.0,
+    }
+
+
 def export_weights(model, path, format="hf", replace=True):
     """Writes a keras_vit model's weights in another library's layout; returns the weights file's path.
 
@@ -98,6 +128,16 @@ def write_weights(weights, path, format, architecture, replace=True):
         raise ValueError(
             f"The official layout is run with the JAX code's GELU and LayerNorm epsilon 1e-6: it cannot hold "
             f"mlp_activation={activation!r}, layer_norm_epsilon={epsilon}. Write the 'hf' or 'timm' layout."
+        )
+    rope, layout = architecture.get("rope"), converters.writing_layout(weights, format)
+    if bool(rope) != bool(layout.rope):
+        raise ValueError(
+            f"The {format} layout keras_vit writes for these weights "
+            + (
+                f"has no rotary position embedding (rope={rope}): export a DINOv3-style model to 'hf'."
+                if rope
+                else "computes DINOv3's rotary position embedding, which this model (rope=None) has not."
+            )
         )
     tensors = converters.from_keras(weights, format, num_heads=architecture["num_heads"])
     if format == "official":
@@ -148,4 +188,10 @@ def convert_checkpoint(src, dst, format=None, num_heads=None, image_size=None, r
         grid = loader.checkpoint_grid(checkpoint, target_grid=patch_grid(image_size, pixels))
     # The activation and epsilon its config or timm model name says (the tensors do not show them).
     architecture = dict(checkpoint.architecture(num_heads, grid), **build.options_beyond_tensors(checkpoint))
+    if architecture["embedding_grid"] is None:  # no position table: the default image's grid, for the config
+        pixels = loader.pixels_per_token_of_weights(checkpoint.weights)
+        architecture["embedding_grid"] = patch_grid(variants.DEFAULT_INPUT_SHAPE[:2], pixels)
+    rope = loader.file_rope(checkpoint)[0]
+    architecture["rope"] = None if rope is ... else rope
+    loader.check_rope(checkpoint, architecture["rope"])  # a RoPE file whose RoPE is unknown is not converted
     return write_weights(checkpoint.weights, dst, format, architecture, replace=replace), format
