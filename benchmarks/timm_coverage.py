@@ -34,6 +34,11 @@ AT_DEPTH_1 = (
     ("vit_large_patch16_sapiens2", dict(num_kv_heads=16)),
 )
 FAMILIES = (
+    ("dinov3", "DINOv3"),
+    ("lingbot", "LingBot (DINOv3)"),
+    ("eva02", "EVA-02"),
+    ("vit_pe_", "Perception Encoder"),
+    ("sapiens2", "Sapiens2"),
     ("aimv2", "AIMv2"),
     ("beit3", "BEiT-3"),
     ("dinov2", "DINOv2 (and with registers)"),
@@ -43,11 +48,6 @@ FAMILIES = (
     ("tipsv2", "TIPSv2"),
     ("_reg", "registers (sbb, so150m)"),
     ("_gap_", "average pooled"),
-    ("dinov3", "DINOv3"),
-    ("lingbot", "LingBot (DINOv3)"),
-    ("eva02", "EVA-02"),
-    ("vit_pe_", "Perception Encoder"),
-    ("sapiens2", "Sapiens2"),
 )
 
 
