@@ -65,10 +65,12 @@ class Representation:
         pixels = images
         if self.scale_pixels:
             pixels = np.asarray(images, "float32") * np.float32(preprocessing.SCALE) + np.float32(preprocessing.OFFSET)
-        results = self.model.predict_on_batch(pixels)
+        # `predict`, not `predict_on_batch`: Keras 3.16's JAX trainer reads one batch as several under
+        # steps_per_execution > 1 (a saved model keeps its compile settings).
+        results = self.model.predict(pixels, batch_size=len(pixels), verbose=0)
         features, outputs = results if isinstance(results, (list, tuple)) else (results, None)
         if self.classifier is not None:
-            outputs = self.classifier.predict_on_batch(images)
+            outputs = self.classifier.predict(images, batch_size=len(images), verbose=0)
         features = np.asarray(keras.ops.convert_to_numpy(features), dtype="float32")
         if outputs is not None:
             outputs = np.asarray(keras.ops.convert_to_numpy(outputs), dtype="float32")

@@ -82,15 +82,15 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
 
     Rows of weight 0 (padding) are left out; one-hot labels count as their argmax.
     """
-    import keras
-
     outputs, labels = [], []
     for batch in dataset.as_numpy_iterator():
         batch_labels = np.asarray(batch[1])
         if batch_labels.ndim == 2:
             batch_labels = batch_labels.argmax(axis=1)
         keep = np.asarray(batch[2]) > 0 if len(batch) > 2 else np.ones(len(batch_labels), bool)
-        outputs.append(keras.ops.convert_to_numpy(model.predict_on_batch(batch[0]))[keep])
+        # `predict`, not `predict_on_batch`: Keras 3.16's JAX trainer reads one batch as several under
+        # steps_per_execution > 1.
+        outputs.append(np.asarray(model.predict(batch[0], batch_size=len(batch[0]), verbose=0))[keep])
         labels.append(batch_labels[keep])
     if not outputs:
         raise ValueError("The held-out dataset holds no images: pass a split with images in it.")
