@@ -82,6 +82,9 @@ class VisionTransformer(keras.Model):
         rope: optional dict, the arguments of a `keras_vit.layers.RotaryEmbedding` (its `rope_type`,
             `temperature`, `grid_offset`, `grid_indexing`, `rotate_half`, `ref_grid`): every block's queries and
             keys are rotated by the patches' coordinates in the grid of each call (DINOv3, EVA-02, PE, RoPE-ViT).
+        pooling_heads: optional int, the MAP head's attention heads (default: `num_heads`; PE core: 8).
+        pooling_include_prefix: bool, the MAP head attends to the prefix tokens too (PE core; timm's
+            `pool_include_prefix`).
         attention_norm: bool, a LayerNorm on the attended values before the output projection (EVA-CLIP).
         mlp_norm: bool, a LayerNorm in the MLP before `fc2` (EVA-02's sub-LN).
         dtype: optional dtype policy of every layer (the head stays float32).
@@ -146,6 +149,8 @@ class VisionTransformer(keras.Model):
         patch_norm=False,
         position_embedding=True,
         rope=None,
+        pooling_heads=None,
+        pooling_include_prefix=False,
         attention_norm=False,
         mlp_norm=False,
         dtype=None,
@@ -477,8 +482,15 @@ def _checked_config(config):
             raise ValueError(
                 "`patch_dropout_rate` with `rope` is not supported: the dropped tokens' rotations would shift."
             )
-    for key in ("position_embedding", "attention_norm", "mlp_norm"):
+    for key in ("position_embedding", "attention_norm", "mlp_norm", "pooling_include_prefix"):
         validation.boolean(key, config[key])
+    if config["pooling_heads"] is not None or config["pooling_include_prefix"]:
+        if pooling != "map":
+            raise ValueError(
+                f"`pooling_heads` and `pooling_include_prefix` are the MAP head's. Received: pooling={pooling!r}"
+            )
+        if config["pooling_heads"] is not None:
+            config["pooling_heads"] = validation.positive_int("pooling_heads", config["pooling_heads"])
     config["embedding_grid"] = _embedding_grid(config)
     return config
 
@@ -683,9 +695,9 @@ def _top(config, x, patch_grid, dtype):
     tokens = x
     if config["pooling"] == "map":
         x = vit_layers.AttentionPooling(
-            config["num_heads"],
+            config["pooling_heads"] or config["num_heads"],
             config["mlp_dim"],
-            num_prefix_tokens,
+            0 if config["pooling_include_prefix"] else num_prefix_tokens,
             activation=config["mlp_activation"],
             epsilon=config["layer_norm_epsilon"],
             dtype=dtype,

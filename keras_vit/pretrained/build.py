@@ -267,6 +267,8 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
         classifier_activation=None,
         **options_beyond_tensors(checkpoint, name),
     )
+    named = _named(name)
+    arguments.update({key: named[key] for key in ("pooling_heads", "pooling_include_prefix") if key in named})
     if checkpoint.format == "timm":
         # timm's `resample_abs_pos_embed`, for images of another size.
         arguments.update(resample_method="bicubic", resample_antialias=True)

@@ -272,7 +272,11 @@ PE_ROPE = dict(rope_type="cat", temperature=10000.0, grid_offset=1.0, grid_index
 DINOV3_FACTS = dict(rope=DINOV3_ROPE, layer_norm_epsilon=1e-5, head_dim=64)
 TIMM_EVA_RULES = (
     ("*_sapiens2", dict(refuse="query-key normalisation, grouped key-value heads and RMSNorm (Sapiens2)")),
-    ("vit_pe_core_*", dict(refuse="a MAP head with 8 heads that pools the class token too (PE core)")),
+    ("vit_pe_core_*", dict(pooling_heads=8, pooling_include_prefix=True)),
+    # PE core's RoPE reference grid is its pretraining grid (the others': 32 x 32).
+    ("vit_pe_core_*_384", dict(rope=dict(PE_ROPE, ref_grid=(24, 24)))),
+    ("vit_pe_core_large_*", dict(rope=dict(PE_ROPE, ref_grid=(24, 24)))),
+    ("vit_pe_core_base_*", dict(rope=dict(PE_ROPE, ref_grid=(14, 14)))),
     ("vit_pe_*_gigantic_*", dict(rope=dict(PE_ROPE, grid_offset=0.0), head_dim=96)),
     ("vit_pe_*", dict(rope=PE_ROPE, layer_norm_epsilon=1e-5)),
     ("vit_7b_*_dinov3*", dict(head_dim=128)),
