@@ -7,7 +7,8 @@
 #
 # Environment: PYTHON (default python3) picks the interpreter for a new venv; VENV (default .venv) its path.
 # KERAS=nightly also creates .venv-nightly: a venv layered on $VENV (a .pth line adds its site-packages) with
-# keras-nightly and keras-hub-nightly installed over Keras and keras-hub; delete it to take a newer nightly.
+# keras-nightly, keras-hub-nightly and keras-openvino installed over Keras and keras-hub; delete it to take a newer
+# nightly.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,8 +32,9 @@ nightly() {
     base="$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_path('purelib'))")"
     side_packages="$("$side/bin/python" -c "import sysconfig; print(sysconfig.get_path('purelib'))")"
     echo "import site; site.addsitedir('$base')" > "$side_packages/zz_keras_vit_base.pth"
-    echo "bootstrap: installing keras-nightly and keras-hub-nightly into $side"
-    "$side/bin/python" -m pip install -qq --disable-pip-version-check --pre keras-nightly keras-hub-nightly
+    echo "bootstrap: installing keras-nightly, keras-hub-nightly and keras-openvino into $side"
+    # Keras 3.16 ships its OpenVINO backend as the keras-openvino package.
+    "$side/bin/python" -m pip install -qq --disable-pip-version-check --pre keras-nightly keras-hub-nightly keras-openvino
 }
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" -c "" 2>/dev/null; then
