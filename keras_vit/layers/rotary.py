@@ -179,8 +179,11 @@ class RotaryEmbedding(keras.layers.Layer):
         angles = self._angles(shape[1], shape[2])
         if self.rope_type != "mixed":
             angles = angles[None, :, None, :]
-        # Zero angles for the prefix tokens: cos 1, sin 0, no rotation.
-        angles = ops.pad(angles, [[0, 0], [self.num_prefix_tokens, 0], [0, 0], [0, 0]])
+        # Zero angles for the prefix tokens: cos 1, sin 0, no rotation. Concatenated, not `ops.pad`: torch's breaks
+        # torch.compile's graph at the next layer's call.
+        first, _, third, fourth = angles.shape
+        prefix = ops.zeros((first, self.num_prefix_tokens, third, fourth), "float32")
+        angles = ops.concatenate([prefix, angles], axis=1)
         # Each angle to both channels of its pair, without a gather (torch's traces a `ravel` OpenVINO cannot convert).
         if self.rotate_half:
             angles = ops.concatenate([angles, angles], axis=-1)
