@@ -375,8 +375,9 @@ def test_int8_artefact_runs_int8_kernels_and_agrees_with_float32(format, tmp_pat
     assert not (tmp_path / "saved").exists() and not (tmp_path / "onnx.onnx").exists()
 
 
-# Two tiny models (32 px) that together hold every family option (docs/family.md): DeiT's distillation token with
-# DINOv2's registers, layer scale and per-channel mean and std (QuickGELU); SigLIP's MAP head with CLIP's pre-norm.
+# Tiny models (32 px) that together hold every family option (docs/family.md): DeiT's distillation token with
+# DINOv2's registers, layer scale and per-channel mean and std (QuickGELU); SigLIP's MAP head with CLIP's pre-norm;
+# then the position schemes (RoPE).
 FAMILY = {
     "deit_dinov2": dict(
         distillation_token=True,
@@ -399,16 +400,64 @@ FAMILY = {
         layer_norm_epsilon=1e-5,
         include_top=False,
     ),
+    # RoPE on a non-square grid: DINOv3's options, and Naver's learned mixed frequencies (a weight, one row per
+    # block) with a learned table too (EVA-02's pair).
+    "dinov3": dict(
+        hidden_dim=32,
+        num_layers=2,
+        input_shape=(32, 24, 3),
+        num_register_tokens=4,
+        position_embedding=False,
+        rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True),
+        layer_scale_init=0.1,
+        layer_norm_epsilon=1e-5,
+        mlp_activation="swiglu",
+        include_top=False,
+        pooling="token",
+    ),
+    "mixed_rope_and_table": dict(
+        hidden_dim=32,
+        num_layers=2,
+        input_shape=(24, 32, 3),
+        num_register_tokens=1,
+        rope=dict(rope_type="mixed", temperature=10.0),
+        classes=3,
+        classifier_activation=None,
+    ),
 }
+
+
+def _max_rank(path, format):
+    """The highest rank of a tensor in an ONNX, LiteRT or OpenVINO artefact (None for a SavedModel)."""
+    if format == "onnx":
+        import onnx
+
+        graph = onnx.shape_inference.infer_shapes(onnx.load(path)).graph
+        values = [*graph.input, *graph.value_info, *graph.output]
+        return max(len(v.type.tensor_type.shape.dim) for v in values if v.type.tensor_type.HasField("shape"))
+    if format == "litert":
+        from ai_edge_litert.interpreter import Interpreter
+
+        return max(len(detail["shape"]) for detail in Interpreter(model_path=path).get_tensor_details())
+    if format == "openvino":
+        import openvino as ov
+
+        graph = ov.Core().read_model(path)
+        return max(output.get_partial_shape().rank.get_length() for op in graph.get_ops() for output in op.outputs())
+    return None
 
 
 @pytest.mark.parametrize("family", FAMILY)
 def test_family_models_export_to_every_format_of_the_backend_within_1e4(family, tmp_path):
-    model = VisionTransformer(**dict(TINY, patch_size=8, input_shape=(32, 32, 3), **FAMILY[family]))
+    model = VisionTransformer(**{**TINY, "patch_size": 8, "input_shape": (32, 32, 3), **FAMILY[family]})
     helpers.randomize_weights(model)
-    images = np.random.default_rng(0).integers(0, 256, size=(2, 32, 32, 3)).astype("uint8")
+    size = model.input_shape[1:3]
+    images = np.random.default_rng(0).integers(0, 256, size=(2, *size, 3)).astype("uint8")
     expected = keras.ops.convert_to_numpy(model(images.astype("float32")))
+    model.save(tmp_path / "model.keras")  # as `keras-vit export` takes it
     for format in [format for format in deploy.FORMATS if deploy.supported(format)[0]]:
-        path = deploy.export(model, str(tmp_path / format), format=format)
+        path = deploy.export(str(tmp_path / "model.keras"), str(tmp_path / format), format=format)
         actual = deploy.load_artefact(path, format)(images)
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0, err_msg=format)
+        # At most 5-D (the fused QKV's reshape): a RoPE written with 6-D tensors broke LiteRT elsewhere.
+        assert (_max_rank(path, format) or 0) <= 5, format

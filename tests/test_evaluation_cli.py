@@ -48,6 +48,27 @@ def test_evaluate_prints_one_table_and_writes_its_files(saved_model, tmp_path, c
     assert sorted(os.listdir(out)) == ["fewshot.png", "metrics.json"]
 
 
+def test_evaluate_takes_a_rope_model_with_registers(tmp_path):
+    # DINOv3's position scheme (four registers, RoPE, no position table), saved as `keras-vit finetune` saves one.
+    rope = dict(rope_type="dinov3", temperature=100.0, rotate_half=True)
+    options = dict(num_register_tokens=4, position_embedding=False, rope=rope)
+    model = keras_vit.VisionTransformer(**TINY, classes=10, classifier_activation=None, **options)
+    model = keras_vit.models.metadata.with_class_names(model, [str(digit) for digit in range(10)])
+    model.save(tmp_path / "rope.keras")
+    out = str(tmp_path / "out")
+    argv = ["evaluate", str(tmp_path / "rope.keras"), "--shots", "5", "--seeds", "1", "--out", out, "--verbose", "0"]
+    assert cli.main(argv) == 0
+    with open(os.path.join(out, "metrics.json")) as file:
+        metrics = json.load(file)
+    assert metrics["representation"] == "token" and metrics["feature_dim"] == 16
+    assert metrics["heldout"]["examples"] == 360 and metrics["knn"]["accuracy"] > 0.2
+    # The reloaded model's results are the built one's (k-NN and few-shot read the same features).
+    train, test = finetune.digits_sources()
+    expected = evaluation.evaluate(model, train, test, shots=(5,), seeds=1, verbose=0)
+    assert metrics["knn"]["accuracy"] == pytest.approx(expected["knn"]["accuracy"], abs=1e-9)
+    assert metrics["fewshot"]["5"]["mean"] == pytest.approx(expected["fewshot"]["5"]["mean"], abs=1e-9)
+
+
 @pytest.mark.parametrize(
     "extra, message", [(["--shots", "500"], "500"), (["--shots", "1,x"], "--shots"), (["--k", "0"], "k")]
 )

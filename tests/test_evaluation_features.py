@@ -15,6 +15,10 @@ from tests import helpers
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(16, 16, 3))
 NUM_IMAGES, NUM_CLASSES = 21, 3  # 21 images in batches of 8: the last batch is short
+# DINOv3's position scheme: the class token, then four registers; RoPE, no position table.
+DINOV3 = dict(
+    num_register_tokens=4, position_embedding=False, rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True)
+)
 
 
 def _tiny_vit(**overrides):
@@ -43,8 +47,9 @@ def _layer_output(model, name, images):
         (dict(include_top=False, pooling="gap"), "gap", "encoder_norm", lambda tokens: tokens[:, 1:].mean(axis=1)),
         (dict(classes=NUM_CLASSES, representation_size=8), "pre_logits", "pre_logits", lambda values: values),
         (dict(include_top=False, distillation_token=True), "token", "encoder_norm", lambda t: t[:, :2].mean(axis=1)),
+        (dict(include_top=False, **DINOV3), "token", "encoder_norm", lambda tokens: tokens[:, 0]),
     ],
-    ids=["classifier", "no_pooling", "gap", "pre_logits", "deit_no_pooling"],
+    ids=["classifier", "no_pooling", "gap", "pre_logits", "deit_no_pooling", "dinov3_registers"],
 )
 def test_the_papers_representation_of_each_kind_of_model(overrides, kind, layer, read):
     model = _tiny_vit(**overrides)

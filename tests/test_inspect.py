@@ -53,8 +53,19 @@ def numpy_forward(model, pixels):
     patches = pixels.astype("float64").reshape(batch, height // PATCH, PATCH, width // PATCH, PATCH, channels)
     patches = patches.transpose(0, 1, 3, 2, 4, 5).reshape(batch, -1, PATCH * PATCH * channels)
     x = patches @ kernel.reshape(-1, kernel.shape[-1]) + weight(embed.bias)
-    token = np.broadcast_to(weight(model.get_layer("class_token").token), (batch, 1, x.shape[-1]))
-    x = np.concatenate([token, x], axis=1) + weight(model.get_layer("position_embedding").embedding)
+    prefix = [weight(model.get_layer("class_token").token)]
+    if model.num_register_tokens:
+        prefix.append(weight(model.get_layer("register_tokens").token))
+    prefix = np.broadcast_to(np.concatenate(prefix, axis=1), (batch, model.num_prefix_tokens, x.shape[-1]))
+    x = np.concatenate([prefix, x], axis=1)
+    if model.position_embedding:
+        x = x + weight(model.get_layer("position_embedding").embedding)
+    rotation = None
+    if model.rope is not None:
+        # The layer's own tables (tests/test_rotary.py checks them against timm), applied here in NumPy.
+        grid = np.zeros((1, height // PATCH, width // PATCH, x.shape[-1]), "float32")
+        cos, sin, swap = (np.asarray(keras.ops.convert_to_numpy(t)) for t in model.get_layer("rotary_embedding")(grid))
+        rotation = lambda t: t * cos + t[..., swap] * sin  # noqa: E731
     erf = np.vectorize(math.erf)
     attention = []
     for block in [layer for layer in model.layers if layer.name.startswith("encoder_block_")]:
@@ -64,6 +75,8 @@ def numpy_forward(model, pixels):
         qkv = h @ weight(block.attention.qkv.kernel) + weight(block.attention.qkv.bias)
         qkv = qkv.reshape(batch, x.shape[1], 3, heads, head_dim)
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        if rotation is not None:
+            q, k = rotation(q), rotation(k)
         logits = np.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(head_dim)
         logits -= logits.max(-1, keepdims=True)
         weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
@@ -100,6 +113,30 @@ def test_attention_maps_and_features_equal_numpy_reference_and_leave_the_model_u
     # The model's own call and config are untouched.
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(pixels)), before)
     assert model.get_config() == config
+
+
+def test_a_rope_model_with_registers_is_inspected_and_reported(tmp_path):
+    # DINOv3's position scheme: four registers, no position table, RoPE on the non-square 4 x 3 grid.
+    rope = dict(rope_type="dinov3", temperature=100.0, rotate_half=True)
+    model = tiny_model(include_top=True, pooling="token", num_register_tokens=4, position_embedding=False, rope=rope)
+    pixels = images(batch=2)
+    attention = inspection.attention_maps(model, pixels)
+    expected, reference_tokens = numpy_forward(model, pixels)
+    assert attention.shape == (2, 2, 2, 17, 17)
+    np.testing.assert_allclose(attention, expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(inspection.intermediate_features(model, pixels, layers=-1), reference_tokens, atol=1e-4)
+    maps = inspection.attention_rollout(model, pixels)
+    np.testing.assert_allclose(maps, inspection.rollout_map(attention, GRID, num_prefix_tokens=5))
+    with pytest.raises(ValueError, match="no learned position embedding"):
+        inspection.position_embedding_similarity(model)
+    pytest.importorskip("matplotlib")
+    import keras_vit_cli as cli
+
+    model.save(tmp_path / "rope.keras")
+    argv = ["inspect", inspection.sample_image_path(), "--model", str(tmp_path / "rope.keras")]
+    assert cli.main([*argv, "--out", str(tmp_path / "report"), "--dpi", "30"]) == 0
+    # Every file of the report; the similarity figure says why it has none.
+    assert sorted(os.listdir(tmp_path / "report")) == sorted(inspection.REPORT_FILES)
 
 
 def test_bad_inputs_raise_clear_errors():

@@ -12,6 +12,10 @@ from tests.helpers import random_inputs, randomize_weights, to_numpy, trainable_
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(8, 12, 3), classes=3)
 TINY_SMALL_CONFIG = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
+# DINOv3's position scheme: registers, RoPE, no position table.
+DINOV3 = dict(
+    num_register_tokens=4, position_embedding=False, rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True)
+)
 
 
 def _trainable_paths(model):
@@ -24,7 +28,11 @@ def _trainable_paths(model):
         (("attention",), {"qkv", "output"}, {}),
         (("attention", "mlp"), {"qkv", "output", "fc1", "fc2"}, {}),
         (("attention",), {"qkv", "output"}, {"distillation_token": True}),  # DeiT: both heads train
+        (("attention",), {"qkv", "output"}, DINOV3),
+        # Mixed RoPE's learned frequencies are frozen with the rest.
+        (("attention", "mlp"), {"qkv", "output", "fc1", "fc2"}, {"rope": {"rope_type": "mixed"}}),
     ],
+    ids=["attention", "attention_mlp", "deit", "dinov3", "mixed_rope"],
 )
 def test_only_the_adapters_and_the_head_train(targets, layers, options):
     model = keras_vit.VisionTransformer(**TINY, **options)
@@ -38,7 +46,7 @@ def test_only_the_adapters_and_the_head_train(targets, layers, options):
     adapters = [path for path in _trainable_paths(model) if "lora_kernel" in path]
     assert len(adapters) == 2 * len(layers) * TINY["num_layers"]
     assert {path.split("/")[-2] for path in adapters} == layers
-    heads = ("head", "head_dist") if options else ("head",)
+    heads = ("head", "head_dist") if options.get("distillation_token") else ("head",)
     expected = {f"{head}/{name}" for head in heads for name in ("kernel", "bias")}
     assert {path for path in _trainable_paths(model) if "lora_kernel" not in path} == expected
     # Gradients reach exactly the trainable weights; fit leaves the frozen ones as they were.
@@ -96,11 +104,12 @@ def test_bad_lora_arguments_are_refused(rank, targets):
         model.enable_lora(rank, targets=targets)
 
 
-def test_finetune_with_lora_trains_the_adapters_and_prints_the_count(monkeypatch, tmp_path, capsys):
+@pytest.mark.parametrize("options", [{}, DINOV3], ids=["plain", "dinov3"])
+def test_finetune_with_lora_trains_the_adapters_and_prints_the_count(monkeypatch, tmp_path, capsys, options):
     import keras_vit_cli as cli
     from keras_vit.training import finetune
 
-    monkeypatch.setattr(finetune, "SMALL_CONFIG", TINY_SMALL_CONFIG)
+    monkeypatch.setattr(finetune, "SMALL_CONFIG", {**TINY_SMALL_CONFIG, **options})
     out = str(tmp_path / "run")
     argv = ["finetune", "--lora", "2", "--steps", "2", "--epochs", "1", "--batch-size", "16", "--verbose", "0"]
     assert cli.main([*argv, "--out", out]) == 0
@@ -112,6 +121,7 @@ def test_finetune_with_lora_trains_the_adapters_and_prints_the_count(monkeypatch
     assert f"LoRA rank 2: trained {metrics['trainable_parameters']:,} of {metrics['parameters']:,}" in printed
     model = keras.saving.load_model(os.path.join(out, "model.keras"), safe_mode=True)
     assert keras_vit.models.find_vit(model).lora_rank == 2
+    assert keras_vit.models.find_vit(model).rope == options.get("rope")
 
 
 def test_a_lora_run_restored_from_its_backup_computes_as_before_and_trains_its_adapters(tmp_path):

@@ -83,6 +83,40 @@ def test_other_outputs_contract(tmp_path, arguments, output_shape):
     )
 
 
+# DINOv3's options (registers, layer scale, SwiGLU, RoPE without a table), and mixed RoPE (learned frequencies, a
+# row per block) with a table too, nested in a user's functional model.
+ROPE_MODELS = {
+    "dinov3": dict(
+        num_register_tokens=4,
+        position_embedding=False,
+        rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True),
+        layer_scale_init=0.1,
+        layer_norm_epsilon=1e-5,
+        mlp_activation="swiglu",
+    ),
+    "mixed_nested": dict(num_register_tokens=1, rope=dict(rope_type="mixed", temperature=10.0)),
+}
+
+
+@pytest.mark.parametrize("name", ROPE_MODELS)
+def test_rope_models_contract(tmp_path, name):
+    def build():
+        if name != "mixed_nested":
+            return _tiny(**ROPE_MODELS[name])
+        backbone = _tiny(**ROPE_MODELS[name], include_top=False, pooling="gap")
+        inputs = keras.Input((32, 24, 3))
+        return keras.Model(inputs, keras.layers.Dense(5, name="user_head")(backbone(inputs)), name="user_model")
+
+    run_model_test(
+        build,
+        input_shape=(2, 32, 24, 3),
+        expected_output_shape=(2, 5),
+        workdir=tmp_path,
+        float32_outputs=name != "mixed_nested",  # the user's head follows the policy
+        jit=BACKEND != "torch",  # torch.compile: the one-block model below
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(BACKEND != "torch", reason="the other backends' jit runs in test_classifier_contract")
 def test_torch_compile_traces_the_whole_model_as_one_graph():
@@ -90,11 +124,14 @@ def test_torch_compile_traces_the_whole_model_as_one_graph():
 
     import_tensorflow_if_installed()  # as a torch user's tf.data input pipeline does
     model = keras_vit.VisionTransformer(**dict(TINY, num_layers=1), input_shape=(16, 16, 3), classes=3)
-    try:
-        explanation = torch._dynamo.explain(model)(keras.ops.convert_to_tensor(random_inputs((2, 16, 16, 3))))
-    finally:
-        torch._dynamo.reset()
-    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
+    # A RoPE model too (its `ops.pad` once broke the graph at every block): mixed, one table row per block.
+    rope = keras_vit.VisionTransformer(**TINY, input_shape=(16, 16, 3), classes=3, **ROPE_MODELS["mixed_nested"])
+    for traced in (model, rope):
+        try:
+            explanation = torch._dynamo.explain(traced)(keras.ops.convert_to_tensor(random_inputs((2, 16, 16, 3))))
+        finally:
+            torch._dynamo.reset()
+        assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
     randomize_weights(model)
     assert_jit_fit_and_predict(model, random_inputs((2, 16, 16, 3)))
 

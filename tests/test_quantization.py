@@ -36,3 +36,14 @@ def test_backbone_nested_in_a_user_model_quantizes_and_reloads(tmp_path):
 
     # The quantized policies are keyed by paths below each block, so they apply inside the user's model too.
     helpers.run_quantization_test(build, (2, 8, 8, 3), tmp_path, modes=("int8",), fresh_process=False)
+
+
+def test_rope_model_quantizes_and_reloads(tmp_path):
+    # Mixed RoPE: its learned frequencies stay float beside the int8 Dense layers.
+    def build():
+        rope = dict(rope_type="mixed", temperature=10.0)
+        options = dict(num_register_tokens=2, position_embedding=False, rope=rope, mlp_activation="swiglu")
+        return VisionTransformer(**TINY, classes=3, classifier_activation=None, **options)
+
+    errors = helpers.run_quantization_test(build, (2, 8, 8, 3), tmp_path, modes=("int8",), fresh_process=False)
+    assert errors["int8"] < 0.1, errors

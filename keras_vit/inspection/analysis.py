@@ -15,6 +15,10 @@ NO_LINEAR_FILTERS = (
     "A hybrid ViT has no linear patch filters: its tokens are projections of a ResNet feature map, not of "
     "pixels, so the paper's RGB embedding filters (Figure 7, left) do not exist for it."
 )
+NO_POSITION_EMBEDDING = (
+    "This model has no learned position embedding (position_embedding=False; a RoPE model rotates its queries and "
+    "keys by the patches' positions instead), so the paper's similarity figure (Figure 7, centre) does not exist."
+)
 
 FilterComponents = collections.namedtuple("FilterComponents", ["components", "explained_variance_ratio"])
 FilterComponents.__doc__ = "Principal components `(n, patch_h, patch_w, channels)` and their explained variance."
@@ -220,7 +224,10 @@ def mean_attention_distance(model, images, batch_size=16):
 
 def position_embedding_similarity(model):
     """Cosine similarities `[i, j, k, l]` of patch `(i, j)`'s position embedding with `(k, l)`'s (Figures 7, 10)."""
-    layer = find_vit(model).get_layer("position_embedding")
+    vit = find_vit(model)
+    if not vit.position_embedding:
+        raise ValueError(NO_POSITION_EMBEDDING)
+    layer = vit.get_layer("position_embedding")
     embedding = np.asarray(keras.ops.convert_to_numpy(layer.embedding), dtype="float64")[0]
     embedding = embedding[layer.num_prefix_tokens :]
     unit = embedding / np.maximum(np.linalg.norm(embedding, axis=-1, keepdims=True), np.finfo("float64").tiny)

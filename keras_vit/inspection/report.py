@@ -91,8 +91,12 @@ def write_report(
     else:
         plots.plot_note(paths["class_token_attention"], "No class token", NO_CLASS_TOKEN, dpi=dpi)
     plots.plot_mean_attention_distance(distances, paths["mean_attention_distance"], dpi=dpi)
-    similarity = analysis.position_embedding_similarity(vit)
-    plots.plot_position_embedding_similarity(similarity, paths["position_embedding_similarity"], dpi=dpi)
+    if vit.position_embedding:
+        similarity = analysis.position_embedding_similarity(vit)
+        plots.plot_position_embedding_similarity(similarity, paths["position_embedding_similarity"], dpi=dpi)
+    else:
+        title, note = "No position embedding", analysis.NO_POSITION_EMBEDDING
+        plots.plot_note(paths["position_embedding_similarity"], title, note, dpi=dpi)
     if hybrid:
         # A report has a fixed set of files: this one says why it shows no filters.
         plots.plot_note(paths["embedding_filters"], "No embedding filters", analysis.NO_LINEAR_FILTERS, dpi=dpi)

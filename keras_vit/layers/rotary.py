@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.utils import serialization, validation
+from keras_vit.utils import keras_compat, serialization, validation
 
 ROPE_TYPES = ("cat", "dinov3", "mixed")
 GRID_INDEXINGS = ("ij", "xy")
@@ -25,7 +25,7 @@ def apply_rotary(x, cos, sin, swap):
     and returned in `x`'s (as timm's `apply_rot_embed`).
     """
     # ops, not operators: TensorFlow's do not promote a bfloat16 `x` against float32 tables.
-    rotated = ops.add(ops.multiply(x, cos), ops.multiply(ops.take(x, swap, axis=-1), sin))
+    rotated = ops.add(ops.multiply(x, cos), ops.multiply(keras_compat.take_channels(x, swap), sin))
     return ops.cast(rotated, x.dtype)
 
 
@@ -117,15 +117,14 @@ class RotaryEmbedding(keras.layers.Layer):
             )
         if rope_type != "cat" and ref_grid is not None:
             raise ValueError(f"`ref_grid` is for rope_type='cat' only. Received: ref_grid={ref_grid!r}")
-        # Per channel: `layout`, its angle among the head_dim / 2; `swap`, its partner; `sign`, the rotation's sign
-        # on `sin` (the first of a pair gets minus its partner). Tuples, not NumPy: torch.compile traces no NumPy.
+        # Per channel: `swap`, its partner; `sign`, the rotation's sign on `sin` (the first of a pair gets minus its
+        # partner). Tuples, not NumPy: torch.compile traces no NumPy.
         half, channels = self.head_dim // 2, range(self.head_dim)
         if self.rotate_half:
-            self._layout = tuple(c % half for c in channels)
             self._swap = tuple((c + half) % self.head_dim for c in channels)
             self._sign = tuple(-1.0 if c < half else 1.0 for c in channels)
         else:
-            self._layout, self._swap = tuple(c // 2 for c in channels), tuple(c ^ 1 for c in channels)
+            self._swap = tuple(c ^ 1 for c in channels)
             self._sign = tuple(-1.0 if c % 2 == 0 else 1.0 for c in channels)
 
     def build(self, input_shape):
@@ -180,11 +179,18 @@ class RotaryEmbedding(keras.layers.Layer):
         angles = self._angles(shape[1], shape[2])
         if self.rope_type != "mixed":
             angles = angles[None, :, None, :]
-        # Zero angles for the prefix tokens: cos 1, sin 0, no rotation.
-        angles = ops.pad(angles, [[0, 0], [self.num_prefix_tokens, 0], [0, 0], [0, 0]])
-        layout = ops.convert_to_tensor(self._layout, "int32")
-        cos = ops.take(ops.cos(angles), layout, axis=-1)
-        sin = ops.take(ops.sin(angles), layout, axis=-1) * ops.convert_to_tensor(self._sign, "float32")
+        # Zero angles for the prefix tokens: cos 1, sin 0, no rotation. Concatenated, not `ops.pad`: torch's breaks
+        # torch.compile's graph at the next layer's call.
+        first, _, third, fourth = angles.shape
+        prefix = ops.zeros((first, self.num_prefix_tokens, third, fourth), "float32")
+        angles = ops.concatenate([prefix, angles], axis=1)
+        # Each angle to both channels of its pair, without a gather (torch's traces a `ravel` OpenVINO cannot convert).
+        if self.rotate_half:
+            angles = ops.concatenate([angles, angles], axis=-1)
+        else:
+            angles = ops.repeat(angles, 2, axis=-1)
+        cos = ops.cos(angles)
+        sin = ops.sin(angles) * ops.convert_to_tensor(self._sign, "float32")
         return cos, sin, ops.convert_to_tensor(self._swap, "int32")
 
     def compute_output_shape(self, input_shape):

@@ -684,7 +684,7 @@ def _block_positions(positions, index):
         return {}
     cos, sin, swap = positions
     if cos.shape[0] not in (1, None):
-        cos, sin = (keras.ops.take(part, [index], axis=0) for part in (cos, sin))
+        cos, sin = cos[index : index + 1, ...], sin[index : index + 1, ...]
     return {"positions": (cos, sin, swap)}
 
 
