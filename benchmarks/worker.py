@@ -12,7 +12,8 @@ or "ceiling"), `backend`, `precision` ("float32" or "mixed_bfloat16"), `jit_comp
 (bool; for "transformers" and "timm" it selects `torch.compile`), `format`
 (an "artefact" row's export format, measured for inference only), `variant` (a dict of
 `keras_vit.models.variants.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
-`train_batch_size`, `repeats`, `threads`, and optionally `remat` (keras_vit's
+`train_batch_size`, `repeats`, `threads`, and optionally `family` (runner.FAMILIES: "vit", the default, or
+"dinov3": `variant` then carries its options and the peers build their DINOv3), `remat` (keras_vit's
 `remat=True`, timm's `set_grad_checkpointing()`), `first_step_only` (measure
 the first training step and nothing after it), `inference_only` (no training), `absent_frameworks` (module
 names made unimportable before anything loads, as in an environment without
