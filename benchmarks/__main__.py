@@ -19,6 +19,13 @@ def _names(text):
 def add_arguments(parser):
     runner.add_model_arguments(parser)
     parser.add_argument(
+        "--family",
+        choices=tuple(runner.FAMILIES),
+        default="vit",
+        help="the model: the plain ViT, or DINOv3 (RoPE, registers, layer scale) of the --variant sizes, measured "
+        "beside keras_vit's plain ViT (default: %(default)s)",
+    )
+    parser.add_argument(
         "--backends",
         default=",".join(runner.BACKENDS),
         help="comma-separated, of " + ",".join(runner.KERAS_BACKENDS) + " (default: %(default)s)",
@@ -90,10 +97,12 @@ def run(args):
         repeats=1 if args.quick else args.repeats,
         threads=args.threads,
         inference_only=args.inference_only,
+        family=args.family,
     )
     report = runner.run(specs, timeout=args.timeout, output=args.output, rounds=args.rounds)
+    model = f"{runner.FAMILY_NAMES[args.family]} ViT-{args.variant}".strip()
     print(
-        f"ViT-{args.variant} at {args.image_size} px, {args.threads} threads, {report['started']}, "
+        f"{model} at {args.image_size} px, {args.threads} threads, {report['started']}, "
         f"{report['machine']['cpu']} ({report['machine']['cores']} cores), "
         f"load average at start {report['machine']['load_average']}"
     )

@@ -39,6 +39,22 @@ TORCH_PEERS = ("transformers", "timm")
 # keras-hub is measured on the TensorFlow and PyTorch backends, the ones its
 # numbers in the issue come from (and the ones a user switching would use).
 KERAS_HUB_BACKENDS = ("tensorflow", "torch")
+# `--family`: keras_vit's options over the `--variant` sizes, every peer building the same model (keras-hub's
+# `DINOV3Backbone`, transformers' `DINOv3ViTModel`, timm's `Eva` named in `worker.TIMM_FAMILY_MODELS`: at B/16
+# timm's `vit_base_patch16_dinov3` with a head). A family's keras_vit rows each run beside a twin of the plain ViT
+# (`baseline`), so the report shows what the family's options cost keras_vit, configuration by configuration.
+FAMILIES = {
+    "vit": {},
+    "dinov3": dict(
+        position_embedding=False,
+        rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True),
+        num_register_tokens=4,
+        layer_scale_init=1e-5,
+        layer_norm_epsilon=1e-5,
+        qkv_bias=False,
+    ),
+}
+FAMILY_NAMES = {"vit": "", "dinov3": " DINOv3"}
 
 
 def jit_modes(backend, jit):
@@ -88,16 +104,19 @@ def label(spec):
     """A short human-readable name of a configuration."""
     if spec["kind"] == "ceiling":
         return "matmul ceiling"
+    family = FAMILY_NAMES[spec.get("family", "vit")]
     if spec["kind"] == "transformers":
         mode = "torch.compile" if spec["jit_compile"] else "eager"
-        return f"HF transformers, torch {mode}, {spec['precision']}"
+        return f"HF transformers{family}, torch {mode}, {spec['precision']}"
     if spec["kind"] == "timm":
         mode = "torch.compile" if spec["jit_compile"] else "eager"
         checkpointing = ", gradient checkpointing" if spec.get("remat") else ""
-        return f"timm, torch {mode}, {spec['precision']}{checkpointing}"
+        name = "timm Eva" if spec.get("family", "vit") != "vit" else "timm"
+        return f"{name}, torch {mode}, {spec['precision']}{checkpointing}"
     if spec["kind"] == "artefact":
-        return f"keras_vit artefact, {_RUNTIMES[spec['format']]} (exported from {spec['backend']}), {spec['precision']}"
-    name = "keras_vit" if spec["kind"] == "keras_vit" else "keras-hub"
+        runtime = _RUNTIMES[spec["format"]]
+        return f"keras_vit{family} artefact, {runtime} (exported from {spec['backend']}), {spec['precision']}"
+    name = ("keras_vit" if spec["kind"] == "keras_vit" else "keras-hub") + family
     # jit_compile=True is XLA on TensorFlow and torch.compile on torch; on JAX, XLA is the default and op-by-op
     # dispatch (`--jit both` or `off`) the exception named.
     if spec["backend"] == "jax":
@@ -130,9 +149,15 @@ def plan(
     repeats=3,
     threads=2,
     inference_only=False,
+    family="vit",
 ):
     """Returns the list of specs to run: ceiling first, then keras_vit, its exported artefacts (inference only,
-    float32: measured when float32 is, exported from each of `backends` that writes the format), then the peers."""
+    float32: measured when float32 is, exported from each of `backends` that writes the format), then the peers.
+
+    `family` (a key of `FAMILIES`) adds its options to `variant` in every row; each of keras_vit's rows of a family
+    other than "vit" is followed by its twin of the plain ViT (`baseline=True`), which no peer is compared with."""
+    if family not in FAMILIES:
+        raise ValueError(f"Unknown family {family!r}; choose from {tuple(FAMILIES)}.")
     for backend in backends:
         if backend not in KERAS_BACKENDS:
             raise ValueError(f"Unknown backend {backend!r}; choose from {KERAS_BACKENDS}.")
@@ -146,8 +171,9 @@ def plan(
         if format not in ARTEFACT_FORMATS:
             raise ValueError(f"Unknown artefact format {format!r}; choose from {ARTEFACT_FORMATS}.")
     common = dict(
+        family=family,
         variant_name=variant_name,
-        variant=dict(variant),
+        variant=dict(variant, **FAMILIES[family]),
         image_size=image_size,
         classes=classes,
         inference_batch_sizes=list(inference_batch_sizes),
@@ -161,16 +187,17 @@ def plan(
     for backend in backends:
         for precision in precisions:
             for jit_compile in jit_modes(backend, jit):
-                specs.append(
-                    dict(
-                        common,
-                        kind="keras_vit",
-                        backend=backend,
-                        precision=precision,
-                        jit_compile=jit_compile,
-                        inference_only=inference_only or backend == "openvino",
-                    )
+                spec = dict(
+                    common,
+                    kind="keras_vit",
+                    backend=backend,
+                    precision=precision,
+                    jit_compile=jit_compile,
+                    inference_only=inference_only or backend == "openvino",
                 )
+                specs.append(spec)
+                if family != "vit":  # next to it: the machine's drift hits both alike
+                    specs.append(dict(spec, family="vit", variant=dict(variant), baseline=True))
     if "keras_hub" in peers:
         for backend in backends:
             if backend in KERAS_HUB_BACKENDS:
@@ -297,15 +324,33 @@ def ceilings(records):
     return {}
 
 
+def _family(record):
+    return record.get("family", "vit")
+
+
+def _twin(record, records):
+    """A family's keras_vit record's twin of the plain ViT (same backend, precision and jit_compile), or None."""
+    for other in records:
+        if other.get("baseline") and all(other[key] == record[key] for key in ("kind", "backend", "precision")):
+            if other["jit_compile"] == record["jit_compile"]:
+                return other
+    return None
+
+
 def _peers_of(record, records):
-    """The peer records a keras_vit record is compared with: same precision; keras-hub on the same backend."""
+    """The peer records a keras_vit record is compared with: same family and precision; keras-hub on the same
+    backend; and a family's keras_vit row, its twin of the plain ViT."""
+    if record.get("baseline"):
+        return []
     peers = []
     for other in records:
         if other["kind"] == "keras_hub" and other["backend"] == record["backend"]:
             peers.append(other)
         elif other["kind"] in TORCH_PEERS:
             peers.append(other)
-    return [peer for peer in peers if peer["precision"] == record["precision"]]
+    peers = [peer for peer in peers if peer["precision"] == record["precision"] and _family(peer) == _family(record)]
+    twin = _twin(record, records)
+    return peers + ([twin] if twin else [])
 
 
 def summarize(records):
@@ -337,7 +382,10 @@ def summarize(records):
             }
             for peer in _peers_of(record, records)
         }
-    summary = {"ceilings_gflops": limits, "targets": targets(records, large, sorted(batches))}
+    # The targets are the measured family's: its twins of the plain ViT are not keras_vit's paths to it.
+    measured = [record for record in records if not record.get("baseline")]
+    summary = {"ceilings_gflops": limits, "targets": targets(measured, large, sorted(batches))}
+    summary["family_over_plain"] = family_over_plain(records, sorted(batches))
     if "float32_model_gemm" in limits:
         ceiling = next(record for record in records if record["kind"] == "ceiling")
         # A yardstick, not a bound: about 95 % of a ViT's FLOPs are products of
@@ -346,6 +394,30 @@ def summarize(records):
         forward = flops.forward_flops(ceiling["variant"], ceiling["image_size"], ceiling["classes"])
         summary["model_gemm_images_per_s"] = limits["float32_model_gemm"] * 1e9 / forward
     return summary
+
+
+def family_over_plain(records, batches):
+    """What a family's options cost keras_vit: each family row's images/s over its plain twin's (inference at each
+    of `batches`, training), then the best family row's over the best twin's per precision; [] without twins."""
+    metrics = {f"inference b{size}": (lambda r, size=size: _inference(r, size)) for size in batches}
+    metrics["training"] = _train
+    rows = []
+    for record in records:
+        twin = _twin(record, records) if record["kind"] == "keras_vit" and not record.get("baseline") else None
+        if twin is not None:
+            ratios = {name: ratio(metric(record), metric(twin)) for name, metric in metrics.items()}
+            rows.append({"configuration": record["label"], "ratios": ratios})
+    for precision in sorted({record["precision"] for record in records if record.get("baseline")}):
+        members = [r for r in records if r["kind"] == "keras_vit" and not r.get("baseline")]
+        plain = [r for r in records if r.get("baseline")]
+        ratios = {
+            name: ratio(
+                _best(members, "keras_vit", precision, metric)[0], _best(plain, "keras_vit", precision, metric)[0]
+            )
+            for name, metric in metrics.items()
+        }
+        rows.append({"configuration": f"best keras_vit path of each, {precision}", "ratios": ratios})
+    return rows
 
 
 def _best(records, kind, precision, metric, backend=None):
@@ -501,6 +573,16 @@ def format_table(records, summary):
                 f"| {mine} | {peer} | {_number(values['inference'], 2)} | {_number(values['train'], 2)} | "
                 f"{_number(values['memory'], 2)} |"
             )
+    if summary.get("family_over_plain"):
+        names = list(summary["family_over_plain"][0]["ratios"])
+        lines += [
+            "",
+            "| images/s over keras_vit's plain ViT of the same configuration | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for row in summary["family_over_plain"]:
+            cells = [_number(row["ratios"][name], 2) for name in names]
+            lines.append(f"| {row['configuration']} | " + " | ".join(cells) + " |")
     if summary.get("targets"):
         lines += ["", "| target | ratio | threshold | met |", "|---|---|---|---|"]
         for check in summary["targets"]:

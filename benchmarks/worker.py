@@ -12,7 +12,8 @@ or "ceiling"), `backend`, `precision` ("float32" or "mixed_bfloat16"), `jit_comp
 (bool; for "transformers" and "timm" it selects `torch.compile`), `format`
 (an "artefact" row's export format, measured for inference only), `variant` (a dict of
 `keras_vit.models.variants.VARIANTS`), `image_size`, `classes`, `inference_batch_sizes`,
-`train_batch_size`, `repeats`, `threads`, and optionally `remat` (keras_vit's
+`train_batch_size`, `repeats`, `threads`, and optionally `family` (runner.FAMILIES: "vit", the default, or
+"dinov3": `variant` then carries its options and the peers build their DINOv3), `remat` (keras_vit's
 `remat=True`, timm's `set_grad_checkpointing()`), `first_step_only` (measure
 the first training step and nothing after it), `inference_only` (no training), `absent_frameworks` (module
 names made unimportable before anything loads, as in an environment without
@@ -26,6 +27,8 @@ import sys
 import time
 
 RESULT_PREFIX = "KERAS_VIT_BENCHMARK_RESULT "
+# timm's model of each family but the plain ViT (runner.FAMILIES), built at the spec's sizes.
+TIMM_FAMILY_MODELS = {"dinov3": "vit_base_patch16_dinov3"}
 
 
 def limit_threads(threads):
@@ -263,14 +266,28 @@ def keras_model(spec):
     import keras_hub
 
     variant = spec["variant"]
-    backbone = keras_hub.models.ViTBackbone(
+    sizes = dict(
         image_shape=(spec["image_size"], spec["image_size"], 3),
         patch_size=variant["patch_size"],
         num_layers=variant["num_layers"],
         num_heads=variant["num_heads"],
         hidden_dim=variant["hidden_dim"],
-        mlp_dim=variant["mlp_dim"],
     )
+    if spec.get("family", "vit") == "dinov3":
+        backbone = keras_hub.models.DINOV3Backbone(
+            **sizes,
+            intermediate_dim=variant["mlp_dim"],
+            layer_scale_init_value=variant["layer_scale_init"],
+            num_register_tokens=variant["num_register_tokens"],
+            use_mask_token=False,
+            use_query_bias=False,  # as timm's and keras_vit's (`qkv_bias=False`)
+            use_key_bias=False,
+            use_value_bias=False,
+            layer_norm_eps=variant["layer_norm_epsilon"],
+            rope_theta=variant["rope"]["temperature"],
+        )
+    else:
+        backbone = keras_hub.models.ViTBackbone(**sizes, mlp_dim=variant["mlp_dim"])
     # keras-hub's ViTImageClassifier head: the class token into a float32 Dense.
     logits = keras.layers.Dense(spec["classes"], dtype="float32", name="head")(backbone.output[:, 0])
     return keras.Model(backbone.input, logits)
@@ -391,25 +408,47 @@ def _run_transformers(spec):
     import torch
     import transformers
 
-    model_class = transformers.ViTForImageClassification  # transformers imports a model on first access
+    dinov3 = spec.get("family", "vit") == "dinov3"
+    # transformers imports a model on first access.
+    model_class = transformers.DINOv3ViTModel if dinov3 else transformers.ViTForImageClassification
     rss_after_imports = peak_rss_mb()
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(0)
     variant = spec["variant"]
-    config = transformers.ViTConfig(
+    sizes = dict(
         image_size=spec["image_size"],
         patch_size=variant["patch_size"],
         hidden_size=variant["hidden_dim"],
         num_hidden_layers=variant["num_layers"],
         num_attention_heads=variant["num_heads"],
         intermediate_size=variant["mlp_dim"],
-        num_labels=spec["classes"],
-        layer_norm_eps=1e-6,
         attn_implementation="sdpa",
     )
-    model = model_class(config)
+    if dinov3:
+        config = transformers.DINOv3ViTConfig(
+            **sizes,
+            layer_norm_eps=variant["layer_norm_epsilon"],
+            layerscale_value=variant["layer_scale_init"],
+            num_register_tokens=variant["num_register_tokens"],
+            rope_theta=variant["rope"]["temperature"],
+            query_bias=False,  # as timm's and keras_vit's (`qkv_bias=False`)
+            value_bias=False,
+        )
+
+        class Classifier(torch.nn.Module):  # DINOv3ViTModel has none: a Linear on its class token, as keras_vit's
+            def __init__(self):
+                super().__init__()
+                self.backbone, self.head = model_class(config), torch.nn.Linear(config.hidden_size, spec["classes"])
+
+            def forward(self, pixel_values):
+                return self.head(self.backbone(pixel_values=pixel_values).pooler_output)
+
+        model = Classifier()
+    else:
+        model = model_class(transformers.ViTConfig(**sizes, num_labels=spec["classes"], layer_norm_eps=1e-6))
     compiled = torch.compile(model) if spec["jit_compile"] else model
-    infer, train_step, _ = torch_trainer(spec, model, lambda images: compiled(pixel_values=images).logits)
+    logits = (lambda images: compiled(images)) if dinov3 else (lambda images: compiled(pixel_values=images).logits)
+    infer, train_step, _ = torch_trainer(spec, model, logits)
     result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)
     result["parameters"] = sum(p.numel() for p in model.parameters())
     return result
@@ -478,6 +517,25 @@ def timm_vision_transformer(variant, image_size, classes, checkpointing=False):
     return model
 
 
+def timm_family_model(family, variant, image_size, classes, checkpointing=False):
+    """timm's model of `family` (`TIMM_FAMILY_MODELS`) at the sizes of `variant`, random weights, optionally
+    checkpointed: at B/16, `timm.create_model(name, pretrained=False)` itself with a `classes` head."""
+    timm = _import_timm()
+    model = timm.create_model(
+        TIMM_FAMILY_MODELS[family],
+        pretrained=False,
+        img_size=image_size,
+        patch_size=variant["patch_size"],
+        embed_dim=variant["hidden_dim"],
+        depth=variant["num_layers"],
+        num_heads=variant["num_heads"],
+        mlp_ratio=variant["mlp_dim"] / variant["hidden_dim"],
+        num_classes=classes,
+    )
+    model.set_grad_checkpointing(checkpointing)
+    return model
+
+
 def _run_timm(spec):
     """timm's VisionTransformer of the same size, eager or `torch.compile`d (`jit_compile`), optionally with
     gradient checkpointing per block."""
@@ -487,7 +545,9 @@ def _run_timm(spec):
     rss_after_imports = peak_rss_mb()
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(0)
-    model = timm_vision_transformer(spec["variant"], spec["image_size"], spec["classes"], spec.get("remat", False))
+    arguments = (spec["variant"], spec["image_size"], spec["classes"], spec.get("remat", False))
+    family = spec.get("family", "vit")
+    model = timm_vision_transformer(*arguments) if family == "vit" else timm_family_model(family, *arguments)
     compiled = torch.compile(model) if spec["jit_compile"] else model
     infer, train_step, _ = torch_trainer(spec, model, compiled)
     result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)

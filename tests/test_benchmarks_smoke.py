@@ -1,7 +1,8 @@
 """One smoke run of every benchmark script at its tiniest arguments: each exits 0 and reports the expected rows.
 
 A backend's scripts run in one process (each one's `main(argv)`), with Ti/16 cut to one block; the main benchmark
-runs on every backend, the others on the backend they are for. What a benchmark measures is never asserted.
+runs on every backend, for the plain ViT and for DINOv3, the others on the backend they are for. What a benchmark
+measures is never asserted.
 """
 
 import json
@@ -26,11 +27,17 @@ for module, argv in json.loads(sys.argv[1]):
 print(json.dumps(results))
 """
 TINY_VARIANT = ["--variant", "Ti/16", "--image-size", "16"]
+# `--family dinov3`'s peers, spread over the backends' runs: the `--peers` value and the rows it adds.
+FAMILY_PEERS = {
+    "tensorflow": ("keras_hub", ["keras-hub DINOv3, tensorflow, float32"]),
+    "jax": ("none", []),
+    "torch": ("transformers,timm", ["HF transformers DINOv3, torch eager, float32", "timm Eva, torch eager, float32"]),
+}
 
 
 def run_benchmarks(tmp_path, *calls):
-    """Runs `(module, argv)` calls, then the main benchmark, in one process; checks the main benchmark's report and
-    returns each call's stdout."""
+    """Runs `(module, argv)` calls, then the main benchmark for DINOv3 and for the plain ViT, in one process; checks
+    the main benchmark's reports and returns each call's stdout."""
     # The main benchmark: keras_vit on this backend, and on torch on Keras's OpenVINO backend and its OpenVINO
     # artefact too.
     artefacts = "openvino" if BACKEND == "torch" else "none"
@@ -38,7 +45,16 @@ def run_benchmarks(tmp_path, *calls):
     arguments = ["--quick", "--backends", backends, "--precisions", "float32", "--peers", "none", "--no-ceiling"]
     arguments += ["--artefacts", artefacts, "--batch-sizes", "1", "--train-batch-size", "2", "--classes", "2"]
     arguments += ["--threads", "1", "--output", str(tmp_path / "main.json")]
-    calls = [*calls, ("benchmarks.__main__", [*TINY_VARIANT, *arguments])]
+    # DINOv3, each keras_vit row beside its twin of the plain ViT.
+    peers, family_peers = FAMILY_PEERS[BACKEND]
+    family = ["--family", "dinov3", "--quick", "--backends", BACKEND, "--precisions", "float32", "--peers", peers]
+    family += ["--no-ceiling", "--artefacts", "none", "--batch-sizes", "1", "--train-batch-size", "2"]
+    family += ["--classes", "2", "--threads", "1", "--output", str(tmp_path / "family.json")]
+    calls = [
+        *calls,
+        ("benchmarks.__main__", [*TINY_VARIANT, *family]),
+        ("benchmarks.__main__", [*TINY_VARIANT, *arguments]),
+    ]
     completed = subprocess.run(
         [sys.executable, "-c", DRIVER, json.dumps(calls)],
         cwd=REPO_ROOT,
@@ -62,7 +78,21 @@ def run_benchmarks(tmp_path, *calls):
     assert all(set(record["result"]["inference"]) == {"1"} for record in report["records"])
     assert ["train" in record["result"] for record in report["records"]] == [True] + [False] * (len(labels) - 1)
     assert all(label in report["table"] for label in labels)
-    return [shown for _, shown in results[:-1]]
+
+    report = json.loads((tmp_path / "family.json").read_text())
+    dinov3, plain = f"keras_vit DINOv3, {BACKEND}, float32", f"keras_vit, {BACKEND}, float32"
+    assert [record["label"] for record in report["records"]] == [dinov3, plain, *family_peers]
+    assert all(record["status"] == "ok" for record in report["records"]), report["table"]
+    assert set(report["records"][0]["ratios"]) == {*family_peers, plain}  # the twin, never a plain peer
+    assert report["records"][1]["ratios"] == {}
+    rows = {row["configuration"]: set(row["ratios"]) for row in report["family_over_plain"]}
+    assert rows == {
+        dinov3: {"inference b1", "training"},
+        "best keras_vit path of each, float32": {"inference b1", "training"},
+    }
+    assert results[-2][1].startswith("DINOv3 ViT-Ti/16 at 16 px")
+    assert "| images/s over keras_vit's plain ViT of the same configuration |" in report["table"]
+    return [shown for _, shown in results[:-2]]
 
 
 @pytest.mark.slow
