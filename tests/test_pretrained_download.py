@@ -177,3 +177,29 @@ def test_a_tag_offline_fails_at_once_then_loads_from_a_preseeded_hub_cache(offli
     for name, value in ph.keras_weights(source).items():
         np.testing.assert_array_equal(loaded.pop(name), value, err_msg=name)
     assert not loaded
+
+
+def test_a_gated_checkpoint_says_to_accept_its_license_and_log_in(monkeypatch):
+    # DINOv3's weights: the Hub answers an account that has not accepted the license with GatedRepoError.
+    import huggingface_hub
+    from huggingface_hub import errors as hub_errors
+
+    import keras_vit
+
+    class Gated(hub_errors.GatedRepoError):
+        def __init__(self, message):
+            Exception.__init__(self, message)  # its HTTP response is beside the point
+
+    def refuse(repo_id, filename, **kwargs):
+        raise Gated(f"401 Client Error.\nCannot access gated repo {repo_id}.")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refuse)
+    monkeypatch.setattr(download, "reachable", lambda url, timeout=None: True)
+    for name in ("KERAS_VIT_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    repo = pretrained.resolve("S/16", "dinov3_lvd1689m").hub_repo
+    with pytest.raises(pretrained.DownloadError) as error:
+        keras_vit.ViTS16(weights="dinov3_lvd1689m", include_top=False)
+    message = str(error.value)
+    assert f"accept its license at https://huggingface.co/{repo}" in message and "hf auth login" in message
+    assert "\n" not in message and "has no" not in message

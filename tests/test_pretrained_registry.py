@@ -16,7 +16,7 @@ import keras_vit
 from keras_vit import pretrained
 from keras_vit.models.applications import CONSTRUCTORS
 from keras_vit.models.variants import VARIANTS, constructor_name
-from keras_vit.pretrained import download, registry, sources
+from keras_vit.pretrained import download, loader, registry, sources
 from tests import timm_reference
 from tests.helpers import REPO_ROOT, to_numpy
 
@@ -37,7 +37,7 @@ def _load_row(info, monkeypatch, tmp_path, arch):
     requested = ph.fake_hub(monkeypatch, path)
     monkeypatch.setattr(download, "download_url", lambda *a, **k: pytest.fail("the Hub copy must come first"))
     top = dict(classes=info.classes) if info.classes else dict(include_top=False, pooling="token")
-    model = CONSTRUCTORS["ViT" + info.variant.replace("/", "")](
+    model = CONSTRUCTORS[constructor_name(info.variant)](
         weights=info.tag,
         input_shape=(info.resolution, info.resolution, 3),
         representation_size=arch["hidden_dim"] if info.pre_logits else None,
@@ -210,3 +210,66 @@ def test_a_family_tag_builds_its_architecture(tag, variant, name, monkeypatch, t
     pixels = np.random.default_rng(0).uniform(0, 255, (2, size, size, 3)).astype("float32")
     expected = timm_reference.run_torch(reference, (pixels / 255 - np.float32(info.mean)) / np.float32(info.std))
     np.testing.assert_allclose(to_numpy(model(pixels)), expected, atol=1e-4 * np.abs(expected).max())
+
+
+# ---------------------------------------------------------------- the RoPE families (timm's Eva)
+
+ROPE_ROWS = [info for info in registry.CHECKPOINTS if "rope" in info.options]
+TIMM_LICENSES = {"mit": "MIT", "apache-2.0": "Apache-2.0", "dinov3-license": registry.DINOV3_LICENSE}
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the catalogue's rows: the tensorflow run")
+def test_rope_rows_are_timms_hosted_checkpoints_with_their_cfg():
+    pretrained_cfg = timm_reference.import_timm().models.get_pretrained_cfg
+    assert len(ROPE_ROWS) == 44
+    for info in ROPE_ROWS:
+        cfg = pretrained_cfg(info.hub_repo.removeprefix("timm/"), allow_unregistered=False)
+        assert cfg.hf_hub_id == info.hub_repo and TIMM_LICENSES[cfg.license] == info.license, info.name
+        expected = (cfg.input_size[1], cfg.num_classes, cfg.mean, cfg.std, cfg.crop_pct, cfg.interpolation)
+        assert (info.resolution, info.classes or 0, info.mean, info.std, info.crop_pct, info.interpolation) == expected
+    assert {info.license for info in ROPE_ROWS if info.family == "DINOv3"} == {"DINOv3 License (gated)"}
+
+
+def _architecture(config, info):
+    """A model config's architecture: what its size, head and input leave open taken out, RoPE defaults filled in."""
+    left_open = {"name", "dtype", "include_top", "classes", "classifier_activation", "input_shape", "embedding_grid"}
+    if "pooling" not in info.options:
+        left_open.add("pooling")  # the user's choice unless the row's norm or head fixes it
+    architecture = {key: value for key, value in config.items() if key not in left_open}
+    for key in ("pixel_mean", "pixel_std"):
+        architecture[key] = tuple(np.broadcast_to(architecture[key], 3).tolist())
+    architecture["rope"] = loader.rope_key(architecture["rope"])
+    return architecture
+
+
+def _one_per_architecture(rows):
+    """The first row of each variant, timm model and options: the others differ in what the test above checks."""
+    found = {}
+    for info in rows:
+        found.setdefault((info.variant, info.hub_repo.split(".")[0], repr(info.options)), info)
+    return list(found.values())
+
+
+# timm's model at depth 1 and its real width, saved as its Hub repo holds it (its config.json naming the model and
+# tag), three patches a side: the tag's constructor at depth 1 loads it (strictly, its RoPE checked against the
+# name's) and builds what build_from_checkpoint reads from it. 36 builds of about 1 s (L: 2 s).
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the catalogue's rows: the tensorflow run")
+@pytest.mark.parametrize("info", _one_per_architecture(ROPE_ROWS), ids=lambda i: f"{i.variant}-{i.tag}-{i.resolution}")
+def test_a_rope_tag_builds_what_build_from_checkpoint_reads_from_its_file(info, monkeypatch, tmp_path):
+    size = 3 * VARIANTS[info.variant]["patch_size"]
+    timm_name = info.hub_repo.removeprefix("timm/")
+    ph.timm_saved_like_the_hub(timm_name, str(tmp_path), img_size=size, num_classes=info.classes or 0)
+    read = pretrained.build_from_checkpoint(str(tmp_path)).get_config()
+    monkeypatch.setitem(VARIANTS, info.variant, dict(VARIANTS[info.variant], num_layers=1))
+    row = dataclasses.replace(info, resolution=size)
+    monkeypatch.setattr(
+        registry, "CHECKPOINTS", tuple(row if other is info else other for other in registry.CHECKPOINTS)
+    )
+    requested = ph.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
+    top = dict(classes=info.classes) if info.classes else dict(include_top=False)
+    model = CONSTRUCTORS[constructor_name(info.variant)](weights=info.tag, input_shape=(size, size, 3), **top)
+    assert requested == [(info.hub_repo, "model.safetensors")]
+    built = model.get_config()
+    assert _architecture(built, info) == _architecture(read, info)
+    for config in (built, read):
+        assert (config["classes"] if config["include_top"] else None) == info.classes

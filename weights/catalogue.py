@@ -17,6 +17,7 @@ README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
 
 
 def table():
+    from keras_vit.models.variants import constructor_name
     from keras_vit.pretrained import registry
 
     lines = [
@@ -25,7 +26,7 @@ def table():
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for info in registry.CHECKPOINTS:
-        constructor = "ViT" + info.variant.replace("/", "")
+        constructor = constructor_name(info.variant)
         head = f"{info.classes}" if info.classes else "none"
         url = f"[npz]({info.url})" if info.url else "-"
         top1 = f"{info.top1:.2f} %" if info.top1 is not None else "-"

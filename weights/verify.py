@@ -55,11 +55,12 @@ def verify(info, reference, tolerance):
     import keras
 
     import keras_vit
+    from keras_vit.models.variants import constructor_name
     from keras_vit.pretrained import download, sources
 
     path, _ = sources.fetch(sources.WeightsSource("registry", info=info))
     print(f"{info.name}: {path}\n  sha256 {download.sha256_of(path)}")
-    constructor = keras_vit.models.applications.CONSTRUCTORS["ViT" + info.variant.replace("/", "")]
+    constructor = keras_vit.models.applications.CONSTRUCTORS[constructor_name(info.variant)]
     kwargs = dict(input_shape=(info.resolution, info.resolution, 3), classifier_activation=None)
     if info.classes:
         kwargs["classes"] = info.classes

@@ -72,7 +72,7 @@ def _tokens(variant):
 
 def _constructor(variant):
     """The `keras.applications`-style constructor of `variant`, named after it."""
-    default_name = "vit_" + variant.lower().replace("/", "").replace("+", "_")
+    default_name = "vit_" + variant.lower().replace("+/", "plus/").replace("/", "").replace("+", "_").replace("-", "_")
 
     def constructor(
         include_top=True,
@@ -132,6 +132,11 @@ ViTB14 = CONSTRUCTORS["ViTB14"]
 ViTL14 = CONSTRUCTORS["ViTL14"]
 ViTSo400m14 = CONSTRUCTORS["ViTSo400m14"]
 ViTg14 = CONSTRUCTORS["ViTg14"]
+ViTSPlus16 = CONSTRUCTORS["ViTSPlus16"]
+ViTEVA02Ti14 = CONSTRUCTORS["ViTEVA02Ti14"]
+ViTEVA02S14 = CONSTRUCTORS["ViTEVA02S14"]
+ViTEVA02B14 = CONSTRUCTORS["ViTEVA02B14"]
+ViTEVA02L14 = CONSTRUCTORS["ViTEVA02L14"]
 ViTRTi16 = CONSTRUCTORS["ViTRTi16"]
 ViTR26S32 = CONSTRUCTORS["ViTR26S32"]
 ViTR26B32 = CONSTRUCTORS["ViTR26B32"]

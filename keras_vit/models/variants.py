@@ -39,6 +39,13 @@ VARIANTS = {
     "So400m/14": dict(SIZES["So400m"], patch_size=14),
     # DINOv2's giant: a SwiGLU MLP, 4096 wide after the gate.
     "g/14": dict(SIZES["g"], patch_size=14, mlp_activation="swiglu"),
+    # DINOv3's S+ (Simeoni et al. 2025): S with a SwiGLU MLP, 1536 wide after the gate.
+    "S+/16": dict(SIZES["S"], patch_size=16, mlp_activation="swiglu"),
+    # EVA-02 (Fang et al. 2024): SwiGLU MLPs 8/3 as wide as the hidden size (timm's `int(dim * 4 * 2 / 3)`).
+    "EVA02-Ti/14": dict(SIZES["Ti"], mlp_dim=512, patch_size=14, mlp_activation="swiglu"),
+    "EVA02-S/14": dict(SIZES["S"], mlp_dim=1024, patch_size=14, mlp_activation="swiglu"),
+    "EVA02-B/14": dict(SIZES["B"], mlp_dim=2048, patch_size=14, mlp_activation="swiglu"),
+    "EVA02-L/14": dict(SIZES["L"], mlp_dim=2730, patch_size=14, mlp_activation="swiglu"),
     # The hybrids (paper section 3.1; vit_jax `configs/models.py`): patches of a ResNet's feature map. The suffix
     # is the official name's: R+Ti/16's root alone downsamples 4x, so its 8x8 patches cover 32 px.
     "R+Ti/16": dict(SIZES["Ti"], patch_size=8, resnet_stages=()),
@@ -63,24 +70,29 @@ def num_heads_for(hidden_dim):
 def variant_of(config):
     """The `VARIANTS` key whose row a model's checked arguments `config` have, or None.
 
+    Of two rows that fit, the one that fixes more arguments (S+/16's SwiGLU on S/16's sizes).
+
     >>> variant_of(dict(VARIANTS["B/16"], patch_size=(16, 16), resnet_stages=None))
     'B/16'
+    >>> variant_of(dict(VARIANTS["S/16"], patch_size=(16, 16), resnet_stages=None, mlp_activation="swiglu"))
+    'S+/16'
     """
+    found = []
     for variant, row in VARIANTS.items():
         patch_size = validation.pair("patch_size", row["patch_size"])
         wanted = dict(row, patch_size=patch_size, resnet_stages=row.get("resnet_stages"))
         if all(config.get(key) == value for key, value in wanted.items()):
-            return variant
-    return None
+            found.append(variant)
+    return max(found, key=lambda variant: len(VARIANTS[variant]), default=None)
 
 
 def constructor_name(variant):
-    """The name of `variant`'s constructor.
+    """The name of `variant`'s constructor (a size's own "+" is "Plus"; a hybrid's is dropped).
 
-    >>> constructor_name("B/16"), constructor_name("R50+B/16")
-    ('ViTB16', 'ViTR50B16')
+    >>> [constructor_name(variant) for variant in ("B/16", "R50+B/16", "S+/16", "EVA02-B/14")]
+    ['ViTB16', 'ViTR50B16', 'ViTSPlus16', 'ViTEVA02B14']
     """
-    return "ViT" + variant.replace("/", "").replace("+", "")
+    return "ViT" + variant.replace("+/", "Plus/").replace("/", "").replace("+", "").replace("-", "")
 
 
 def channels_last(input_shape, data_format):

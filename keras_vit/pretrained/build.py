@@ -126,7 +126,8 @@ def _timm_config(path):
 def _named(name):
     """What timm's definition of the model `name` fixes that the tensors do not show."""
     found = {}
-    for pattern, values in TIMM_NAME_RULES + loader.TIMM_EVA_RULES:
+    # An Eva model's own facts first: `eva02_*_clip_*` is no OpenAI CLIP.
+    for pattern, values in loader.TIMM_EVA_RULES + TIMM_NAME_RULES:
         if fnmatch.fnmatchcase(name, pattern):
             found = {**values, **found}
     return found

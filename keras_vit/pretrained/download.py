@@ -139,6 +139,11 @@ def hf_download(repo_id, filename="model.safetensors", revision=None):
         raise DownloadError(
             f"{repo_id}/{filename} is not in the Hugging Face cache ({where}) and {why}. {hint}"
         ) from None
+    except hub_errors.GatedRepoError as error:  # a RepositoryNotFoundError: the file is there, not yet for this account
+        raise DownloadError(
+            f"{repo_id} is gated on the Hub: accept its license at https://huggingface.co/{repo_id} and log in "
+            "(`hf auth login` or HF_TOKEN), then try again."
+        ) from error
     except (
         hub_errors.RepositoryNotFoundError,
         hub_errors.EntryNotFoundError,

@@ -283,7 +283,8 @@ TIMM_EVA_RULES = (
     ("*_dinov3", DINOV3_FACTS),
     ("*_dinov3_*", DINOV3_FACTS),
     ("*_lingbot", DINOV3_FACTS),
-    ("eva02_*", dict(rope=dict(rope_type="cat", temperature=10000.0, ref_grid=(16, 16)))),
+    # EVA-02's CLIP towers keep timm's epsilon (not OpenAI CLIP's 1e-5, which `*_clip_*` names otherwise get).
+    ("eva02_*", dict(rope=dict(rope_type="cat", temperature=10000.0, ref_grid=(16, 16)), layer_norm_epsilon=1e-6)),
     ("eva_giant_*", dict(rope=None)),
     ("*_rope_mixed_*", dict(rope=dict(rope_type="mixed", temperature=10.0, grid_indexing="xy"))),
     ("vit_*_patch16_rope_*224", dict(rope=dict(rope_type="cat", temperature=100.0, grid_indexing="xy"))),

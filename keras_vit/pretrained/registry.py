@@ -6,9 +6,10 @@ file it came from (provenance: the bucket refuses anonymous downloads) and its I
 ViT?" (Steiner et al. 2021), `augreg2_*` timm's further fine-tune; `"imagenet"` is the best ImageNet-1k
 classifier at the resolution nearest the model's input.
 
-The family rows (DINOv2, SigLIP, CLIP image towers, DeiT, DeiT III: timm's `default_cfgs`, its
-`results-imagenet.csv` for the top-1, the license of timm's cfg or else of the original repository) also carry
-their architecture: `options`, the `keras_vit.VisionTransformer` arguments a model built from the tag takes.
+The family rows (DINOv2, SigLIP, CLIP image towers, DeiT, DeiT III, and the RoPE ViTs timm builds as `Eva`:
+DINOv3, EVA-02, PE, Naver's RoPE-ViT, sbb; timm's `default_cfgs`, its `results-imagenet.csv` for the top-1, the
+license of timm's cfg or else of the original repository) also carry their architecture: `options`, the
+`keras_vit.VisionTransformer` arguments a model built from the tag takes.
 """
 
 import dataclasses
@@ -19,6 +20,10 @@ IMAGENET_1K_TAGS = ("augreg2_in21k_ft_in1k", "augreg_in21k_ft_in1k", "orig_in21k
 HALF = (0.5, 0.5, 0.5)
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+# DINOv3's satellite-imagery model (SAT-493M).
+SAT_MEAN, SAT_STD = (0.430, 0.411, 0.296), (0.213, 0.156, 0.143)
+# Not Apache-2.0: redistribution carries the agreement, and the Hub serves the files only to accounts that accepted it.
+DINOV3_LICENSE = "DINOv3 License (gated)"
 
 # Things worth saying about a variant when a user asks for what does not exist.
 VARIANT_NOTES = {
@@ -219,6 +224,50 @@ FAMILY_OPTIONS = {
     "DeiT distilled": dict(distillation_token=True),
     "DeiT III": dict(no_embed_class=True, layer_scale_init=1e-6),
 }
+# The RoPE families (timm's `models/eva.py`, docs/DESIGN section 9): their rotary embeddings, as the loader's name
+# rules give them (`loader.TIMM_EVA_RULES`; tests/test_pretrained_registry.py holds the two together).
+DINOV3_ROPE = dict(rope_type="dinov3", temperature=100.0, rotate_half=True)
+EVA02_ROPE = dict(rope_type="cat", temperature=10000.0, ref_grid=(16, 16))
+PE_ROPE = dict(rope_type="cat", temperature=10000.0, grid_offset=1.0, grid_indexing="xy", ref_grid=(32, 32))
+NAVER_AXIAL_ROPE = dict(rope_type="cat", temperature=100.0, grid_indexing="xy")
+NAVER_MIXED_ROPE = dict(rope_type="mixed", temperature=10.0, grid_indexing="xy")
+PE = dict(pre_norm=True, patch_bias=False, layer_norm_epsilon=1e-5)
+FAMILY_OPTIONS.update(
+    {
+        # Four registers, layer scale, no qkv bias (timm's `_qkvb` twins hold zero biases), no position table.
+        "DINOv3": dict(
+            num_register_tokens=4,
+            position_embedding=False,
+            qkv_bias=False,
+            layer_scale_init=1e-5,
+            layer_norm_epsilon=1e-5,
+            rope=DINOV3_ROPE,
+        ),
+        # A learned table and RoPE; the MIM models and their fine-tunes average the patches under fc_norm.
+        "EVA-02": dict(fc_norm=True, pooling="gap", rope=EVA02_ROPE),
+        "EVA-02 CLIP": dict(attention_norm=True, mlp_norm=True, rope=EVA02_ROPE),
+        # PE core's head is its CLIP projection after a MAP head of 8 heads over the class token too; its RoPE's
+        # reference grid is its pretraining grid.
+        "PE core": dict(
+            PE, pooling="map", pooling_heads=8, pooling_include_prefix=True, rope=dict(PE_ROPE, ref_grid=(24, 24))
+        ),
+        "PE spatial": dict(PE, final_norm=False, rope=PE_ROPE),
+        "RoPE-ViT": dict(position_embedding=False, layer_scale_init=1e-5, rope=NAVER_AXIAL_ROPE),
+        # "ape": a learned table of the patches only, besides the RoPE.
+        "RoPE-ViT ape": dict(no_embed_class=True, layer_scale_init=1e-5, rope=NAVER_AXIAL_ROPE),
+        "RoPE-ViT mixed": dict(position_embedding=False, layer_scale_init=1e-5, rope=NAVER_MIXED_ROPE),
+        "RoPE-ViT mixed ape": dict(no_embed_class=True, layer_scale_init=1e-5, rope=NAVER_MIXED_ROPE),
+        "sbb RoPE": dict(
+            class_token=False,
+            num_register_tokens=1,
+            fc_norm=True,
+            pooling="gap",
+            position_embedding=False,
+            layer_scale_init=1e-5,
+            rope=EVA02_ROPE,
+        ),
+    }
+)
 QUICK_GELU, TANH_GELU = dict(mlp_activation="quick_gelu"), dict(mlp_activation="gelu_tanh")
 HALF_PIXELS = dict(pixel_mean=HALF, pixel_std=HALF)
 # The family, pixel mean and std, and license of each family tag.
@@ -233,7 +282,31 @@ FAMILY_TAGS = {
     "deit_distilled_fb_in1k": ("DeiT distilled", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
     "deit3_fb_in1k": ("DeiT III", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
     "deit3_fb_in22k_ft_in1k": ("DeiT III", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "dinov3_lvd1689m": ("DINOv3", IMAGENET_MEAN, IMAGENET_STD, DINOV3_LICENSE),
+    "dinov3_sat493m": ("DINOv3", SAT_MEAN, SAT_STD, DINOV3_LICENSE),
+    **{
+        f"eva02_{tag}": ("EVA-02", CLIP_MEAN, CLIP_STD, "MIT")
+        for tag in (
+            "mim_in22k",
+            "mim_m38m",
+            "mim_in22k_ft_in1k",
+            "mim_in22k_ft_in22k",
+            "mim_in22k_ft_in22k_in1k",
+            "mim_m38m_ft_in1k",
+            "mim_m38m_ft_in22k",
+            "mim_m38m_ft_in22k_in1k",
+        )
+    },
+    "eva02_clip_merged2b": ("EVA-02 CLIP", CLIP_MEAN, CLIP_STD, "MIT"),
+    "pe_core_fb": ("PE core", HALF, HALF, "Apache-2.0"),
+    "pe_spatial_fb": ("PE spatial", HALF, HALF, "Apache-2.0"),
+    "rope_naver_in1k": ("RoPE-ViT", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "rope_ape_naver_in1k": ("RoPE-ViT ape", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "rope_mixed_naver_in1k": ("RoPE-ViT mixed", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "rope_mixed_ape_naver_in1k": ("RoPE-ViT mixed ape", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
+    "rope_reg1_gap_sbb_in1k": ("sbb RoPE", HALF, HALF, "MIT"),
 }
+SUB_LN = dict(mlp_norm=True)  # EVA-02 B and L: a LayerNorm inside the SwiGLU, before fc2
 # (variant, tag, resolution, classes, top-1, crop, timm's `model.tag` on the Hub[, options beyond the family's]);
 # a CLIP tower's classes are its projection, which timm holds as the head; timm's `*_clip_quickgelu_*` models read
 # the OpenAI weights from the `*_clip_*` repos.
@@ -295,6 +368,128 @@ _FAMILY_ROWS = (
     ("L/16", "deit3_fb_in22k_ft_in1k", 224, 1000, 86.990, 1.0, "deit3_large_patch16_224.fb_in22k_ft_in1k"),
     ("L/16", "deit3_fb_in22k_ft_in1k", 384, 1000, 87.736, 1.0, "deit3_large_patch16_384.fb_in22k_ft_in1k"),
     ("H/14", "deit3_fb_in22k_ft_in1k", 224, 1000, 87.180, 1.0, "deit3_huge_patch14_224.fb_in22k_ft_in1k"),
+    # DINOv3 (gated on the Hub); H+/16 (841 M) and 7B are larger than keras_vit registers.
+    ("S/16", "dinov3_lvd1689m", 256, None, None, 1.0, "vit_small_patch16_dinov3.lvd1689m"),
+    ("S+/16", "dinov3_lvd1689m", 256, None, None, 1.0, "vit_small_plus_patch16_dinov3.lvd1689m"),
+    ("B/16", "dinov3_lvd1689m", 256, None, None, 1.0, "vit_base_patch16_dinov3.lvd1689m"),
+    ("L/16", "dinov3_lvd1689m", 256, None, None, 1.0, "vit_large_patch16_dinov3.lvd1689m"),
+    ("L/16", "dinov3_sat493m", 256, None, None, 1.0, "vit_large_patch16_dinov3.sat493m"),
+    # EVA-02; timm resizes the ImageNet-22k fine-tunes' images whole to 448 x 448 (its crop_mode "squash").
+    ("EVA02-Ti/14", "eva02_mim_in22k", 224, None, None, 0.9, "eva02_tiny_patch14_224.mim_in22k"),
+    ("EVA02-Ti/14", "eva02_mim_in22k_ft_in1k", 336, 1000, None, 1.0, "eva02_tiny_patch14_336.mim_in22k_ft_in1k"),
+    ("EVA02-S/14", "eva02_mim_in22k", 224, None, None, 0.9, "eva02_small_patch14_224.mim_in22k"),
+    ("EVA02-S/14", "eva02_mim_in22k_ft_in1k", 336, 1000, None, 1.0, "eva02_small_patch14_336.mim_in22k_ft_in1k"),
+    ("EVA02-B/14", "eva02_mim_in22k", 224, None, None, 0.9, "eva02_base_patch14_224.mim_in22k", SUB_LN),
+    ("EVA02-B/14", "eva02_mim_in22k_ft_in1k", 448, 1000, None, 1.0, "eva02_base_patch14_448.mim_in22k_ft_in1k", SUB_LN),
+    (
+        "EVA02-B/14",
+        "eva02_mim_in22k_ft_in22k",
+        448,
+        21841,
+        None,
+        1.0,
+        "eva02_base_patch14_448.mim_in22k_ft_in22k",
+        SUB_LN,
+    ),
+    (
+        "EVA02-B/14",
+        "eva02_mim_in22k_ft_in22k_in1k",
+        448,
+        1000,
+        None,
+        1.0,
+        "eva02_base_patch14_448.mim_in22k_ft_in22k_in1k",
+        SUB_LN,
+    ),
+    ("EVA02-L/14", "eva02_mim_in22k", 224, None, None, 0.9, "eva02_large_patch14_224.mim_in22k", SUB_LN),
+    ("EVA02-L/14", "eva02_mim_m38m", 224, None, None, 0.9, "eva02_large_patch14_224.mim_m38m", SUB_LN),
+    (
+        "EVA02-L/14",
+        "eva02_mim_in22k_ft_in1k",
+        448,
+        1000,
+        None,
+        1.0,
+        "eva02_large_patch14_448.mim_in22k_ft_in1k",
+        SUB_LN,
+    ),
+    (
+        "EVA02-L/14",
+        "eva02_mim_in22k_ft_in22k",
+        448,
+        21841,
+        None,
+        1.0,
+        "eva02_large_patch14_448.mim_in22k_ft_in22k",
+        SUB_LN,
+    ),
+    (
+        "EVA02-L/14",
+        "eva02_mim_in22k_ft_in22k_in1k",
+        448,
+        1000,
+        None,
+        1.0,
+        "eva02_large_patch14_448.mim_in22k_ft_in22k_in1k",
+        SUB_LN,
+    ),
+    ("EVA02-L/14", "eva02_mim_m38m_ft_in1k", 448, 1000, None, 1.0, "eva02_large_patch14_448.mim_m38m_ft_in1k", SUB_LN),
+    (
+        "EVA02-L/14",
+        "eva02_mim_m38m_ft_in22k",
+        448,
+        21841,
+        None,
+        1.0,
+        "eva02_large_patch14_448.mim_m38m_ft_in22k",
+        SUB_LN,
+    ),
+    (
+        "EVA02-L/14",
+        "eva02_mim_m38m_ft_in22k_in1k",
+        448,
+        1000,
+        None,
+        1.0,
+        "eva02_large_patch14_448.mim_m38m_ft_in22k_in1k",
+        SUB_LN,
+    ),
+    # EVA-02's CLIP image tower (its head is the projection); timm's B/16 tower is a size keras_vit has no row for.
+    ("EVA02-L/14", "eva02_clip_merged2b", 224, 768, None, 0.9, "eva02_large_patch14_clip_224.merged2b"),
+    ("EVA02-L/14", "eva02_clip_merged2b", 336, 768, None, 1.0, "eva02_large_patch14_clip_336.merged2b"),
+    # Perception Encoder: core (a CLIP tower, its head the projection) and spatial (no head).
+    ("Ti/16", "pe_core_fb", 384, 512, None, 1.0, "vit_pe_core_tiny_patch16_384.fb"),
+    ("S/16", "pe_core_fb", 384, 512, None, 1.0, "vit_pe_core_small_patch16_384.fb"),
+    (
+        "B/16",
+        "pe_core_fb",
+        224,
+        1024,
+        None,
+        1.0,
+        "vit_pe_core_base_patch16_224.fb",
+        dict(rope=dict(PE_ROPE, ref_grid=(14, 14))),
+    ),
+    ("L/14", "pe_core_fb", 336, 1024, None, 1.0, "vit_pe_core_large_patch14_336.fb"),
+    ("Ti/16", "pe_spatial_fb", 512, None, None, 1.0, "vit_pe_spatial_tiny_patch16_512.fb"),
+    ("S/16", "pe_spatial_fb", 512, None, None, 1.0, "vit_pe_spatial_small_patch16_512.fb"),
+    ("B/16", "pe_spatial_fb", 512, None, None, 1.0, "vit_pe_spatial_base_patch16_512.fb"),
+    ("L/14", "pe_spatial_fb", 448, None, None, 1.0, "vit_pe_spatial_large_patch14_448.fb"),
+    # Naver's RoPE-ViT (Heo et al. 2024): axial or mixed (learned) frequencies, with or without a learned table.
+    ("S/16", "rope_naver_in1k", 224, 1000, None, 0.9, "vit_small_patch16_rope_224.naver_in1k"),
+    ("B/16", "rope_naver_in1k", 224, 1000, None, 0.9, "vit_base_patch16_rope_224.naver_in1k"),
+    ("L/16", "rope_naver_in1k", 224, 1000, None, 0.9, "vit_large_patch16_rope_224.naver_in1k"),
+    ("S/16", "rope_ape_naver_in1k", 224, 1000, None, 0.9, "vit_small_patch16_rope_ape_224.naver_in1k"),
+    ("B/16", "rope_ape_naver_in1k", 224, 1000, None, 0.9, "vit_base_patch16_rope_ape_224.naver_in1k"),
+    ("L/16", "rope_ape_naver_in1k", 224, 1000, None, 0.9, "vit_large_patch16_rope_ape_224.naver_in1k"),
+    ("S/16", "rope_mixed_naver_in1k", 224, 1000, None, 0.9, "vit_small_patch16_rope_mixed_224.naver_in1k"),
+    ("B/16", "rope_mixed_naver_in1k", 224, 1000, None, 0.9, "vit_base_patch16_rope_mixed_224.naver_in1k"),
+    ("L/16", "rope_mixed_naver_in1k", 224, 1000, None, 0.9, "vit_large_patch16_rope_mixed_224.naver_in1k"),
+    ("S/16", "rope_mixed_ape_naver_in1k", 224, 1000, None, 0.9, "vit_small_patch16_rope_mixed_ape_224.naver_in1k"),
+    ("B/16", "rope_mixed_ape_naver_in1k", 224, 1000, None, 0.9, "vit_base_patch16_rope_mixed_ape_224.naver_in1k"),
+    ("L/16", "rope_mixed_ape_naver_in1k", 224, 1000, None, 0.9, "vit_large_patch16_rope_mixed_ape_224.naver_in1k"),
+    # timm's sbb RoPE with a register (medium, mediumd and betwixt are sizes keras_vit has no row for).
+    ("B/16", "rope_reg1_gap_sbb_in1k", 256, 1000, None, 0.95, "vit_base_patch16_rope_reg1_gap_256.sbb_in1k"),
 )
 
 
