@@ -9,7 +9,7 @@ import keras_vit
 from keras_vit.pretrained import CheckpointError, build_from_checkpoint, export_weights, io, loader
 from keras_vit.pretrained.export import convert_checkpoint
 from tests import pretrained_helpers, timm_reference
-from tests.helpers import reference_outputs
+from tests.helpers import reference_outputs, to_numpy
 
 SMALL = dict(embed_dim=128, num_heads=2)
 # One architecture per option signature of timm's Eva family with published weights.
@@ -167,6 +167,7 @@ def hf_outputs(model, batch):
 
 @pytest.mark.parametrize("gated", [False, True], ids=["mlp", "swiglu"])
 def test_transformers_dinov3_both_ways(gated, tmp_path):
+    torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     reference = hf_dinov3(gated)
     reference.save_pretrained(tmp_path / "hf")
@@ -176,6 +177,10 @@ def test_transformers_dinov3_both_ways(gated, tmp_path):
     batches = [images(32, 32), images(24, 40, seed=1)]
     for batch in batches:
         assert_close(reference_outputs(model, batch)[0], hf_outputs(reference, batch))
+        with torch.no_grad():
+            tokens = reference(pixel_values=torch.from_numpy(batch.transpose(0, 3, 1, 2))).last_hidden_state.numpy()
+        final, _ = model.forward_intermediates(batch, indices=1, output_fmt="NLC")  # every token: registers, patches
+        assert_close(to_numpy(final), tokens)
     export_weights(model, tmp_path / "out", "hf")
     convert_checkpoint(tmp_path / "hf", tmp_path / "converted", "hf")  # the same, from the file alone
     for folder in ("out", "converted"):
