@@ -34,11 +34,13 @@ from keras_vit.models.applications import (
     ViTTi16,
 )
 from keras_vit.models.metadata import class_names
+from keras_vit.models.naflex import NaFlexPatches
 from keras_vit.models.preprocessing import decode_predictions, preprocess_input
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "NaFlexPatches",
     "VisionTransformer",
     "ViTTi16",
     "ViTS16",

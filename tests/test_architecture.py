@@ -201,7 +201,7 @@ PUBLIC = {
     "keras_vit.training": ("finetune_optimizer",),
     "keras_vit.training.layer_decay": ("layer_decay_multipliers", "LayerwiseAdamW", "LayerwiseSGD"),
     "keras_vit.training.finetune": ("FinetuneConfig", "finetune"),
-    "keras_vit.training.data": ("train_pipeline",),
+    "keras_vit.training.data": ("train_pipeline", "naflex_patches"),
     "keras_vit.utils.files": ("atomic_file",),
     "keras_vit.layers.resampling": ("resample_position_embedding",),
 }

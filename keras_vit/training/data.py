@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from keras_vit.pretrained import download
-from keras_vit.utils import extras, validation
+from keras_vit.utils import extras, patches, validation
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 # The paper's Inception crop (big_vision's `inception_crop` defaults): 5-100 % of the area, aspect ratio 3/4-4/3.
@@ -561,3 +561,38 @@ def eval_pipeline(
         # N examples + (batch_size - 1) padding rows make exactly ceil(N / batch_size) full batches.
         dataset = dataset.concatenate(padding.repeat(batch_size - 1))
     return dataset.batch(batch_size, drop_remainder=static_shapes).prefetch(tf.data.AUTOTUNE)
+
+
+def naflex_patches(image, patch_size, max_num_patches):
+    """One image `(H, W, C)` of any size as NaFlex input, in TensorFlow ops, for `dataset.map` before `batch`.
+
+    The dict of `keras_vit.NaFlexPatches` for one image, without the batch axis: `"patches"` float32
+    `(max_num_patches, ph * pw * C)`, `"spatial_shapes"` int32 `(2,)` and `"mask"` bool `(max_num_patches,)`, of
+    fixed shapes, so that images of different sizes batch together. C must be known statically.
+
+    >>> import tensorflow as tf
+    >>> images = tf.data.Dataset.from_generator(
+    ...     lambda: (np.zeros(size + (3,), "uint8") for size in ((48, 80), (64, 32))),
+    ...     output_signature=tf.TensorSpec((None, None, 3), tf.uint8),
+    ... )
+    >>> batch = next(iter(images.map(lambda image: naflex_patches(image, 16, 64)).batch(2)))
+    >>> batch["patches"].shape, batch["spatial_shapes"].numpy().tolist()
+    (TensorShape([2, 64, 768]), [[6, 10], [10, 5]])
+    """
+    tf = _tf()
+    patch = validation.pair("patch_size", patch_size)
+    image = tf.convert_to_tensor(image)
+    if image.shape.rank != 3 or image.shape[-1] is None or 0 in image.shape[:2]:
+        raise ValueError(
+            f"`naflex_patches` takes one non-empty image (H, W, C), C static. Received: shape={image.shape}"
+        )
+    sides = tf.cast(tf.shape(image)[:2], tf.float64)
+    grid = patches.naflex_grid((sides[0], sides[1]), patch, max_num_patches, ceil=tf.math.ceil, where=tf.where)
+    rows, cols = (tf.cast(side, tf.int32) for side in grid)
+    # Resizing to the image's own size is exact: the layer's skipped resize needs no `tf.cond` here.
+    image = tf.image.resize(tf.cast(image, tf.float32), (rows * patch[0], cols * patch[1]), antialias=True)
+    return {
+        "patches": patches.cut_patches(tf, image[None], (rows, cols), patch, max_num_patches)[0],
+        "spatial_shapes": tf.stack([rows, cols]),
+        "mask": tf.range(max_num_patches) < rows * cols,
+    }
