@@ -552,7 +552,7 @@ def with_checkpoint_options(arguments, weights, defaults):
     The row's `options` replace the constructor's `defaults` (`inspect.Parameter`s); another value is refused.
     """
     patch_size = validation.pair("patch_size", arguments["patch_size"])
-    variant = registry_variant(dict(arguments, patch_size=patch_size), weights)
+    variant = _registry_variant(dict(arguments, patch_size=patch_size), weights)
     if variant is None or weights not in registry.available_tags(variant):
         return arguments
     height, width, _ = variants.channels_last(arguments["input_shape"], keras.config.image_data_format())
@@ -570,7 +570,7 @@ def with_checkpoint_options(arguments, weights, defaults):
     return dict(arguments, **options)
 
 
-def registry_variant(config, weights):
+def _registry_variant(config, weights):
     """The variant whose registry checkpoint the tag `weights` names for a model of `config` (checked arguments):
     the model's, or for a checkpoint trained at several patch sizes (FlexiViT) the one of the model's sizes at the
     checkpoint's own patch size; else the model's variant (or None)."""
@@ -609,7 +609,7 @@ def prepare(config, weights, variant=None):
         os.fspath(weights).startswith(sources.HUB_SCHEME) or os.path.exists(weights)
     )
     if not names_a_file:
-        variant = registry_variant(config, weights)
+        variant = _registry_variant(config, weights)
     if variant is None and not names_a_file:
         raise ValueError(
             "A model of a custom size takes `weights` as a local checkpoint file (.npz, .safetensors), a "
