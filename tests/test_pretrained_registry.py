@@ -167,7 +167,8 @@ def test_family_rows_are_consistent():
     assert len({info.name for info in registry.CHECKPOINTS}) == len(registry.CHECKPOINTS)
     for info in rows:
         assert info.variant in VARIANTS and info.resolution % VARIANTS[info.variant]["patch_size"] == 0, info.name
-        assert info.hub_repo.startswith("timm/") and f"patch{VARIANTS[info.variant]['patch_size']}" in info.hub_repo
+        patch = f"patch{VARIANTS[info.variant]['patch_size']}"
+        assert info.hub_repo.startswith("timm/") and (patch in info.hub_repo or info.family == "FlexiViT")
         assert set(info.options) <= set(arguments) - {"weights", "input_tensor", "name", "kwargs"}, info.name
         assert len(info.mean) == len(info.std) == 3 and info.options.get("pixel_mean", 0.5) in (info.mean, 0.5)
         assert 0 < info.crop_pct <= 1 and info.interpolation in ("bicubic", "bilinear")

@@ -1,4 +1,5 @@
-"""Resampling a position embedding to another patch grid, one interpolation matrix per axis.
+"""Resampling a position embedding to another patch grid, one interpolation matrix per axis, and a patch kernel
+to another patch size (FlexiViT).
 
 - `"official"` (default): linear with the corners aligned, the official code's `scipy.ndimage.zoom(order=1)`.
 - `"bilinear"` / `"bicubic"`: half-pixel centres like `torch.nn.functional.interpolate(align_corners=False)`
@@ -120,3 +121,42 @@ def resample_position_embedding(
     patches = grid.reshape(1, target_grid[0] * target_grid[1], -1).astype(embedding.dtype)
     result = np.concatenate([prefix, patches], axis=1)
     return result[0] if squeeze else result
+
+
+def resample_patch_kernel(kernel, new_patch_size, method="bilinear", antialias=False):
+    """Resizes a patch embedding kernel to another patch size so that a resized patch embeds as the original did.
+
+    FlexiViT's pseudo-inverse resize (Beyer et al. 2023; big_vision's `resample_patchemb`, timm's
+    `resample_patch_embed`): with `B` the matrix that resizes a `(ph, pw)` patch to `(nh, nw)`, the new kernel `k'`
+    minimises `||B^T k' - k||`, so `<resize(x), k'> = <x, k>` for every patch `x` when enlarging. `B` is separable,
+    so its pseudo-inverse is the Kronecker product of the two axes' pseudo-inverses. In float64 NumPy (at load time).
+
+    Args:
+        kernel: array `(ph, pw, channels, dim)` (HWIO).
+        new_patch_size: int or `(nh, nw)`.
+        method: one of `RESAMPLING_METHODS`, the resize `B` inverts. Defaults to `"bilinear"` (timm's for
+            FlexiViT checkpoints).
+        antialias: bool, half-pixel methods only. Defaults to `False`.
+
+    Returns:
+        A NumPy array `(nh, nw, channels, dim)` of the kernel's dtype.
+
+    Example:
+
+    >>> resample_patch_kernel(np.ones((16, 16, 3, 8), "float32"), 24).shape
+    (24, 24, 3, 8)
+    """
+    kernel = np.asarray(kernel)
+    new_patch_size = validation.pair("new_patch_size", new_patch_size)
+    validation.one_of("method", method, RESAMPLING_METHODS)
+    if antialias and method == "official":
+        raise ValueError("`antialias=True` applies to the 'bilinear' and 'bicubic' methods only.")
+    if kernel.ndim != 4:
+        raise ValueError(f"`kernel` must have shape (ph, pw, channels, dim). Received: kernel.shape={kernel.shape}")
+    if kernel.shape[:2] == new_patch_size:
+        return kernel
+    rows, cols = (
+        np.linalg.pinv(ops.convert_to_numpy(interpolation_matrix(old, new, method, antialias)).astype(np.float64))
+        for old, new in zip(kernel.shape[:2], new_patch_size)
+    )
+    return np.einsum("hi,wj,hwcd->ijcd", rows, cols, kernel.astype(np.float64)).astype(kernel.dtype)

@@ -28,6 +28,8 @@ TIMM_NAME_RULES = (
     ("*_clip_*", dict(layer_norm_epsilon=1e-5)),
     ("aimv2_*", dict(layer_norm_epsilon=1e-5, head_dim=128)),
     ("test_vit*", dict(head_dim=32)),
+    # timm resizes FlexiViT's position table (and patch kernel) bilinearly without antialias.
+    ("flexivit_*", dict(resample_method="bilinear", resample_antialias=False)),
 )
 # Hidden sizes whose heads are not 64 wide: SigLIP so400m (72) and ViT-H (80).
 WIDE_HEADS = {1152: 16, 1280: 16}
@@ -268,8 +270,6 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
         classifier_activation=None,
         **options_beyond_tensors(checkpoint, name),
     )
-    named = _named(name)
-    arguments.update({key: named[key] for key in ("pooling_heads", "pooling_include_prefix") if key in named})
     if checkpoint.format == "timm":
         # timm's `resample_abs_pos_embed`, for images of another size.
         arguments.update(resample_method="bicubic", resample_antialias=True)
@@ -277,6 +277,9 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
         # transformers' `interpolate_pos_encoding` (antialiased for DINOv2 with registers), for other sizes.
         antialias = checkpoint.transformers_config()["model_type"] == "dinov2_with_registers"
         arguments.update(resample_method="bicubic", resample_antialias=antialias)
+    named = _named(name)
+    keys = ("pooling_heads", "pooling_include_prefix", "resample_method", "resample_antialias")
+    arguments.update({key: named[key] for key in keys if key in named})
     arguments.pop("embedding_grid")
     return arguments
 

@@ -3,6 +3,12 @@
 `weights=` is resolved before any download (an unknown tag fails at once), the file is fetched, read and converted,
 the top is decided and logged, and a value for every variable is prepared and checked before any is assigned: a
 problem raises one error listing everything wrong, and no model escapes.
+
+A checkpoint loads only into the architecture it was trained with, but for its grid (the position embedding is
+resampled) and, for FlexiViT alone, its patch size: a registry `flexivit_*` tag, or a file whose `config.json` names
+timm's `flexivit_*`, loads into a plain ViT of any patch size it was trained at (`registry.FLEXIVIT_PATCH_SIZES`),
+its patch kernel resized by the pseudo-inverse (`resample_patch_kernel`, with the model's `resample_method` and
+`resample_antialias`). Another patch size, or another checkpoint at another patch size, is refused.
 """
 
 import collections
@@ -18,7 +24,7 @@ import keras
 import numpy as np
 
 from keras_vit.layers import RotaryEmbedding, resnet
-from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_position_embedding
+from keras_vit.layers.resampling import RESAMPLING_METHODS, resample_patch_kernel, resample_position_embedding
 from keras_vit.layers.transformer import patch_grid
 from keras_vit.models import variants
 from keras_vit.pretrained import converters, io, registry, sources
@@ -27,6 +33,7 @@ from keras_vit.pretrained.errors import CheckpointError, mismatch_error, summari
 from keras_vit.utils import validation
 
 logger = logging.getLogger("keras_vit.pretrained")
+PATCH_KERNEL = "patch_embedding/projection/kernel"
 
 
 @dataclasses.dataclass
@@ -490,6 +497,10 @@ def _values_for(model, loading):
             missing.append(path)
             continue
         value = remaining.pop(path)
+        if path == PATCH_KERNEL and loading.resize_kernel and value.shape[:2] != shape[:2]:
+            method, antialias = config["resample_method"], config["resample_antialias"]
+            logger.info(f"Resized the patch kernel from {value.shape[:2]} to {shape[:2]} (FlexiViT, {method}).")
+            value = resample_patch_kernel(value, shape[:2], method, antialias)
         resample = path == "position_embedding/embedding" and source_grid != target_grid
         prefix = checkpoint.position_prefix
         if resample and value.ndim == 3 and value.shape[1] == prefix + source_grid[0] * source_grid[1]:
@@ -503,12 +514,14 @@ def _values_for(model, loading):
     unexpected = sorted(remaining)
     if missing or unexpected or mismatched:
         model_name = f"ViT-{loading.variant}" if loading.variant else f"the model {model.name!r}"
+        patch = any(name == PATCH_KERNEL and got[:2] != want[:2] for name, got, want in mismatched)
         raise mismatch_error(
             f"{checkpoint.path} ({checkpoint.layout}; {checkpoint.describe()}) does not fit {model_name}. "
             "Is it the checkpoint of another variant? No weights were loaded.",
             missing=missing,
             unexpected=unexpected,
             mismatched=mismatched,
+            hint="Only a FlexiViT checkpoint loads at another patch size." if patch else "",
         )
     return values
 
@@ -522,6 +535,7 @@ class _Loading:
     source_grid: tuple
     config: dict
     variant: str
+    resize_kernel: bool = False
 
     def load_into(self, model):
         values = _values_for(model, self)
@@ -538,12 +552,15 @@ def with_checkpoint_options(arguments, weights, defaults):
     The row's `options` replace the constructor's `defaults` (`inspect.Parameter`s); another value is refused.
     """
     patch_size = validation.pair("patch_size", arguments["patch_size"])
-    variant = variants.variant_of(dict(arguments, patch_size=patch_size))
+    variant = _registry_variant(dict(arguments, patch_size=patch_size), weights)
     if variant is None or weights not in registry.available_tags(variant):
         return arguments
     height, width, _ = variants.channels_last(arguments["input_shape"], keras.config.image_data_format())
     image_size = (height or variants.DEFAULT_INPUT_SHAPE[0], width or variants.DEFAULT_INPUT_SHAPE[1])
-    options = registry.resolve(variant, weights, image_size).options
+    info = registry.resolve(variant, weights, image_size)
+    own_patch = validation.pair("patch_size", variants.VARIANTS[variant]["patch_size"])
+    _patch_resize(patch_size, own_patch, arguments["resnet_stages"], info.patch_sizes, info.name)
+    options = info.options
     for key, value in options.items():
         if arguments[key] not in (value, defaults[key].default):
             raise ValueError(
@@ -551,6 +568,34 @@ def with_checkpoint_options(arguments, weights, defaults):
                 f"{key}={arguments[key]!r}"
             )
     return dict(arguments, **options)
+
+
+def _registry_variant(config, weights):
+    """The variant whose registry checkpoint the tag `weights` names for a model of `config` (checked arguments):
+    the model's, or for a checkpoint trained at several patch sizes (FlexiViT) the one of the model's sizes at the
+    checkpoint's own patch size; else the model's variant (or None)."""
+    variant = variants.variant_of(config)
+    if variant is not None and weights in registry.available_tags(variant):
+        return variant
+    for info in registry.checkpoints():
+        if info.tag == weights and info.patch_sizes:
+            own_patch = validation.pair("patch_size", variants.VARIANTS[info.variant]["patch_size"])
+            if variants.variant_of(dict(config, patch_size=own_patch)) == info.variant:
+                return info.variant
+    return variant
+
+
+def _patch_resize(patch_size, own_patch, resnet_stages, trained, what):
+    """Whether the checkpoint's patch kernel is resized to the model's `patch_size`: only a plain ViT's, only to a
+    patch size it was trained at (`trained`, FlexiViT's; else it is refused with the other shapes)."""
+    if patch_size == own_patch or not trained or resnet_stages is not None:
+        return False
+    if patch_size not in [(size, size) for size in trained]:
+        raise CheckpointError(
+            f"{what} is a FlexiViT checkpoint trained at patch sizes {', '.join(map(str, trained))}, not "
+            f"patch_size={patch_size}. Nothing was loaded."
+        )
+    return True
 
 
 def prepare(config, weights, variant=None):
@@ -563,6 +608,8 @@ def prepare(config, weights, variant=None):
     names_a_file = isinstance(weights, (str, os.PathLike)) and (
         os.fspath(weights).startswith(sources.HUB_SCHEME) or os.path.exists(weights)
     )
+    if not names_a_file:
+        variant = _registry_variant(config, weights)
     if variant is None and not names_a_file:
         raise ValueError(
             "A model of a custom size takes `weights` as a local checkpoint file (.npz, .safetensors), a "
@@ -578,6 +625,11 @@ def prepare(config, weights, variant=None):
     path, expected_format = sources.fetch(source)
     checkpoint = load_checkpoint(path, format=expected_format)
     check_rope(checkpoint, config["rope"])
+    name = io.json_beside(path, "config.json").get("architecture") or ""
+    own_patch = tuple(int(side) for side in checkpoint.weights[PATCH_KERNEL].shape[:2])
+    trained = registry.FLEXIVIT_PATCH_SIZES if fnmatch.fnmatchcase(name, "flexivit_*") else ()
+    trained = source.info.patch_sizes if source.kind == "registry" else trained
+    resize_kernel = _patch_resize(config["patch_size"], own_patch, config["resnet_stages"], trained, source.describe())
     checkpoint.no_embed_class = config["no_embed_class"]
     source_grid = checkpoint_grid(checkpoint, source.info, None if open_size else config["embedding_grid"])
     if checkpoint.format == "official" and config["mlp_activation"] != "gelu_tanh":
@@ -590,4 +642,4 @@ def prepare(config, weights, variant=None):
     config = dict(config, representation_size=representation_size)
     if open_size and source_grid is not None:
         config["embedding_grid"] = source_grid
-    return config, _Loading(checkpoint, plan, source_grid, config, variant)
+    return config, _Loading(checkpoint, plan, source_grid, config, variant, resize_kernel)

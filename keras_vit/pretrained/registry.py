@@ -9,7 +9,8 @@ classifier at the resolution nearest the model's input.
 The family rows (DINOv2, SigLIP, CLIP image towers, DeiT, DeiT III, and the RoPE ViTs timm builds as `Eva`:
 DINOv3, EVA-02, PE, Naver's RoPE-ViT, sbb; timm's `default_cfgs`, its `results-imagenet.csv` for the top-1, the
 license of timm's cfg or else of the original repository) also carry their architecture: `options`, the
-`keras_vit.VisionTransformer` arguments a model built from the tag takes.
+`keras_vit.VisionTransformer` arguments a model built from the tag takes. FlexiViT's rows also load at the other
+patch sizes they were trained at (`patch_sizes`), their patch kernel resized by the pseudo-inverse.
 """
 
 import dataclasses
@@ -24,6 +25,9 @@ CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.261302
 SAT_MEAN, SAT_STD = (0.430, 0.411, 0.296), (0.213, 0.156, 0.143)
 # Not Apache-2.0: redistribution carries the agreement, and the Hub serves the files only to accounts that accepted it.
 DINOV3_LICENSE = "DINOv3 License (gated)"
+# The patch sizes FlexiViT (Beyer et al. 2023) trained each model at: big_vision's `flexi.seqhw` grids 30 ... 5 of its
+# 240 px images.
+FLEXIVIT_PATCH_SIZES = (8, 10, 12, 15, 16, 20, 24, 30, 40, 48)
 
 # Things worth saying about a variant when a user asks for what does not exist.
 VARIANT_NOTES = {
@@ -42,7 +46,8 @@ class CheckpointInfo:
 
     `mean`, `std`, `crop_pct` and `interpolation` are its evaluation preprocessing (timm's `pretrained_cfg`);
     `options` the `VisionTransformer` arguments of its architecture beyond the variant's row (the pixel mean and
-    std among them where they are not 0.5).
+    std among them where they are not 0.5); `patch_sizes` the patch sizes it was trained at, where a model of
+    another patch size than the variant's loads it with its patch kernel resized (FlexiViT), else `()`.
     """
 
     variant: str
@@ -62,6 +67,7 @@ class CheckpointInfo:
     std: tuple = HALF
     crop_pct: float = 0.9
     interpolation: str = "bicubic"
+    patch_sizes: tuple = ()
 
     @property
     def name(self):
@@ -223,6 +229,8 @@ FAMILY_OPTIONS = {
     "DeiT": {},
     "DeiT distilled": dict(distillation_token=True),
     "DeiT III": dict(no_embed_class=True, layer_scale_init=1e-6),
+    # timm resizes FlexiViT's position table and patch kernel bilinearly without antialias.
+    "FlexiViT": dict(no_embed_class=True, resample_method="bilinear", resample_antialias=False),
 }
 # The RoPE families (timm's `models/eva.py`, docs/DESIGN section 9): their rotary embeddings, as the loader's name
 # rules give them (`loader.TIMM_EVA_RULES`; tests/test_pretrained_registry.py holds the two together).
@@ -305,6 +313,10 @@ FAMILY_TAGS = {
     "rope_mixed_naver_in1k": ("RoPE-ViT mixed", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
     "rope_mixed_ape_naver_in1k": ("RoPE-ViT mixed ape", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
     "rope_reg1_gap_sbb_in1k": ("sbb RoPE", HALF, HALF, "MIT"),
+    **{
+        f"flexivit_{tag}": ("FlexiViT", HALF, HALF, "Apache-2.0")
+        for tag in ("1200ep_in1k", "600ep_in1k", "300ep_in1k", "1000ep_in21k", "300ep_in21k")
+    },
 }
 SUB_LN = dict(mlp_norm=True)  # EVA-02 B and L: a LayerNorm inside the SwiGLU, before fc2
 # (variant, tag, resolution, classes, top-1, crop, timm's `model.tag` on the Hub[, options beyond the family's]);
@@ -495,7 +507,7 @@ _FAMILY_ROWS = (
 
 def _family_row(variant, tag, resolution, classes, top1, crop_pct, timm_name, extra=None):
     family, mean, std, license = FAMILY_TAGS[tag]
-    options = dict(FAMILY_OPTIONS[family], resample_method="bicubic", resample_antialias=True)
+    options = {"resample_method": "bicubic", "resample_antialias": True, **FAMILY_OPTIONS[family]}
     if (mean, std) != (HALF, HALF):
         options.update(pixel_mean=mean, pixel_std=std)
     options.update(extra or {})
@@ -506,10 +518,35 @@ def _family_row(variant, tag, resolution, classes, top1, crop_pct, timm_name, ex
     return dataclasses.replace(info, family=family, options=options, mean=mean, std=std, crop_pct=crop_pct)
 
 
+# FlexiViT: (variant, tag, classes, top-1, big_vision file); timm's copies hold the patch kernel at 16 px and the
+# position table of a 240 px image.
+_FLEXIVIT_ROWS = (
+    ("S/16", "flexivit_1200ep_in1k", 1000, 82.520, "flexivit_s_i1k"),
+    ("S/16", "flexivit_600ep_in1k", 1000, 82.362, "flexivit_s_i1k_600ep"),
+    ("S/16", "flexivit_300ep_in1k", 1000, 82.178, "flexivit_s_i1k_300ep"),
+    ("B/16", "flexivit_1200ep_in1k", 1000, 84.678, "flexivit_b_i1k"),
+    ("B/16", "flexivit_600ep_in1k", 1000, 84.522, "flexivit_b_i1k_600ep"),
+    ("B/16", "flexivit_300ep_in1k", 1000, 84.406, "flexivit_b_i1k_300ep"),
+    ("B/16", "flexivit_1000ep_in21k", 21843, None, "flexivit_b_i21k_1000ep"),
+    ("B/16", "flexivit_300ep_in21k", 21843, None, "flexivit_b_i21k_300ep"),
+    ("L/16", "flexivit_1200ep_in1k", 1000, 85.646, "flexivit_l_i1k"),
+    ("L/16", "flexivit_600ep_in1k", 1000, 85.538, "flexivit_l_i1k_600ep"),
+    ("L/16", "flexivit_300ep_in1k", 1000, 85.290, "flexivit_l_i1k_300ep"),
+)
+
+
+def _flexivit_row(variant, tag, classes, top1, official):
+    size = {"S": "small", "B": "base", "L": "large"}[variant[0]]
+    info = _family_row(variant, tag, 240, classes, top1, 0.95, f"flexivit_{size}.{tag.removeprefix('flexivit_')}")
+    url = f"https://storage.googleapis.com/big_vision/flexivit/{official}.npz"
+    return dataclasses.replace(info, url=url, patch_sizes=FLEXIVIT_PATCH_SIZES)
+
+
 CHECKPOINTS = (
     tuple(_row("timm", *row) for row in _TIMM_ROWS)
     + tuple(_row("hf", *row) for row in _GOOGLE_ROWS)
     + tuple(_family_row(*row) for row in _FAMILY_ROWS)
+    + tuple(_flexivit_row(*row) for row in _FLEXIVIT_ROWS)
 )
 
 

@@ -1,0 +1,126 @@
+"""FlexiViT: a patch kernel resized by the pseudo-inverse (against timm's `resample_patch_embed`), and a FlexiViT
+checkpoint loaded at another patch size against timm's model created at that patch size from the same file (timm's
+own resampling path: bilinear, no antialias); other checkpoints and untrained patch sizes are refused."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit import pretrained
+from keras_vit.layers.resampling import resample_patch_kernel
+from keras_vit.models.variants import VARIANTS
+from keras_vit.pretrained import CheckpointError, download, registry
+from tests import pretrained_helpers as ph
+from tests import timm_reference
+
+SIZE = 48  # the saved model's image: three 16 px patches a side
+SMALL = dict(embed_dim=128, num_heads=2, img_size=SIZE)  # FlexiViT-S at a tiny width; 64-wide heads as timm's
+
+
+@pytest.mark.parametrize(
+    "old, new, method, antialias",
+    [
+        ((16, 16), (8, 8), "bilinear", False),
+        ((16, 16), (48, 48), "bilinear", False),
+        ((16, 16), (10, 10), "bicubic", True),
+        ((16, 16), (24, 24), "bicubic", True),
+        ((16, 12), (20, 9), "bilinear", False),
+        ((32, 32), (15, 15), "bicubic", False),
+    ],
+)
+def test_resample_patch_kernel_matches_timm(old, new, method, antialias):
+    torch = pytest.importorskip("torch")
+    resample_patch_embed = timm_reference.import_timm().layers.resample_patch_embed
+    kernel = np.random.default_rng(0).normal(0, 0.2, (*old, 3, 4)).astype("float32")
+    ours = resample_patch_kernel(kernel, new, method, antialias)
+    assert ours.shape == (*new, 3, 4) and ours.dtype == np.float32
+    torch_kernel = torch.from_numpy(kernel.transpose(3, 2, 0, 1).copy())  # HWIO -> OIHW
+    expected = resample_patch_embed(torch_kernel, list(new), interpolation=method, antialias=antialias)
+    np.testing.assert_allclose(ours, expected.numpy().transpose(2, 3, 1, 0), rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(resample_patch_kernel(kernel, old), kernel)
+
+
+def _timm_at(folder, patch_size):
+    """timm's FlexiViT-S built at `patch_size` from the saved file, resampled by timm's FlexiViT loading path."""
+    file = dict(file=str(folder / "model.safetensors"))
+    timm = timm_reference.import_timm()
+    arguments = dict(SMALL, depth=1, patch_size=patch_size, pretrained_cfg_overlay=file)
+    return timm.create_model("flexivit_small", pretrained=True, **arguments).eval()
+
+
+def _assert_matches_timm(model, reference):
+    images = ph.images((2, SIZE, SIZE, 3))
+    expected = timm_reference.run_torch(reference, images)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(ph.outputs(model, images) / scale, expected / scale, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("patch_size", [8, 24])
+def test_a_flexivit_file_loads_at_another_patch_size_as_timm(patch_size, tmp_path):
+    ph.timm_saved_like_the_hub("flexivit_small", str(tmp_path), **SMALL)
+    model = pretrained.build_from_checkpoint(tmp_path, patch_size=patch_size)
+    assert model.patch_size == (patch_size, patch_size) and model.resample_method == "bilinear"
+    _assert_matches_timm(model, _timm_at(tmp_path, patch_size))
+
+
+def _serve_row(monkeypatch, tmp_path):
+    """FlexiViT-S's 1200ep row, at the saved file's size and width, served by a fake Hub."""
+    sizes = dict(hidden_dim=SMALL["embed_dim"], num_layers=1, num_heads=2, mlp_dim=4 * SMALL["embed_dim"])
+    monkeypatch.setitem(VARIANTS, "S/16", dict(sizes, patch_size=16))
+    info = registry.resolve("S/16", "flexivit_1200ep_in1k")
+    row = dataclasses.replace(info, resolution=SIZE)
+    monkeypatch.setattr(
+        registry, "CHECKPOINTS", tuple(row if other is info else other for other in registry.CHECKPOINTS)
+    )
+    return sizes, ph.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
+
+
+def test_a_flexivit_tag_loads_at_a_patch_size_it_was_trained_at(monkeypatch, tmp_path):
+    ph.timm_saved_like_the_hub("flexivit_small", str(tmp_path), **SMALL)
+    sizes, requested = _serve_row(monkeypatch, tmp_path)
+    model = keras_vit.VisionTransformer(
+        **sizes, patch_size=12, weights="flexivit_1200ep_in1k", input_shape=(SIZE, SIZE, 3), classifier_activation=None
+    )
+    assert requested == [("timm/flexivit_small.1200ep_in1k", "model.safetensors")]
+    assert (model.no_embed_class, model.resample_method, model.resample_antialias) == (True, "bilinear", False)
+    _assert_matches_timm(model, _timm_at(tmp_path, 12))
+
+
+@pytest.mark.parametrize("patch_size", [14, 32, (16, 8)])
+def test_a_flexivit_tag_refuses_a_patch_size_it_was_not_trained_at_before_any_download(patch_size, monkeypatch):
+    monkeypatch.setattr(download, "hf_download", lambda *a, **k: pytest.fail("refused before the download"))
+    sizes = {key: VARIANTS["S/16"][key] for key in ("hidden_dim", "num_layers", "num_heads", "mlp_dim")}
+    with pytest.raises(ValueError, match="trained at patch sizes 8, 10, 12, 15, 16, 20, 24, 30, 40, 48") as error:
+        keras_vit.VisionTransformer(**sizes, patch_size=patch_size, weights="flexivit_1200ep_in1k")
+    assert "\n" not in str(error.value)
+
+
+def test_other_checkpoints_and_untrained_patch_sizes_are_refused_in_one_line(tmp_path):
+    flexi, plain = tmp_path / "flexi", tmp_path / "plain"
+    ph.timm_saved_like_the_hub("flexivit_small", str(flexi), **SMALL)
+    ph.timm_saved_like_the_hub("vit_small_patch16_224", str(plain), **SMALL)
+    for folder, patch_size, message in (
+        (flexi, 14, "a FlexiViT checkpoint trained at patch sizes"),
+        (plain, 24, "Only a FlexiViT checkpoint loads at another patch size"),
+    ):
+        with pytest.raises(CheckpointError, match=message) as error:
+            pretrained.build_from_checkpoint(folder, patch_size=patch_size, input_shape=(SIZE, SIZE, 3))
+        assert "\n" not in str(error.value)
+
+
+def test_the_flexivit_rows_are_timms_hosted_checkpoints_with_their_cfg():
+    pretrained_cfg = timm_reference.import_timm().models.get_pretrained_cfg
+    rows = [info for info in registry.CHECKPOINTS if info.family == "FlexiViT"]
+    assert len(rows) == 11 and all(info.patch_sizes == registry.FLEXIVIT_PATCH_SIZES for info in rows)
+    for info in rows:
+        cfg = pretrained_cfg(info.hub_repo.removeprefix("timm/"), allow_unregistered=False)
+        assert (cfg.hf_hub_id, cfg.url, cfg.license, info.license) == (
+            info.hub_repo,
+            info.url,
+            "apache-2.0",
+            "Apache-2.0",
+        )
+        expected = (cfg.input_size[1], cfg.num_classes, cfg.mean, cfg.std, cfg.crop_pct, cfg.interpolation)
+        assert (info.resolution, info.classes, info.mean, info.std, info.crop_pct, info.interpolation) == expected
