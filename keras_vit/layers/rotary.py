@@ -210,10 +210,12 @@ class RotaryEmbedding(keras.layers.Layer):
         return table, table, (self.head_dim,)
 
     def compute_output_spec(self, patch_grid, spatial_shapes=None):
-        table, _, swap = self.compute_output_shape(patch_grid.shape)
-        if spatial_shapes is not None:
+        if spatial_shapes is None:
+            table, _, swap = self.compute_output_shape(patch_grid.shape)
+        else:
             length = patch_grid.shape[1]
             table = (patch_grid.shape[0], None if length is None else self.num_prefix_tokens + length, 1, self.head_dim)
+            swap = (self.head_dim,)
         return (
             keras.KerasTensor(table, "float32"),
             keras.KerasTensor(table, "float32"),

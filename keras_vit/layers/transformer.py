@@ -773,8 +773,8 @@ class TransformerBlock(keras.layers.Layer):
             return outputs, [ops.copy(generator.state.value) for generator in generators]
 
         # The flags are closed over, not passed: jax.checkpoint would trace them as arrays. The positions' and the
-        # mask's tensors are passed (TensorFlow's recompute_grad takes tensors only, so no None).
-        mask = () if padding_mask is None else (padding_mask,)
+        # mask's tensors are passed (TensorFlow's recompute_grad takes tensors only, so no None, and no bool).
+        mask = () if padding_mask is None else (ops.cast(padding_mask, "int32"),)
         outputs, ends = keras_compat.remat(forward)(tokens, *rotation, *mask)
         for generator, end in zip(generators, ends):
             generator.state.assign(end)
