@@ -27,6 +27,9 @@ TINY = dict(
     include_top=False,
     input_shape=(None, None, 3),
     embedding_grid=(3, 3),
+    # Per channel: the patches' (row, col, channel) order must meet the images' channels.
+    pixel_mean=(0.48, 0.46, 0.41),
+    pixel_std=(0.27, 0.26, 0.28),
 )
 DINOV3 = dict(
     position_embedding=False,
@@ -98,17 +101,26 @@ def test_padding_changes_no_image_output(options):
         dict(pooling="token", resample_method="bicubic", num_register_tokens=2),
         dict(pooling="gap", resample_method="official", no_embed_class=True),
         dict(DINOV3, pooling="token"),
+        dict(pooling="gap", data_format="channels_first", input_shape=(3, None, None)),
     ],
-    ids=["bilinear-antialias", "bicubic", "official-no-embed-class", "dinov3"],
+    ids=["bilinear-antialias", "bicubic", "official-no-embed-class", "dinov3", "channels-first"],
 )
 def test_a_full_grid_gives_the_image_models_output(options):
     # 4 x 5 patches against the table's 3 x 3: the per-token resize against the per-grid one.
     image = images((16, 20))[0]
-    model = build(options, 20)
-    plain = VisionTransformer(**dict(TINY, **options))
-    plain.set_weights(model.get_weights())
-    expected = reference_outputs(plain, image[None])[0]
-    np.testing.assert_allclose(reference_outputs(model, naflex_batch([image], 20))[0], expected, rtol=0, atol=1e-5)
+    options = dict(options)
+    data_format = options.pop("data_format", "channels_last")
+    keras.config.set_image_data_format(data_format)
+    try:  # PixelScaling reads the format at call time too
+        model = build(options, 20)
+        plain = VisionTransformer(**dict(TINY, **options))
+        plain.set_weights(model.get_weights())
+        pixels = image.transpose(2, 0, 1) if data_format == "channels_first" else image
+        expected = reference_outputs(plain, pixels[None])[0]
+        got = reference_outputs(model, naflex_batch([image], 20))[0]
+    finally:
+        keras.config.set_image_data_format("channels_last")
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
 
 
 def test_fused_and_einsum_attention_agree_under_a_mask():
