@@ -12,7 +12,7 @@ import keras_vit
 from keras_vit.pretrained import CheckpointError, build_from_checkpoint, converters
 from keras_vit.pretrained.export import model_weights, write_weights
 from tests import pretrained_helpers, timm_reference
-from tests.helpers import to_numpy
+from tests.helpers import BACKEND, to_numpy
 
 SMALL = dict(embed_dim=128, num_heads=2, mlp_ratio=4.0)
 # One architecture per option signature among the 124 (class and register tokens, position embedding of the
@@ -172,6 +172,9 @@ def test_hub_handle_and_registry_tag(monkeypatch, tmp_path):
     assert_close(tagged(images), expected)
 
 
+@pytest.mark.skipif(
+    BACKEND != "jax", reason="the loader is NumPy and the commands run per backend in test_cli: one run"
+)
 def test_the_commands_take_a_family_checkpoint(tmp_path, capsys):
     import keras_vit_cli as cli
 

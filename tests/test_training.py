@@ -141,21 +141,16 @@ def test_a_fine_tune_step_on_torch_never_waits_for_the_device():
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
-@pytest.mark.parametrize(
-    "options",
-    # Each random draw through a Keras seed generator broke the graph, and past 8 breaks dynamo gave up
-    # (`recompile_limit` warnings, then eager steps): stochastic depth and patch dropout draw like dropout.
-    [{}, dict(dropout_rate=0.1, attention_dropout_rate=0.1, drop_path_rate=0.1, patch_dropout_rate=0.5)],
-    ids=["deterministic", "random"],
-)
-def test_torch_compile_traces_the_fine_tune_update_without_a_break(options):
+def test_torch_compile_traces_the_fine_tune_update_without_a_break():
     import torch
 
     from tests.helpers import import_tensorflow_if_installed
 
     import_tensorflow_if_installed()
     images, labels = (keras.ops.convert_to_tensor(array) for array in _data(4))
-    model = _tiny_model(**options)
+    # Every random layer on (a deterministic model runs a subset of its ops): each random draw through a Keras seed
+    # generator once broke the graph, and past 8 breaks dynamo gave up (`recompile_limit` warnings, then eager steps).
+    model = _tiny_model(dropout_rate=0.1, attention_dropout_rate=0.1, drop_path_rate=0.1, patch_dropout_rate=0.5)
     optimizer = training.finetune_optimizer(total_steps=10, warmup_steps=2)
     model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.train_on_batch(images, labels)

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.layers.transformer import LAYER_NORM_EPSILON, MLPBlock, dense_over_tokens, xavier_dense
+from keras_vit.layers.transformer import LAYER_NORM_EPSILON, MLPBlock, dense_over_tokens, masked_logits, xavier_dense
 from keras_vit.utils import serialization, validation
 
 
@@ -21,6 +21,10 @@ class AttentionPooling(keras.layers.Layer):
         activation: the MLP's activation, one of `MLP_ACTIVATIONS`. Defaults to `"gelu"`.
         epsilon: float, the LayerNorm's epsilon. Defaults to `1e-6`.
         **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        tokens: tensor `(batch, num_tokens, dim)`.
+        padding_mask: optional bool tensor `(batch, num_tokens)`, False for the padding tokens the latent ignores.
 
     Example:
 
@@ -60,7 +64,7 @@ class AttentionPooling(keras.layers.Layer):
         self.norm.build((None, dim))
         self.mlp.build((None, dim))
 
-    def call(self, tokens):
+    def call(self, tokens, padding_mask=None):
         tokens = tokens[:, self.num_prefix_tokens :]
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
         latent = ops.cast(ops.reshape(self.latent, (1, -1)), tokens.dtype)
@@ -69,8 +73,9 @@ class AttentionPooling(keras.layers.Layer):
         key_value = ops.reshape(key_value, (batch, length, 2, self.num_heads, self.head_dim))
         key, value = ops.unstack(key_value, num=2, axis=2)
         logits = ops.einsum("hd,bkhd->bhk", query * ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype), key)
+        mask = None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, self.num_prefix_tokens :]
         # Softmax in float32 keeps float16 from overflowing.
-        weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), value.dtype)
+        weights = ops.cast(ops.softmax(masked_logits(logits, mask), axis=-1), value.dtype)
         pooled = ops.reshape(ops.einsum("bhk,bkhd->bhd", weights, value), (batch, self.num_heads * self.head_dim))
         pooled = self.output_projection(pooled)
         return pooled + self.mlp(self.norm(pooled))

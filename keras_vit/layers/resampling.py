@@ -27,33 +27,38 @@ def _hat(x):
     return ops.maximum(1.0 - ops.abs(x), 0.0)
 
 
-def interpolation_matrix(in_size, out_size, method="official", antialias=False):
+def interpolation_matrix(in_size, out_size, method="official", antialias=False, positions=None):
     """The `(out_size, in_size)` float32 matrix that resamples one axis of a grid, in `keras.ops`.
 
     Args:
         in_size: int, the input axis length.
-        out_size: int or scalar integer tensor (an image size known only at run time).
+        out_size: int or integer tensor (an image size known only at run time); with `positions`, any shape that
+            broadcasts against them (each token's own grid, a NaFlex batch's).
         method: one of `RESAMPLING_METHODS`. Defaults to `"official"`.
         antialias: bool, half-pixel methods only. Defaults to `False`.
+        positions: optional integer tensor of output positions, of any shape. Defaults to `arange(out_size)`.
+
+    Returns:
+        The weights `positions.shape + (in_size,)`: `(out_size, in_size)` without `positions`.
 
     Example:
 
     >>> keras.ops.convert_to_numpy(interpolation_matrix(2, 3)).tolist()
     [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
     """
-    taps = ops.arange(in_size, dtype="float32")[None, :]
-    outputs = ops.cast(ops.arange(out_size), "float32")[:, None]
-    out_float = ops.cast(out_size, "float32")
+    taps = ops.arange(in_size, dtype="float32")
+    outputs = ops.cast(ops.arange(out_size) if positions is None else positions, "float32")[..., None]
+    out_float = ops.expand_dims(ops.cast(out_size, "float32"), -1)
     if method == "official":
-        positions = outputs * float(in_size - 1) / ops.maximum(out_float - 1.0, 1.0)
-        return _hat(positions - taps)
+        sources = outputs * float(in_size - 1) / ops.maximum(out_float - 1.0, 1.0)
+        return _hat(sources - taps)
     scale = float(in_size) / out_float
     centres = (outputs + 0.5) * scale - 0.5
     if antialias:
         width = ops.maximum(scale, 1.0)
         distance = (taps - centres) / width
         weights = _hat(distance) if method == "bilinear" else _cubic(distance, a=-0.5)
-        return weights / ops.sum(weights, axis=1, keepdims=True)
+        return weights / ops.sum(weights, axis=-1, keepdims=True)
     if method == "bilinear":
         return _hat(ops.clip(centres, 0.0, float(in_size - 1)) - taps)
     # Bicubic: the four taps around each centre, clamped to the border.
@@ -64,6 +69,15 @@ def interpolation_matrix(in_size, out_size, method="official", antialias=False):
         border_tap = ops.clip(tap, 0.0, float(in_size - 1))
         matrix = matrix + ops.where(ops.equal(border_tap, taps), _cubic(tap - centres, a=-0.75), 0.0)
     return matrix
+
+
+def token_places(spatial_shapes, length):
+    """`(rows, cols, row, col)` of the `length` patch tokens of a NaFlex batch: each image's grid `(batch, 1)` (at
+    least 1 x 1) and each token's row and column `(batch, length)` in it (a padding token's kept in the grid)."""
+    spatial_shapes = ops.maximum(ops.cast(spatial_shapes, "int32"), 1)
+    rows, cols = spatial_shapes[:, :1], spatial_shapes[:, 1:]
+    index = ops.arange(length, dtype="int32")[None, :]
+    return rows, cols, ops.minimum(ops.floor_divide(index, cols), rows - 1), ops.mod(index, cols)
 
 
 def resample_position_embedding(

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_vit.layers.resampling import token_places
 from keras_vit.utils import keras_compat, serialization, validation
 
 ROPE_TYPES = ("cat", "dinov3", "mixed")
@@ -60,12 +61,16 @@ class RotaryEmbedding(keras.layers.Layer):
     x then y frequencies), initialised as timm does (theta `temperature`, a random rotation per block and head).
 
     Call arguments:
-        patch_grid: tensor `(batch, rows, cols, dim)`, the patch feature map; only its shape is read.
+        patch_grid: tensor `(batch, rows, cols, dim)`, the patch feature map; only its shape is read. With
+            `spatial_shapes`, any tensor `(batch, N, ...)` of a NaFlex batch's N patch tokens (its length is read).
+        spatial_shapes: optional int tensor `(batch, 2)`, each image's `(rows, cols)` in a NaFlex batch (its
+            patches first, row-major): each image is rotated on its own grid. Not for `"mixed"`.
 
     Returns:
-        `(cos, sin, swap)`: float32 `cos` and `sin` `(1, num_prefix_tokens + rows * cols, 1, head_dim)` (for
-        `"mixed"`, `(depth, num_prefix_tokens + rows * cols, num_heads, head_dim)`: block `i` uses
-        `cos[i : i + 1]` and `sin[i : i + 1]`), and int32 `swap` `(head_dim,)`. `apply_rotary(x, cos, sin, swap)`
+        `(cos, sin, swap)`: float32 `cos` and `sin` `(1, num_prefix_tokens + rows * cols, 1, head_dim)` (with
+        `spatial_shapes`, `(batch, num_prefix_tokens + N, 1, head_dim)`; for `"mixed"`,
+        `(depth, num_prefix_tokens + rows * cols, num_heads, head_dim)`: block `i` uses `cos[i : i + 1]` and
+        `sin[i : i + 1]`), and int32 `swap` `(head_dim,)`. `apply_rotary(x, cos, sin, swap)`
         rotates a query or key `x` `(batch, num_prefix_tokens + rows * cols, num_heads, head_dim)`.
 
     Example:
@@ -142,48 +147,52 @@ class RotaryEmbedding(keras.layers.Layer):
         freqs = ops.multiply(ops.stack([ops.cos(turned), ops.sin(turned)]), np.tile(magnitudes, 2))
         return ops.cast(freqs, dtype or "float32")
 
-    def _coordinates(self, rows, cols):
-        """The patches' two coordinates `(rows * cols,)` each, row-major, in the order `grid_indexing` gives."""
-        y, x = ops.arange(rows, dtype="float32"), ops.arange(cols, dtype="float32")
+    def _coordinates(self, rows, cols, row, col):
+        """The tokens' two coordinates from their `row` and `col` indices in grids of `rows` x `cols` (shapes that
+        broadcast), in the order `grid_indexing` gives."""
+        y, x = ops.cast(row, "float32"), ops.cast(col, "float32")
         if self.rope_type == "dinov3":
-            y = (y + 0.5 + self.grid_offset) / ops.cast(rows, "float32")
-            x = (x + 0.5 + self.grid_offset) / ops.cast(cols, "float32")
+            # Each axis normalised by its own grid's length (a NaFlex image's own rows and cols).
+            y = 2.0 * ((y + 0.5 + self.grid_offset) / ops.cast(rows, "float32")) - 1.0
+            x = 2.0 * ((x + 0.5 + self.grid_offset) / ops.cast(cols, "float32")) - 1.0
         else:
             y, x = y + self.grid_offset, x + self.grid_offset
             if self.ref_grid is not None:
                 y = y / ops.cast(rows, "float32") * self.ref_grid[0]
                 x = x / ops.cast(cols, "float32") * self.ref_grid[1]
-        y, x = (ops.reshape(axis, (-1,)) for axis in ops.meshgrid(y, x, indexing="ij"))
-        if self.rope_type == "dinov3":
-            y, x = 2.0 * y - 1.0, 2.0 * x - 1.0
         return (y, x) if self.grid_indexing == "ij" else (x, y)
 
-    def _angles(self, rows, cols):
-        """The angles `(rows * cols, head_dim / 2)`, or `(depth, rows * cols, num_heads, head_dim / 2)` mixed."""
-        first, second = self._coordinates(rows, cols)
+    def _angles(self, first, second):
+        """The angles `coordinates.shape + (head_dim / 2,)`, or `(depth, tokens, num_heads, head_dim / 2)` mixed."""
         quarter = ops.arange(self.head_dim // 4, dtype="float32")
         if self.rope_type == "mixed":
             freqs = ops.cast(self.freqs, "float32")
-            # (rows * cols, 1, 1) times (depth, 1, num_heads, head_dim / 2): at most 4-D.
+            # (tokens, 1, 1) times (depth, 1, num_heads, head_dim / 2): at most 4-D.
             return first[:, None, None] * freqs[0][:, None] + second[:, None, None] * freqs[1][:, None]
         if self.rope_type == "dinov3":
             periods = ops.power(self.temperature, 2.0 * quarter / (self.head_dim // 2))
-            first, second = (ops.divide(2 * math.pi * axis[:, None], periods) for axis in (first, second))
+            first, second = (ops.divide(2 * math.pi * axis[..., None], periods) for axis in (first, second))
         else:
             bands = 1.0 / ops.power(self.temperature, quarter / (self.head_dim // 4))
-            first, second = (ops.multiply(axis[:, None], bands) for axis in (first, second))
+            first, second = (ops.multiply(axis[..., None], bands) for axis in (first, second))
         return ops.concatenate([first, second], axis=-1)
 
-    def call(self, patch_grid):
-        shape = ops.shape(patch_grid)
-        angles = self._angles(shape[1], shape[2])
-        if self.rope_type != "mixed":
-            angles = angles[None, :, None, :]
+    def call(self, patch_grid, spatial_shapes=None):
+        if spatial_shapes is None:
+            rows, cols = ops.shape(patch_grid)[1], ops.shape(patch_grid)[2]
+            grid = ops.meshgrid(ops.arange(rows), ops.arange(cols), indexing="ij")
+            angles = self._angles(*self._coordinates(rows, cols, *(ops.reshape(axis, (-1,)) for axis in grid)))
+            if self.rope_type != "mixed":
+                angles = angles[None, :, None, :]
+        elif self.rope_type == "mixed":
+            raise ValueError("rope_type='mixed' learns one table for every image: it takes no `spatial_shapes`.")
+        else:
+            angles = self._angles(*self._coordinates(*token_places(spatial_shapes, ops.shape(patch_grid)[1])))
+            angles = angles[:, :, None, :]
         # Zero angles for the prefix tokens: cos 1, sin 0, no rotation. Concatenated, not `ops.pad`: torch's breaks
         # torch.compile's graph at the next layer's call.
-        first, _, third, fourth = angles.shape
-        prefix = ops.zeros((first, self.num_prefix_tokens, third, fourth), "float32")
-        angles = ops.concatenate([prefix, angles], axis=1)
+        prefix = ops.zeros_like(angles[:, :1])
+        angles = ops.concatenate([prefix] * self.num_prefix_tokens + [angles], axis=1)
         # Each angle to both channels of its pair, without a gather (torch's traces a `ravel` OpenVINO cannot convert).
         if self.rotate_half:
             angles = ops.concatenate([angles, angles], axis=-1)
@@ -200,8 +209,13 @@ class RotaryEmbedding(keras.layers.Layer):
         table = (self.depth, length, self.num_heads, self.head_dim) if mixed else (1, length, 1, self.head_dim)
         return table, table, (self.head_dim,)
 
-    def compute_output_spec(self, patch_grid):
-        table, _, swap = self.compute_output_shape(patch_grid.shape)
+    def compute_output_spec(self, patch_grid, spatial_shapes=None):
+        if spatial_shapes is None:
+            table, _, swap = self.compute_output_shape(patch_grid.shape)
+        else:
+            length = patch_grid.shape[1]
+            table = (patch_grid.shape[0], None if length is None else self.num_prefix_tokens + length, 1, self.head_dim)
+            swap = (self.head_dim,)
         return (
             keras.KerasTensor(table, "float32"),
             keras.KerasTensor(table, "float32"),

@@ -86,6 +86,13 @@ def dense_over_tokens(dense, tokens):
     return ops.reshape(outputs, (*shape[:-1], ops.shape(outputs)[-1]))
 
 
+def masked_logits(logits, mask=None):
+    """Attention `logits` in float32, those of the keys `mask` (broadcast to them) excludes set to a large finite
+    negative: an image of padding alone still gives finite outputs."""
+    logits = ops.cast(logits, "float32")
+    return logits if mask is None else ops.where(mask, logits, -1e9)
+
+
 def xavier_dense(units, input_shape, dtype, name, use_bias=True, bias_initializer="zeros"):
     """A built `Dense` with xavier-uniform kernels, flax's initialiser that the official code trains with."""
     dense = keras.layers.Dense(
@@ -102,7 +109,9 @@ def xavier_dense(units, input_shape, dtype, name, use_bias=True, bias_initialize
 
 @serialization.register
 class PatchEmbedding(keras.layers.Layer):
-    """Projects each patch of channels-last images linearly, padding the bottom / right to whole patches.
+    """Projects each patch of channels-last images linearly, padding the bottom / right to whole patches; or
+    embeds flattened patches `(batch, N, ph * pw * channels)` (a NaFlex batch's, each patch in (row, col, channel)
+    order) with the same kernel, as one matrix product.
 
     Args:
         hidden_dim: int, the size of each patch's embedding.
@@ -126,12 +135,28 @@ class PatchEmbedding(keras.layers.Layer):
 
     def build(self, input_shape):
         # Only the channels matter to the kernel; `call` pads the images to whole patches.
-        self.projection.build((None, None, None, input_shape[-1]))
+        channels = input_shape[-1]
+        if len(input_shape) == 3:
+            pixels = self.patch_size[0] * self.patch_size[1]
+            if channels is None or channels % pixels:
+                raise ValueError(
+                    f"Flattened patches must have patch_size[0] * patch_size[1] * channels features "
+                    f"(patch_size={self.patch_size}). Received: input_shape={tuple(input_shape)}"
+                )
+            channels //= pixels
+        self.projection.build((None, None, None, channels))
 
     def call(self, images):
-        return project_patches(self.projection, images, self.patch_size)
+        if len(images.shape) != 3:
+            return project_patches(self.projection, images, self.patch_size)
+        # The HWIO kernel flattened in (row, col, channel) order: one checkpoint embeds images and flat patches.
+        kernel = ops.reshape(ops.cast(self.projection.kernel, self.compute_dtype), (-1, self.hidden_dim))
+        tokens = ops.matmul(images, kernel)
+        return tokens + ops.cast(self.projection.bias, tokens.dtype) if self.use_bias else tokens
 
     def compute_output_shape(self, input_shape):
+        if len(input_shape) == 3:
+            return (*input_shape[:2], self.hidden_dim)
         return (input_shape[0], *patch_grid(input_shape[1:3], self.patch_size), self.hidden_dim)
 
     def get_config(self):
@@ -202,6 +227,9 @@ class PositionEmbedding(keras.layers.Layer):
         tokens: tensor `(batch, num_prefix_tokens + rows * cols, dim)`.
         patch_grid: optional tensor `(batch, rows, cols, ...)` (only its shape is read). Without it, `tokens`
             must be on the stored grid.
+        spatial_shapes: optional int tensor `(batch, 2)`, each image's `(rows, cols)` in a NaFlex batch: `tokens`
+            is then `(batch, num_prefix_tokens + N, dim)` with each image's patches first, row-major, and the table
+            is resampled per image to its own grid.
 
     Example:
 
@@ -231,7 +259,9 @@ class PositionEmbedding(keras.layers.Layer):
             name="embedding",
         )
 
-    def call(self, tokens, patch_grid=None):
+    def call(self, tokens, patch_grid=None, spatial_shapes=None):
+        if spatial_shapes is not None:
+            return tokens + ops.cast(self._resampled_per_image(tokens, spatial_shapes), tokens.dtype)
         embedding = self.embedding
         count = validation.static_dim(ops.shape(tokens)[1])
         if patch_grid is None and count is not None and count != self.sequence_length:
@@ -255,6 +285,25 @@ class PositionEmbedding(keras.layers.Layer):
         cols = resampling.interpolation_matrix(self.grid_size[1], grid[1], method, antialias)
         patches = ops.einsum("uj,tjd->tud", cols, ops.einsum("ti,ijd->tjd", rows, patches))
         return ops.concatenate([embedding[:, : self.num_prefix_tokens], ops.reshape(patches, (1, -1, dim))], axis=1)
+
+    def _resampled_per_image(self, tokens, spatial_shapes):
+        """The embedding `(batch, tokens, dim)` of a NaFlex batch: each patch row interpolated from the table at
+        its place in its own image's grid (padding tokens get a valid place: their values are masked anyway)."""
+        embedding = ops.cast(self.embedding, "float32")
+        prefix, dim = self.num_prefix_tokens, embedding.shape[-1]
+        batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
+        rows, cols, row, col = resampling.token_places(spatial_shapes, length - prefix)
+        method, antialias = self.resample_method, self.resample_antialias
+        row_weights = resampling.interpolation_matrix(self.grid_size[0], rows, method, antialias, positions=row)
+        col_weights = resampling.interpolation_matrix(self.grid_size[1], cols, method, antialias, positions=col)
+        # (batch, N, gh, gw) flattened: each token's weights over the table's rows, then one matrix product.
+        weights = ops.reshape(
+            row_weights[..., :, None] * col_weights[..., None, :],
+            (batch, length - prefix, self.grid_size[0] * self.grid_size[1]),
+        )
+        patches = ops.matmul(weights, embedding[0, prefix:])
+        prefix_rows = ops.broadcast_to(embedding[:, :prefix], (batch, prefix, dim))
+        return ops.concatenate([prefix_rows, patches], axis=1)
 
     def compute_output_shape(self, tokens_shape, patch_grid_shape=None):
         return tuple(tokens_shape)
@@ -414,6 +463,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         positions: optional `(cos, sin, swap)` of a `RotaryEmbedding`: the queries and keys are rotated by
             `x * cos + take(x, swap, axis=-1) * sin` before either attention path runs.
         return_attention_scores: bool, also return the weights `(batch, num_heads, num_tokens, num_tokens)`.
+        padding_mask: optional bool tensor `(batch, num_tokens)`, False for the padding tokens no token attends to.
 
     Example:
 
@@ -464,7 +514,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if self.norm is not None:
             self.norm.build(input_shape)
 
-    def call(self, tokens, positions=None, training=False, return_attention_scores=False):
+    def call(self, tokens, positions=None, training=False, return_attention_scores=False, padding_mask=None):
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
         qkv = ops.reshape(dense_over_tokens(self.qkv, tokens), (batch, length, 3, self.num_heads, self.head_dim))
         # One unstack, not three slices: its gradient is one stack, and exported it is one split.
@@ -478,13 +528,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             and keras_compat.fused_attention_compiles(self.compute_dtype)
         )
         weights = None
+        mask = None if padding_mask is None else ops.cast(padding_mask, "bool")[:, None, None, :]
         if fused:
-            attended = keras_compat.dot_product_attention(query, key, value, training=training)
+            attended = keras_compat.dot_product_attention(query, key, value, training=training, mask=mask)
         else:
             query, key, value = (ops.transpose(tensor, (0, 2, 1, 3)) for tensor in (query, key, value))
             logits = ops.einsum("bhqd,bhkd->bhqk", query * ops.cast(1.0 / math.sqrt(self.head_dim), query.dtype), key)
             # Softmax in float32 keeps float16 from overflowing on long sequences.
-            weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), query.dtype)
+            weights = ops.cast(ops.softmax(masked_logits(logits, mask), axis=-1), query.dtype)
             dropped = self.attention_dropout(weights, training=training)
             attended = ops.transpose(ops.einsum("bhqk,bhkd->bhqd", dropped, value), (0, 2, 1, 3))
         attended = ops.reshape(attended, (batch, length, self.num_heads * self.head_dim))
@@ -496,7 +547,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
-    def compute_output_spec(self, tokens, positions=None, training=False, return_attention_scores=False):
+    def compute_output_spec(
+        self, tokens, positions=None, training=False, return_attention_scores=False, padding_mask=None
+    ):
         outputs = keras.KerasTensor(tokens.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs
@@ -611,6 +664,7 @@ class TransformerBlock(keras.layers.Layer):
     Call arguments:
         positions: optional, the position scheme's input to the attention (a `RotaryEmbedding`'s output).
         return_attention_scores: bool, also return the attention weights.
+        padding_mask: optional bool tensor `(batch, num_tokens)`, False for padding tokens (the attention's).
 
     Example:
 
@@ -695,10 +749,10 @@ class TransformerBlock(keras.layers.Layer):
             for name in ("layer_scale1", "layer_scale2"):
                 self.layer_scales.append(self.add_weight(shape=input_shape[-1:], initializer=initializer, name=name))
 
-    def call(self, tokens, positions=None, training=False, return_attention_scores=False):
+    def call(self, tokens, positions=None, training=False, return_attention_scores=False, padding_mask=None):
         # Inference keeps no activations for a backward pass and stays a plain graph for export.
         if not (self.remat and training):
-            return self._forward(tokens, positions, training, return_attention_scores)
+            return self._forward(tokens, positions, training, return_attention_scores, padding_mask)
         # The recomputation must draw the forward pass's dropout masks: the remat function starts the seed
         # generators from the states the forward pass started from, and returns the advanced ones (no JAX tracer
         # escapes it).
@@ -709,22 +763,30 @@ class TransformerBlock(keras.layers.Layer):
         ]
         starts = [ops.copy(generator.state.value) for generator in generators]
 
-        def forward(inputs, *positions):
+        rotation = tuple(positions or ())
+
+        def forward(inputs, *tensors):
             for generator, start in zip(generators, starts):
                 generator.state.assign(start)
-            outputs = self._forward(inputs, positions or None, training, return_attention_scores)
+            mask = tensors[len(rotation)] if padding_mask is not None else None
+            outputs = self._forward(inputs, tensors[: len(rotation)] or None, training, return_attention_scores, mask)
             return outputs, [ops.copy(generator.state.value) for generator in generators]
 
-        # The flags are closed over, not passed: jax.checkpoint would trace them as arrays. The positions' tensors
-        # are passed (TensorFlow's recompute_grad takes tensors only, so no None).
-        outputs, ends = keras_compat.remat(forward)(tokens, *(positions or ()))
+        # The flags are closed over, not passed: jax.checkpoint would trace them as arrays. The positions' and the
+        # mask's tensors are passed (TensorFlow's recompute_grad takes tensors only, so no None, and no bool).
+        mask = () if padding_mask is None else (ops.cast(padding_mask, "int32"),)
+        outputs, ends = keras_compat.remat(forward)(tokens, *rotation, *mask)
         for generator, end in zip(generators, ends):
             generator.state.assign(end)
         return outputs
 
-    def _forward(self, tokens, positions, training, return_attention_scores):
+    def _forward(self, tokens, positions, training, return_attention_scores, padding_mask=None):
         attended = self.attention(
-            self.norm1(tokens), positions=positions, training=training, return_attention_scores=return_attention_scores
+            self.norm1(tokens),
+            positions=positions,
+            training=training,
+            return_attention_scores=return_attention_scores,
+            padding_mask=padding_mask,
         )
         if return_attention_scores:
             attended, weights = attended
@@ -741,7 +803,9 @@ class TransformerBlock(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
 
-    def compute_output_spec(self, tokens, positions=None, training=False, return_attention_scores=False):
+    def compute_output_spec(
+        self, tokens, positions=None, training=False, return_attention_scores=False, padding_mask=None
+    ):
         return self.attention.compute_output_spec(tokens, return_attention_scores=return_attention_scores)
 
     def get_config(self):
@@ -759,6 +823,10 @@ class TokenPooling(keras.layers.Layer):
         num_prefix_tokens: int, tokens before the patches. Defaults to `1`.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
+    Call arguments:
+        tokens: tensor `(batch, num_tokens, dim)`.
+        padding_mask: optional bool tensor `(batch, num_tokens)`: `"gap"` and `"max"` read the tokens it marks True.
+
     Example:
 
     >>> x = np.arange(12, dtype="float32").reshape(1, 3, 4)
@@ -773,12 +841,18 @@ class TokenPooling(keras.layers.Layer):
         if mode == "token" and num_prefix_tokens < 1:
             raise ValueError(f"`mode='token'` needs a class token. Received: num_prefix_tokens={num_prefix_tokens}")
 
-    def call(self, tokens):
+    def call(self, tokens, padding_mask=None):
         if self.mode == "token":
             return tokens[:, 0]
+        patches = tokens[:, self.num_prefix_tokens :]
+        if padding_mask is None:
+            return ops.max(patches, axis=1) if self.mode == "max" else ops.mean(patches, axis=1)
+        valid = ops.cast(padding_mask, "bool")[:, self.num_prefix_tokens :, None]
         if self.mode == "max":
-            return ops.max(tokens[:, self.num_prefix_tokens :], axis=1)
-        return ops.mean(tokens[:, self.num_prefix_tokens :], axis=1)
+            # Padding as the smallest token value: finite in any dtype, and never above a valid token's.
+            return ops.max(ops.where(valid, patches, ops.min(patches, axis=1, keepdims=True)), axis=1)
+        count = ops.maximum(ops.sum(ops.cast(valid, patches.dtype), axis=1), 1)
+        return ops.sum(ops.where(valid, patches, 0), axis=1) / count
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[-1])

@@ -7,6 +7,7 @@ the same), with timm's `forward_intermediates`. The tokens are assembled in `_em
 import inspect
 
 import keras
+from keras import ops
 
 from keras_vit import layers as vit_layers
 from keras_vit.layers import resnet, transformer
@@ -87,6 +88,13 @@ class VisionTransformer(keras.Model):
             `pool_include_prefix`).
         attention_norm: bool, a LayerNorm on the attended values before the output projection (EVA-CLIP).
         mlp_norm: bool, a LayerNorm in the MLP before `fc2` (EVA-02's sub-LN).
+        max_num_patches: optional int N, build a NaFlex model (SigLIP 2's native aspect ratio): its input is a dict
+            of `"patches"` `(batch, N, ph * pw * channels)` (raw pixels, each patch flattened in (row, col,
+            channel) order, each image's patches first, row-major), `"spatial_shapes"` int32 `(batch, 2)` (each
+            image's patch grid `(rows, cols)`) and `"mask"` bool `(batch, N)` (True for the `rows * cols` valid
+            patches). The position table and RoPE follow each image's grid; attention and pooling skip the
+            padding. The weights are the image model's. Not with a hybrid, `patch_dropout_rate`, a feature map
+            output, `rope_type="mixed"` or `input_tensor`.
         dtype: optional dtype policy of every layer (the head stays float32).
         name: the model's name.
 
@@ -153,6 +161,7 @@ class VisionTransformer(keras.Model):
         pooling_include_prefix=False,
         attention_norm=False,
         mlp_norm=False,
+        max_num_patches=None,
         dtype=None,
         name="vision_transformer",
         **kwargs,
@@ -161,7 +170,7 @@ class VisionTransformer(keras.Model):
         arguments = {key: value for key, value in locals().items() if key not in NOT_CONFIG}
         arguments["input_shape"] = _input_shape(input_shape, input_tensor, include_top is True)
         config, checkpoint = _config_and_checkpoint(arguments, weights)
-        model_inputs, images = _image_input(config["input_shape"], input_tensor)
+        model_inputs, images = _model_inputs(config, input_tensor)
         layers = _layers(config, dtype)
         x, patch_grid = _embed(layers, images)
         positions = _positions(layers, patch_grid)
@@ -283,7 +292,7 @@ class VisionTransformer(keras.Model):
         """The outputs of the chosen transformer blocks, run in inference mode (timm's method and contract).
 
         Args:
-            images: a batch the model takes, of any size it accepts.
+            images: a batch the model takes, of any size it accepts (a NaFlex model's: its dict).
             indices: None for every block, an int `n` for the last `n` blocks, or a sequence of block indices
                 (negative ones count from the end).
             return_prefix_tokens: bool, with `"NHWC"` or `"NCHW"` each intermediate is the pair `(feature map,
@@ -318,6 +327,8 @@ class VisionTransformer(keras.Model):
             )
         chosen = block_indices(indices, self.num_layers)
         validation.one_of("output_fmt", output_fmt, ("NHWC", "NCHW", "NLC"))
+        if self._arguments["max_num_patches"] is not None and output_fmt != "NLC":
+            raise ValueError("A NaFlex model's images have grids of their own: pass output_fmt='NLC' (padding kept).")
         layers = {layer.name: layer for layer in self.layers}
         final_norm = layers.get("encoder_norm")
         tokens, patch_grid = _embed(layers, images, training=False)
@@ -491,8 +502,30 @@ def _checked_config(config):
             )
         if config["pooling_heads"] is not None:
             config["pooling_heads"] = validation.positive_int("pooling_heads", config["pooling_heads"])
+    if config["max_num_patches"] is not None:
+        config["max_num_patches"] = validation.positive_int("max_num_patches", config["max_num_patches"])
+        _check_naflex(config)
     config["embedding_grid"] = _embedding_grid(config)
     return config
+
+
+def _check_naflex(config):
+    """Refuses, in one line each, what a NaFlex model (`max_num_patches`) cannot have."""
+    refused = (
+        (config["resnet_stages"] is not None, "a hybrid's ResNet (resnet_stages): it convolves whole images"),
+        (config["patch_dropout_rate"], "patch_dropout_rate: the dropped tokens would leave the padding mask"),
+        (
+            config["pooling"] is None and not config["return_sequence"],
+            "a feature map (pooling=None): its images have grids of their own; pass a pooling or return_sequence",
+        ),
+        (
+            (config["rope"] or {}).get("rope_type") == "mixed",
+            "rope_type='mixed': its per-block tables hold one grid for the whole batch",
+        ),
+    )
+    for present, what in refused:
+        if present:
+            raise ValueError(f"A NaFlex model (max_num_patches={config['max_num_patches']}) cannot have {what}.")
 
 
 def _embedding_grid(config):
@@ -522,8 +555,20 @@ def _config_and_checkpoint(arguments, weights):
     return loader.prepare(config, weights, variant=variants.variant_of(config))
 
 
-def _image_input(input_shape, input_tensor):
-    """`(model_inputs, images)`: the model's inputs, and the tensor the ViT's own layers start from."""
+def _model_inputs(config, input_tensor):
+    """`(model_inputs, images)`: the model's inputs, and the tensor (a NaFlex dict) the ViT's own layers start from."""
+    input_shape, length = config["input_shape"], config["max_num_patches"]
+    if length is not None:
+        if input_tensor is not None:
+            raise ValueError("A NaFlex model (`max_num_patches`) takes its dict input: it has no `input_tensor`.")
+        channels = variants.channels_last(input_shape, keras.config.image_data_format())[2]
+        features = config["patch_size"][0] * config["patch_size"][1] * channels
+        inputs = {
+            "patches": keras.Input((length, features), name="patches"),
+            "spatial_shapes": keras.Input((2,), dtype="int32", name="spatial_shapes"),
+            "mask": keras.Input((length,), dtype="bool", name="mask"),
+        }
+        return inputs, inputs
     if input_tensor is None:
         images = keras.Input(shape=input_shape, name="images")
         return images, images
@@ -642,25 +687,39 @@ def _num_prefix_tokens(config):
 
 
 def _embed(layers, images, training=None):
-    """Pixels to the first block's tokens, and the patch grid: for the model's graph and `forward_intermediates`."""
-    x = images
-    for name in ("pixel_scaling", "channels_last"):
-        if name in layers:
-            x = layers[name](x)
-    patch_grid = layers["patch_embedding"](x)
-    x = layers["patch_tokens"](patch_grid)
+    """Pixels to the first block's tokens, and the patch grid (of a NaFlex batch: its dict, with the `padding_mask`
+    of every token added): for the model's graph and `forward_intermediates`."""
+    naflex = isinstance(images, dict)
+    if naflex:
+        patch_grid = dict(images)
+        x = layers["patch_embedding"](_scaled_patches(layers, images["patches"]))
+        grid = {"spatial_shapes": images["spatial_shapes"]}
+    else:
+        x = images
+        for name in ("pixel_scaling", "channels_last"):
+            if name in layers:
+                x = layers[name](x)
+        patch_grid = layers["patch_embedding"](x)
+        x = layers["patch_tokens"](patch_grid)
+        grid = {"patch_grid": patch_grid}
     if "patch_norm" in layers:
         x = layers["patch_norm"](x)
     positions = layers.get("position_embedding")
     if positions is not None and not positions.num_prefix_tokens:
         # timm's `no_embed_class`: the prefix tokens join after the position embedding.
-        x = positions(x, patch_grid=patch_grid)
+        x = positions(x, **grid)
     # Prepended last to first: [class token, distillation token, registers, patches].
+    prefix = 0
     for name in ("register_tokens", "distillation_token", "class_token"):
         if name in layers:
             x = layers[name](x)
+            prefix += layers[name].num_tokens
     if positions is not None and positions.num_prefix_tokens:
-        x = positions(x, patch_grid=patch_grid)
+        x = positions(x, **grid)
+    if naflex:
+        # The prefix tokens are always valid.
+        mask = ops.cast(images["mask"], "bool")
+        patch_grid["padding_mask"] = ops.concatenate([ops.ones_like(mask[:, :1])] * prefix + [mask], axis=1)
     # No `training` in the model's graph: Keras 3.16 keeps an explicit `training=None` there as inference.
     mode = {} if training is None else {"training": training}
     x = layers["embedding_dropout"](x, **mode)
@@ -672,20 +731,43 @@ def _embed(layers, images, training=None):
     return x, patch_grid
 
 
+def _scaled_patches(layers, patches):
+    """A NaFlex batch's patches, scaled per channel as images are (each patch's pixels reshaped out, channels last)."""
+    if "pixel_scaling" not in layers:
+        return patches
+    length, features = patches.shape[1], patches.shape[2]
+    pixels = layers["patch_embedding"].patch_size[0] * layers["patch_embedding"].patch_size[1]
+    x = ops.reshape(patches, (-1, length, pixels, features // pixels))
+    if "channels_last" in layers:
+        # Under channels_first the scaling's per-channel vector broadcasts over axis 1.
+        x = layers["channels_last"](layers["pixel_scaling"](ops.transpose(x, (0, 3, 1, 2))))
+    else:
+        x = layers["pixel_scaling"](x)
+    return ops.reshape(x, (-1, length, features))
+
+
 def _positions(layers, patch_grid):
-    """What the position scheme hands every block (a `RotaryEmbedding`'s rotation of the patch grid), or None."""
+    """What the position scheme hands every block: `(rotation, padding_mask)`, a `RotaryEmbedding`'s rotation of the
+    patch grid (of each image's own in a NaFlex batch) or None, and a NaFlex batch's padding mask or None."""
     rotary = layers.get("rotary_embedding")
-    return None if rotary is None else rotary(patch_grid)
+    if not isinstance(patch_grid, dict):
+        return (None if rotary is None else rotary(patch_grid)), None
+    rotation = None if rotary is None else rotary(patch_grid["mask"], spatial_shapes=patch_grid["spatial_shapes"])
+    return rotation, patch_grid["padding_mask"]
 
 
 def _block_positions(positions, index):
-    """The keyword arguments that give block `index` its positions (learned per-block RoPE: its own row)."""
-    if positions is None:
-        return {}
-    cos, sin, swap = positions
-    if cos.shape[0] not in (1, None):
-        cos, sin = cos[index : index + 1, ...], sin[index : index + 1, ...]
-    return {"positions": (cos, sin, swap)}
+    """The keyword arguments that give block `index` its positions (learned per-block RoPE: its own row) and the
+    padding mask."""
+    rotation, padding_mask = positions
+    options = {} if padding_mask is None else {"padding_mask": padding_mask}
+    if rotation is not None:
+        cos, sin, swap = rotation
+        # Per block: a learned table's first axis (a NaFlex batch's is per image).
+        if padding_mask is None and cos.shape[0] not in (1, None):
+            cos, sin = cos[index : index + 1, ...], sin[index : index + 1, ...]
+        options["positions"] = (cos, sin, swap)
+    return options
 
 
 def _top(config, x, patch_grid, dtype):
@@ -693,6 +775,7 @@ def _top(config, x, patch_grid, dtype):
     num_prefix_tokens = _num_prefix_tokens(config)
     distilled = config["distillation_token"] and config["pooling"] == "token"
     tokens = x
+    masks = {"padding_mask": patch_grid["padding_mask"]} if isinstance(patch_grid, dict) else {}
     if config["pooling"] == "map":
         x = vit_layers.AttentionPooling(
             config["pooling_heads"] or config["num_heads"],
@@ -702,12 +785,12 @@ def _top(config, x, patch_grid, dtype):
             epsilon=config["layer_norm_epsilon"],
             dtype=dtype,
             name="pooling",
-        )(x)
+        )(x, **masks)
     elif distilled:
         # timm's `pre_logits` of DeiT: the mean of the class and distillation tokens.
         x = keras.layers.Average(dtype=dtype, name="pooling")([tokens[:, 0], tokens[:, 1]])
     elif config["pooling"] is not None:
-        x = vit_layers.TokenPooling(config["pooling"], num_prefix_tokens, dtype=dtype, name="pooling")(x)
+        x = vit_layers.TokenPooling(config["pooling"], num_prefix_tokens, dtype=dtype, name="pooling")(x, **masks)
     if config["pooling"] is not None:
         if config["fc_norm"]:
             epsilon, normalization = config["layer_norm_epsilon"], config["normalization"]

@@ -81,30 +81,32 @@ def fused_attention_compiles(dtype):
     return jax.default_backend() != "cpu"
 
 
-def dot_product_attention(query, key, value, training=False):
+def dot_product_attention(query, key, value, training=False, mask=None):
     """`keras.ops.dot_product_attention` on `(batch, tokens, heads, head_dim)` inputs, choosing the kernel.
 
     torch runs `scaled_dot_product_attention` on heads-first views (Keras's op copies its inputs and breaks
-    torch.compile graphs); JAX pads an odd-length training call on a GPU, where cuDNN has no backward pass.
+    torch.compile graphs); JAX pads an odd-length training call on a GPU, where cuDNN has no backward pass. An
+    optional bool `mask` (broadcast to `(batch, heads, queries, keys)`) keeps the keys it marks True.
     """
     import keras
 
     chosen = keras.config.is_flash_attention_enabled()
     backend = keras.backend.backend()
     if chosen is True or backend == "tensorflow" or isinstance(query, keras.KerasTensor):
-        return keras.ops.dot_product_attention(query, key, value, flash_attention=chosen)
+        return keras.ops.dot_product_attention(query, key, value, mask=mask, flash_attention=chosen)
     if backend == "torch":
         import torch
 
         heads_first = [tensor.transpose(1, 2) for tensor in (query, key, value)]
-        return torch.nn.functional.scaled_dot_product_attention(*heads_first).transpose(1, 2)
+        return torch.nn.functional.scaled_dot_product_attention(*heads_first, attn_mask=mask).transpose(1, 2)
     import jax
 
     if chosen is None and training and query.shape[1] % 2:
-        if jax.default_backend() == "gpu":
+        # The padding below masks by sequence lengths only: a padding mask takes XLA's attention instead.
+        if jax.default_backend() == "gpu" and mask is None:
             return padded_fused_attention(query, key, value, implementation="cudnn")
         chosen = False
-    return keras.ops.dot_product_attention(query, key, value, flash_attention=chosen)
+    return keras.ops.dot_product_attention(query, key, value, mask=mask, flash_attention=chosen)
 
 
 def take_channels(x, indices):

@@ -1,0 +1,199 @@
+"""NaFlex batches (`VisionTransformer(max_num_patches=N)`): padding changes no image's output, the per-image position
+resize equals the per-grid one, masked attention on both paths, and the model's Keras contract."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_vit.layers import MultiHeadSelfAttention
+from keras_vit.models.vit import VisionTransformer
+from tests.helpers import (
+    BACKEND,
+    assert_config_round_trip,
+    randomize_weights,
+    reference_outputs,
+    run_model_saving_test,
+    to_numpy,
+    trainable_gradients,
+)
+
+PATCH = 4
+TINY = dict(
+    patch_size=PATCH,
+    hidden_dim=16,
+    num_layers=2,
+    num_heads=2,
+    mlp_dim=32,
+    include_top=False,
+    input_shape=(None, None, 3),
+    embedding_grid=(3, 3),
+    # Per channel: the patches' (row, col, channel) order must meet the images' channels.
+    pixel_mean=(0.48, 0.46, 0.41),
+    pixel_std=(0.27, 0.26, 0.28),
+)
+DINOV3 = dict(
+    position_embedding=False,
+    num_register_tokens=4,
+    rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True),
+)
+
+
+def naflex_batch(images, length):
+    """The NaFlex dict of `images` (each a whole number of patches), as SigLIP 2's processor lays it out."""
+    batch = {
+        "patches": np.zeros((len(images), length, PATCH * PATCH * 3), "float32"),
+        "spatial_shapes": np.zeros((len(images), 2), "int32"),
+        "mask": np.zeros((len(images), length), bool),
+    }
+    for index, image in enumerate(images):
+        rows, cols = image.shape[0] // PATCH, image.shape[1] // PATCH
+        patches = image.reshape(rows, PATCH, cols, PATCH, 3).transpose(0, 2, 1, 3, 4).reshape(rows * cols, -1)
+        batch["patches"][index, : rows * cols] = patches
+        batch["spatial_shapes"][index] = (rows, cols)
+        batch["mask"][index, : rows * cols] = True
+    return batch
+
+
+def images(*sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(0, 255, (*size, 3)).astype("float32") for size in sizes]
+
+
+def build(options, max_num_patches, weights=None):
+    model = VisionTransformer(**dict(TINY, **options), max_num_patches=max_num_patches)
+    if weights is None:
+        randomize_weights(model)
+    else:
+        model.set_weights(weights)
+    return model
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(pooling="map"),
+        dict(pooling="gap", class_token=False),
+        dict(pooling="token", num_register_tokens=2),
+        dict(pooling="max"),
+        dict(return_sequence=True, num_register_tokens=1),
+        dict(DINOV3, pooling="token"),
+        dict(pooling="gap", rope=dict(rope_type="cat", ref_grid=3), resample_method="bicubic"),
+    ],
+    ids=["map", "gap", "token-registers", "max", "sequence", "dinov3", "eva-cat-table"],
+)
+def test_padding_changes_no_image_output(options):
+    batch = images((16, 20), (8, 12), (12, 8))
+    model = build(options, 24)
+    padded = reference_outputs(model, naflex_batch(batch, 24))[0]
+    prefix = model.num_prefix_tokens
+    for index, image in enumerate(batch):
+        length = image.shape[0] * image.shape[1] // PATCH**2
+        alone = reference_outputs(build(options, length, model.get_weights()), naflex_batch([image], length))[0][0]
+        # A sequence output's padding tokens are the padded batch's own.
+        got = padded[index, : prefix + length] if padded.ndim == 3 else padded[index]
+        np.testing.assert_allclose(got, alone, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(pooling="map", resample_method="bilinear", resample_antialias=True),
+        dict(pooling="token", resample_method="bicubic", num_register_tokens=2),
+        dict(pooling="gap", resample_method="official", no_embed_class=True),
+        dict(DINOV3, pooling="token"),
+        dict(pooling="gap", data_format="channels_first", input_shape=(3, None, None)),
+    ],
+    ids=["bilinear-antialias", "bicubic", "official-no-embed-class", "dinov3", "channels-first"],
+)
+def test_a_full_grid_gives_the_image_models_output(options):
+    # 4 x 5 patches against the table's 3 x 3: the per-token resize against the per-grid one.
+    image = images((16, 20))[0]
+    options = dict(options)
+    data_format = options.pop("data_format", "channels_last")
+    keras.config.set_image_data_format(data_format)
+    try:  # PixelScaling reads the format at call time too
+        model = build(options, 20)
+        plain = VisionTransformer(**dict(TINY, **options))
+        plain.set_weights(model.get_weights())
+        pixels = image.transpose(2, 0, 1) if data_format == "channels_first" else image
+        expected = reference_outputs(plain, pixels[None])[0]
+        got = reference_outputs(model, naflex_batch([image], 20))[0]
+    finally:
+        keras.config.set_image_data_format("channels_last")
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
+def test_fused_and_einsum_attention_agree_under_a_mask():
+    layer = MultiHeadSelfAttention(num_heads=2)
+    tokens = np.random.default_rng(0).normal(size=(3, 7, 16)).astype("float32")
+    mask = np.array([[True] * 7, [True] * 4 + [False] * 3, [False] * 7])
+    fused = to_numpy(layer(tokens, padding_mask=mask))
+    einsum, weights = to_numpy(layer(tokens, padding_mask=mask, return_attention_scores=True))
+    assert np.all(np.isfinite(fused)) and np.all(np.isfinite(einsum))
+    np.testing.assert_allclose(fused[:2], einsum[:2], rtol=0, atol=1e-5)
+    np.testing.assert_equal(weights[1, :, :, 4:], 0.0)
+    # The valid tokens of the padded image are what its 4 tokens give alone.
+    np.testing.assert_allclose(fused[1, :4], to_numpy(layer(tokens[1:2, :4]))[0], rtol=0, atol=1e-5)
+
+
+def test_an_image_of_padding_alone_gives_finite_outputs():
+    model = build(dict(pooling="gap", class_token=False), 6)
+    batch = naflex_batch(images((8, 12)), 6)
+    empty = {key: np.zeros_like(value) for key, value in batch.items()}
+    outputs = reference_outputs(model, {key: np.concatenate([batch[key], empty[key]]) for key in batch})[0]
+    assert np.all(np.isfinite(outputs))
+
+
+def test_config_round_trip_and_keras_file(tmp_path):
+    model = build(dict(pooling="map", num_register_tokens=1), 12)
+    assert model.max_num_patches == 12 and set(model.input) == {"patches", "spatial_shapes", "mask"}
+    assert_config_round_trip(model)
+    run_model_saving_test(model, naflex_batch(images((8, 12), (12, 16)), 12), tmp_path)
+
+
+def test_forward_intermediates_gives_the_tokens():
+    options = dict(DINOV3, return_sequence=True)
+    model = build(options, 12)
+    batch = naflex_batch(images((8, 12), (12, 16)), 12)
+    final, tokens = model.forward_intermediates(batch, indices=1, output_fmt="NLC")
+    np.testing.assert_allclose(to_numpy(final), reference_outputs(model, batch)[0], rtol=0, atol=1e-5)
+    assert tuple(tokens[0].shape) == (2, 5 + 12, 16)
+    with pytest.raises(ValueError, match="output_fmt='NLC'"):
+        model.forward_intermediates(batch)
+
+
+def test_remat_recomputes_under_the_mask():
+    batch = naflex_batch(images((8, 12), (4, 4)), 12)
+    plain = build(dict(pooling="gap"), 12)
+    remat = build(dict(pooling="gap", remat=True), 12, plain.get_weights())
+    for got, want in zip(trainable_gradients(remat, batch), trainable_gradients(plain, batch), strict=True):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+
+
+def test_fit_trains_on_a_naflex_batch():
+    model = build(dict(pooling="gap", include_top=True, classes=3, dropout_rate=0.1), 12)
+    batch = naflex_batch(images((8, 12), (12, 16), (4, 4)), 12)
+    before = [np.array(weight) for weight in model.get_weights()]
+    model.compile(keras.optimizers.SGD(0.1), "sparse_categorical_crossentropy", jit_compile=BACKEND == "jax")
+    history = model.fit(batch, np.array([0, 1, 2]), batch_size=3, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    assert any(not np.allclose(old, new) for old, new in zip(before, model.get_weights()))
+    assert np.all(np.isfinite(model.predict(batch, verbose=0)))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(max_num_patches=0, pooling="gap"),
+        dict(max_num_patches=8, pooling="gap", resnet_stages=(1,), resnet_width=32),
+        dict(max_num_patches=8, pooling="gap", patch_dropout_rate=0.5),
+        dict(max_num_patches=8),
+        dict(max_num_patches=8, pooling="gap", rope=dict(rope_type="mixed")),
+        dict(max_num_patches=8, pooling="gap", input_tensor=keras.Input((8, 8, 3))),
+    ],
+    ids=["zero", "hybrid", "patch-dropout", "feature-map", "mixed-rope", "input-tensor"],
+)
+def test_what_a_naflex_model_cannot_have_is_refused_in_one_line(options):
+    with pytest.raises(ValueError) as error:
+        VisionTransformer(**dict(TINY, **options))
+    assert "\n" not in str(error.value)
