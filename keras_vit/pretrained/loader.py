@@ -424,12 +424,12 @@ def load_checkpoint(path, format=None):
         evidence,
         periods,
     )
-    config = checkpoint.transformers_config()
-    if facts.get("linear_patches") and config:
+    config = checkpoint.transformers_config() if facts.get("linear_patches") else {}
+    if config:
         # A flat patch kernel reads as square RGB patches: the config must say so.
         declared = (*checkpoint._positive_pair("config.json patch_size", config["patch_size"]), config["num_channels"])
-        inputs = int(np.prod(weights[PATCH_KERNEL].shape[:3]))
         if weights[PATCH_KERNEL].shape[:3] != declared:
+            inputs = int(np.prod(weights[PATCH_KERNEL].shape[:3]))
             raise CheckpointError(
                 f"{path}: config.json says patches of {declared[0]}x{declared[1]} pixels of {declared[2]} channels, "
                 f"but its patch embedding takes {inputs} inputs (keras_vit reads square RGB patches). Nothing loaded."

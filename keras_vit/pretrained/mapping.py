@@ -95,7 +95,8 @@ TORCH_FLAT_PATCHES = Transform(
 
 
 def grid_table(leading):
-    """A square position table kept as a grid `((1,) * leading + (rows, cols, D))` (NaFlex) as keras_vit's rows."""
+    """A position table kept as a grid `((1,) * leading + (rows, cols, D))` (NaFlex) as keras_vit's rows; its shape
+    says the grid (written back, a square)."""
 
     def backward(x, context):
         side = math.isqrt(x.shape[1])
