@@ -30,6 +30,7 @@ from keras_vit.models.applications import (
     ViTS16,
     ViTS32,
     ViTSo400m14,
+    ViTSo400m16,
     ViTSPlus16,
     ViTTi16,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "ViTB14",
     "ViTL14",
     "ViTSo400m14",
+    "ViTSo400m16",
     "ViTg14",
     "ViTSPlus16",
     "ViTEVA02Ti14",

@@ -38,6 +38,7 @@ PINNED_PARAMS = {
     "B/14": (85_706_496, 86_475_496),
     "L/14": (303_178_752, 304_203_752),
     "So400m/14": (412_444_656, 413_597_656),
+    "So400m/16": (412_582_896, 413_735_896),  # So400m/14's, the patch kernel 207,360 larger, 60 table rows fewer
     "g/14": (1_134_646_784, 1_136_183_784),  # timm's vit_giant_patch14_dinov2 at 224 px, its layer scale aside
     "S+/16": (28_761_984, 29_146_984),  # timm's vit_small_patch16_224 with mlp_layer=SwiGLU
     # timm's eva02_*_patch14_224 with a key bias (12 or 24 x hidden), B and L without their MLP's sub-LN.

@@ -37,6 +37,8 @@ VARIANTS = {
     "B/14": dict(SIZES["B"], patch_size=14),
     "L/14": dict(SIZES["L"], patch_size=14),
     "So400m/14": dict(SIZES["So400m"], patch_size=14),
+    # SigLIP 2's So400m/16 (its NaFlex checkpoint among them).
+    "So400m/16": dict(SIZES["So400m"], patch_size=16),
     # DINOv2's giant: a SwiGLU MLP, 4096 wide after the gate.
     "g/14": dict(SIZES["g"], patch_size=14, mlp_activation="swiglu"),
     # DINOv3's S+ (Simeoni et al. 2025): S with a SwiGLU MLP, 1536 wide after the gate.

@@ -16,6 +16,7 @@ from keras_vit.models.vit import VisionTransformer
 from keras_vit.pretrained import converters, io, loader, sources
 from keras_vit.pretrained.errors import CheckpointError
 
+NAFLEX_SIGLIP = "naflexvit_*_siglip"
 # timm model-name patterns and what their definitions fix that the tensors do not show; the first match of each
 # key wins.
 TIMM_NAME_RULES = (
@@ -30,6 +31,8 @@ TIMM_NAME_RULES = (
     ("test_vit*", dict(head_dim=32)),
     # timm resizes FlexiViT's position table (and patch kernel) bilinearly without antialias.
     ("flexivit_*", dict(resample_method="bilinear", resample_antialias=False)),
+    # SigLIP 2 NaFlex (`pos_embed_interp_mode="bilinear"`, antialiased as timm's default is).
+    (NAFLEX_SIGLIP, dict(mlp_activation="gelu_tanh", resample_method="bilinear", resample_antialias=True)),
 )
 # Hidden sizes whose heads are not 64 wide: SigLIP so400m (72) and ViT-H (80).
 WIDE_HEADS = {1152: 16, 1280: 16}
@@ -102,6 +105,8 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
             raise CheckpointError(f"{text} ({name}) has {what}, which keras_vit does not build. Nothing was loaded.")
     try:
         checkpoint = loader.load_checkpoint(path)
+        if checkpoint.format == "timm" and "linear_patches" in checkpoint.shape_facts:
+            _check_timm_naflex(text, name)
         rope, _ = loader.file_rope(checkpoint, name)
         rope = constructor_keywords.get("rope", None if rope is ... else rope)
         loader.check_rope(checkpoint, rope, name)
@@ -117,6 +122,17 @@ def build_from_checkpoint(source, architecture=None, **constructor_keywords):
     read = {**_arguments(checkpoint, name, timm_config, heads), **_normalisation(path, timm_config), "rope": rope}
     del checkpoint  # the constructor reads the file again; one copy of the tensors at a time
     return VisionTransformer(**{**read, **constructor_keywords}, weights=path)
+
+
+def _check_timm_naflex(text, name):
+    """Refuses a timm `NaFlexVit` file unless its name is a SigLIP 2 one: only the name says its activation and
+    position-table resize."""
+    if not fnmatch.fnmatchcase(name, NAFLEX_SIGLIP):
+        raise CheckpointError(
+            f"{text} is timm's NaFlexVit {name or '(no config.json names it)'}: keras_vit reads its SigLIP 2 models "
+            f"({NAFLEX_SIGLIP}), whose activation and position resize the name says; pass "
+            "architecture=<timm model name>. Nothing was loaded."
+        )
 
 
 def _timm_config(path):
@@ -277,6 +293,9 @@ def _arguments(checkpoint, name, timm_config, num_heads=None):
         # transformers' `interpolate_pos_encoding` (antialiased for DINOv2 with registers), for other sizes.
         antialias = checkpoint.transformers_config()["model_type"] == "dinov2_with_registers"
         arguments.update(resample_method="bicubic", resample_antialias=antialias)
+    if "linear_patches" in checkpoint.shape_facts:
+        # NaFlex (transformers' Siglip2, big_vision's; timm's by name): the table resized bilinearly, antialiased.
+        arguments.update(resample_method="bilinear", resample_antialias=True)
     named = _named(name)
     keys = ("pooling_heads", "pooling_include_prefix", "resample_method", "resample_antialias")
     arguments.update({key: named[key] for key in keys if key in named})

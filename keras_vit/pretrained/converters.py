@@ -18,7 +18,9 @@ import itertools
 
 from keras_vit.pretrained.errors import CheckpointError
 from keras_vit.pretrained.mapping import (
+    FLAT_PATCHES,
     FOLD_CLASS_POSITION,
+    HWIO,
     IDENTITY,
     MASKED_BIAS,
     MERGE_HEADS_BIAS,
@@ -27,12 +29,14 @@ from keras_vit.pretrained.mapping import (
     MIXED_FREQUENCIES,
     PATCH_POSITIONS,
     TORCH_CONV,
+    TORCH_FLAT_PATCHES,
     TRANSPOSE,
     ZERO_CLASS_ROW,
     ZERO_KEY_BIAS,
     Layout,
     Part,
     fuse,
+    grid_table,
     leading_axes,
     packed_in_proj,
     rows,
@@ -66,7 +70,7 @@ def torch_linear(keras_name, key, transform=TRANSPOSE):
 # ---------------------------------------------------------------- official (flax) .npz
 
 OFFICIAL_EMBEDDING = Part(
-    "patch embedding", rows(*flax_dense("patch_embedding/projection", "embedding"), ("class_token/token", "cls"))
+    "patch embedding", rows(*flax_dense("patch_embedding/projection", "embedding", HWIO), ("class_token/token", "cls"))
 )
 OFFICIAL_POSITIONS = Part(
     "position embedding", rows(("position_embedding/embedding", "Transformer/posembed_input/pos_embedding"))
@@ -107,15 +111,17 @@ NO_CLASS_TOKEN = (
 )
 
 
+def _scanned(blocks, scanned):
+    return dataclasses.replace(blocks, key_root="Transformer/encoderblock/", scan="i") if scanned else blocks
+
+
 def official_layouts():
     """Every official layout variant; the plain vit_jax one (written on export) first."""
     layouts = []
     for prefix, big_vision, scanned, zero_class_row in itertools.product(
         ("", "opt/target/", "params/"), (False, True), (False, True), (False, True)
     ):
-        blocks = BIG_VISION_BLOCKS if big_vision else OFFICIAL_BLOCKS
-        if scanned:
-            blocks = dataclasses.replace(blocks, key_root="Transformer/encoderblock/", scan="i")
+        blocks = _scanned(BIG_VISION_BLOCKS if big_vision else OFFICIAL_BLOCKS, scanned)
         positions = BIG_VISION_POSITIONS if zero_class_row else OFFICIAL_POSITIONS
         description = (
             f"official .npz ({'big_vision' if big_vision else 'vit_jax'} naming, "
@@ -136,6 +142,45 @@ def official_layouts():
         )
     return layouts
 
+
+# big_vision's SigLIP 2 NaFlex (`models/proj/image_text/naflex_vit.py`): a Dense on flattened patches, a
+# `(rows, cols, D)` table, no class token, a MAP head (`MAPHead_0`); a two-tower file keeps it under `params/img/`.
+FLAX_HEAD_ATTENTION = "MultiHeadDotProductAttention_0/"
+FLAX_MAP_HEAD = Part(
+    "attention pooling",
+    rows(
+        ("latent", "probe"),
+        ("query/kernel", f"{FLAX_HEAD_ATTENTION}query/kernel", MERGE_HEADS_IN),
+        ("query/bias", f"{FLAX_HEAD_ATTENTION}query/bias", MERGE_HEADS_BIAS),
+        ("key_value/kernel", [f"{FLAX_HEAD_ATTENTION}{n}/kernel" for n in _QKV[1:]], fuse(MERGE_HEADS_IN, 1, 2)),
+        ("key_value/bias", [f"{FLAX_HEAD_ATTENTION}{n}/bias" for n in _QKV[1:]], fuse(MERGE_HEADS_BIAS, 0, 2)),
+        *flax_dense("output", f"{FLAX_HEAD_ATTENTION}out", MERGE_HEADS_OUT),
+        *flax_norm("norm", "LayerNorm_0"),
+        *flax_dense("mlp/fc1", "MlpBlock_0/Dense_0"),
+        *flax_dense("mlp/fc2", "MlpBlock_0/Dense_1"),
+    ),
+    keras_root="pooling/",
+    key_root="MAPHead_0/",
+    optional=True,
+)
+NAFLEX_EMBEDDING = Part(
+    "patch embedding",
+    rows(
+        *flax_dense("patch_embedding/projection", "embedding", FLAT_PATCHES),
+        ("position_embedding/embedding", "pos_embedding", grid_table(0)),
+    ),
+)
+BIG_VISION_NAFLEX = tuple(
+    Layout(
+        "official",
+        "official .npz",
+        f"big_vision NaFlex .npz ({'scanned' if scanned else 'per-block'}, prefix {prefix or '(none)'})",
+        (NAFLEX_EMBEDDING, _scanned(BIG_VISION_BLOCKS, scanned), OFFICIAL_NORM, FLAX_MAP_HEAD, OFFICIAL_HEAD),
+        prefix=prefix,
+        ignore=("params/txt/", "params/t", "params/b") if prefix == "params/img/" else (),  # the text tower
+    )
+    for prefix, scanned in itertools.product(("", "params/", "params/img/"), (False, True))
+)
 
 # ---------------------------------------------------------------- timm
 
@@ -337,6 +382,29 @@ TIMM_EVA = Layout(
     ),
     rope="name",
 )
+# timm's `NaFlexVit` (`models/naflexvit.py`): a Linear on flattened patches and a `(1, rows, cols, D)` table under
+# `embeds.`; its model name says its activation and table resize (`build.TIMM_NAME_RULES`).
+TIMM_NAFLEX = Layout(
+    "timm",
+    "timm",
+    "timm safetensors (NaFlexVit)",
+    (
+        Part(
+            "patch embedding",
+            rows(
+                ("patch_embedding/projection/kernel", "embeds.proj.weight", TORCH_FLAT_PATCHES),
+                ("patch_embedding/projection/bias", "embeds.proj.bias"),
+            ),
+        ),
+        timm_optional("position embedding", ("position_embedding/embedding", "embeds.pos_embed", grid_table(1))),
+        timm_optional("class token", ("class_token/token", "embeds.cls_token")),
+        timm_optional("register tokens", ("register_tokens/token", "embeds.reg_token")),
+        TIMM_BLOCKS,
+        *TIMM_OPTIONS[4:],
+        TIMM_ATTENTION_POOL,
+        torch_dense("head", "head"),
+    ),
+)
 # facebookresearch/dinov3's own files (`.pth` saved as safetensors): RoPE periods stored (checked, not loaded), a
 # mask on the key third of the qkv bias, storage tokens (registers), SwiGLU as w1 (gate), w2 (value), w3.
 ROPE_PERIODS = "rotary_embedding/periods"
@@ -462,6 +530,10 @@ SIGLIP_PARTS = (Part("patch embedding", SIGLIP_EMBEDDING + rows(CLIP_POSITIONS))
 CLIP_PARTS = (Part("patch embedding", CLIP_EMBEDDING + rows(CLIP_POSITIONS)), CLIP_BLOCKS, CLIP_NORM)
 DINOV2 = dict(model_type="dinov2", hidden_act="gelu", layer_norm_eps=1e-6)
 SIGLIP = dict(model_type="siglip_vision_model", hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6)
+# Siglip2VisionModel (NaFlex): SigLIP's names, a Linear on flattened patches and a 16 x 16 table (`num_patches`).
+SIGLIP2 = dict(SIGLIP, model_type="siglip2_vision_model", patch_size=16, num_channels=3, num_patches=256)
+SIGLIP2_PATCHES = ("patch_embedding/projection/kernel", "embeddings.patch_embedding.weight", TORCH_FLAT_PATCHES)
+SIGLIP2_PARTS = (Part("patch embedding", rows(SIGLIP2_PATCHES) + SIGLIP_PARTS[0].rows[1:]), *SIGLIP_PARTS[1:])
 CLIP = dict(model_type="clip_vision_model", hidden_act="quick_gelu", layer_norm_eps=1e-5)
 REGISTERS = dict(DINOV2, model_type="dinov2_with_registers")
 # DeiT is ViT's layout with a distillation token (first: it recognises the layout) and, with a teacher, two heads.
@@ -527,6 +599,8 @@ for prefix in ("", "vision_model."):
     HF_FAMILY += (
         hf_layout("SiglipVisionModel", SIGLIP_PARTS, "pooling/latent", SIGLIP, prefix),
         hf_layout("CLIPVisionModel", CLIP_PARTS, "norm_pre/gamma", CLIP, prefix),
+        # Read only: keras_vit writes a SigLIP as SiglipVisionModel.
+        dataclasses.replace(hf_layout("Siglip2VisionModel", SIGLIP2_PARTS, "", SIGLIP2, prefix), writes=False),
     )
 
 # ---------------------------------------------------------------- hybrids: the ResNet backbone
@@ -594,7 +668,8 @@ def _hybrid(layout, parts, what, write_when):
 # plain layout; a hybrid file's backbone tensors make its hybrid layout score higher.
 LAYOUTS = (
     tuple(official_layouts())
-    + (TIMM, TIMM_AIMV2, TIMM_EVA, DINOV3, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
+    + BIG_VISION_NAFLEX
+    + (TIMM, TIMM_AIMV2, TIMM_EVA, TIMM_NAFLEX, DINOV3, *HF_FAMILY, HF_CLASSIFIER, HF_MODEL)
     + tuple(_hybrid(layout, OFFICIAL_BACKBONE, "ResNet backbone", ROOT_KERNEL) for layout in official_layouts())
     + (
         _hybrid(TIMM, TIMM_BACKBONE, "ResNet stages", BACKBONE + "block1_unit1/conv1/kernel"),

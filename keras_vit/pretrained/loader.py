@@ -171,7 +171,10 @@ class Checkpoint:
             ) from None
 
     def declared_grid(self):
-        """The patch grid the file's metadata declares (keras_vit's `grid_size`, or a `config.json`), or None."""
+        """The patch grid the file declares (a table kept as a grid, keras_vit's `grid_size`, or a `config.json`),
+        or None."""
+        if "position_grid" in self.shape_facts:
+            return self.shape_facts["position_grid"]
         grid = self.metadata.get("keras_vit.grid_size")
         if grid:
             numbers = [int(part) if part.strip().isdigit() else part for part in grid.split(",")]
@@ -182,6 +185,9 @@ class Checkpoint:
             patch = pixels_per_token_of_weights(self.weights)
             patch = self._positive_pair("config.json patch_size", config.get("patch_size", patch[0]))
             return (size[0] // patch[0], size[1] // patch[1])
+        if "num_patches" in config:
+            side = math.isqrt(int(config["num_patches"]))  # transformers' Siglip2: a square table
+            return (side, side)
         return None
 
 
@@ -405,7 +411,7 @@ def load_checkpoint(path, format=None):
     evidence = tuple(sorted(set(tensors) - converters.TIMM.used(tensors))) if layout.rope == "name" else ()
     # An empty tensor (transformers' `register_tokens` without registers) holds nothing to load.
     weights = {name: value for name, value in weights.items() if value.size}
-    return Checkpoint(
+    checkpoint = Checkpoint(
         weights,
         layout.format,
         description,
@@ -418,6 +424,17 @@ def load_checkpoint(path, format=None):
         evidence,
         periods,
     )
+    config = checkpoint.transformers_config() if facts.get("linear_patches") else {}
+    if config:
+        # A flat patch kernel reads as square RGB patches: the config must say so.
+        declared = (*checkpoint._positive_pair("config.json patch_size", config["patch_size"]), config["num_channels"])
+        if weights[PATCH_KERNEL].shape[:3] != declared:
+            inputs = int(np.prod(weights[PATCH_KERNEL].shape[:3]))
+            raise CheckpointError(
+                f"{path}: config.json says patches of {declared[0]}x{declared[1]} pixels of {declared[2]} channels, "
+                f"but its patch embedding takes {inputs} inputs (keras_vit reads square RGB patches). Nothing loaded."
+            )
+    return checkpoint
 
 
 def checkpoint_grid(checkpoint, info=None, target_grid=None):

@@ -20,6 +20,7 @@ Example:
 
 import collections
 import dataclasses
+import math
 import re
 import string
 from collections.abc import Callable
@@ -34,13 +35,15 @@ class Transform:
     """An invertible change between a file's tensors and one keras_vit weight.
 
     `forward(*file_arrays)` gives the keras_vit array, `backward(array, context)` the file's arrays, and the
-    optional `reads(*file_shapes)` the architecture facts the file's shapes hold (`{"num_heads": 12}`).
+    optional `reads(*file_shapes)` the architecture facts the file's shapes hold (`{"num_heads": 12}`); `rank`, where
+    set, the rank of its first file tensor, which tells apart two layouts of the same names (a layout's first row).
     """
 
     name: str
     forward: Callable
     backward: Callable
     reads: Callable = None
+    rank: int = None
 
 
 def _transpose(x):
@@ -61,7 +64,52 @@ TORCH_CONV = Transform(
     "torch_conv_to_hwio",
     lambda x: np.ascontiguousarray(np.transpose(x, (2, 3, 1, 0))),
     lambda x, context: (np.ascontiguousarray(np.transpose(x, (3, 2, 0, 1))),),
+    rank=4,
 )
+HWIO = Transform("hwio", IDENTITY.forward, IDENTITY.backward, rank=4)
+
+
+def _flat_patches(x):
+    side = math.isqrt(x.shape[0] // 3)
+    if side * side * 3 != x.shape[0]:
+        raise ValueError(f"{x.shape[0]} inputs are not the flattened pixels of a square RGB patch")
+    return np.ascontiguousarray(x.reshape(side, side, 3, x.shape[1]))
+
+
+# A linear patch embedding (NaFlex: transformers' Siglip2, timm's and big_vision's) on RGB patches flattened in
+# (row, col, channel) order is keras_vit's patch convolution, its kernel (in, D) reshaped to HWIO.
+FLAT_PATCHES = Transform(
+    "flat_patches",
+    _flat_patches,
+    lambda x, context: (x.reshape(-1, x.shape[-1]),),
+    reads=lambda shape: {"linear_patches": True},
+    rank=2,
+)
+TORCH_FLAT_PATCHES = Transform(
+    "torch_flat_patches",
+    lambda x: _flat_patches(_transpose(x)),
+    lambda x, context: (_transpose(x.reshape(-1, x.shape[-1])),),
+    reads=FLAT_PATCHES.reads,
+    rank=2,
+)
+
+
+def grid_table(leading):
+    """A position table kept as a grid `((1,) * leading + (rows, cols, D))` (NaFlex) as keras_vit's rows; its shape
+    says the grid (written back, a square)."""
+
+    def backward(x, context):
+        side = math.isqrt(x.shape[1])
+        return (x.reshape((1,) * leading + (side, side, x.shape[-1])),)
+
+    return Transform(
+        f"grid_table({leading})",
+        lambda x: x.reshape(1, -1, x.shape[-1]),
+        backward,
+        reads=lambda shape: {"position_grid": tuple(int(side) for side in shape[-3:-1])},
+    )
+
+
 # Flax keeps (D, heads, head_dim) kernels, (heads, head_dim) biases and a (heads, head_dim, D) output kernel.
 MERGE_HEADS_IN = Transform(
     "merge_heads_in",
@@ -243,7 +291,8 @@ class Layout:
 
     Attributes:
         format, label, description: `"official"`; `"official .npz"` for messages; this layout, for logs.
-        parts: the `Part`s; the first row of the first part (the patch embedding) recognises the layout.
+        parts: the `Part`s; the first row of the first part (the patch embedding) recognises the layout (by its
+            name, and by its rank where its transform says one).
         prefix: prepended to every file key of a prefixed part.
         ignore: file-key prefixes that are skipped (optimizer state).
         requires: `(key, message)`: recognised but refused with `CheckpointError(message)` when `key` is absent.
@@ -290,7 +339,7 @@ class Layout:
         """How many of the file's tensors this layout accounts for (0 if its first tensor is absent)."""
         part = self.parts[0]
         probe = (self.prefix if part.prefixed else "") + part.key_root + part.rows[0].keys[0]
-        if probe not in tensors:
+        if probe not in tensors or part.rows[0].transform.rank not in (None, len(tensors[probe].shape)):
             return 0
         return len(self.used(tensors)) + len(self._ignored(tensors))
 

@@ -231,6 +231,14 @@ FAMILY_OPTIONS = {
     "DeiT III": dict(no_embed_class=True, layer_scale_init=1e-6),
     # timm resizes FlexiViT's position table and patch kernel bilinearly without antialias.
     "FlexiViT": dict(no_embed_class=True, resample_method="bilinear", resample_antialias=False),
+    # SigLIP 2 NaFlex: a 16 x 16 table resized per image bilinearly with antialias (transformers, timm, big_vision).
+    "SigLIP 2 NaFlex": dict(
+        class_token=False,
+        pooling="map",
+        mlp_activation="gelu_tanh",
+        resample_method="bilinear",
+        resample_antialias=True,
+    ),
 }
 # The RoPE families (timm's `models/eva.py`, docs/DESIGN section 9): their rotary embeddings, as the loader's name
 # rules give them (`loader.TIMM_EVA_RULES`; tests/test_pretrained_registry.py holds the two together).
@@ -284,6 +292,7 @@ FAMILY_TAGS = {
     "dinov2_reg4_lvd142m": ("DINOv2 registers", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
     "siglip_webli": ("SigLIP", HALF, HALF, "Apache-2.0"),
     "siglip2_webli": ("SigLIP", HALF, HALF, "Apache-2.0"),
+    "siglip2_naflex_webli": ("SigLIP 2 NaFlex", HALF, HALF, "Apache-2.0"),
     "clip_openai": ("CLIP", CLIP_MEAN, CLIP_STD, "MIT"),
     "clip_laion2b": ("CLIP", CLIP_MEAN, CLIP_STD, "MIT"),
     "deit_fb_in1k": ("DeiT", IMAGENET_MEAN, IMAGENET_STD, "Apache-2.0"),
@@ -349,6 +358,10 @@ _FAMILY_ROWS = (
     ("L/16", "siglip2_webli", 512, None, None, 0.9, "vit_large_patch16_siglip_512.v2_webli", TANH_GELU),
     ("So400m/14", "siglip2_webli", 224, None, None, 0.9, "vit_so400m_patch14_siglip_224.v2_webli"),
     ("So400m/14", "siglip2_webli", 378, None, None, 0.9, "vit_so400m_patch14_siglip_378.v2_webli"),
+    # timm's copies of google/siglip2-{base,so400m}-patch16-naflex's image towers: 256 px is the table's 16 x 16
+    # grid (the processor's default max_num_patches, 256); the NaFlex input takes any aspect ratio.
+    ("B/16", "siglip2_naflex_webli", 256, None, None, 1.0, "naflexvit_base_patch16_siglip.v2_webli"),
+    ("So400m/16", "siglip2_naflex_webli", 256, None, None, 1.0, "naflexvit_so400m_patch16_siglip.v2_webli"),
     ("B/32", "clip_openai", 224, 512, None, 0.9, "vit_base_patch32_clip_224.openai", QUICK_GELU),
     ("B/16", "clip_openai", 224, 512, None, 0.9, "vit_base_patch16_clip_224.openai", QUICK_GELU),
     ("L/14", "clip_openai", 224, 768, None, 1.0, "vit_large_patch14_clip_224.openai", QUICK_GELU),

@@ -1,0 +1,189 @@
+"""SigLIP 2 NaFlex checkpoints: transformers' `Siglip2VisionModel` (alone and as a whole `Siglip2Model`), timm's
+`NaFlexVit` and big_vision's NaFlex `.npz`, tiny with random weights, built by `build_from_checkpoint`: the
+references' outputs within 1e-4 on plain images of full grids (square and not: the 4 x 4 table resized bilinearly
+with antialias) and, as NaFlex models, on a padded batch of four aspect ratios; the registry's NaFlex rows."""
+
+import dataclasses
+import json
+import re
+
+import numpy as np
+import pytest
+
+from keras_vit.models.applications import ViTB16
+from keras_vit.models.variants import VARIANTS
+from keras_vit.pretrained import CheckpointError, build_from_checkpoint, io, registry
+from tests import pretrained_helpers, timm_reference
+from tests.helpers import to_numpy
+
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+VISION = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=8)
+TIMM = dict(embed_dim=32, num_heads=2, mlp_ratio=2.0, patch_size=8, pos_embed_grid_size=(4, 4), img_size=32)
+TIMM_NAME = "naflexvit_base_patch16_siglip"
+NAFLEX = dict(class_token=False, pooling="map", mlp_activation="gelu_tanh", resample_method="bilinear")
+
+
+def siglip2(folder):
+    torch.manual_seed(0)
+    reference = transformers.Siglip2VisionModel(transformers.Siglip2VisionConfig(**VISION, num_patches=16)).eval()
+    with torch.no_grad():
+        for parameter in reference.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))  # every weight matters
+    reference.save_pretrained(folder)
+    return reference
+
+
+def flat_patches(images, patch=8):
+    """Channels-last images cut as transformers' Siglip2 processor does: (row, col, channel) inside a patch."""
+    batch, height, width, channels = images.shape
+    patches = images.reshape(batch, height // patch, patch, width // patch, patch, channels)
+    return patches.transpose(0, 1, 3, 2, 4, 5).reshape(batch, -1, patch * patch * channels)
+
+
+def assert_close(actual, expected):
+    np.testing.assert_allclose(to_numpy(actual), expected, atol=1e-4 * np.abs(expected).max())
+
+
+ATTENTION = "MultiHeadDotProductAttention_0/"
+BIG_VISION = {f"{n}_proj": ATTENTION + name for n, name in zip("qkv", ("query", "key", "value"))}
+BIG_VISION.update(layer_norm1="LayerNorm_0", layernorm="LayerNorm_0", layer_norm2="LayerNorm_1", mlp="MlpBlock_0")
+BIG_VISION.update(post_layernorm="Transformer/encoder_norm", encoder="Transformer", head="MAPHead_0")
+BIG_VISION.update(patch_embedding="embedding", fc1="Dense_0", fc2="Dense_1", out_proj=ATTENTION + "out")
+BIG_VISION.update(attention="", self_attn="", embeddings="")  # levels big_vision has not
+
+
+def big_vision_npz(state, scanned):
+    """transformers' Siglip2 tensors under big_vision's names (`naflex_vit.py`), in a two-tower file."""
+    width, heads = VISION["hidden_size"], VISION["num_attention_heads"]
+    tensors = {"pos_embedding": state.pop("embeddings.position_embedding.weight").reshape(4, 4, width)}
+    for kind in ("weight", "bias"):  # the head's packed projection as the blocks' three
+        for name, value in zip("qkv", np.split(state.pop(f"head.attention.in_proj_{kind}"), 3)):
+            state[f"head.attention.{name}_proj.{kind}"] = value
+    for key, value in state.items():
+        *modules, kind = re.sub(r"layers\.(\d+)", r"encoderblock_\1", key).split(".")
+        name = "/".join(filter(None, (BIG_VISION.get(module, module) for module in modules)))
+        if kind == "weight":
+            kind, value = ("scale", value) if value.ndim == 1 else ("kernel", value.T)
+        if ATTENTION in name and not name.endswith("out"):  # per head
+            value = value.reshape((width, heads, -1) if kind == "kernel" else (heads, -1))
+        elif ATTENTION in name and kind == "kernel":
+            value = value.reshape(heads, -1, width)
+        tensors[f"{name}/{kind}"] = value
+    if scanned:
+        blocks = [name for name in tensors if name.startswith("Transformer/encoderblock_0/")]
+        for name in blocks:
+            layers = [tensors.pop(name.replace("_0/", f"_{i}/", 1)) for i in range(VISION["num_hidden_layers"])]
+            tensors[name.replace("encoderblock_0", "encoderblock")] = np.stack(layers)
+    text = {"params/txt/Embed_0/embedding": np.ones((4, width)), "params/t": np.ones(1), "params/b": np.ones(1)}
+    return dict(text, **{f"params/img/{name}": value for name, value in tensors.items()})
+
+
+def saved(source, folder):
+    """`(path, reference)`: `source`'s file in `folder`, and its reference's `(pooled, tokens or None)` of a batch."""
+    if source == "timm":
+        timm = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(folder), **TIMM)
+        return folder, lambda images: (timm_reference.run_torch(timm, images), None)
+    reference, path = siglip2(folder), folder
+
+    def outputs(images):  # a full grid: no padding, the mask all ones
+        patches, grid = flat_patches(images), [[images.shape[1] // 8, images.shape[2] // 8]] * len(images)
+        with torch.no_grad():
+            output = reference(torch.from_numpy(patches), torch.ones(patches.shape[:2]).int(), torch.tensor(grid))
+        return output.pooler_output.numpy(), output.last_hidden_state.numpy()
+
+    if source == "Siglip2Model":  # the vision tower under `vision_model.`, the text tower left aside
+        tensors = {f"vision_model.{k}": v for k, v in io.read_safetensors(folder / "model.safetensors")[0].items()}
+        extra = {"logit_scale": np.ones(1), "logit_bias": np.ones(1), "text_model.head.weight": np.ones((4, 4))}
+        io.write_safetensors(folder / "model.safetensors", dict(tensors, **extra))
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(dict(model_type="siglip2", vision_config=config)))
+    elif source.startswith("npz"):
+        state = {name: value.numpy() for name, value in reference.state_dict().items()}
+        path = pretrained_helpers.write_npz(folder / "naflex.npz", big_vision_npz(state, source == "npz scanned"))
+    return path, outputs
+
+
+@pytest.mark.parametrize("source", ["Siglip2VisionModel", "Siglip2Model", "npz", "npz scanned", "timm"])
+def test_plain_images_of_full_grids(source, tmp_path):
+    path, reference = saved(source, tmp_path)
+    for size in ((32, 32), (16, 64), (24, 40)):  # 4 x 4 (the table's), 2 x 8 (its 16 rows, resized), 3 x 5
+        model = build_from_checkpoint(path, include_preprocessing=False, input_shape=(*size, 3), num_heads=2)
+        assert {key: model.get_config()[key] for key in NAFLEX} == NAFLEX and model.get_config()["resample_antialias"]
+        images = np.random.default_rng(0).standard_normal((2, *size, 3)).astype("float32")
+        pooled, tokens = reference(images)
+        assert_close(model(images), pooled)
+        if tokens is not None:
+            assert_close(model.forward_intermediates(images, indices=1)[0], tokens)
+
+
+def test_a_padded_batch_of_four_aspect_ratios(tmp_path):
+    grids, length = np.array([(4, 4), (2, 8), (3, 5), (5, 2)], "int32"), 20
+    batch = dict(patches=np.zeros((4, length, 192), "float32"), spatial_shapes=grids, mask=np.zeros((4, length), bool))
+    coordinates = np.zeros((4, length, 2), "int64")  # timm's (row, col) of each patch
+    for index, (rows, cols) in enumerate(grids):
+        image = np.random.default_rng(index).standard_normal((1, 8 * rows, 8 * cols, 3))
+        batch["patches"][index, : rows * cols], batch["mask"][index, : rows * cols] = flat_patches(image)[0], True
+        coordinates[index, : rows * cols] = np.stack(np.divmod(np.arange(rows * cols), cols), axis=-1)
+    patches, mask, grid = (torch.from_numpy(batch[key]) for key in ("patches", "mask", "spatial_shapes"))
+    with torch.no_grad():
+        expected = siglip2(tmp_path / "hf")(patches, pixel_attention_mask=mask.int(), spatial_shapes=grid.long())
+    model = build_from_checkpoint(tmp_path / "hf", include_preprocessing=False, max_num_patches=length)
+    assert_close(model(batch), expected.pooler_output.numpy())
+    tokens = to_numpy(model.forward_intermediates(batch, indices=1, output_fmt="NLC")[0])
+    assert_close(tokens[batch["mask"]], expected.last_hidden_state.numpy()[batch["mask"]])  # the padding aside
+    timm = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(tmp_path / "timm"), **TIMM)
+    with torch.no_grad():
+        expected = timm(dict(patches=patches, patch_coord=torch.from_numpy(coordinates), patch_valid=mask)).numpy()
+    model = build_from_checkpoint(tmp_path / "timm", include_preprocessing=False, max_num_patches=length, num_heads=2)
+    assert_close(model(batch), expected)
+
+
+GAP = dict(architecture="naflexvit_base_patch16_gap")
+
+
+@pytest.mark.parametrize(
+    "source, config, match",
+    [
+        ("timm", GAP, "NaFlexVit naflexvit_base_patch16_gap: keras_vit reads its SigLIP 2"),
+        ("timm", None, "NaFlexVit [(]no config.json names it[)]"),
+        ("Siglip2VisionModel", dict(num_channels=1), "8x8 pixels of 1 channels, but its patch embedding takes 192"),
+        ("Siglip2VisionModel", None, "16x16 pixels of 3 channels"),  # the class's defaults
+    ],
+)
+def test_what_does_not_say_naflex_is_refused(source, config, match, tmp_path):
+    saved(source, tmp_path)
+    if config is None:
+        (tmp_path / "config.json").unlink()
+    else:
+        saved_config = json.loads((tmp_path / "config.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps(dict(saved_config, **config)))
+    with pytest.raises(CheckpointError, match=match):
+        build_from_checkpoint(tmp_path, num_heads=2)
+
+
+NAFLEX_ROWS = [info for info in registry.CHECKPOINTS if info.tag == "siglip2_naflex_webli"]
+
+
+def test_the_naflex_rows_are_timms_and_the_tag_builds_timms_model(monkeypatch, tmp_path):
+    pretrained_cfg = timm_reference.import_timm().models.get_pretrained_cfg
+    assert [info.variant for info in NAFLEX_ROWS] == ["B/16", "So400m/16"]
+    for info in NAFLEX_ROWS:
+        cfg = pretrained_cfg(info.hub_repo.removeprefix("timm/"), allow_unregistered=False)
+        assert cfg.hf_hub_id == info.hub_repo and cfg.license == "apache-2.0" == info.license.lower()
+        expected = (cfg.num_classes, cfg.mean, cfg.std, cfg.crop_pct, cfg.interpolation)
+        assert (info.classes or 0, info.mean, info.std, info.crop_pct, info.interpolation) == expected
+        assert info.resolution == 16 * VARIANTS[info.variant]["patch_size"]  # the 16 x 16 table
+    monkeypatch.setitem(VARIANTS, "B/16", dict(VARIANTS["B/16"], hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64))
+    row = dataclasses.replace(NAFLEX_ROWS[0], resolution=48)  # a 3 x 3 table
+    rows = tuple(row if info is NAFLEX_ROWS[0] else info for info in registry.CHECKPOINTS)
+    monkeypatch.setattr(registry, "CHECKPOINTS", rows)
+    arguments = dict(TIMM, patch_size=16, pos_embed_grid_size=(3, 3), img_size=48)
+    reference = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(tmp_path), **arguments)
+    requested = pretrained_helpers.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
+    for size in ((48, 48), (32, 80)):
+        model = ViTB16(weights=row.tag, include_top=False, input_shape=(*size, 3))
+        pixels = np.random.default_rng(0).uniform(0, 255, (2, *size, 3)).astype("float32")
+        assert_close(model(pixels), timm_reference.run_torch(reference, pixels / 127.5 - 1))
+    assert requested == [(row.hub_repo, "model.safetensors")] * 2
