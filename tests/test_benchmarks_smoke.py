@@ -146,12 +146,14 @@ def test_torch_benchmarks(tmp_path):
     memory = ["--batch-size", "2", "--backends", "torch", "--torch-only", "--lora", "2"]
     memory += ["--output", str(tmp_path / "memory.json")]
     largest = ["--batch-sizes", "2", "--output", str(tmp_path / "largest.json")]
-    _, largest_shown, _, tensors_shown = run_benchmarks(
+    naflex = ["--images", "4", "--held-out", "3", "--steps", "2", "--batch-size", "4", "--max-patches", "16"]
+    _, largest_shown, _, tensors_shown, naflex_shown = run_benchmarks(
         tmp_path,
         ("benchmarks.accelerator", [*TINY_VARIANT, *accelerator]),
         ("benchmarks.largest_batch", [*small, *largest]),
         ("benchmarks.memory", [*small, *memory]),
         ("benchmarks.tensor_memory", [*small, "--batch-size", "2"]),
+        ("benchmarks.naflex", naflex),  # the finetune job compiles fastest on torch
     )
     report = json.loads((tmp_path / "acc.json").read_text())
     assert {"arguments", "records", "summary", "table"} <= set(report)
@@ -174,3 +176,4 @@ def test_torch_benchmarks(tmp_path):
     for label in ("keras_vit, torch", "keras_vit, torch, remat", "timm, torch eager"):
         assert f"| {label} |" in tensors_shown
     assert "keras_vit, torch, saved storages" in tensors_shown
+    assert "| square 16 px |" in naflex_shown and "| NaFlex, at most 16 patches |" in naflex_shown

@@ -168,6 +168,8 @@ def test_train_pipeline_shapes_static_batches_and_finite_unless_repeated(folder)
         # Fewer images than one full batch: one pass would give none (Keras's fit then ends in StopIteration).
         (dict(batch_size=8), "has 4 images, fewer than one batch of 8"),
         (dict(crop_fraction=0), "crop_fraction"),
+        (dict(naflex=(2, 4)), "the images keep their own sizes: pass image_size=None"),
+        (dict(image_size=None, naflex=(2, 4), mixup_alpha=0.2), "MixUp and CutMix cannot mix NaFlex images"),
     ],
 )
 def test_pipelines_reject_bad_arguments(arguments, match):
@@ -210,6 +212,28 @@ def test_eval_pipeline_is_complete_and_deterministic(folder):
     assert [b[0].shape[0] for b in batches] == [3, 3, 3] and weights.tolist() == [1.0] * 7 + [0.0] * 2
     np.testing.assert_array_equal(padded_images[:7], images)
     np.testing.assert_array_equal(padded_labels[:7], labels)
+
+
+def test_naflex_pipelines_keep_each_images_aspect_ratio():
+    import tensorflow as tf
+
+    sizes = [(16, 32), (32, 16), (24, 24)]  # 2:1, 1:2, square: grids of at most 32 patches of 4x4
+    dataset = tf.data.Dataset.from_generator(
+        lambda: ((np.full(size + (3,), 100, np.uint8), index) for index, size in enumerate(sizes)),
+        output_signature=(tf.TensorSpec((None, None, 3), tf.uint8), tf.TensorSpec((), tf.int32)),
+    )
+    grids = {0: [4, 8], 1: [8, 4], 2: [5, 5]}
+    train = data.train_pipeline(dataset, image_size=None, naflex=(4, 32), batch_size=3, num_classes=3)
+    ((inputs, labels),) = train.as_numpy_iterator()
+    assert dict(zip(labels.tolist(), inputs["spatial_shapes"].tolist())) == grids
+    valid = [rows * cols for rows, cols in inputs["spatial_shapes"].tolist()]
+    assert inputs["patches"].shape == (3, 32, 48) and inputs["mask"].sum(axis=1).tolist() == valid
+    # Held out: in order, no augmentation, the last batch padded with an all-padding image of weight 0.
+    held_out = data.eval_pipeline(dataset, image_size=None, naflex=(4, 32), batch_size=2, static_shapes=True)
+    (_, first_labels, _), (last, last_labels, weights) = held_out.as_numpy_iterator()
+    assert first_labels.tolist() == [0, 1] and last["spatial_shapes"].tolist() == [[5, 5], [0, 0]]
+    assert weights.tolist() == [1.0, 0.0] and not last["mask"][1].any() and last_labels.tolist() == [2, 0]
+    np.testing.assert_allclose(last["patches"][0, :25], 100.0, atol=1e-3)
 
 
 def test_eval_pipeline_knows_a_folders_length_from_its_listing(folder):

@@ -349,3 +349,76 @@ def test_a_hybrid_on_a_flat_folder_with_mixup_finishes_and_predict_names_the_cla
     assert cli.main(["predict", image, "--model", os.path.join(out, "model.keras"), "--top", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert sorted(line.split()[1] for line in lines[1:]) == ["daisy", "tulip"]
+
+
+def _write_mixed_aspect_folder(root, classes=("tall", "wide")):
+    """`root/<class>/`: per class, two each of 12x36 (1:3), 36x12 (3:1) and 20x20 PNGs."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for name in classes:
+        os.makedirs(os.path.join(root, name))
+        for index, size in enumerate([(12, 36), (36, 12), (20, 20)] * 2):
+            pixels = rng.integers(0, 256, size=(*size, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(os.path.join(root, name, f"{index}.png"))
+
+
+# On torch, where the job compiles fastest; the model's backends are test_naflex's, the pipelines' test_data's.
+@pytest.mark.skipif(BACKEND != "torch", reason="one NaFlex run is enough")
+def test_naflex_finetune_on_mixed_aspect_ratios_then_predict_and_evaluate(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(finetune, "SMALL_CONFIG", TINY_SMALL_CONFIG)
+    root, out = str(tmp_path / "images"), str(tmp_path / "run")
+    _write_mixed_aspect_folder(root)
+    arguments = [
+        "--naflex",
+        "16",
+        "--data",
+        root,
+        "--batch-size",
+        "4",
+        "--steps",
+        "2",
+        "--epochs",
+        "1",
+        "--randaugment",
+    ]
+    assert cli.main(["finetune", *arguments, "--verbose", "0", "--out", out]) == 0
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["naflex"] == 16 and metrics["image_size"] is None and metrics["steps"] == 2
+    # validation_split 0.2 of 12 files
+    assert metrics["heldout_examples"] == 2 and metrics["heldout_report"]["examples"] == 2
+    path = os.path.join(out, "model.keras")
+    model = keras.saving.load_model(path)
+    assert find_vit(model).max_num_patches == 16 and set(model.input) == {"patches", "spatial_shapes", "mask"}
+    capsys.readouterr()
+    # predict cuts each image, a panorama and a portrait, into the model's NaFlex input by itself.
+    images = [os.path.join(root, "wide", name) for name in ("0.png", "1.png")]
+    assert cli.main(["predict", *images, "--model", path, "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == images[0] and sorted(line.split()[1] for line in lines[1:3]) == ["tall", "wide"]
+    evaluated = str(tmp_path / "evaluate")
+    argv = ["evaluate", path, "--data", root, "--shots", "1", "--seeds", "1", "--k", "2", "--verbose", "0"]
+    assert cli.main([*argv, "--out", evaluated]) == 0
+    report = json.load(open(os.path.join(evaluated, "metrics.json")))
+    assert report["test_examples"] == 2 and report["feature_dim"] == 16
+    assert report["heldout"]["top1"] == pytest.approx(metrics["heldout_accuracy"], abs=1e-6)
+    capsys.readouterr()
+    assert cli.main(["predict", images[0], "--model", path, "--naflex", "8"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith("takes NaFlex input of 16 patches, as it was saved: leave out --naflex 8.")
+
+
+@one_backend
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["finetune", "--mixup", "0.2"], "`naflex=16` cannot have `mixup`: images of different patch grids"),
+        (["finetune", "--image-size", "32"], "`naflex=16` cannot have `image_size`: each image keeps its own size"),
+        (["evaluate", "ViTTi16", "--image-size", "32"], "--image-size has no meaning with --naflex"),
+    ],
+)
+def test_what_naflex_cannot_do_is_refused_in_one_line(tmp_path, capsys, argv, message):
+    out = str(tmp_path / "run")
+    assert cli.main([*argv, "--naflex", "16", "--out", out]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert message in line and not os.path.exists(out)

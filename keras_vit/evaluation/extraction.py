@@ -49,6 +49,7 @@ class Representation:
         scale_pixels: bool, the ViT does not scale pixels to [-1, 1] itself.
         classifier: the user's model around the ViT, run for its outputs, or `None`.
         channels_first: bool.
+        naflex: `(patch_size, max_num_patches)` of a NaFlex model, whose batches are NaFlex dicts (`image_size` None).
     """
 
     model: object
@@ -57,20 +58,25 @@ class Representation:
     scale_pixels: bool
     classifier: object = None
     channels_first: bool = False
+    naflex: object = None
 
     def __call__(self, images):
-        """`(features (batch, dim), outputs or None)` of a batch, as float32."""
-        if self.channels_first:
+        """`(features (batch, dim), outputs or None)` of a batch (a NaFlex model's: its dict), as float32."""
+        naflex = isinstance(images, dict)
+        count = len(images["mask"] if naflex else images)
+        if self.channels_first and not naflex:
             images = np.transpose(images, (0, 3, 1, 2))
         pixels = images
         if self.scale_pixels:
-            pixels = np.asarray(images, "float32") * np.float32(preprocessing.SCALE) + np.float32(preprocessing.OFFSET)
+            scaled = np.asarray(images["patches"] if naflex else images, "float32") * np.float32(preprocessing.SCALE)
+            scaled += np.float32(preprocessing.OFFSET)
+            pixels = dict(images, patches=scaled) if naflex else scaled
         # `predict`, not `predict_on_batch`: Keras 3.16's JAX trainer reads one batch as several under
         # steps_per_execution > 1 (a saved model keeps its compile settings).
-        results = self.model.predict(pixels, batch_size=len(pixels), verbose=0)
+        results = self.model.predict(pixels, batch_size=count, verbose=0)
         features, outputs = results if isinstance(results, (list, tuple)) else (results, None)
         if self.classifier is not None:
-            outputs = self.classifier.predict(images, batch_size=len(images), verbose=0)
+            outputs = self.classifier.predict(images, batch_size=count, verbose=0)
         features = np.asarray(keras.ops.convert_to_numpy(features), dtype="float32")
         if outputs is not None:
             outputs = np.asarray(keras.ops.convert_to_numpy(outputs), dtype="float32")
@@ -100,8 +106,13 @@ def representation(model, image_size=None, num_classes=None):
         kind, tensor = "token", keras.ops.mean(tokens[:, :2], axis=1) if backbone.distillation_token else tokens[:, 0]
     else:
         raise ValueError(f"Model {backbone.name!r} has no class token: build it with a `pooling` to extract features.")
+    naflex = None if backbone.max_num_patches is None else (backbone.patch_size, backbone.max_num_patches)
+    if naflex is not None and image_size is not None:
+        raise ValueError(
+            f"A NaFlex model reads each image at its own size: pass image_size=None. Received: {image_size}"
+        )
     size = backbone.default_image_size if image_size is None else validation.pair("image_size", image_size)
-    size = tuple(int(side) for side in size)
+    size = None if naflex else tuple(int(side) for side in size)
     outputs, classifier = tensor, None
     output_shape = model.output_shape if len(model.outputs) == 1 else None
     if num_classes is not None and output_shape is not None and output_shape[1:] == (num_classes,):
@@ -109,14 +120,14 @@ def representation(model, image_size=None, num_classes=None):
             outputs = [tensor, model.outputs[0]]  # one pass gives both
         else:
             input_shape = model.input_shape
-            spatial = tuple(input_shape[2:4] if backbone.channels_first else input_shape[1:3])
-            if spatial in (size, (None, None)):
+            spatial = None if naflex else tuple(input_shape[2:4] if backbone.channels_first else input_shape[1:3])
+            if naflex or spatial in (size, (None, None)):
                 classifier = model  # the ViT is nested: its tensors are not in the outer graph
     # One input stays a tensor, not a one-element list: batches are passed as a tensor.
-    inputs = backbone.inputs[0] if len(backbone.inputs) == 1 else backbone.inputs
+    inputs = backbone.input if naflex else backbone.inputs[0] if len(backbone.inputs) == 1 else backbone.inputs
     feature_model = keras.Model(inputs, outputs, name=f"{backbone.name}_{kind}")
     scale = not backbone.include_preprocessing
-    return Representation(feature_model, kind, size, scale, classifier, backbone.channels_first)
+    return Representation(feature_model, kind, size, scale, classifier, backbone.channels_first, naflex)
 
 
 def check_features(features, what="features"):
@@ -184,6 +195,7 @@ def _cache_key(rep, info):
         format=CACHE_FORMAT,
         kind=rep.kind,
         image_size=rep.image_size,
+        naflex=rep.naflex,
         scale=rep.scale_pixels,
         outputs=rep.classifier is not None or len(rep.model.outputs) > 1,
         examples=info.num_examples,
@@ -202,7 +214,7 @@ def _cache_key(rep, info):
 
 def _stream(rep, dataset, num_examples, batch_size, verbose):
     """Runs the pipeline through `rep`; returns `(features, labels, outputs or None)`."""
-    pipeline = data.eval_pipeline(dataset, image_size=rep.image_size, batch_size=batch_size)
+    pipeline = data.eval_pipeline(dataset, image_size=rep.image_size, batch_size=batch_size, naflex=rep.naflex)
     progress = keras.utils.Progbar(num_examples, unit_name="image", verbose=verbose)
     features, labels, outputs, seen = [], [], [], 0
     for images, batch_labels in pipeline.as_numpy_iterator():
@@ -211,7 +223,7 @@ def _stream(rep, dataset, num_examples, batch_size, verbose):
         labels.append(np.asarray(batch_labels, dtype="int64"))
         if batch_outputs is not None:
             outputs.append(batch_outputs)
-        seen += len(images)
+        seen += len(batch_labels)
         progress.update(seen)
     if not seen:
         raise ValueError("The split holds no images: pass a split with images in it.")

@@ -78,7 +78,8 @@ def heldout_report(outputs, labels, class_names=None, num_bins=ECE_BINS):
 
 
 def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
-    """The `heldout_report` of `model` on a batched `(images, labels[, sample_weights])` dataset, as `finetune` runs it.
+    """The `heldout_report` of `model` on a batched `(images, labels[, sample_weights])` dataset (images: an array, or
+    a NaFlex batch's dict), as `finetune` runs it.
 
     Rows of weight 0 (padding) are left out; one-hot labels count as their argmax.
     """
@@ -90,7 +91,7 @@ def dataset_report(model, dataset, class_names=None, num_bins=ECE_BINS):
         keep = np.asarray(batch[2]) > 0 if len(batch) > 2 else np.ones(len(batch_labels), bool)
         # `predict`, not `predict_on_batch`: Keras 3.16's JAX trainer reads one batch as several under
         # steps_per_execution > 1.
-        outputs.append(np.asarray(model.predict(batch[0], batch_size=len(batch[0]), verbose=0))[keep])
+        outputs.append(np.asarray(model.predict(batch[0], batch_size=len(batch_labels), verbose=0))[keep])
         labels.append(batch_labels[keep])
     if not outputs:
         raise ValueError("The held-out dataset holds no images: pass a split with images in it.")

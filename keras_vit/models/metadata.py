@@ -56,13 +56,18 @@ def class_names(model):
 
 
 def with_class_names(model, names):
-    """A functional model that calls the single-input, single-output `model` and records `names` on its output."""
-    if len(model.inputs) != 1 or len(model.outputs) != 1:
+    """A functional model that calls the single-input (or NaFlex dict input), single-output `model` and records
+    `names` on its output."""
+    naflex = isinstance(model.input, dict)
+    if (len(model.inputs) != 1 and not naflex) or len(model.outputs) != 1:
         raise ValueError(
             f"`model` must have one input and one output. Received: {len(model.inputs)} inputs, "
             f"{len(model.outputs)} outputs"
         )
-    inputs = keras.Input(shape=model.inputs[0].shape[1:], dtype=model.inputs[0].dtype, name="images")
+    if naflex:
+        inputs = {key: keras.Input(shape=x.shape[1:], dtype=x.dtype, name=key) for key, x in model.input.items()}
+    else:
+        inputs = keras.Input(shape=model.inputs[0].shape[1:], dtype=model.inputs[0].dtype, name="images")
     outputs = ClassNames(names, name="class_names")(model(inputs))
     return keras.Model(inputs, outputs, name=f"{model.name}_classifier")
 

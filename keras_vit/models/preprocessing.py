@@ -128,12 +128,15 @@ def decode_predictions(preds, top=5):
 
 def load_image(path, size):
     """Reads an image file as a uint8 RGB array `(height, width, 3)`, resized bilinearly (as the official
-    evaluation) to `size`; a file that is missing or not an image gives a one-line error naming it."""
+    evaluation) to `size` (`None`: its own size); a file that is missing or not an image gives a one-line error
+    naming it."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No image file at {path!r}.")
     extras.check("PIL", needed_for="reading an image file")  # Keras's load_img raises a bare ImportError
     try:
-        image = keras.utils.load_img(path, color_mode="rgb", target_size=tuple(size), interpolation="bilinear")
+        image = keras.utils.load_img(
+            path, color_mode="rgb", target_size=None if size is None else tuple(size), interpolation="bilinear"
+        )
     except PermissionError:
         raise
     except (OSError, SyntaxError, ValueError) as error:

@@ -388,14 +388,23 @@ def from_arrays(images, labels, num_classes=None, class_names=None):
     return dataset, SourceInfo(len(images), int(num_classes), names, fingerprint=lambda: identity)
 
 
-def _augmentation(image_size, area_range, flip, randaugment, seed):
-    """The per-image map of `train_pipeline`: Inception crop (or the whole image), resize, flip, RandAugment."""
+def _augmentation(image_size, area_range, flip, randaugment, seed, naflex):
+    """The per-image map of `train_pipeline`: Inception crop (or the whole image), resize, flip, RandAugment; or,
+    with `naflex`, flip and RandAugment of the whole image, then its NaFlex patches."""
     import keras
 
     tf = _tf()
     randaugment_layer = keras.layers.RandAugment(value_range=(0, 255), seed=seed) if randaugment else None
 
     def augment(image, label):
+        if naflex is not None:
+            # No crop and no resize but NaFlex's own: the aspect ratio is what the model learns from.
+            image = tf.cast(image, tf.float32)
+            if flip:
+                image = tf.image.random_flip_left_right(image, seed=seed)
+            if randaugment_layer is not None:
+                image = randaugment_layer(image)
+            return naflex_patches(image, *naflex), label
         if area_range is not None:
             begin, size, _ = tf.image.sample_distorted_bounding_box(
                 tf.shape(image),
@@ -435,6 +444,7 @@ def train_pipeline(
     cache=False,
     shard=None,
     seed=None,
+    naflex=None,
 ):
     """The training pipeline: shuffle, augment, batch; every batch full (static shapes).
 
@@ -442,7 +452,7 @@ def train_pipeline(
 
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
-        image_size: int or `(height, width)`, the model's input size.
+        image_size: int or `(height, width)`, the model's input size; `None` with `naflex`.
         batch_size: int.
         num_classes: int, for one-hot labels with MixUp or CutMix.
         area_range: `(min, max)` area fraction of the Inception crop; `None` resizes the whole image instead.
@@ -455,10 +465,12 @@ def train_pipeline(
         cache: bool, cache the decoded images in memory (small datasets).
         shard: `(num_shards, index)` to read only this host's part.
         seed: optional int for shuffling and augmentation.
+        naflex: optional `(patch_size, max_num_patches)`: batches of NaFlex dicts (`naflex_patches`) of the whole
+            images, each keeping its aspect ratio (flip and RandAugment apply; no crop, no MixUp or CutMix).
     """
     import keras
 
-    image_size = validation.pair("image_size", image_size)
+    image_size = _image_size(image_size, naflex)
     validation.positive_int("batch_size", batch_size)
     validation.positive_int("num_classes", num_classes)
     if area_range is not None and not (
@@ -467,6 +479,8 @@ def train_pipeline(
         raise ValueError(f"`area_range` must be None or (min, max) with 0 < min <= max <= 1. Received: {area_range!r}")
     mixup_alpha = validation.finite_float("mixup_alpha", mixup_alpha, minimum=0)
     cutmix_alpha = validation.finite_float("cutmix_alpha", cutmix_alpha, minimum=0)
+    if naflex is not None and (mixup_alpha or cutmix_alpha):
+        raise ValueError("MixUp and CutMix cannot mix NaFlex images: their patch grids differ. Pass `naflex=None`.")
     tf = _tf()
     if shard is not None:
         dataset = dataset.shard(*shard)
@@ -481,7 +495,7 @@ def train_pipeline(
     dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    augment = _augmentation(image_size, area_range, flip, randaugment, seed)
+    augment = _augmentation(image_size, area_range, flip, randaugment, seed, naflex)
     dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.batch(batch_size, drop_remainder=True)
     mixers = []
@@ -511,23 +525,25 @@ def eval_pipeline(
     num_examples=None,
     cache=False,
     shard=None,
+    naflex=None,
 ):
-    """The evaluation pipeline: resize, batch; every example once, in the source's order.
+    """The evaluation pipeline: resize (or NaFlex patches), batch; every example once, in the source's order.
 
     Returns a `tf.data.Dataset` of `(images, labels)`, or `(images, labels, weights)` with `static_shapes` or
     `num_examples`.
 
     Args:
         dataset: `(image, label)` pairs from `load` or `from_arrays`.
-        image_size: int or `(height, width)`.
+        image_size: int or `(height, width)`; `None` with `naflex`.
         batch_size: int.
         crop_fraction: float in (0, 1], central crop before the resize (1.0: the official plain resize).
         static_shapes: bool, every batch full, the last one padded with zero images of weight 0.
         num_examples: optional int, `SourceInfo.num_examples` (before `shard`): the batches are known unread.
         cache: bool, cache the resized images in memory.
         shard: `(num_shards, index)` to evaluate only this host's part.
+        naflex: optional `(patch_size, max_num_patches)`: NaFlex dicts (`naflex_patches`), aspect ratios kept.
     """
-    image_size = validation.pair("image_size", image_size)
+    image_size = _image_size(image_size, naflex)
     validation.positive_int("batch_size", batch_size)
     validation.finite_float("crop_fraction", crop_fraction, minimum=0, maximum=1, include_minimum=False)
     if shard is not None:
@@ -537,6 +553,8 @@ def eval_pipeline(
     def preprocess(image, label):
         if crop_fraction < 1.0:
             image = tf.image.central_crop(image, crop_fraction)
+        if naflex is not None:
+            return naflex_patches(tf.cast(image, tf.float32), *naflex), label
         image = tf.ensure_shape(tf.image.resize(image, image_size, method="bilinear"), image_size + (3,))
         return tf.cast(image, tf.float32), label
 
@@ -550,9 +568,9 @@ def eval_pipeline(
     if num_examples is not None:
         examples = num_examples if shard is None else len(range(shard[1], num_examples, shard[0]))
     dataset = dataset.map(lambda image, label: (image, label, tf.constant(1.0)))
-    padding = tf.data.Dataset.from_tensors(
-        (tf.zeros(image_size + (3,), tf.float32), tf.constant(0, tf.int32), tf.constant(0.0))
-    )
+    # Zeros of the images' structure (a NaFlex dict's: all padding).
+    zeros = tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), dataset.element_spec[0])
+    padding = tf.data.Dataset.from_tensors((zeros, tf.constant(0, tf.int32), tf.constant(0.0)))
     if examples >= 0:
         # Unreadable files are replaced by padding rows: a length tf.data knows (big_vision pads eval too).
         rows = math.ceil(examples / batch_size) * batch_size if static_shapes else examples
@@ -561,6 +579,20 @@ def eval_pipeline(
         # N examples + (batch_size - 1) padding rows make exactly ceil(N / batch_size) full batches.
         dataset = dataset.concatenate(padding.repeat(batch_size - 1))
     return dataset.batch(batch_size, drop_remainder=static_shapes).prefetch(tf.data.AUTOTUNE)
+
+
+def _image_size(image_size, naflex):
+    """The pipelines' `image_size` pair, or None with `naflex` (checked), whose images keep their own sizes."""
+    if naflex is None:
+        return validation.pair("image_size", image_size)
+    if image_size is not None or not isinstance(naflex, (tuple, list)) or len(naflex) != 2:
+        raise ValueError(
+            "`naflex` is `(patch_size, max_num_patches)`, and the images keep their own sizes: pass image_size=None. "
+            f"Received: naflex={naflex!r}, image_size={image_size!r}"
+        )
+    validation.pair("patch_size", naflex[0])
+    validation.positive_int("max_num_patches", naflex[1])
+    return None
 
 
 def naflex_patches(image, patch_size, max_num_patches):

@@ -21,8 +21,10 @@ DIGITS_HOLDOUT_FRACTION = 0.2
 CONFUSION_NAME = "confusion_matrix.png"
 # The settings `metrics.json` repeats.
 REPORTED_SETTINGS = (
-    "model weights data image_size epochs optimizer learning_rate layer_decay mixup cutmix remat patch_dropout lora"
+    "model weights data image_size naflex epochs optimizer learning_rate layer_decay mixup cutmix remat patch_dropout "
+    "lora"
 ).split()
+_UNMIXABLE = "images of different patch grids cannot be mixed"
 # Settings that do not change what is trained: a backup resumes whatever they are.
 _NOT_THE_RUN = ("out", "verbose", "backup_every", "coordinator", "num_processes", "process_id", "heartbeat_timeout")
 
@@ -59,6 +61,10 @@ def training_model(config, num_classes):
         patch_dropout_rate=config.patch_dropout,
         lora_rank=config.lora,
     )
+    if config.naflex is not None:
+        # Each image has its own grid; the position table (a checkpoint's own, else about N patches) is resized to it.
+        side = math.isqrt(config.naflex)
+        options.update(input_shape=(None, None, 3), max_num_patches=config.naflex, embedding_grid=(side, side))
     if config.model == SMALL_MODEL:
         if config.weights is not None:
             raise ValueError(f"--model {SMALL_MODEL} has no pretrained weights. Received: weights={config.weights!r}")
@@ -141,7 +147,14 @@ def make_config(**options):
             values[name] = value
         return values[name]
 
-    default("image_size", DIGITS_IMAGE_SIZE if digits else 224)
+    naflex = values["naflex"]
+    if naflex is None:
+        default("image_size", DIGITS_IMAGE_SIZE if digits else 224)
+    refused = dict(image_size="each image keeps its own size", mixup=_UNMIXABLE, cutmix=_UNMIXABLE)
+    refused.update(patch_dropout="the dropped tokens would leave the padding mask")
+    for name, why in refused.items():
+        if naflex is not None and values[name]:
+            raise ValueError(f"`naflex={naflex}` cannot have `{name}`: {why}. Received: {name}={values[name]!r}")
     batch_size = default("batch_size", 64 if digits else 512)
     steps = default("steps", 1500 if digits else 10_000)
     epochs = default("epochs", min(20 if digits else 10, steps))
@@ -166,20 +179,15 @@ def make_config(**options):
 Datasets = collections.namedtuple("Datasets", ["train", "eval", "train_info", "eval_info"])
 
 
-def make_datasets(config):
-    """The repeated training pipeline and the held-out one (one-hot labels with MixUp or CutMix), as `Datasets`.
-
-    Each process of a multi-process run reads its shard of the training data and its slice of each held-out batch.
-    """
+def load_sources(config):
+    """The `(train, eval)` sources (`(dataset, SourceInfo)` pairs) of `config.data`, checked to be readable."""
     from keras_vit.training import data, multihost
 
-    shard = multihost.data_shard()
-    digits = config.data == DIGITS
-    if digits:
-        (train_source, train_info), (eval_source, eval_info) = digits_sources(config.seed)
+    if config.data == DIGITS:
+        train, held_out = digits_sources(config.seed)
     else:
         # Files and TFDS splits are sharded before decoding; the in-memory digits in the pipeline.
-        (train_source, train_info), (eval_source, eval_info) = data.load_splits(
+        train, held_out = data.load_splits(
             config.data,
             config.train_split,
             config.eval_split,
@@ -187,13 +195,29 @@ def make_datasets(config):
             validation_split=config.validation_split,
             seed=config.seed,
             shuffle_files=True,
-            shard=shard,
+            shard=multihost.data_shard(),
         )
-    data.check_readable(train_source, train_info)
-    data.check_readable(eval_source, eval_info)
+    data.check_readable(*train)
+    data.check_readable(*held_out)
+    return train, held_out
+
+
+def make_datasets(config, sources, patch_size=None):
+    """The repeated training pipeline and the held-out one (one-hot labels with MixUp or CutMix) of `sources` (of
+    `load_sources`), as `Datasets`; `patch_size`, the model's, cuts NaFlex batches (`config.naflex`).
+
+    Each process of a multi-process run reads its shard of the training data and its slice of each held-out batch.
+    """
+    from keras_vit.training import data, multihost
+
+    shard = multihost.data_shard()
+    digits = config.data == DIGITS
+    (train_source, train_info), (eval_source, eval_info) = sources
+    naflex = None if config.naflex is None else (patch_size, config.naflex)
     train = data.train_pipeline(
         train_source,
         image_size=config.image_size,
+        naflex=naflex,
         batch_size=multihost.per_process_batch_size(config.fit_batch_size),
         shard=shard if digits else None,
         num_classes=train_info.num_classes,
@@ -210,6 +234,7 @@ def make_datasets(config):
     evaluation = data.eval_pipeline(
         eval_source,
         image_size=config.image_size,
+        naflex=naflex,
         batch_size=config.fit_batch_size,
         cache=digits,
         static_shapes=shard is not None,
@@ -388,6 +413,7 @@ def finetune(**options):
     start = time.perf_counter()
     import keras
 
+    from keras_vit.models import find_vit
     from keras_vit.training import data, distribute, multihost
 
     config = make_config(**options)
@@ -401,8 +427,10 @@ def finetune(**options):
     keras.utils.set_random_seed(config.seed)
     setup = distribute.configure(config.strategy, config.precision)
     distribute.replicas_for(config.fit_batch_size, setup.num_replicas)
-    datasets = make_datasets(config)
-    model = compile_model(config, setup, datasets.train_info.num_classes, datasets.train_info.class_names)
+    sources = load_sources(config)
+    (_, train_info), _ = sources
+    model = compile_model(config, setup, train_info.num_classes, train_info.class_names)
+    datasets = make_datasets(config, sources, find_vit(model).patch_size)
     os.makedirs(config.out, exist_ok=True)  # after the data's and the model's checks: a refused run leaves no --out
     callbacks = make_callbacks(config)
     fit_start = time.perf_counter()

@@ -93,6 +93,8 @@ SETTINGS = (
     Setting("validation_split", float, 0.2, "held-out fraction of a flat image folder root/<class>/",
             _validation("finite_float", minimum=0, maximum=1, include_minimum=False, include_maximum=False)),
     Setting("image_size", int, None, "square input size in pixels", _POSITIVE, shown="16 (digits), else 224"),
+    Setting("naflex", int, None, "NaFlex: each image keeps its aspect ratio, resized to at most this many patches "
+            "(e.g. 256); no crop, no --image-size, --mixup, --cutmix or --patch-dropout", _POSITIVE, shown="off"),
     Setting("batch_size", int, None, "images per optimizer update (all replicas, all accumulated batches)",
             _POSITIVE, shown="64 (digits), else 512"),
     Setting("steps", int, None, "optimizer updates, exactly", _POSITIVE, shown="1500 (digits), else 10000"),

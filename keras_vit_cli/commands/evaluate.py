@@ -1,6 +1,7 @@
 """Evaluate what a ViT has learned: linear few-shot, linear probe, k-NN, and its head.
 
-MODEL is a saved .keras model or a constructor (ViTB16, B/16) with --weights.
+MODEL is a saved .keras model or a constructor (ViTB16, B/16) with --weights;
+a NaFlex model (a saved one, or --naflex) reads each image at its own aspect ratio.
 Prints one table and writes metrics.json, fewshot.png and confusion_matrix.png
 to --out. The default data is scikit-learn's digits, split as `finetune` does.
 """
@@ -21,6 +22,7 @@ def add_arguments(parser):
     parser.add_argument("--test-split", default=None, help="the split measured (default: validation, val or test)")
     parser.add_argument("--data-dir", default=None, help="TFDS data directory (default: TFDS's own)")
     parser.add_argument("--image-size", type=int, default=None, help="square input size (default: the model's)")
+    options.add_naflex(parser)
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default: %(default)s)")
     parser.add_argument("--shots", default="1,5,10,25", help="comma-separated shot counts (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=3, help="random draws per shot count (default: %(default)s)")
@@ -60,7 +62,7 @@ def run(args):
         validation.positive_int("image_size", args.image_size)
     validation.finite_float("l2", args.l2, minimum=0, include_minimum=False)
     validation.finite_float("temperature", args.temperature, minimum=0, include_minimum=False)
-    model = options.load_model(args.model, args.weights, args.image_size)
+    model = options.load_model(args.model, args.weights, args.image_size, args.naflex)
     if args.reinitialize:
         keras.utils.set_random_seed(args.seed)
         # Rebuilt from its config, freshly initialised (`clone_model` would flatten a VisionTransformer).
