@@ -10,6 +10,7 @@ import pytest
 
 import keras_vit
 from keras_vit import inspection
+from keras_vit.layers.rotary import apply_rotary
 from keras_vit.models.applications import CONSTRUCTORS
 
 # Non-square images and grid (4 x 3 patches of 8 px) catch transposed grids.
@@ -64,8 +65,8 @@ def numpy_forward(model, pixels):
     if model.rope is not None:
         # The layer's own tables (tests/test_rotary.py checks them against timm), applied here in NumPy.
         grid = np.zeros((1, height // PATCH, width // PATCH, x.shape[-1]), "float32")
-        cos, sin, swap = (np.asarray(keras.ops.convert_to_numpy(t)) for t in model.get_layer("rotary_embedding")(grid))
-        rotation = lambda t: t * cos + t[..., swap] * sin  # noqa: E731
+        cos, sin = model.get_layer("rotary_embedding")(grid)
+        rotation = lambda t: np.asarray(keras.ops.convert_to_numpy(apply_rotary(t, cos, sin)))  # noqa: E731
     erf = np.vectorize(math.erf)
     attention = []
     for block in [layer for layer in model.layers if layer.name.startswith("encoder_block_")]:

@@ -226,20 +226,3 @@ def test_sublayers_reaches_every_nested_layer():
     block.build((2, 5, 8))
     paths = {layer.path.split("/", 1)[1] for layer in keras_compat.sublayers(block)}
     assert {"attention", "attention/qkv", "attention/output", "mlp/fc1", "mlp/fc2"} <= paths, paths
-
-
-def test_take_channels_is_keras_take_traced_without_a_ravel():
-    x = np.arange(24, dtype="float32").reshape(2, 3, 4)
-    swap = keras.ops.convert_to_tensor([1, 0, 3, 2], "int32")
-    taken = keras_compat.take_channels(x, swap)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(taken), x[..., [1, 0, 3, 2]])
-    if keras.backend.backend() != "torch":
-        return
-    import torch
-
-    def traced(take):
-        return str(torch.jit.trace(lambda t: take(t, swap), torch.from_numpy(x)).graph)
-
-    # OpenVINO's torch frontend converts no `aten::ravel`: once Keras's op traces none, the workaround can go.
-    assert "aten::ravel" in traced(lambda t, i: keras.ops.take(t, i, axis=-1))
-    assert "aten::ravel" not in traced(keras_compat.take_channels)

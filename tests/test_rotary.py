@@ -37,7 +37,7 @@ def test_rotation_matches_timm(name, grid):
     if layer.rope_type == "mixed":
         layer.build((1, *grid, 8))
         layer.freqs.assign(model.rope.freqs.detach().numpy())  # timm's random initialisation
-    cos, sin, swap = layer(np.zeros((1, *grid, 8), "float32"))
+    cos, sin = layer(np.zeros((1, *grid, 8), "float32"))
     query = random_inputs((2, layer.num_prefix_tokens + grid[0] * grid[1], HEADS, HEAD_DIM))
     prefix = layer.num_prefix_tokens
     with torch.no_grad():
@@ -47,7 +47,7 @@ def test_rotation_matches_timm(name, grid):
             q = torch.from_numpy(query).transpose(1, 2)  # timm's (batch, heads, tokens, head_dim), as EvaAttention
             rotated = apply_rot_embed_cat(q[:, :, prefix:], embed, half=layer.rotate_half)
             expected = torch.cat([q[:, :, :prefix], rotated], dim=2).transpose(1, 2).numpy()
-            got = apply_rotary(query, cos[block : block + 1], sin[block : block + 1], swap)
+            got = apply_rotary(query, cos[block : block + 1], sin[block : block + 1])
             np.testing.assert_allclose(to_numpy(got), expected, rtol=0, atol=1e-5)
 
 
@@ -74,17 +74,18 @@ def test_weightless_contract(kwargs):
     spec = layer.compute_output_spec(keras.KerasTensor((2, 3, 4, 8)))
     outputs = to_numpy(layer(random_inputs((2, 3, 4, 8))))
     assert [(tuple(s.shape), s.dtype) for s in spec] == [(o.shape, o.dtype.name) for o in outputs]
-    assert outputs[0].shape == (1, layer.num_prefix_tokens + 12, 1, HEAD_DIM) and not layer.weights
+    width = HEAD_DIM // 2 if layer.rotate_half else HEAD_DIM
+    assert outputs[0].shape == (1, layer.num_prefix_tokens + 12, 1, width) and not layer.weights
     # The prefix rows are the identity.
     np.testing.assert_equal(outputs[0][:, : layer.num_prefix_tokens], 1.0)
     np.testing.assert_equal(outputs[1][:, : layer.num_prefix_tokens], 0.0)
 
 
 def test_mixed_layer_contract(tmp_path):
-    # The int32 `swap` output rules out the helper's mixed-precision and `fit` checks; the rest runs.
+    # The tables are float32 under any policy, which the helper's mixed-precision check would refuse; the rest runs.
     table = (2, 13, HEADS, HEAD_DIM)
     layer = RotaryEmbedding(HEAD_DIM, HEADS, rope_type="mixed", temperature=10.0, depth=2)
-    assert layer.compute_output_shape((2, 3, 4, 8)) == (table, table, (HEAD_DIM,))
+    assert layer.compute_output_shape((2, 3, 4, 8)) == (table, table)
 
     def build_model():
         inputs = keras.Input(batch_shape=(2, 3, 4, 8))
@@ -93,13 +94,12 @@ def test_mixed_layer_contract(tmp_path):
     model = run_model_test(
         build_model,
         (2, 3, 4, 8),
-        [table, table, (HEAD_DIM,)],
+        [table, table],
         expected_num_params=2 * 2 * HEADS * HEAD_DIM // 2,
         expected_num_trainable_weights=1,
         workdir=tmp_path,
         fresh_process=False,
         mixed_precision=False,
-        jit=False,
     )
     assert model.weights[0].path.endswith("freqs")
 
@@ -127,13 +127,13 @@ def test_mixed_precision_keeps_the_tables_in_float32_and_the_rotation_in_the_inp
     layer = RotaryEmbedding(HEAD_DIM, HEADS, rope_type="mixed", depth=1)
     layer.build(patches.shape)
     layer.freqs.assign(reference.freqs)
-    cos, sin, swap = layer(patches)
+    cos, sin = layer(patches)
     keras.config.set_dtype_policy("float32")
-    assert [keras.backend.standardize_dtype(t.dtype) for t in (cos, sin, swap)] == ["float32", "float32", "int32"]
+    assert [keras.backend.standardize_dtype(t.dtype) for t in (cos, sin)] == ["float32", "float32"]
     # The learned frequencies are read in float32 too (in bfloat16 they were off by up to 1e-3 here).
     np.testing.assert_allclose(to_numpy(sin), expected[1], rtol=0, atol=1e-6)
     query = keras.ops.cast(random_inputs((1, 17, HEADS, HEAD_DIM)), "bfloat16")
-    assert keras.backend.standardize_dtype(apply_rotary(query, cos, sin, swap).dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(apply_rotary(query, cos, sin).dtype) == "bfloat16"
 
 
 @pytest.mark.parametrize(

@@ -13,20 +13,35 @@ import numpy as np
 from keras import ops
 
 from keras_vit.layers.resampling import token_places
-from keras_vit.utils import keras_compat, serialization, validation
+from keras_vit.utils import serialization, validation
 
 ROPE_TYPES = ("cat", "dinov3", "mixed")
 GRID_INDEXINGS = ("ij", "xy")
 
 
-def apply_rotary(x, cos, sin, swap):
-    """Rotates queries or keys `x` `(batch, tokens, heads, head_dim)` by a `RotaryEmbedding`'s outputs.
+def apply_rotary(x, cos, sin):
+    """Rotates queries or keys `x` `(batch, tokens, heads, head_dim)` by a `RotaryEmbedding`'s `cos` and `sin`.
 
-    `x * cos + take(x, swap) * sin`, the rotation's sign folded into `sin`; computed in the wider of the two dtypes
-    and returned in `x`'s (as timm's `apply_rot_embed`).
+    Tables of `head_dim / 2` rotate the pairs `(i, i + head_dim / 2)` (`rotate_half`); tables of `head_dim`, with the
+    rotation's sign folded into `sin`, the adjacent pairs `(2i, 2i + 1)`. Computed in the wider of the two dtypes and
+    returned in `x`'s (as timm's `apply_rot_embed`); slices, not a gather (torch's CPU gather took 10x as long).
     """
+    half = x.shape[-1] // 2
     # ops, not operators: TensorFlow's do not promote a bfloat16 `x` against float32 tables.
-    rotated = ops.add(ops.multiply(x, cos), ops.multiply(keras_compat.take_channels(x, swap), sin))
+    if cos.shape[-1] == half:
+        first, second = x[..., :half], x[..., half:]
+        rotated = ops.concatenate(
+            [
+                ops.subtract(ops.multiply(first, cos), ops.multiply(second, sin)),
+                ops.add(ops.multiply(second, cos), ops.multiply(first, sin)),
+            ],
+            axis=-1,
+        )
+    else:
+        shape = ops.shape(x)
+        pairs = ops.reshape(x, (shape[0], shape[1], -1, 2))  # at most 4-D
+        partner = ops.reshape(ops.concatenate([pairs[..., 1:], pairs[..., :1]], axis=-1), shape)
+        rotated = ops.add(ops.multiply(x, cos), ops.multiply(partner, sin))
     return ops.cast(rotated, x.dtype)
 
 
@@ -67,20 +82,20 @@ class RotaryEmbedding(keras.layers.Layer):
             patches first, row-major): each image is rotated on its own grid. Not for `"mixed"`.
 
     Returns:
-        `(cos, sin, swap)`: float32 `cos` and `sin` `(1, num_prefix_tokens + rows * cols, 1, head_dim)` (with
-        `spatial_shapes`, `(batch, num_prefix_tokens + N, 1, head_dim)`; for `"mixed"`,
-        `(depth, num_prefix_tokens + rows * cols, num_heads, head_dim)`: block `i` uses `cos[i : i + 1]` and
-        `sin[i : i + 1]`), and int32 `swap` `(head_dim,)`. `apply_rotary(x, cos, sin, swap)`
-        rotates a query or key `x` `(batch, num_prefix_tokens + rows * cols, num_heads, head_dim)`.
+        `(cos, sin)`: float32 `(1, num_prefix_tokens + rows * cols, 1, width)` (with `spatial_shapes`,
+        `(batch, num_prefix_tokens + N, 1, width)`; for `"mixed"`, `(depth, num_prefix_tokens + rows * cols,
+        num_heads, width)`: block `i` uses `cos[i : i + 1]` and `sin[i : i + 1]`), `width` being `head_dim / 2` with
+        `rotate_half`, else `head_dim`. `apply_rotary(x, cos, sin)` rotates a query or key `x`
+        `(batch, num_prefix_tokens + rows * cols, num_heads, head_dim)`.
 
     Example:
 
     >>> rope = RotaryEmbedding(head_dim=8, num_heads=2, rope_type="dinov3", num_prefix_tokens=5, temperature=100.0,
     ...                        rotate_half=True)
-    >>> cos, sin, swap = rope(np.zeros((1, 3, 4, 16)))
+    >>> cos, sin = rope(np.zeros((1, 3, 4, 16)))
     >>> keras.ops.shape(cos)
-    (1, 17, 1, 8)
-    >>> keras.ops.shape(apply_rotary(np.ones((2, 17, 2, 8), "float32"), cos, sin, swap))
+    (1, 17, 1, 4)
+    >>> keras.ops.shape(apply_rotary(np.ones((2, 17, 2, 8), "float32"), cos, sin))
     (2, 17, 2, 8)
     """
 
@@ -122,15 +137,6 @@ class RotaryEmbedding(keras.layers.Layer):
             )
         if rope_type != "cat" and ref_grid is not None:
             raise ValueError(f"`ref_grid` is for rope_type='cat' only. Received: ref_grid={ref_grid!r}")
-        # Per channel: `swap`, its partner; `sign`, the rotation's sign on `sin` (the first of a pair gets minus its
-        # partner). Tuples, not NumPy: torch.compile traces no NumPy.
-        half, channels = self.head_dim // 2, range(self.head_dim)
-        if self.rotate_half:
-            self._swap = tuple((c + half) % self.head_dim for c in channels)
-            self._sign = tuple(-1.0 if c < half else 1.0 for c in channels)
-        else:
-            self._swap = tuple(c ^ 1 for c in channels)
-            self._sign = tuple(-1.0 if c % 2 == 0 else 1.0 for c in channels)
 
     def build(self, input_shape):
         if self.rope_type == "mixed":
@@ -193,34 +199,29 @@ class RotaryEmbedding(keras.layers.Layer):
         # torch.compile's graph at the next layer's call.
         prefix = ops.zeros_like(angles[:, :1])
         angles = ops.concatenate([prefix] * self.num_prefix_tokens + [angles], axis=1)
-        # Each angle to both channels of its pair, without a gather (torch's traces a `ravel` OpenVINO cannot convert).
         if self.rotate_half:
-            angles = ops.concatenate([angles, angles], axis=-1)
-        else:
-            angles = ops.repeat(angles, 2, axis=-1)
-        cos = ops.cos(angles)
-        sin = ops.sin(angles) * ops.convert_to_tensor(self._sign, "float32")
-        return cos, sin, ops.convert_to_tensor(self._swap, "int32")
+            return ops.cos(angles), ops.sin(angles)
+        # Each angle to both channels of its pair, the first of which gets minus its partner's sine.
+        angles = ops.repeat(angles, 2, axis=-1)
+        sign = ops.convert_to_tensor((-1.0, 1.0) * (self.head_dim // 2), "float32")
+        return ops.cos(angles), ops.sin(angles) * sign
 
     def compute_output_shape(self, input_shape):
         rows, cols = input_shape[1], input_shape[2]
         length = None if rows is None or cols is None else self.num_prefix_tokens + rows * cols
         mixed = self.rope_type == "mixed"
-        table = (self.depth, length, self.num_heads, self.head_dim) if mixed else (1, length, 1, self.head_dim)
-        return table, table, (self.head_dim,)
+        width = self.head_dim // 2 if self.rotate_half else self.head_dim
+        table = (self.depth, length, self.num_heads, width) if mixed else (1, length, 1, width)
+        return table, table
 
     def compute_output_spec(self, patch_grid, spatial_shapes=None):
         if spatial_shapes is None:
-            table, _, swap = self.compute_output_shape(patch_grid.shape)
+            table, _ = self.compute_output_shape(patch_grid.shape)
         else:
             length = patch_grid.shape[1]
-            table = (patch_grid.shape[0], None if length is None else self.num_prefix_tokens + length, 1, self.head_dim)
-            swap = (self.head_dim,)
-        return (
-            keras.KerasTensor(table, "float32"),
-            keras.KerasTensor(table, "float32"),
-            keras.KerasTensor(swap, "int32"),
-        )
+            length = None if length is None else self.num_prefix_tokens + length
+            table = (patch_grid.shape[0], length, 1, self.head_dim // 2 if self.rotate_half else self.head_dim)
+        return keras.KerasTensor(table, "float32"), keras.KerasTensor(table, "float32")
 
     def get_config(self):
         return {**super().get_config(), **serialization.arguments(self)}

@@ -460,8 +460,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         layer_norm_epsilon: float, that norm's epsilon. Defaults to `1e-6`.
 
     Call arguments:
-        positions: optional `(cos, sin, swap)` of a `RotaryEmbedding`: the queries and keys are rotated by
-            `x * cos + take(x, swap, axis=-1) * sin` before either attention path runs.
+        positions: optional `(cos, sin)` of a `RotaryEmbedding`: the queries and keys are rotated by them
+            (`apply_rotary`) before either attention path runs.
         return_attention_scores: bool, also return the weights `(batch, num_heads, num_tokens, num_tokens)`.
         padding_mask: optional bool tensor `(batch, num_tokens)`, False for the padding tokens no token attends to.
 

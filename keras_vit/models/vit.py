@@ -762,11 +762,11 @@ def _block_positions(positions, index):
     rotation, padding_mask = positions
     options = {} if padding_mask is None else {"padding_mask": padding_mask}
     if rotation is not None:
-        cos, sin, swap = rotation
+        cos, sin = rotation
         # Per block: a learned table's first axis (a NaFlex batch's is per image).
         if padding_mask is None and cos.shape[0] not in (1, None):
             cos, sin = cos[index : index + 1, ...], sin[index : index + 1, ...]
-        options["positions"] = (cos, sin, swap)
+        options["positions"] = (cos, sin)
     return options
 
 

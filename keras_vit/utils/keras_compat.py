@@ -109,18 +109,6 @@ def dot_product_attention(query, key, value, training=False, mask=None):
     return keras.ops.dot_product_attention(query, key, value, mask=mask, flash_attention=chosen)
 
 
-def take_channels(x, indices):
-    """`keras.ops.take(x, indices, axis=-1)`; on torch, `index_select` itself: Keras's op traces an `aten::ravel`
-    that OpenVINO's torch frontend cannot convert (a RoPE model's OpenVINO export)."""
-    import keras
-
-    if keras.backend.backend() != "torch" or isinstance(x, keras.KerasTensor):
-        return keras.ops.take(x, indices, axis=-1)
-    import torch
-
-    return torch.index_select(keras.ops.convert_to_tensor(x), -1, keras.ops.convert_to_tensor(indices))
-
-
 def padded_fused_attention(query, key, value, implementation=None, multiple=None):
     """JAX's `dot_product_attention` over tokens padded to a multiple of `multiple`: the unpadded attention."""
     import jax
