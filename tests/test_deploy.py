@@ -290,7 +290,7 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys,
     # A constructor with random weights at another size.
     built = []
     monkeypatch.setattr(deploy, "export", lambda model, out, **options: built.append(model) or out)
-    argv = ["export", "Ti/16", str(tmp_path / "vit"), "--weights", "none", "--image-size", "32"]
+    argv = ["export", "Ti/16", str(tmp_path / "vit"), "--format", format, "--weights", "none", "--image-size", "32"]
     assert keras_vit_cli.main(argv) == 0, capsys.readouterr().err
     (model,) = built
     assert model.name == "vit_ti16" and model.input_shape == (None, 32, 32, 3)

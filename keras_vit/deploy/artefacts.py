@@ -148,7 +148,8 @@ def check_target(out, format, name="model"):
     return path
 
 
-def _check_arguments(format, input_dtype, int8):
+def check_arguments(format, input_dtype=None, int8=False):
+    """Refuses in one line what `export` cannot do here (the format on this backend, its packages) before any work."""
     ok, reason = supported(format)  # checks `format` first
     if input_dtype is not None:
         validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
@@ -195,7 +196,7 @@ def export(model_or_path, out, format="saved_model", input_dtype=None, class_nam
     >>> load_artefact(path, format)(np.zeros((3, 16, 16, 3), "uint8")).shape
     (3, 2)
     """
-    _check_arguments(format, input_dtype, int8)
+    check_arguments(format, input_dtype, int8)
     # In a folder target, the artefact is named after the model, or the `.keras` file's stem.
     if isinstance(model_or_path, keras.Model):
         source = model_or_path

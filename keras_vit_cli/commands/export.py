@@ -34,11 +34,10 @@ def run(args):
     from keras_vit.utils import validation
 
     validation.one_of("format", args.format, deploy.FORMATS)
-    if args.input_dtype is not None:
-        validation.one_of("input_dtype", args.input_dtype, deploy.INPUT_DTYPES)
     if args.int8 and args.format not in deploy.INT8_FORMATS:
         raise ValueError(f"--int8 is available for the formats {deploy.INT8_FORMATS}. Received: --format {args.format}")
-    # The target is checked before the model loads (a constructor's weights: minutes to fetch and convert).
+    # The arguments, packages and target are checked before the model loads (a constructor's weights: minutes).
+    deploy.check_arguments(args.format, args.input_dtype, args.int8)
     if args.model.endswith(".keras"):
         path = deploy.check_target(args.out, args.format, name=os.path.splitext(os.path.basename(args.model))[0])
         model = metadata.load_classifier(args.model)
