@@ -476,10 +476,12 @@ def test_a_naflex_model_exports_to_every_format_of_the_backend_within_1e4(tmp_pa
         num_register_tokens=2,
         rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True),
         pooling="map",
-        include_top=False,
+        classes=3,
+        classifier_activation=None,
         max_num_patches=12,
     )
     helpers.randomize_weights(model)
+    model = metadata.with_class_names(model, NAMES)  # as `keras-vit finetune --naflex` saves it
     batch = naflex_batch(naflex_images((8, 12), (12, 16), (4, 8)), 12)
     (expected,) = helpers.reference_outputs(model, batch)
     model.save(tmp_path / "model.keras")
@@ -494,5 +496,6 @@ def test_a_naflex_model_exports_to_every_format_of_the_backend_within_1e4(tmp_pa
         np.testing.assert_allclose(run(first), expected[:1], atol=1e-4, rtol=0, err_msg=format)
         inputs, outputs = _runtime_names(path, format)
         assert (sorted(inputs), outputs) == _expected_names(format, inputs=sorted(batch)), format
+        assert deploy.artefact_class_names(path, format) == NAMES
     with pytest.raises(ValueError, match="float32 patches"):
         deploy.export(model, str(tmp_path / "uint8"), format=formats[0], input_dtype="uint8")
