@@ -21,6 +21,8 @@ from keras_vit.models.applications import VisionTransformer
 from keras_vit.models.preprocessing import preprocess_input
 from keras_vit.utils import files
 from tests import helpers
+from tests.test_naflex import images as naflex_images
+from tests.test_naflex import naflex_batch
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(8, 8, 3))
 NAMES = ["zero", "one", "two"]
@@ -73,9 +75,9 @@ def _runtime_names(path, format):
     return list(inputs), list(outputs)
 
 
-def _expected_names(format):
-    names = [deploy.INPUT_NAME], [deploy.OUTPUT_NAME]
-    return tuple([name] for name in names) if format == "openvino" else names
+def _expected_names(format, inputs=(deploy.INPUT_NAME,)):
+    names = list(inputs), [deploy.OUTPUT_NAME]
+    return tuple([[name] for name in group] for group in names) if format == "openvino" else names
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +290,7 @@ def test_cli_exports_into_a_folder_and_names_unsupported_pairs(tmp_path, capsys,
     # A constructor with random weights at another size.
     built = []
     monkeypatch.setattr(deploy, "export", lambda model, out, **options: built.append(model) or out)
-    argv = ["export", "Ti/16", str(tmp_path / "vit"), "--weights", "none", "--image-size", "32"]
+    argv = ["export", "Ti/16", str(tmp_path / "vit"), "--format", format, "--weights", "none", "--image-size", "32"]
     assert keras_vit_cli.main(argv) == 0, capsys.readouterr().err
     (model,) = built
     assert model.name == "vit_ti16" and model.input_shape == (None, 32, 32, 3)
@@ -461,3 +463,39 @@ def test_family_models_export_to_every_format_of_the_backend_within_1e4(family, 
         np.testing.assert_allclose(actual, expected, atol=1e-4, rtol=0, err_msg=format)
         # At most 5-D (the fused QKV's reshape): a RoPE written with 6-D tensors broke LiteRT elsewhere.
         assert (_max_rank(path, format) or 0) <= 5, format
+
+
+def test_a_naflex_model_exports_to_every_format_of_the_backend_within_1e4(tmp_path, capsys):
+    import keras_vit_cli
+
+    # SigLIP 2's native aspect ratio: a learned table resized per image grid, registers, DINOv3's RoPE per image
+    # grid and the masked MAP head, on a padded batch of three grids at the fixed length.
+    model = VisionTransformer(
+        **{**TINY, "input_shape": (None, None, 3)},
+        embedding_grid=(3, 3),
+        num_register_tokens=2,
+        rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True),
+        pooling="map",
+        classes=3,
+        classifier_activation=None,
+        max_num_patches=12,
+    )
+    helpers.randomize_weights(model)
+    model = metadata.with_class_names(model, NAMES)  # as `keras-vit finetune --naflex` saves it
+    batch = naflex_batch(naflex_images((8, 12), (12, 16), (4, 8)), 12)
+    (expected,) = helpers.reference_outputs(model, batch)
+    model.save(tmp_path / "model.keras")
+    formats = [format for format in deploy.FORMATS if deploy.supported(format)[0]]
+    for format in formats:
+        path = deploy.artefact_path(str(tmp_path / format), format)
+        assert keras_vit_cli.main(["export", str(tmp_path / "model.keras"), path, "--format", format]) == 0
+        assert f"wrote {path} " in (out := capsys.readouterr().out) and "mask (None, 12) bool" in out
+        run = deploy.load_artefact(path, format)
+        np.testing.assert_allclose(run(batch), expected, atol=1e-4, rtol=0, err_msg=format)
+        first = {name: value[:1] for name, value in batch.items()}  # the batch size is dynamic
+        np.testing.assert_allclose(run(first), expected[:1], atol=1e-4, rtol=0, err_msg=format)
+        inputs, outputs = _runtime_names(path, format)
+        assert (sorted(inputs), outputs) == _expected_names(format, inputs=sorted(batch)), format
+        assert deploy.artefact_class_names(path, format) == NAMES
+    with pytest.raises(ValueError, match="float32 patches"):
+        deploy.export(model, str(tmp_path / "uint8"), format=formats[0], input_dtype="uint8")

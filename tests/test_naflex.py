@@ -1,6 +1,8 @@
 """NaFlex batches (`VisionTransformer(max_num_patches=N)`): padding changes no image's output, the per-image position
 resize equals the per-grid one, masked attention on both paths, and the model's Keras contract."""
 
+import collections
+
 import keras
 import numpy as np
 import pytest
@@ -170,15 +172,33 @@ def test_remat_recomputes_under_the_mask():
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
 
 
-def test_fit_trains_on_a_naflex_batch():
-    model = build(dict(pooling="gap", include_top=True, classes=3, dropout_rate=0.1), 12)
-    batch = naflex_batch(images((8, 12), (12, 16), (4, 4)), 12)
+def test_fit_and_predict_compile_once_for_batches_of_other_grids(monkeypatch):
+    # The fixed length and the mask keep the shapes static: XLA (TensorFlow, JAX) traces the train and predict steps
+    # once for a batch of other grids, and torch.compile takes the whole model as one graph.
+    model = build(dict(DINOV3, pooling="map", include_top=True, classes=3, dropout_rate=0.1, num_layers=1), 12)
+    batches = [naflex_batch(images(*sizes), 12) for sizes in (((8, 12), (12, 16), (4, 4)), ((16, 12), (4, 8), (8, 8)))]
+    traces = collections.Counter()
+    for name in ("train_step", "predict_step") if BACKEND != "torch" else ():
+        step = getattr(model, name)
+        # Python runs a compiled step's body only when it traces it.
+        monkeypatch.setattr(model, name, lambda *args, step=step, name=name: traces.update([name]) or step(*args))
     before = [np.array(weight) for weight in model.get_weights()]
-    model.compile(keras.optimizers.SGD(0.1), "sparse_categorical_crossentropy", jit_compile=BACKEND == "jax")
-    history = model.fit(batch, np.array([0, 1, 2]), batch_size=3, epochs=1, verbose=0)
-    assert np.isfinite(history.history["loss"][0])
+    model.compile(keras.optimizers.SGD(0.1), "sparse_categorical_crossentropy", jit_compile=BACKEND != "torch")
+    for batch in batches:
+        history = model.fit(batch, np.array([0, 1, 2]), batch_size=3, epochs=1, verbose=0)
+        assert np.isfinite(history.history["loss"][0])
+        assert np.all(np.isfinite(model.predict(batch, batch_size=3, verbose=0)))
     assert any(not np.allclose(old, new) for old, new in zip(before, model.get_weights()))
-    assert np.all(np.isfinite(model.predict(batch, verbose=0)))
+    if BACKEND != "torch":
+        assert traces == {"train_step": 1, "predict_step": 1}
+        return
+    import torch
+
+    try:
+        explanation = torch._dynamo.explain(model)(keras.tree.map_structure(keras.ops.convert_to_tensor, batches[1]))
+    finally:
+        torch._dynamo.reset()
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """Export a keras_vit model as a serving artefact (docs/deploy.md), and run the artefact in its own runtime.
 
 Every artefact has one input, `images` (channels-last RGB pixels in [0, 255], any batch, the model's resolution) and
-one output, `outputs`. An export never replaces a file and appears whole or not at all.
+one output, `outputs`; a NaFlex model's (`max_num_patches`) takes its dict (`patches`, `spatial_shapes`, `mask`). An
+export never replaces a file and appears whole or not at all.
 """
 
 import collections
@@ -67,10 +68,24 @@ def artefact_files(path, format):
     return [path]
 
 
-def serving_model(model, input_dtype="uint8"):
-    """A float32 functional model around `model` whose input `images` takes `[0, 255]` pixels of `input_dtype`."""
+def is_naflex(model):
+    """Whether `model` takes a NaFlex dict (`VisionTransformer(max_num_patches=N)`)."""
+    return isinstance(model.input, dict)
+
+
+def serving_model(model, input_dtype=None):
+    """A float32 functional model around `model` whose input `images` takes `[0, 255]` pixels of `input_dtype`
+    (default uint8); a NaFlex model serves as itself, in float32, taking its float32 patches as it always does."""
+    naflex = is_naflex(model)
+    input_dtype = input_dtype or ("float32" if naflex else "uint8")
     validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
     model = float32_copy(model)
+    if naflex:
+        if input_dtype != "float32":
+            raise ValueError("A NaFlex artefact takes float32 patches, as the model does: pass input_dtype='float32'.")
+        # Keras exports only models that have been called: symbolically here (JAX would compile each op eagerly).
+        model({name: keras.KerasTensor(x.shape, x.dtype) for name, x in model.input.items()})
+        return model
     shape = tuple(model.input_shape[1:])
     if len(shape) != 3 or None in shape:
         raise ValueError(
@@ -133,9 +148,11 @@ def check_target(out, format, name="model"):
     return path
 
 
-def _check_arguments(format, input_dtype, int8):
+def check_arguments(format, input_dtype=None, int8=False):
+    """Refuses in one line what `export` cannot do here (the format on this backend, its packages) before any work."""
     ok, reason = supported(format)  # checks `format` first
-    validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
+    if input_dtype is not None:
+        validation.one_of("input_dtype", input_dtype, INPUT_DTYPES)
     validation.boolean("int8", int8)
     if int8 and format not in INT8_FORMATS:
         raise ValueError(
@@ -151,14 +168,16 @@ def _check_arguments(format, input_dtype, int8):
     extras.check(*needed, needed_for=f"a {format} export", extra="deploy")
 
 
-def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_names=None, int8=False, verbose=False):
+def export(model_or_path, out, format="saved_model", input_dtype=None, class_names=None, int8=False, verbose=False):
     """Exports a keras_vit model as a serving artefact.
 
     Args:
         model_or_path: a `keras.Model` holding a keras_vit ViT, or a `.keras` file's path.
         out: the artefact's path (see `artefact_path`); nothing the export would write may exist yet.
         format: one of `FORMATS`. Defaults to `"saved_model"`.
-        input_dtype: `"uint8"` (default) or `"float32"` pixels in [0, 255].
+        input_dtype: `"uint8"` (default) or `"float32"` pixels in [0, 255]. A NaFlex model's artefact takes its
+            dict at its fixed length N in every runtime: `patches` float32 (as the model takes them),
+            `spatial_shapes` int32 and `mask` bool (each runtime takes bool inputs).
         class_names: optional list of str stored with the artefact. Defaults to the names saved in the model.
         int8: bool, a post-training int8 artefact without calibration (`INT8_FORMATS`; docs/deploy-int8.md).
         verbose: bool, let Keras print its export messages.
@@ -177,7 +196,7 @@ def export(model_or_path, out, format="saved_model", input_dtype="uint8", class_
     >>> load_artefact(path, format)(np.zeros((3, 16, 16, 3), "uint8")).shape
     (3, 2)
     """
-    _check_arguments(format, input_dtype, int8)
+    check_arguments(format, input_dtype, int8)
     # In a folder target, the artefact is named after the model, or the `.keras` file's stem.
     if isinstance(model_or_path, keras.Model):
         source = model_or_path
@@ -222,8 +241,13 @@ def _not_the_custom_gradient_notice(record):
     return "with ops with unsaved custom gradients" not in record.getMessage()
 
 
+def _feeds(inputs, name):
+    return dict(inputs) if isinstance(inputs, dict) else {name: inputs}
+
+
 def load_artefact(path, format):
-    """Loads an exported artefact in its own runtime: a function from a NumPy batch of images to its output."""
+    """Loads an exported artefact in its own runtime: a function from a NumPy batch of images (a NaFlex artefact:
+    its dict of NumPy arrays) to its output."""
     validation.one_of("format", format, FORMATS)
     extras.check(_FORMATS[format].runtime, needed_for=f"running a {format} artefact", extra="deploy")
     if format == "saved_model":
@@ -236,8 +260,8 @@ def load_artefact(path, format):
         finally:
             absl.removeFilter(_not_the_custom_gradient_notice)
 
-        def run(images):
-            outputs = loaded.serve(tf.constant(images))
+        def run(inputs):
+            outputs = loaded.serve(tf.nest.map_structure(tf.constant, inputs))
             return (outputs[OUTPUT_NAME] if isinstance(outputs, dict) else outputs).numpy()
 
         return run
@@ -246,18 +270,18 @@ def load_artefact(path, format):
 
         session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
         name = session.get_inputs()[0].name
-        return lambda images: session.run(None, {name: images})[0]
+        return lambda inputs: session.run(None, _feeds(inputs, name))[0]
     if format == "litert":
         from ai_edge_litert.interpreter import Interpreter
 
         signature = Interpreter(model_path=path).get_signature_runner()
         name = next(iter(signature.get_input_details()))
-        return lambda images: next(iter(signature(**{name: images}).values()))
+        return lambda inputs: next(iter(signature(**_feeds(inputs, name)).values()))
     import openvino as ov
 
     # As exported: on a CPU with native bfloat16 OpenVINO would otherwise compute in bfloat16.
     compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    return lambda images: compiled(images)[0]
+    return lambda inputs: compiled(_feeds(inputs, writers.INPUT_NAME))[0]
 
 
 def artefact_class_names(path, format):

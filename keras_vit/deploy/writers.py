@@ -1,4 +1,5 @@
-"""Write one serving artefact, with one input `images` and one output `outputs`, into a staging folder.
+"""Write one serving artefact, with one input `images` (a NaFlex model: its dict's) and one output `outputs`, into a
+staging folder.
 
 On TensorFlow and JAX, SavedModel, LiteRT and OpenVINO convert one Keras `ExportArchive` returning `{"outputs": ...}`
 (converting Keras's traced function made every unused shape slice an output); ONNX, and OpenVINO on torch, go through
@@ -41,15 +42,22 @@ def write(serving, format, staged, class_names=None, int8=False, verbose=False):
         files.write_json(class_names_path(staged, format), class_names, indent=None)
 
 
+def serving_inputs(serving):
+    """The artefact's inputs by name: `images`, or a NaFlex model's own (`patches`, `spatial_shapes`, `mask`)."""
+    return dict(serving.input) if isinstance(serving.input, dict) else {INPUT_NAME: serving.inputs[0]}
+
+
 def _archive(serving):
     archive = keras.export.ExportArchive()
     archive.track(serving)
-    spec = keras.InputSpec(shape=serving.input_shape, dtype=serving.inputs[0].dtype, name=INPUT_NAME)
+    inputs = serving_inputs(serving)
+    specs = {name: keras.InputSpec(shape=x.shape, dtype=x.dtype, name=name) for name, x in inputs.items()}
 
-    def serve(images):
-        return {OUTPUT_NAME: serving(images, training=False)}
+    def serve(inputs):
+        return {OUTPUT_NAME: serving(inputs, training=False)}
 
-    archive.add_endpoint("serve", serve, input_signature=[spec])
+    naflex = isinstance(serving.input, dict)
+    archive.add_endpoint("serve", serve, input_signature=[specs if naflex else specs[INPUT_NAME]])
     return archive
 
 
@@ -83,9 +91,10 @@ def _write_onnx(serving, staged, scratch, class_names, int8, verbose):
     if int8:
         traced = quantize_onnx_int8(traced, os.path.join(scratch, "int8.onnx"))
     proto = onnx.load(traced)
-    (images,) = proto.graph.input
     (outputs,) = proto.graph.output
-    _rename_onnx_tensor(proto.graph, images.name, INPUT_NAME)
+    if not isinstance(serving.input, dict):  # a NaFlex model's inputs keep the names Keras gives them, its own
+        (images,) = proto.graph.input
+        _rename_onnx_tensor(proto.graph, images.name, INPUT_NAME)
     _rename_onnx_tensor(proto.graph, outputs.name, OUTPUT_NAME)
     if class_names is not None:
         entry = proto.metadata_props.add()
@@ -111,14 +120,18 @@ def _write_openvino(serving, staged, scratch, class_names, verbose):
         ov_model = ov.Core().read_model(traced)
     else:
         ov_model = ov.convert_model(_saved_model(serving, scratch))
-    (images,) = ov_model.inputs
     (outputs,) = ov_model.outputs
-    images.get_tensor().set_names({INPUT_NAME})
     outputs.get_tensor().set_names({OUTPUT_NAME})
-    # Torch's trace leaves every dimension dynamic: the image size is fixed, so a wrong one is refused.
-    sizes = ov.PartialShape([-1 if size is None else size for size in serving.input_shape])
-    if images.get_partial_shape() != sizes:
-        ov_model.reshape({images: sizes})
+    if not isinstance(serving.input, dict):  # a NaFlex model's inputs keep the names Keras gives them, its own
+        (images,) = ov_model.inputs
+        images.get_tensor().set_names({INPUT_NAME})
+    # Torch's trace leaves every dimension dynamic: the image size (NaFlex: the length) is fixed, a wrong one refused.
+    sizes = {
+        name: ov.PartialShape([-1 if size is None else size for size in x.shape])
+        for name, x in serving_inputs(serving).items()
+    }
+    if any(port.get_partial_shape() != sizes[port.get_any_name()] for port in ov_model.inputs):
+        ov_model.reshape(sizes)
     if class_names is not None:
         # OpenVINO's own place for a classifier's labels, space-separated.
         ov_model.set_rt_info(" ".join(name.replace(" ", "_") for name in class_names), ["model_info", "labels"])

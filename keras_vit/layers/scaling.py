@@ -1,6 +1,7 @@
 """The pixel scaling at the front of a ViT."""
 
 import keras
+import numpy as np
 from keras import ops
 
 
@@ -22,6 +23,12 @@ class PixelScaling(keras.layers.Rescaling):
     array([[-1.,  0.,  1.]], dtype=float32)
     """
 
+    def __init__(self, scale, offset=0.0, **kwargs):
+        super().__init__(scale, offset=offset, **kwargs)
+        # Tuples beside the config's values: torch.compile breaks the graph at a tensor made from Keras's tracked
+        # list (or from a NumPy array).
+        self._factors = tuple(_constant(value) for value in (scale, offset))
+
     def __call__(self, inputs, **kwargs):
         if keras.backend.backend() == "tensorflow":
             return super().__call__(inputs, **kwargs)
@@ -30,8 +37,7 @@ class PixelScaling(keras.layers.Rescaling):
 
     def call(self, inputs):
         dtype = self.compute_dtype
-        scale = ops.cast(self.scale, dtype)
-        offset = ops.cast(self.offset, dtype)
+        scale, offset = (ops.cast(value, dtype) for value in self._factors)
         if keras.config.image_data_format() == "channels_first":
             # A per-channel vector (the scale, or the offset of a per-channel mean) broadcasts over (channels,
             # height, width).
@@ -40,3 +46,8 @@ class PixelScaling(keras.layers.Rescaling):
                 for value in (scale, offset)
             )
         return ops.cast(inputs, dtype) * scale + offset
+
+
+def _constant(value):
+    value = np.asarray(value, "float64")
+    return float(value) if value.ndim == 0 else tuple(value.tolist())
