@@ -14,7 +14,7 @@ from keras_vit.models.applications import ViTB16
 from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import CheckpointError, build_from_checkpoint, io, registry
 from tests import pretrained_helpers, timm_reference
-from tests.helpers import to_numpy
+from tests.helpers import naflex_batch, to_numpy
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -35,11 +35,12 @@ def siglip2(folder):
     return reference
 
 
-def flat_patches(images, patch=8):
-    """Channels-last images cut as transformers' Siglip2 processor does: (row, col, channel) inside a patch."""
-    batch, height, width, channels = images.shape
-    patches = images.reshape(batch, height // patch, patch, width // patch, patch, channels)
-    return patches.transpose(0, 1, 3, 2, 4, 5).reshape(batch, -1, patch * patch * channels)
+def run_siglip2(reference, batch):
+    """transformers' `(pooled, tokens)` of a NaFlex batch."""
+    patches, mask, grid = (torch.from_numpy(batch[key]) for key in ("patches", "mask", "spatial_shapes"))
+    with torch.no_grad():
+        output = reference(patches, pixel_attention_mask=mask.int(), spatial_shapes=grid.long())
+    return output.pooler_output.numpy(), output.last_hidden_state.numpy()
 
 
 def assert_close(actual, expected):
@@ -87,12 +88,6 @@ def saved(source, folder):
         return folder, lambda images: (timm_reference.run_torch(timm, images), None)
     reference, path = siglip2(folder), folder
 
-    def outputs(images):  # a full grid: no padding, the mask all ones
-        patches, grid = flat_patches(images), [[images.shape[1] // 8, images.shape[2] // 8]] * len(images)
-        with torch.no_grad():
-            output = reference(torch.from_numpy(patches), torch.ones(patches.shape[:2]).int(), torch.tensor(grid))
-        return output.pooler_output.numpy(), output.last_hidden_state.numpy()
-
     if source == "Siglip2Model":  # the vision tower under `vision_model.`, the text tower left aside
         tensors = {f"vision_model.{k}": v for k, v in io.read_safetensors(folder / "model.safetensors")[0].items()}
         extra = {"logit_scale": np.ones(1), "logit_bias": np.ones(1), "text_model.head.weight": np.ones((4, 4))}
@@ -102,7 +97,7 @@ def saved(source, folder):
     elif source.startswith("npz"):
         state = {name: value.numpy() for name, value in reference.state_dict().items()}
         path = pretrained_helpers.write_npz(folder / "naflex.npz", big_vision_npz(state, source == "npz scanned"))
-    return path, outputs
+    return path, lambda images: run_siglip2(reference, naflex_batch(list(images), 8))  # full grids: no padding
 
 
 @pytest.mark.parametrize("source", ["Siglip2VisionModel", "Siglip2Model", "npz", "npz scanned", "timm"])
@@ -119,23 +114,21 @@ def test_plain_images_of_full_grids(source, tmp_path):
 
 
 def test_a_padded_batch_of_four_aspect_ratios(tmp_path):
-    grids, length = np.array([(4, 4), (2, 8), (3, 5), (5, 2)], "int32"), 20
-    batch = dict(patches=np.zeros((4, length, 192), "float32"), spatial_shapes=grids, mask=np.zeros((4, length), bool))
+    grids, length = [(4, 4), (2, 8), (3, 5), (5, 2)], 20
+    images = [np.random.default_rng(i).standard_normal((8 * rows, 8 * cols, 3)) for i, (rows, cols) in enumerate(grids)]
+    batch = naflex_batch(images, 8, length)
     coordinates = np.zeros((4, length, 2), "int64")  # timm's (row, col) of each patch
     for index, (rows, cols) in enumerate(grids):
-        image = np.random.default_rng(index).standard_normal((1, 8 * rows, 8 * cols, 3))
-        batch["patches"][index, : rows * cols], batch["mask"][index, : rows * cols] = flat_patches(image)[0], True
         coordinates[index, : rows * cols] = np.stack(np.divmod(np.arange(rows * cols), cols), axis=-1)
-    patches, mask, grid = (torch.from_numpy(batch[key]) for key in ("patches", "mask", "spatial_shapes"))
-    with torch.no_grad():
-        expected = siglip2(tmp_path / "hf")(patches, pixel_attention_mask=mask.int(), spatial_shapes=grid.long())
+    expected = run_siglip2(siglip2(tmp_path / "hf"), batch)
     model = build_from_checkpoint(tmp_path / "hf", include_preprocessing=False, max_num_patches=length)
-    assert_close(model(batch), expected.pooler_output.numpy())
+    assert_close(model(batch), expected[0])
     tokens = to_numpy(model.forward_intermediates(batch, indices=1, output_fmt="NLC")[0])
-    assert_close(tokens[batch["mask"]], expected.last_hidden_state.numpy()[batch["mask"]])  # the padding aside
+    assert_close(tokens[batch["mask"]], expected[1][batch["mask"]])  # the padding aside
     timm = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(tmp_path / "timm"), **TIMM)
+    patches, mask, coordinates = (torch.from_numpy(array) for array in (batch["patches"], batch["mask"], coordinates))
     with torch.no_grad():
-        expected = timm(dict(patches=patches, patch_coord=torch.from_numpy(coordinates), patch_valid=mask)).numpy()
+        expected = timm(dict(patches=patches, patch_coord=coordinates, patch_valid=mask)).numpy()
     model = build_from_checkpoint(tmp_path / "timm", include_preprocessing=False, max_num_patches=length, num_heads=2)
     assert_close(model(batch), expected)
 
