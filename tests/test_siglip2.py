@@ -26,12 +26,8 @@ NAFLEX = dict(class_token=False, pooling="map", mlp_activation="gelu_tanh", resa
 
 
 def siglip2(folder):
-    torch.manual_seed(0)
-    reference = transformers.Siglip2VisionModel(transformers.Siglip2VisionConfig(**VISION, num_patches=16)).eval()
-    with torch.no_grad():
-        for parameter in reference.parameters():
-            parameter.add_(0.1 * torch.randn_like(parameter))  # every weight matters
-    reference.save_pretrained(folder)
+    reference = transformers.Siglip2VisionModel(transformers.Siglip2VisionConfig(**VISION, num_patches=16))
+    timm_reference.randomize_torch(reference.eval(), scale=0.1).save_pretrained(folder)  # every weight matters
     return reference
 
 
@@ -87,7 +83,6 @@ def saved(source, folder):
         timm = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(folder), **TIMM)
         return folder, lambda images: (timm_reference.run_torch(timm, images), None)
     reference, path = siglip2(folder), folder
-
     if source == "Siglip2Model":  # the vision tower under `vision_model.`, the text tower left aside
         tensors = {f"vision_model.{k}": v for k, v in io.read_safetensors(folder / "model.safetensors")[0].items()}
         extra = {"logit_scale": np.ones(1), "logit_bias": np.ones(1), "text_model.head.weight": np.ones((4, 4))}
@@ -117,9 +112,8 @@ def test_a_padded_batch_of_four_aspect_ratios(tmp_path):
     grids, length = [(4, 4), (2, 8), (3, 5), (5, 2)], 20
     images = [np.random.default_rng(i).standard_normal((8 * rows, 8 * cols, 3)) for i, (rows, cols) in enumerate(grids)]
     batch = naflex_batch(images, 8, length)
-    coordinates = np.zeros((4, length, 2), "int64")  # timm's (row, col) of each patch
-    for index, (rows, cols) in enumerate(grids):
-        coordinates[index, : rows * cols] = np.stack(np.divmod(np.arange(rows * cols), cols), axis=-1)
+    # timm's (row, col) of each patch, (0, 0) for padding.
+    coordinates = np.stack(np.divmod(np.arange(length), batch["spatial_shapes"][:, 1:]), -1) * batch["mask"][..., None]
     expected = run_siglip2(siglip2(tmp_path / "hf"), batch)
     model = build_from_checkpoint(tmp_path / "hf", include_preprocessing=False, max_num_patches=length)
     assert_close(model(batch), expected[0])
@@ -147,11 +141,8 @@ GAP = dict(architecture="naflexvit_base_patch16_gap")
 )
 def test_what_does_not_say_naflex_is_refused(source, config, match, tmp_path):
     saved(source, tmp_path)
-    if config is None:
-        (tmp_path / "config.json").unlink()
-    else:
-        saved_config = json.loads((tmp_path / "config.json").read_text())
-        (tmp_path / "config.json").write_text(json.dumps(dict(saved_config, **config)))
+    file = tmp_path / "config.json"
+    file.unlink() if config is None else file.write_text(json.dumps(dict(json.loads(file.read_text()), **config)))
     with pytest.raises(CheckpointError, match=match):
         build_from_checkpoint(tmp_path, num_heads=2)
 
