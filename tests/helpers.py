@@ -98,6 +98,8 @@ def as_list(outputs):
 
 
 def to_numpy(outputs):
+    if isinstance(outputs, dict):
+        return {name: keras.ops.convert_to_numpy(output) for name, output in outputs.items()}
     if isinstance(outputs, (list, tuple)):
         return [keras.ops.convert_to_numpy(output) for output in outputs]
     return keras.ops.convert_to_numpy(outputs)

@@ -9,7 +9,7 @@ import pytest
 
 from keras_vit import NaFlexPatches
 from keras_vit.utils import patches
-from tests.helpers import BACKEND, assert_config_round_trip
+from tests.helpers import BACKEND, assert_config_round_trip, to_numpy
 
 tf = pytest.importorskip("tensorflow")
 siglip2 = pytest.importorskip("transformers.models.siglip2.image_processing_pil_siglip2")
@@ -17,10 +17,6 @@ data = pytest.importorskip("keras_vit.training.data")
 
 # At patch 4 and 24 patches: upsampled, downsampled, extreme aspect ratios, and 16 x 24, which needs no resize.
 SIZES = ((12, 20), (30, 50), (7, 40), (40, 7), (1, 50), (50, 1), (16, 24))
-
-
-def as_numpy(outputs):
-    return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
 
 
 def random_images(sizes, channels=3):
@@ -47,7 +43,7 @@ def test_layer_matches_transformers_processor():
     layer = NaFlexPatches(4, max_num_patches=24)
     for image in random_images(SIZES):
         expected = processor(images=[image], input_data_format="channels_last", return_tensors="np")
-        got = as_numpy(layer(image))
+        got = to_numpy(layer(image))
         np.testing.assert_array_equal(got["spatial_shapes"], expected["spatial_shapes"])
         np.testing.assert_array_equal(got["mask"], expected["pixel_attention_mask"].astype(bool))
         difference = np.abs(got["patches"] - expected["pixel_values"])
@@ -68,7 +64,7 @@ def test_tf_data_batches_images_of_three_sizes_as_the_layer_cuts_them():
     batch = next(iter(dataset.as_numpy_iterator()))
     layer = NaFlexPatches((4, 2), max_num_patches=24)
     for index, image in enumerate(images):
-        expected = as_numpy(layer(image))
+        expected = to_numpy(layer(image))
         np.testing.assert_array_equal(batch["spatial_shapes"][index], expected["spatial_shapes"][0])
         np.testing.assert_array_equal(batch["mask"][index], expected["mask"][0])
         # The same ops on TensorFlow; the other backends' resize agrees within float32 rounding.
