@@ -361,8 +361,7 @@ def test_naflex_finetune_on_mixed_aspect_ratios_then_predict_and_evaluate(tmp_pa
     assert cli.main(["finetune", *arguments, "--verbose", "0", "--out", out]) == 0
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     assert metrics["naflex"] == 16 and metrics["image_size"] is None and metrics["steps"] == 2
-    # validation_split 0.2 of 12 files
-    assert metrics["heldout_examples"] == 2 and metrics["heldout_report"]["examples"] == 2
+    assert metrics["heldout_examples"] == 2 and metrics["heldout_report"]["examples"] == 2  # 0.2 of 12 files
     path = os.path.join(out, "model.keras")
     model = keras.saving.load_model(path)
     assert find_vit(model).max_num_patches == 16 and set(model.input) == {"patches", "spatial_shapes", "mask"}

@@ -54,9 +54,8 @@ def test_a_flexivit_checkpoint_loads_at_another_patch_size_as_timm(patch_size, t
         rows = (dataclasses.replace(info, resolution=SIZE) if row is info else row for row in registry.CHECKPOINTS)
         monkeypatch.setattr(registry, "CHECKPOINTS", tuple(rows))
         requested = ph.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
-        model = keras_vit.VisionTransformer(
-            **sizes, patch_size=patch_size, weights=tag, input_shape=(SIZE, SIZE, 3), classifier_activation=None
-        )
+        options = dict(sizes, input_shape=(SIZE, SIZE, 3), classifier_activation=None)
+        model = keras_vit.VisionTransformer(**options, patch_size=patch_size, weights=tag)
         assert requested == [("timm/flexivit_small.1200ep_in1k", "model.safetensors")]
     assert model.patch_size == (patch_size, patch_size) and model.no_embed_class
     assert (model.resample_method, model.resample_antialias) == ("bilinear", False)
