@@ -69,8 +69,7 @@ def big_vision_npz(state, scanned):
             value = value.reshape(heads, -1, width)
         tensors[f"{name}/{kind}"] = value
     if scanned:
-        blocks = [name for name in tensors if name.startswith("Transformer/encoderblock_0/")]
-        for name in blocks:
+        for name in [name for name in tensors if name.startswith("Transformer/encoderblock_0/")]:
             layers = [tensors.pop(name.replace("_0/", f"_{i}/", 1)) for i in range(VISION["num_hidden_layers"])]
             tensors[name.replace("encoderblock_0", "encoderblock")] = np.stack(layers)
     text = {"params/txt/Embed_0/embedding": np.ones((4, width)), "params/t": np.ones(1), "params/b": np.ones(1)}
@@ -161,8 +160,7 @@ def test_the_naflex_rows_are_timms_and_the_tag_builds_timms_model(monkeypatch, t
         assert info.resolution == 16 * VARIANTS[info.variant]["patch_size"]  # the 16 x 16 table
     monkeypatch.setitem(VARIANTS, "B/16", dict(VARIANTS["B/16"], hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64))
     row = dataclasses.replace(NAFLEX_ROWS[0], resolution=48)  # a 3 x 3 table
-    rows = tuple(row if info is NAFLEX_ROWS[0] else info for info in registry.CHECKPOINTS)
-    monkeypatch.setattr(registry, "CHECKPOINTS", rows)
+    monkeypatch.setattr(registry, "CHECKPOINTS", tuple(row if i is NAFLEX_ROWS[0] else i for i in registry.CHECKPOINTS))
     arguments = dict(TIMM, patch_size=16, pos_embed_grid_size=(3, 3), img_size=48)
     reference = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(tmp_path), **arguments)
     requested = pretrained_helpers.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
