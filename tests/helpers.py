@@ -62,16 +62,35 @@ def randomize_weights(model, seed=0):
         variable.assign(rng.normal(0, 0.2, size=tuple(variable.shape)).astype(variable.dtype))
 
 
-def write_images(folder, classes, count, suffix, seed):
-    """`count` random 24x20 images per class, in one subfolder per class (an image-folder dataset)."""
+def write_images(folder, classes, count, suffix, seed, sizes=((24, 20),)):
+    """`count` random images per class (24x20, or `sizes` in turn), in one subfolder per class (an image folder)."""
     from PIL import Image
 
     rng = np.random.default_rng(seed)
     for name in classes:
         os.makedirs(os.path.join(folder, name), exist_ok=True)
         for index in range(count):
-            pixels = rng.integers(0, 256, (24, 20, 3), dtype=np.uint8)
+            pixels = rng.integers(0, 256, (*sizes[index % len(sizes)], 3), dtype=np.uint8)
             Image.fromarray(pixels).save(os.path.join(folder, name, f"{index}{suffix}"))
+
+
+def pixel_images(*sizes, seed=0):
+    """Random [0, 255] float32 channels-last images of `sizes` (`(height, width)` each)."""
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(0, 255, (*size, 3)).astype("float32") for size in sizes]
+
+
+def naflex_batch(images, patch, length=None):
+    """The NaFlex dict of channels-last `images`, each a whole number of `patch` px patches (an empty one: all
+    padding), as SigLIP 2's processor lays it out: (row, col, channel) in a patch, `length` (the most) patches."""
+    grids = [(image.shape[0] // patch, image.shape[1] // patch) for image in images]
+    length, width = length or max(rows * cols for rows, cols in grids), patch * patch * images[0].shape[-1]
+    batch = dict(patches=np.zeros((len(images), length, width), "float32"), spatial_shapes=np.array(grids, "int32"))
+    batch["mask"] = np.zeros((len(images), length), bool)
+    for index, (image, (rows, cols)) in enumerate(zip(images, grids)):
+        cut = image.reshape(rows, patch, cols, patch, image.shape[-1]).swapaxes(1, 2).reshape(rows * cols, width)
+        batch["patches"][index, : rows * cols], batch["mask"][index, : rows * cols] = cut, True
+    return batch
 
 
 def as_list(outputs):
@@ -79,6 +98,8 @@ def as_list(outputs):
 
 
 def to_numpy(outputs):
+    if isinstance(outputs, dict):
+        return {name: keras.ops.convert_to_numpy(output) for name, output in outputs.items()}
     if isinstance(outputs, (list, tuple)):
         return [keras.ops.convert_to_numpy(output) for output in outputs]
     return keras.ops.convert_to_numpy(outputs)

@@ -218,10 +218,9 @@ def test_naflex_pipelines_keep_each_images_aspect_ratio():
     import tensorflow as tf
 
     sizes = [(16, 32), (32, 16), (24, 24)]  # 2:1, 1:2, square: grids of at most 32 patches of 4x4
-    dataset = tf.data.Dataset.from_generator(
-        lambda: ((np.full(size + (3,), 100, np.uint8), index) for index, size in enumerate(sizes)),
-        output_signature=(tf.TensorSpec((None, None, 3), tf.uint8), tf.TensorSpec((), tf.int32)),
-    )
+    examples = [(np.full(size + (3,), 100, np.uint8), index) for index, size in enumerate(sizes)]
+    spec = (tf.TensorSpec((None, None, 3), tf.uint8), tf.TensorSpec((), tf.int32))
+    dataset = tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec)
     grids = {0: [4, 8], 1: [8, 4], 2: [5, 5]}
     train = data.train_pipeline(dataset, image_size=None, naflex=(4, 32), batch_size=3, num_classes=3)
     ((inputs, labels),) = train.as_numpy_iterator()

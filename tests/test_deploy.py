@@ -21,8 +21,6 @@ from keras_vit.models.applications import VisionTransformer
 from keras_vit.models.preprocessing import preprocess_input
 from keras_vit.utils import files
 from tests import helpers
-from tests.test_naflex import images as naflex_images
-from tests.test_naflex import naflex_batch
 
 TINY = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32, input_shape=(8, 8, 3))
 NAMES = ["zero", "one", "two"]
@@ -470,19 +468,12 @@ def test_a_naflex_model_exports_to_every_format_of_the_backend_within_1e4(tmp_pa
 
     # SigLIP 2's native aspect ratio: a learned table resized per image grid, registers, DINOv3's RoPE per image
     # grid and the masked MAP head, on a padded batch of three grids at the fixed length.
-    model = VisionTransformer(
-        **{**TINY, "input_shape": (None, None, 3)},
-        embedding_grid=(3, 3),
-        num_register_tokens=2,
-        rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True),
-        pooling="map",
-        classes=3,
-        classifier_activation=None,
-        max_num_patches=12,
-    )
+    rope = dict(rope_type="dinov3", temperature=100.0, rotate_half=True)
+    naflex = dict(input_shape=(None, None, 3), embedding_grid=(3, 3), num_register_tokens=2, rope=rope, pooling="map")
+    model = VisionTransformer(**dict(TINY, **naflex), max_num_patches=12, classes=3, classifier_activation=None)
     helpers.randomize_weights(model)
     model = metadata.with_class_names(model, NAMES)  # as `keras-vit finetune --naflex` saves it
-    batch = naflex_batch(naflex_images((8, 12), (12, 16), (4, 8)), 12)
+    batch = helpers.naflex_batch(helpers.pixel_images((8, 12), (12, 16), (4, 8)), 4, 12)
     (expected,) = helpers.reference_outputs(model, batch)
     model.save(tmp_path / "model.keras")
     formats = [format for format in deploy.FORMATS if deploy.supported(format)[0]]

@@ -17,7 +17,7 @@ import keras_vit_cli as cli
 from keras_vit.models import find_vit
 from keras_vit.training import finetune
 from keras_vit_cli.commands import finetune as finetune_command
-from tests.helpers import BACKEND, REPO_ROOT
+from tests.helpers import BACKEND, REPO_ROOT, write_images
 
 # The digits job's model shrunk to 1 block of width 16: the job's plumbing does not depend on the model's size.
 TINY_SMALL_CONFIG = dict(patch_size=4, hidden_dim=16, num_layers=1, num_heads=2, mlp_dim=32)
@@ -351,42 +351,17 @@ def test_a_hybrid_on_a_flat_folder_with_mixup_finishes_and_predict_names_the_cla
     assert sorted(line.split()[1] for line in lines[1:]) == ["daisy", "tulip"]
 
 
-def _write_mixed_aspect_folder(root, classes=("tall", "wide")):
-    """`root/<class>/`: per class, two each of 12x36 (1:3), 36x12 (3:1) and 20x20 PNGs."""
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for name in classes:
-        os.makedirs(os.path.join(root, name))
-        for index, size in enumerate([(12, 36), (36, 12), (20, 20)] * 2):
-            pixels = rng.integers(0, 256, size=(*size, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(os.path.join(root, name, f"{index}.png"))
-
-
 # On torch, where the job compiles fastest; the model's backends are test_naflex's, the pipelines' test_data's.
 @pytest.mark.skipif(BACKEND != "torch", reason="one NaFlex run is enough")
 def test_naflex_finetune_on_mixed_aspect_ratios_then_predict_and_evaluate(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(finetune, "SMALL_CONFIG", TINY_SMALL_CONFIG)
     root, out = str(tmp_path / "images"), str(tmp_path / "run")
-    _write_mixed_aspect_folder(root)
-    arguments = [
-        "--naflex",
-        "16",
-        "--data",
-        root,
-        "--batch-size",
-        "4",
-        "--steps",
-        "2",
-        "--epochs",
-        "1",
-        "--randaugment",
-    ]
+    write_images(root, ("tall", "wide"), 6, ".png", seed=0, sizes=((12, 36), (36, 12), (20, 20)))  # 1:3, 3:1, 1:1
+    arguments = ["--naflex", "16", "--data", root, *"--batch-size 4 --steps 2 --epochs 1 --randaugment".split()]
     assert cli.main(["finetune", *arguments, "--verbose", "0", "--out", out]) == 0
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     assert metrics["naflex"] == 16 and metrics["image_size"] is None and metrics["steps"] == 2
-    # validation_split 0.2 of 12 files
-    assert metrics["heldout_examples"] == 2 and metrics["heldout_report"]["examples"] == 2
+    assert metrics["heldout_examples"] == 2 and metrics["heldout_report"]["examples"] == 2  # 0.2 of 12 files
     path = os.path.join(out, "model.keras")
     model = keras.saving.load_model(path)
     assert find_vit(model).max_num_patches == 16 and set(model.input) == {"patches", "spatial_shapes", "mask"}

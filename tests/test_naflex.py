@@ -9,64 +9,20 @@ import pytest
 
 from keras_vit.layers import MultiHeadSelfAttention
 from keras_vit.models.vit import VisionTransformer
-from tests.helpers import (
-    BACKEND,
-    assert_config_round_trip,
-    randomize_weights,
-    reference_outputs,
-    run_model_saving_test,
-    to_numpy,
-    trainable_gradients,
-)
+from tests import helpers
+from tests.helpers import BACKEND, naflex_batch, pixel_images, reference_outputs, to_numpy
 
 PATCH = 4
-TINY = dict(
-    patch_size=PATCH,
-    hidden_dim=16,
-    num_layers=2,
-    num_heads=2,
-    mlp_dim=32,
-    include_top=False,
-    input_shape=(None, None, 3),
-    embedding_grid=(3, 3),
-    # Per channel: the patches' (row, col, channel) order must meet the images' channels.
-    pixel_mean=(0.48, 0.46, 0.41),
-    pixel_std=(0.27, 0.26, 0.28),
-)
-DINOV3 = dict(
-    position_embedding=False,
-    num_register_tokens=4,
-    rope=dict(rope_type="dinov3", temperature=100.0, rotate_half=True),
-)
-
-
-def naflex_batch(images, length):
-    """The NaFlex dict of `images` (each a whole number of patches), as SigLIP 2's processor lays it out."""
-    batch = {
-        "patches": np.zeros((len(images), length, PATCH * PATCH * 3), "float32"),
-        "spatial_shapes": np.zeros((len(images), 2), "int32"),
-        "mask": np.zeros((len(images), length), bool),
-    }
-    for index, image in enumerate(images):
-        rows, cols = image.shape[0] // PATCH, image.shape[1] // PATCH
-        patches = image.reshape(rows, PATCH, cols, PATCH, 3).transpose(0, 2, 1, 3, 4).reshape(rows * cols, -1)
-        batch["patches"][index, : rows * cols] = patches
-        batch["spatial_shapes"][index] = (rows, cols)
-        batch["mask"][index, : rows * cols] = True
-    return batch
-
-
-def images(*sizes, seed=0):
-    rng = np.random.default_rng(seed)
-    return [rng.uniform(0, 255, (*size, 3)).astype("float32") for size in sizes]
+TINY = dict(patch_size=PATCH, hidden_dim=16, num_layers=2, num_heads=2, mlp_dim=32, input_shape=(None, None, 3))
+# Per channel: the patches' (row, col, channel) order must meet the images' channels.
+TINY.update(include_top=False, embedding_grid=(3, 3), pixel_mean=(0.48, 0.46, 0.41), pixel_std=(0.27, 0.26, 0.28))
+DINOV3_ROPE = dict(rope_type="dinov3", temperature=100.0, rotate_half=True)
+DINOV3 = dict(position_embedding=False, num_register_tokens=4, rope=DINOV3_ROPE)
 
 
 def build(options, max_num_patches, weights=None):
     model = VisionTransformer(**dict(TINY, **options), max_num_patches=max_num_patches)
-    if weights is None:
-        randomize_weights(model)
-    else:
-        model.set_weights(weights)
+    helpers.randomize_weights(model) if weights is None else model.set_weights(weights)
     return model
 
 
@@ -84,34 +40,32 @@ def build(options, max_num_patches, weights=None):
     ids=["map", "gap", "token-registers", "max", "sequence", "dinov3", "eva-cat-table"],
 )
 def test_padding_changes_no_image_output(options):
-    batch = images((16, 20), (8, 12), (12, 8))
+    batch = pixel_images((16, 20), (8, 12), (12, 8))
     model = build(options, 24)
-    padded = reference_outputs(model, naflex_batch(batch, 24))[0]
-    prefix = model.num_prefix_tokens
+    padded = reference_outputs(model, naflex_batch([*batch, np.zeros((0, 0, 3))], PATCH, 24))[0]
+    assert np.all(np.isfinite(padded))  # the last image is padding alone
     for index, image in enumerate(batch):
         length = image.shape[0] * image.shape[1] // PATCH**2
-        alone = reference_outputs(build(options, length, model.get_weights()), naflex_batch([image], length))[0][0]
+        alone = reference_outputs(build(options, length, model.get_weights()), naflex_batch([image], PATCH, length))
         # A sequence output's padding tokens are the padded batch's own.
-        got = padded[index, : prefix + length] if padded.ndim == 3 else padded[index]
-        np.testing.assert_allclose(got, alone, rtol=0, atol=1e-5)
+        got = padded[index, : model.num_prefix_tokens + length] if padded.ndim == 3 else padded[index]
+        np.testing.assert_allclose(got, alone[0][0], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(
-    "options",
+    "options, data_format",
     [
-        dict(pooling="map", resample_method="bilinear", resample_antialias=True),
-        dict(pooling="token", resample_method="bicubic", num_register_tokens=2),
-        dict(pooling="gap", resample_method="official", no_embed_class=True),
-        dict(DINOV3, pooling="token"),
-        dict(pooling="gap", data_format="channels_first", input_shape=(3, None, None)),
+        (dict(pooling="map", resample_method="bilinear", resample_antialias=True), "channels_last"),
+        (dict(pooling="token", resample_method="bicubic", num_register_tokens=2), "channels_last"),
+        (dict(pooling="gap", resample_method="official", no_embed_class=True), "channels_last"),
+        (dict(DINOV3, pooling="token"), "channels_last"),
+        (dict(pooling="gap", input_shape=(3, None, None)), "channels_first"),
     ],
     ids=["bilinear-antialias", "bicubic", "official-no-embed-class", "dinov3", "channels-first"],
 )
-def test_a_full_grid_gives_the_image_models_output(options):
+def test_a_full_grid_gives_the_image_models_output(options, data_format):
     # 4 x 5 patches against the table's 3 x 3: the per-token resize against the per-grid one.
-    image = images((16, 20))[0]
-    options = dict(options)
-    data_format = options.pop("data_format", "channels_last")
+    image = pixel_images((16, 20))[0]
     keras.config.set_image_data_format(data_format)
     try:  # PixelScaling reads the format at call time too
         model = build(options, 20)
@@ -119,7 +73,7 @@ def test_a_full_grid_gives_the_image_models_output(options):
         plain.set_weights(model.get_weights())
         pixels = image.transpose(2, 0, 1) if data_format == "channels_first" else image
         expected = reference_outputs(plain, pixels[None])[0]
-        got = reference_outputs(model, naflex_batch([image], 20))[0]
+        got = reference_outputs(model, naflex_batch([image], PATCH, 20))[0]
     finally:
         keras.config.set_image_data_format("channels_last")
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
@@ -138,25 +92,16 @@ def test_fused_and_einsum_attention_agree_under_a_mask():
     np.testing.assert_allclose(fused[1, :4], to_numpy(layer(tokens[1:2, :4]))[0], rtol=0, atol=1e-5)
 
 
-def test_an_image_of_padding_alone_gives_finite_outputs():
-    model = build(dict(pooling="gap", class_token=False), 6)
-    batch = naflex_batch(images((8, 12)), 6)
-    empty = {key: np.zeros_like(value) for key, value in batch.items()}
-    outputs = reference_outputs(model, {key: np.concatenate([batch[key], empty[key]]) for key in batch})[0]
-    assert np.all(np.isfinite(outputs))
-
-
 def test_config_round_trip_and_keras_file(tmp_path):
     model = build(dict(pooling="map", num_register_tokens=1), 12)
     assert model.max_num_patches == 12 and set(model.input) == {"patches", "spatial_shapes", "mask"}
-    assert_config_round_trip(model)
-    run_model_saving_test(model, naflex_batch(images((8, 12), (12, 16)), 12), tmp_path)
+    helpers.assert_config_round_trip(model)
+    helpers.run_model_saving_test(model, naflex_batch(pixel_images((8, 12), (12, 16)), PATCH, 12), tmp_path)
 
 
 def test_forward_intermediates_gives_the_tokens():
-    options = dict(DINOV3, return_sequence=True)
-    model = build(options, 12)
-    batch = naflex_batch(images((8, 12), (12, 16)), 12)
+    model = build(dict(DINOV3, return_sequence=True), 12)
+    batch = naflex_batch(pixel_images((8, 12), (12, 16)), PATCH, 12)
     final, tokens = model.forward_intermediates(batch, indices=1, output_fmt="NLC")
     np.testing.assert_allclose(to_numpy(final), reference_outputs(model, batch)[0], rtol=0, atol=1e-5)
     assert tuple(tokens[0].shape) == (2, 5 + 12, 16)
@@ -165,10 +110,11 @@ def test_forward_intermediates_gives_the_tokens():
 
 
 def test_remat_recomputes_under_the_mask():
-    batch = naflex_batch(images((8, 12), (4, 4)), 12)
+    batch = naflex_batch(pixel_images((8, 12), (4, 4)), PATCH, 12)
     plain = build(dict(pooling="gap"), 12)
     remat = build(dict(pooling="gap", remat=True), 12, plain.get_weights())
-    for got, want in zip(trainable_gradients(remat, batch), trainable_gradients(plain, batch), strict=True):
+    gradients = [helpers.trainable_gradients(model, batch) for model in (remat, plain)]
+    for got, want in zip(*gradients, strict=True):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
 
 
@@ -176,7 +122,8 @@ def test_fit_and_predict_compile_once_for_batches_of_other_grids(monkeypatch):
     # The fixed length and the mask keep the shapes static: XLA (TensorFlow, JAX) traces the train and predict steps
     # once for a batch of other grids, and torch.compile takes the whole model as one graph.
     model = build(dict(DINOV3, pooling="map", include_top=True, classes=3, dropout_rate=0.1, num_layers=1), 12)
-    batches = [naflex_batch(images(*sizes), 12) for sizes in (((8, 12), (12, 16), (4, 4)), ((16, 12), (4, 8), (8, 8)))]
+    grids = (((8, 12), (12, 16), (4, 4)), ((16, 12), (4, 8), (8, 8)))
+    batches = [naflex_batch(pixel_images(*sizes), PATCH, 12) for sizes in grids]
     traces = collections.Counter()
     for name in ("train_step", "predict_step") if BACKEND != "torch" else ():
         step = getattr(model, name)

@@ -9,7 +9,7 @@ import pytest
 
 from keras_vit import NaFlexPatches
 from keras_vit.utils import patches
-from tests.helpers import BACKEND, assert_config_round_trip
+from tests.helpers import BACKEND, assert_config_round_trip, to_numpy
 
 tf = pytest.importorskip("tensorflow")
 siglip2 = pytest.importorskip("transformers.models.siglip2.image_processing_pil_siglip2")
@@ -17,10 +17,6 @@ data = pytest.importorskip("keras_vit.training.data")
 
 # At patch 4 and 24 patches: upsampled, downsampled, extreme aspect ratios, and 16 x 24, which needs no resize.
 SIZES = ((12, 20), (30, 50), (7, 40), (40, 7), (1, 50), (50, 1), (16, 24))
-
-
-def as_numpy(outputs):
-    return {name: keras.ops.convert_to_numpy(value) for name, value in outputs.items()}
 
 
 def random_images(sizes, channels=3):
@@ -32,12 +28,10 @@ def random_images(sizes, channels=3):
 def test_grid_is_transformers_rule_in_python_and_in_a_graph():
     sides = (1, 2, 7, 16, 33, 224, 500, 1000, 4000, 123457, 1000003)  # the last two: the bisection's last steps count
     heights, widths = (np.array(side, "float64") for side in zip(*itertools.product(sides, sides)))
+    sizes = [(int(height), int(width)) for height, width in zip(heights, widths)]
     for patch, max_num_patches in itertools.product((1, 4, 14, 16), (1, 3, 64, 256, 1024)):
-        expected = [
-            siglip2.get_image_size_for_max_num_patches(int(h), int(w), patch, max_num_patches)
-            for h, w in zip(heights, widths)
-        ]
-        python = [patches.naflex_grid((int(h), int(w)), patch, max_num_patches) for h, w in zip(heights, widths)]
+        expected = [siglip2.get_image_size_for_max_num_patches(*size, patch, max_num_patches) for size in sizes]
+        python = [patches.naflex_grid(size, patch, max_num_patches) for size in sizes]
         assert [(rows * patch, cols * patch) for rows, cols in python] == expected
         # The tf.data path: float64 tensors, here all the sizes at once.
         rows, cols = patches.naflex_grid((heights, widths), patch, max_num_patches, ceil=tf.math.ceil, where=tf.where)
@@ -49,7 +43,7 @@ def test_layer_matches_transformers_processor():
     layer = NaFlexPatches(4, max_num_patches=24)
     for image in random_images(SIZES):
         expected = processor(images=[image], input_data_format="channels_last", return_tensors="np")
-        got = as_numpy(layer(image))
+        got = to_numpy(layer(image))
         np.testing.assert_array_equal(got["spatial_shapes"], expected["spatial_shapes"])
         np.testing.assert_array_equal(got["mask"], expected["pixel_attention_mask"].astype(bool))
         difference = np.abs(got["patches"] - expected["pixel_values"])
@@ -62,25 +56,20 @@ def test_layer_matches_transformers_processor():
 
 def test_tf_data_batches_images_of_three_sizes_as_the_layer_cuts_them():
     images = random_images(((30, 50), (7, 40), (16, 24)))
-    dataset = tf.data.Dataset.from_generator(
-        lambda: iter(images), output_signature=tf.TensorSpec((None, None, 3), "uint8")
-    )
+    spec = tf.TensorSpec((None, None, 3), "uint8")
+    dataset = tf.data.Dataset.from_generator(lambda: iter(images), output_signature=spec)
     dataset = dataset.map(lambda image: data.naflex_patches(image, (4, 2), max_num_patches=24)).batch(3)
-    assert {name: tuple(spec.shape) for name, spec in dataset.element_spec.items()} == {
-        "patches": (None, 24, 24),
-        "spatial_shapes": (None, 2),
-        "mask": (None, 24),
-    }
+    shapes = dict(patches=(None, 24, 24), spatial_shapes=(None, 2), mask=(None, 24))
+    assert {name: tuple(spec.shape) for name, spec in dataset.element_spec.items()} == shapes
     batch = next(iter(dataset.as_numpy_iterator()))
     layer = NaFlexPatches((4, 2), max_num_patches=24)
     for index, image in enumerate(images):
-        expected = as_numpy(layer(image))
+        expected = to_numpy(layer(image))
         np.testing.assert_array_equal(batch["spatial_shapes"][index], expected["spatial_shapes"][0])
         np.testing.assert_array_equal(batch["mask"][index], expected["mask"][0])
         # The same ops on TensorFlow; the other backends' resize agrees within float32 rounding.
-        np.testing.assert_allclose(
-            batch["patches"][index], expected["patches"][0], atol=0 if BACKEND == "tensorflow" else 1e-3
-        )
+        atol = 0 if BACKEND == "tensorflow" else 1e-3
+        np.testing.assert_allclose(batch["patches"][index], expected["patches"][0], atol=atol)
 
 
 def test_layer_in_a_compiled_model_keeps_static_shapes_and_its_config():
@@ -90,11 +79,8 @@ def test_layer_in_a_compiled_model_keeps_static_shapes_and_its_config():
     assert keras.saving.serialize_keras_object(layer)["registered_name"] == "keras_vit>NaFlexPatches"
     inputs = keras.Input((64, 32, 4))  # any channel count
     model = keras.Model(inputs, layer(inputs))
-    assert {name: tuple(output.shape) for name, output in model.output.items()} == {
-        "patches": (None, 9, 128),
-        "spatial_shapes": (None, 2),
-        "mask": (None, 9),
-    }
+    shapes = dict(patches=(None, 9, 128), spatial_shapes=(None, 2), mask=(None, 9))
+    assert {name: tuple(output.shape) for name, output in model.output.items()} == shapes
     outputs = model.predict(random_images(((64, 32),) * 2, channels=4)[0][None].repeat(2, 0), verbose=0)
     assert outputs["patches"].shape == (2, 9, 128) and outputs["spatial_shapes"].tolist() == [[3, 3]] * 2
 

@@ -14,7 +14,7 @@ from keras_vit.models.applications import ViTB16
 from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import CheckpointError, build_from_checkpoint, io, registry
 from tests import pretrained_helpers, timm_reference
-from tests.helpers import to_numpy
+from tests.helpers import naflex_batch, to_numpy
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -26,20 +26,17 @@ NAFLEX = dict(class_token=False, pooling="map", mlp_activation="gelu_tanh", resa
 
 
 def siglip2(folder):
-    torch.manual_seed(0)
-    reference = transformers.Siglip2VisionModel(transformers.Siglip2VisionConfig(**VISION, num_patches=16)).eval()
-    with torch.no_grad():
-        for parameter in reference.parameters():
-            parameter.add_(0.1 * torch.randn_like(parameter))  # every weight matters
-    reference.save_pretrained(folder)
+    reference = transformers.Siglip2VisionModel(transformers.Siglip2VisionConfig(**VISION, num_patches=16))
+    timm_reference.randomize_torch(reference.eval(), scale=0.1).save_pretrained(folder)  # every weight matters
     return reference
 
 
-def flat_patches(images, patch=8):
-    """Channels-last images cut as transformers' Siglip2 processor does: (row, col, channel) inside a patch."""
-    batch, height, width, channels = images.shape
-    patches = images.reshape(batch, height // patch, patch, width // patch, patch, channels)
-    return patches.transpose(0, 1, 3, 2, 4, 5).reshape(batch, -1, patch * patch * channels)
+def run_siglip2(reference, batch):
+    """transformers' `(pooled, tokens)` of a NaFlex batch."""
+    patches, mask, grid = (torch.from_numpy(batch[key]) for key in ("patches", "mask", "spatial_shapes"))
+    with torch.no_grad():
+        output = reference(patches, pixel_attention_mask=mask.int(), spatial_shapes=grid.long())
+    return output.pooler_output.numpy(), output.last_hidden_state.numpy()
 
 
 def assert_close(actual, expected):
@@ -72,8 +69,7 @@ def big_vision_npz(state, scanned):
             value = value.reshape(heads, -1, width)
         tensors[f"{name}/{kind}"] = value
     if scanned:
-        blocks = [name for name in tensors if name.startswith("Transformer/encoderblock_0/")]
-        for name in blocks:
+        for name in [name for name in tensors if name.startswith("Transformer/encoderblock_0/")]:
             layers = [tensors.pop(name.replace("_0/", f"_{i}/", 1)) for i in range(VISION["num_hidden_layers"])]
             tensors[name.replace("encoderblock_0", "encoderblock")] = np.stack(layers)
     text = {"params/txt/Embed_0/embedding": np.ones((4, width)), "params/t": np.ones(1), "params/b": np.ones(1)}
@@ -86,13 +82,6 @@ def saved(source, folder):
         timm = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(folder), **TIMM)
         return folder, lambda images: (timm_reference.run_torch(timm, images), None)
     reference, path = siglip2(folder), folder
-
-    def outputs(images):  # a full grid: no padding, the mask all ones
-        patches, grid = flat_patches(images), [[images.shape[1] // 8, images.shape[2] // 8]] * len(images)
-        with torch.no_grad():
-            output = reference(torch.from_numpy(patches), torch.ones(patches.shape[:2]).int(), torch.tensor(grid))
-        return output.pooler_output.numpy(), output.last_hidden_state.numpy()
-
     if source == "Siglip2Model":  # the vision tower under `vision_model.`, the text tower left aside
         tensors = {f"vision_model.{k}": v for k, v in io.read_safetensors(folder / "model.safetensors")[0].items()}
         extra = {"logit_scale": np.ones(1), "logit_bias": np.ones(1), "text_model.head.weight": np.ones((4, 4))}
@@ -102,7 +91,7 @@ def saved(source, folder):
     elif source.startswith("npz"):
         state = {name: value.numpy() for name, value in reference.state_dict().items()}
         path = pretrained_helpers.write_npz(folder / "naflex.npz", big_vision_npz(state, source == "npz scanned"))
-    return path, outputs
+    return path, lambda images: run_siglip2(reference, naflex_batch(list(images), 8))  # full grids: no padding
 
 
 @pytest.mark.parametrize("source", ["Siglip2VisionModel", "Siglip2Model", "npz", "npz scanned", "timm"])
@@ -119,23 +108,20 @@ def test_plain_images_of_full_grids(source, tmp_path):
 
 
 def test_a_padded_batch_of_four_aspect_ratios(tmp_path):
-    grids, length = np.array([(4, 4), (2, 8), (3, 5), (5, 2)], "int32"), 20
-    batch = dict(patches=np.zeros((4, length, 192), "float32"), spatial_shapes=grids, mask=np.zeros((4, length), bool))
-    coordinates = np.zeros((4, length, 2), "int64")  # timm's (row, col) of each patch
-    for index, (rows, cols) in enumerate(grids):
-        image = np.random.default_rng(index).standard_normal((1, 8 * rows, 8 * cols, 3))
-        batch["patches"][index, : rows * cols], batch["mask"][index, : rows * cols] = flat_patches(image)[0], True
-        coordinates[index, : rows * cols] = np.stack(np.divmod(np.arange(rows * cols), cols), axis=-1)
-    patches, mask, grid = (torch.from_numpy(batch[key]) for key in ("patches", "mask", "spatial_shapes"))
-    with torch.no_grad():
-        expected = siglip2(tmp_path / "hf")(patches, pixel_attention_mask=mask.int(), spatial_shapes=grid.long())
+    grids, length = [(4, 4), (2, 8), (3, 5), (5, 2)], 20
+    images = [np.random.default_rng(i).standard_normal((8 * rows, 8 * cols, 3)) for i, (rows, cols) in enumerate(grids)]
+    batch = naflex_batch(images, 8, length)
+    # timm's (row, col) of each patch, (0, 0) for padding.
+    coordinates = np.stack(np.divmod(np.arange(length), batch["spatial_shapes"][:, 1:]), -1) * batch["mask"][..., None]
+    expected = run_siglip2(siglip2(tmp_path / "hf"), batch)
     model = build_from_checkpoint(tmp_path / "hf", include_preprocessing=False, max_num_patches=length)
-    assert_close(model(batch), expected.pooler_output.numpy())
+    assert_close(model(batch), expected[0])
     tokens = to_numpy(model.forward_intermediates(batch, indices=1, output_fmt="NLC")[0])
-    assert_close(tokens[batch["mask"]], expected.last_hidden_state.numpy()[batch["mask"]])  # the padding aside
+    assert_close(tokens[batch["mask"]], expected[1][batch["mask"]])  # the padding aside
     timm = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(tmp_path / "timm"), **TIMM)
+    patches, mask, coordinates = (torch.from_numpy(array) for array in (batch["patches"], batch["mask"], coordinates))
     with torch.no_grad():
-        expected = timm(dict(patches=patches, patch_coord=torch.from_numpy(coordinates), patch_valid=mask)).numpy()
+        expected = timm(dict(patches=patches, patch_coord=coordinates, patch_valid=mask)).numpy()
     model = build_from_checkpoint(tmp_path / "timm", include_preprocessing=False, max_num_patches=length, num_heads=2)
     assert_close(model(batch), expected)
 
@@ -154,11 +140,8 @@ GAP = dict(architecture="naflexvit_base_patch16_gap")
 )
 def test_what_does_not_say_naflex_is_refused(source, config, match, tmp_path):
     saved(source, tmp_path)
-    if config is None:
-        (tmp_path / "config.json").unlink()
-    else:
-        saved_config = json.loads((tmp_path / "config.json").read_text())
-        (tmp_path / "config.json").write_text(json.dumps(dict(saved_config, **config)))
+    file = tmp_path / "config.json"
+    file.unlink() if config is None else file.write_text(json.dumps(dict(json.loads(file.read_text()), **config)))
     with pytest.raises(CheckpointError, match=match):
         build_from_checkpoint(tmp_path, num_heads=2)
 
@@ -177,8 +160,7 @@ def test_the_naflex_rows_are_timms_and_the_tag_builds_timms_model(monkeypatch, t
         assert info.resolution == 16 * VARIANTS[info.variant]["patch_size"]  # the 16 x 16 table
     monkeypatch.setitem(VARIANTS, "B/16", dict(VARIANTS["B/16"], hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64))
     row = dataclasses.replace(NAFLEX_ROWS[0], resolution=48)  # a 3 x 3 table
-    rows = tuple(row if info is NAFLEX_ROWS[0] else info for info in registry.CHECKPOINTS)
-    monkeypatch.setattr(registry, "CHECKPOINTS", rows)
+    monkeypatch.setattr(registry, "CHECKPOINTS", tuple(row if i is NAFLEX_ROWS[0] else i for i in registry.CHECKPOINTS))
     arguments = dict(TIMM, patch_size=16, pos_embed_grid_size=(3, 3), img_size=48)
     reference = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(tmp_path), **arguments)
     requested = pretrained_helpers.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
