@@ -14,9 +14,11 @@ pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason=
 D, HEADS, MLP, LAYERS = 8, 2, 16, 3
 # The hybrids' layouts add a ResNet backbone to these: their round trips are in test_hybrid.py.
 # The plain ViT's layouts (tests/test_hf_family.py round-trips the family's through transformers,
-# tests/test_build_from_checkpoint.py AIMv2's through timm and tests/test_rope_checkpoints.py the RoPE ones').
+# tests/test_build_from_checkpoint.py AIMv2's through timm, tests/test_rope_checkpoints.py the RoPE ones' and
+# tests/test_siglip2.py the NaFlex ones').
 PLAIN_LAYOUTS = [layout for layout in converters.LAYOUTS if "ResNet" not in layout.description]
-OTHERS = (*converters.HF_FAMILY, converters.TIMM_AIMV2, converters.TIMM_EVA, converters.DINOV3)
+NAFLEX = (*converters.BIG_VISION_NAFLEX, converters.TIMM_NAFLEX)
+OTHERS = (*converters.HF_FAMILY, converters.TIMM_AIMV2, converters.TIMM_EVA, converters.DINOV3, *NAFLEX)
 PLAIN_LAYOUTS = [layout for layout in PLAIN_LAYOUTS if layout not in OTHERS]
 BLOCK = {
     "norm1/gamma": (D,),
