@@ -14,11 +14,13 @@ from keras_vit.models.variants import VARIANTS
 from keras_vit.pretrained import CheckpointError, download, registry
 from tests import pretrained_helpers as ph
 from tests import timm_reference
+from tests.helpers import BACKEND
 
 SIZE = 48  # the saved model's image: three 16 px patches a side
 SMALL = dict(embed_dim=128, num_heads=2, img_size=SIZE)  # FlexiViT-S at a tiny width; 64-wide heads as timm's
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="NumPy against timm: the torch run")
 @pytest.mark.parametrize(
     "old, new, method, antialias",
     [
