@@ -84,7 +84,8 @@ def load_classifier(path):
             f"{path!r} is not a readable .keras file: a .keras save is a zip archive, and this one is truncated, "
             "damaged or not a Keras save. Save or copy the model again."
         )
-    model = keras.saving.load_model(path, safe_mode=True)
+    # Not its training compile: one from another backend can be refused here (torch: steps_per_execution > 1).
+    model = keras.saving.load_model(path, compile=False, safe_mode=True)
     find_vit(model)
     return model
 
