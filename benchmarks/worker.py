@@ -501,10 +501,11 @@ def torch_trainer(spec, model, forward, device="cpu"):
     return infer, (lambda images, labels: train_steps(images, labels, 1)), train_steps
 
 
-def timm_vision_transformer(variant, image_size, classes, checkpointing=False):
-    """timm's `VisionTransformer` of a `VARIANTS` size, random weights, optionally checkpointed."""
+def timm_vision_transformer(variant, image_size, classes, checkpointing=False, family="vit"):
+    """timm's model at the sizes of `variant`, random weights, optionally checkpointed: its `VisionTransformer`, or
+    for another `family` its model (`TIMM_FAMILY_MODELS`; at B/16, `timm.create_model(name)` itself)."""
     timm = _import_timm()
-    model = timm.models.vision_transformer.VisionTransformer(
+    sizes = dict(
         img_size=image_size,
         patch_size=variant["patch_size"],
         embed_dim=variant["hidden_dim"],
@@ -513,25 +514,10 @@ def timm_vision_transformer(variant, image_size, classes, checkpointing=False):
         mlp_ratio=variant["mlp_dim"] / variant["hidden_dim"],
         num_classes=classes,
     )
-    model.set_grad_checkpointing(checkpointing)
-    return model
-
-
-def timm_family_model(family, variant, image_size, classes, checkpointing=False):
-    """timm's model of `family` (`TIMM_FAMILY_MODELS`) at the sizes of `variant`, random weights, optionally
-    checkpointed: at B/16, `timm.create_model(name, pretrained=False)` itself with a `classes` head."""
-    timm = _import_timm()
-    model = timm.create_model(
-        TIMM_FAMILY_MODELS[family],
-        pretrained=False,
-        img_size=image_size,
-        patch_size=variant["patch_size"],
-        embed_dim=variant["hidden_dim"],
-        depth=variant["num_layers"],
-        num_heads=variant["num_heads"],
-        mlp_ratio=variant["mlp_dim"] / variant["hidden_dim"],
-        num_classes=classes,
-    )
+    if family == "vit":
+        model = timm.models.vision_transformer.VisionTransformer(**sizes)
+    else:
+        model = timm.create_model(TIMM_FAMILY_MODELS[family], pretrained=False, **sizes)
     model.set_grad_checkpointing(checkpointing)
     return model
 
@@ -547,7 +533,7 @@ def _run_timm(spec):
     torch.manual_seed(0)
     arguments = (spec["variant"], spec["image_size"], spec["classes"], spec.get("remat", False))
     family = spec.get("family", "vit")
-    model = timm_vision_transformer(*arguments) if family == "vit" else timm_family_model(family, *arguments)
+    model = timm_vision_transformer(*arguments, family=family)
     compiled = torch.compile(model) if spec["jit_compile"] else model
     infer, train_step, _ = torch_trainer(spec, model, compiled)
     result = _measure(dict(spec, channels_first=True), infer, train_step, rss_after_imports)
