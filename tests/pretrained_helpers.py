@@ -6,6 +6,7 @@ layouts' relations, written out again here rather than imported.
 """
 
 import contextlib
+import dataclasses
 import functools
 import http.server
 import threading
@@ -13,7 +14,7 @@ import threading
 import numpy as np
 
 from keras_vit.models.variants import VARIANTS
-from keras_vit.pretrained import download
+from keras_vit.pretrained import download, registry
 
 TINY = "T/8"  # A test-only variant registered with `register_variant`.
 
@@ -232,6 +233,13 @@ def outputs(model, inputs):
     if any(isinstance(layer, PixelScaling) for layer in model.layers):
         inputs = (inputs + 1.0) * 127.5
     return keras.ops.convert_to_numpy(model(inputs, training=False))
+
+
+def replace_row(monkeypatch, info, **changes):
+    """Puts the registry row `info` with `changes` (a tiny size) in its place; returns the new row."""
+    row = dataclasses.replace(info, **changes)
+    monkeypatch.setattr(registry, "CHECKPOINTS", tuple(row if i == info else i for i in registry.CHECKPOINTS))
+    return row
 
 
 def fake_hub(monkeypatch, path):

@@ -1,8 +1,7 @@
 """FlexiViT: a patch kernel resized by the pseudo-inverse (against timm's `resample_patch_embed`), and a FlexiViT
 checkpoint loaded at another patch size against timm's model created at that patch size from the same file (timm's
-own resampling path: bilinear, no antialias); other checkpoints and untrained patch sizes are refused."""
-
-import dataclasses
+own resampling path: bilinear, no antialias); other checkpoints and untrained patch sizes are refused. The rows'
+cfg is checked in tests/test_pretrained_registry.py."""
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import keras_vit
 from keras_vit import pretrained
 from keras_vit.layers.resampling import resample_patch_kernel
 from keras_vit.models.variants import VARIANTS
-from keras_vit.pretrained import CheckpointError, download, registry
+from keras_vit.pretrained import download, registry
 from tests import pretrained_helpers as ph
 from tests import timm_reference
 from tests.helpers import BACKEND
@@ -52,9 +51,7 @@ def test_a_flexivit_checkpoint_loads_at_another_patch_size_as_timm(patch_size, t
     else:  # FlexiViT-S's 1200ep row, at the saved file's size and width, served by a fake Hub
         sizes = dict(hidden_dim=SMALL["embed_dim"], num_layers=1, num_heads=2, mlp_dim=4 * SMALL["embed_dim"])
         monkeypatch.setitem(VARIANTS, "S/16", dict(sizes, patch_size=16))
-        info = registry.resolve("S/16", tag)
-        rows = (dataclasses.replace(info, resolution=SIZE) if row is info else row for row in registry.CHECKPOINTS)
-        monkeypatch.setattr(registry, "CHECKPOINTS", tuple(rows))
+        ph.replace_row(monkeypatch, registry.resolve("S/16", tag), resolution=SIZE)
         requested = ph.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
         options = dict(sizes, input_shape=(SIZE, SIZE, 3), classifier_activation=None)
         model = keras_vit.VisionTransformer(**options, patch_size=patch_size, weights=tag)
@@ -71,35 +68,22 @@ def test_a_flexivit_checkpoint_loads_at_another_patch_size_as_timm(patch_size, t
     np.testing.assert_allclose(ph.outputs(model, images) / scale, expected / scale, rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("patch_size", [14, 32, (16, 8)])
-def test_a_flexivit_tag_refuses_a_patch_size_it_was_not_trained_at_before_any_download(patch_size, monkeypatch):
+@pytest.mark.parametrize(
+    "source, patch_size, message",
+    [
+        ("flexivit_1200ep_in1k", 14, "trained at patch sizes 8, 10, 12, 15, 16, 20, 24, 30, 40, 48"),
+        ("flexivit_1200ep_in1k", (16, 8), "trained at patch sizes 8, 10, 12, 15, 16, 20, 24, 30, 40, 48"),
+        ("flexivit_small", 14, "a FlexiViT checkpoint trained at patch sizes"),
+        ("vit_small_patch16_224", 24, "Only a FlexiViT checkpoint loads at another patch size"),
+    ],
+)
+def test_untrained_patch_sizes_and_other_checkpoints_are_refused(source, patch_size, message, monkeypatch, tmp_path):
     monkeypatch.setattr(download, "hf_download", lambda *a, **k: pytest.fail("refused before the download"))
-    sizes = {key: VARIANTS["S/16"][key] for key in ("hidden_dim", "num_layers", "num_heads", "mlp_dim")}
-    with pytest.raises(ValueError, match="trained at patch sizes 8, 10, 12, 15, 16, 20, 24, 30, 40, 48") as error:
-        keras_vit.VisionTransformer(**sizes, patch_size=patch_size, weights="flexivit_1200ep_in1k")
+    with pytest.raises(ValueError, match=message) as error:
+        if source.startswith("flexivit_1200ep"):
+            sizes = {key: VARIANTS["S/16"][key] for key in ("hidden_dim", "num_layers", "num_heads", "mlp_dim")}
+            keras_vit.VisionTransformer(**sizes, patch_size=patch_size, weights=source)
+        else:
+            ph.timm_saved_like_the_hub(source, str(tmp_path), **SMALL)
+            pretrained.build_from_checkpoint(tmp_path, patch_size=patch_size, input_shape=(SIZE, SIZE, 3))
     assert "\n" not in str(error.value)
-
-
-def test_other_checkpoints_and_untrained_patch_sizes_are_refused_in_one_line(tmp_path):
-    flexi, plain = tmp_path / "flexi", tmp_path / "plain"
-    ph.timm_saved_like_the_hub("flexivit_small", str(flexi), **SMALL)
-    ph.timm_saved_like_the_hub("vit_small_patch16_224", str(plain), **SMALL)
-    for folder, patch_size, message in (
-        (flexi, 14, "a FlexiViT checkpoint trained at patch sizes"),
-        (plain, 24, "Only a FlexiViT checkpoint loads at another patch size"),
-    ):
-        with pytest.raises(CheckpointError, match=message) as error:
-            pretrained.build_from_checkpoint(folder, patch_size=patch_size, input_shape=(SIZE, SIZE, 3))
-        assert "\n" not in str(error.value)
-
-
-def test_the_flexivit_rows_are_timms_hosted_checkpoints_with_their_cfg():
-    pretrained_cfg = timm_reference.import_timm().models.get_pretrained_cfg
-    rows = [info for info in registry.CHECKPOINTS if info.family == "FlexiViT"]
-    assert len(rows) == 11 and all(info.patch_sizes == registry.FLEXIVIT_PATCH_SIZES for info in rows)
-    for info in rows:
-        cfg = pretrained_cfg(info.hub_repo.removeprefix("timm/"), allow_unregistered=False)
-        assert (cfg.hf_hub_id, cfg.url) == (info.hub_repo, info.url)
-        assert (cfg.license, info.license) == ("apache-2.0", "Apache-2.0")
-        expected = (cfg.input_size[1], cfg.num_classes, cfg.mean, cfg.std, cfg.crop_pct, cfg.interpolation)
-        assert (info.resolution, info.classes, info.mean, info.std, info.crop_pct, info.interpolation) == expected

@@ -26,19 +26,19 @@ def build(options, max_num_patches, weights=None):
     return model
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        dict(pooling="map"),
-        dict(pooling="gap", class_token=False),
-        dict(pooling="token", num_register_tokens=2),
-        dict(pooling="max"),
-        dict(return_sequence=True, num_register_tokens=1),
-        dict(DINOV3, pooling="token"),
-        dict(pooling="gap", rope=dict(rope_type="cat", ref_grid=3), resample_method="bicubic"),
-    ],
-    ids=["map", "gap", "token-registers", "max", "sequence", "dinov3", "eva-cat-table"],
-)
+# Each pooling and each position scheme, with and without prefix tokens, and each table resize.
+OPTIONS = {
+    "map-bilinear-antialias": dict(pooling="map", resample_method="bilinear", resample_antialias=True),
+    "gap": dict(pooling="gap", class_token=False),
+    "token-registers-bicubic": dict(pooling="token", num_register_tokens=2, resample_method="bicubic"),
+    "max-official-no-embed-class": dict(pooling="max", resample_method="official", no_embed_class=True),
+    "sequence": dict(return_sequence=True, num_register_tokens=1),
+    "dinov3": dict(DINOV3, pooling="token"),
+    "eva-cat-table": dict(pooling="gap", rope=dict(rope_type="cat", ref_grid=3), resample_method="bicubic"),
+}
+
+
+@pytest.mark.parametrize("options", OPTIONS.values(), ids=OPTIONS)
 def test_padding_changes_no_image_output(options):
     batch = pixel_images((16, 20), (8, 12), (12, 8))
     model = build(options, 24)
@@ -52,18 +52,10 @@ def test_padding_changes_no_image_output(options):
         np.testing.assert_allclose(got, alone[0][0], rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "options, data_format",
-    [
-        (dict(pooling="map", resample_method="bilinear", resample_antialias=True), "channels_last"),
-        (dict(pooling="token", resample_method="bicubic", num_register_tokens=2), "channels_last"),
-        (dict(pooling="gap", resample_method="official", no_embed_class=True), "channels_last"),
-        (dict(DINOV3, pooling="token"), "channels_last"),
-        (dict(pooling="gap", input_shape=(3, None, None)), "channels_first"),
-    ],
-    ids=["bilinear-antialias", "bicubic", "official-no-embed-class", "dinov3", "channels-first"],
-)
-def test_a_full_grid_gives_the_image_models_output(options, data_format):
+@pytest.mark.parametrize("name", [*OPTIONS, "channels-first"])
+def test_a_full_grid_gives_the_image_models_output(name):
+    options = OPTIONS.get(name, dict(pooling="gap", input_shape=(3, None, None)))
+    data_format = "channels_first" if name == "channels-first" else "channels_last"
     # 4 x 5 patches against the table's 3 x 3: the per-token resize against the per-grid one.
     image = pixel_images((16, 20))[0]
     keras.config.set_image_data_format(data_format)
@@ -97,16 +89,6 @@ def test_config_round_trip_and_keras_file(tmp_path):
     assert model.max_num_patches == 12 and set(model.input) == {"patches", "spatial_shapes", "mask"}
     helpers.assert_config_round_trip(model)
     helpers.run_model_saving_test(model, naflex_batch(pixel_images((8, 12), (12, 16)), PATCH, 12), tmp_path)
-
-
-def test_forward_intermediates_gives_the_tokens():
-    model = build(dict(DINOV3, return_sequence=True), 12)
-    batch = naflex_batch(pixel_images((8, 12), (12, 16)), PATCH, 12)
-    final, tokens = model.forward_intermediates(batch, indices=1, output_fmt="NLC")
-    np.testing.assert_allclose(to_numpy(final), reference_outputs(model, batch)[0], rtol=0, atol=1e-5)
-    assert tuple(tokens[0].shape) == (2, 5 + 12, 16)
-    with pytest.raises(ValueError, match="output_fmt='NLC'"):
-        model.forward_intermediates(batch)
 
 
 def test_remat_recomputes_under_the_mask():
@@ -148,18 +130,17 @@ def test_fit_and_predict_compile_once_for_batches_of_other_grids(monkeypatch):
     assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        dict(max_num_patches=0, pooling="gap"),
-        dict(max_num_patches=8, pooling="gap", resnet_stages=(1,), resnet_width=32),
-        dict(max_num_patches=8, pooling="gap", patch_dropout_rate=0.5),
-        dict(max_num_patches=8),
-        dict(max_num_patches=8, pooling="gap", rope=dict(rope_type="mixed")),
-        dict(max_num_patches=8, pooling="gap", input_tensor=keras.Input((8, 8, 3))),
-    ],
-    ids=["zero", "hybrid", "patch-dropout", "feature-map", "mixed-rope", "input-tensor"],
-)
+REFUSED = {
+    "zero": dict(max_num_patches=0, pooling="gap"),
+    "hybrid": dict(max_num_patches=8, pooling="gap", resnet_stages=(1,), resnet_width=32),
+    "patch-dropout": dict(max_num_patches=8, pooling="gap", patch_dropout_rate=0.5),
+    "feature-map": dict(max_num_patches=8),
+    "mixed-rope": dict(max_num_patches=8, pooling="gap", rope=dict(rope_type="mixed")),
+    "input-tensor": dict(max_num_patches=8, pooling="gap", input_tensor=keras.Input((8, 8, 3))),
+}
+
+
+@pytest.mark.parametrize("options", REFUSED.values(), ids=REFUSED)
 def test_what_a_naflex_model_cannot_have_is_refused_in_one_line(options):
     with pytest.raises(ValueError) as error:
         VisionTransformer(**dict(TINY, **options))

@@ -4,7 +4,6 @@ The files are written by `transformers` (mapped to timm's names for timm rows) w
 resolution, head and pre_logits, but a tiny width; the download is faked and checks the requested repo and file.
 """
 
-import dataclasses
 import inspect
 
 import keras
@@ -191,12 +190,7 @@ def test_family_rows_are_consistent():
 def test_a_family_tag_builds_its_architecture(tag, variant, name, monkeypatch, tmp_path):
     monkeypatch.setitem(VARIANTS, variant, dict(VARIANTS[variant], **dict(TINY, num_layers=1)))
     size = 3 * VARIANTS[variant]["patch_size"]  # the row, at three patches a side
-    info = dataclasses.replace(pretrained.resolve(variant, tag), resolution=size)
-    rows = [
-        info if (row.variant, row.tag, row.hub_repo) == (variant, tag, info.hub_repo) else row
-        for row in registry.CHECKPOINTS
-    ]
-    monkeypatch.setattr(registry, "CHECKPOINTS", tuple(rows))
+    info = ph.replace_row(monkeypatch, pretrained.resolve(variant, tag), resolution=size)
     small = dict(embed_dim=TINY["hidden_dim"], num_heads=TINY["num_heads"], mlp_ratio=1.0, img_size=size)
     reference = ph.timm_saved_like_the_hub(name, str(tmp_path), **small)
     reference.reset_classifier(0)
@@ -213,22 +207,28 @@ def test_a_family_tag_builds_its_architecture(tag, variant, name, monkeypatch, t
     np.testing.assert_allclose(to_numpy(model(pixels)), expected, atol=1e-4 * np.abs(expected).max())
 
 
-# ---------------------------------------------------------------- the RoPE families (timm's Eva)
+# ---------------------------------------------------------------- the rows timm hosts: RoPE, FlexiViT, NaFlex
 
 ROPE_ROWS = [info for info in registry.CHECKPOINTS if "rope" in info.options]
+TIMM_ROWS = [info for info in registry.CHECKPOINTS if "rope" in info.options or "Flex" in info.family]  # NaFlex too
 TIMM_LICENSES = {"mit": "MIT", "apache-2.0": "Apache-2.0", "dinov3-license": registry.DINOV3_LICENSE}
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the catalogue's rows: the tensorflow run")
-def test_rope_rows_are_timms_hosted_checkpoints_with_their_cfg():
+def test_the_rows_timm_hosts_carry_its_cfg():
     pretrained_cfg = timm_reference.import_timm().models.get_pretrained_cfg
-    assert len(ROPE_ROWS) == 44
-    for info in ROPE_ROWS:
+    assert [len(ROPE_ROWS), len(TIMM_ROWS)] == [44, 44 + 11 + 2]
+    for info in TIMM_ROWS:
         cfg = pretrained_cfg(info.hub_repo.removeprefix("timm/"), allow_unregistered=False)
         assert cfg.hf_hub_id == info.hub_repo and TIMM_LICENSES[cfg.license] == info.license, info.name
-        expected = (cfg.input_size[1], cfg.num_classes, cfg.mean, cfg.std, cfg.crop_pct, cfg.interpolation)
+        assert (info.url or "") == cfg.url, info.name
+        # A NaFlex row's resolution is its 16 x 16 position table's; timm's cfg names a square crop.
+        size = 16 * VARIANTS[info.variant]["patch_size"] if "NaFlex" in info.family else cfg.input_size[1]
+        expected = (size, cfg.num_classes, cfg.mean, cfg.std, cfg.crop_pct, cfg.interpolation)
         assert (info.resolution, info.classes or 0, info.mean, info.std, info.crop_pct, info.interpolation) == expected
     assert {info.license for info in ROPE_ROWS if info.family == "DINOv3"} == {"DINOv3 License (gated)"}
+    assert {info.patch_sizes for info in TIMM_ROWS if info.family == "FlexiViT"} == {registry.FLEXIVIT_PATCH_SIZES}
+    assert [info.variant for info in NAFLEX_ROWS] == ["B/16", "So400m/16"]
 
 
 def _architecture(config, info):
@@ -253,19 +253,21 @@ def _one_per_architecture(rows):
 
 # timm's model at depth 1 and its real width, saved as its Hub repo holds it (its config.json naming the model and
 # tag), three patches a side: the tag's constructor at depth 1 loads it (strictly, its RoPE checked against the
-# name's) and builds what build_from_checkpoint reads from it. 36 builds of about 1 s (L: 2 s).
+# name's) and builds what build_from_checkpoint reads from it. 38 builds of about 1 s (L: 2 s). A NaFlex row's table
+# is then resized, bilinearly with antialias, to the grid.
+NAFLEX_ROWS = [info for info in TIMM_ROWS if "NaFlex" in info.family]
+
+
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the catalogue's rows: the tensorflow run")
-@pytest.mark.parametrize("info", _one_per_architecture(ROPE_ROWS), ids=lambda i: f"{i.variant}-{i.tag}-{i.resolution}")
-def test_a_rope_tag_builds_what_build_from_checkpoint_reads_from_its_file(info, monkeypatch, tmp_path):
+@pytest.mark.parametrize("info", _one_per_architecture(ROPE_ROWS + NAFLEX_ROWS), ids=lambda i: f"{i.variant}-{i.tag}")
+def test_a_timm_tag_builds_what_build_from_checkpoint_reads_from_its_file(info, monkeypatch, tmp_path):
     size = 3 * VARIANTS[info.variant]["patch_size"]
     timm_name = info.hub_repo.removeprefix("timm/")
-    ph.timm_saved_like_the_hub(timm_name, str(tmp_path), img_size=size, num_classes=info.classes or 0)
+    table = dict(pos_embed_grid_size=(3, 3)) if info in NAFLEX_ROWS else {}  # else NaFlexVit's is 16 x 16
+    ph.timm_saved_like_the_hub(timm_name, str(tmp_path), img_size=size, num_classes=info.classes or 0, **table)
     read = pretrained.build_from_checkpoint(str(tmp_path)).get_config()
     monkeypatch.setitem(VARIANTS, info.variant, dict(VARIANTS[info.variant], num_layers=1))
-    row = dataclasses.replace(info, resolution=size)
-    monkeypatch.setattr(
-        registry, "CHECKPOINTS", tuple(row if other is info else other for other in registry.CHECKPOINTS)
-    )
+    ph.replace_row(monkeypatch, info, resolution=size)
     requested = ph.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
     top = dict(classes=info.classes) if info.classes else dict(include_top=False)
     model = CONSTRUCTORS[constructor_name(info.variant)](weights=info.tag, input_shape=(size, size, 3), **top)

@@ -1,18 +1,17 @@
 """SigLIP 2 NaFlex checkpoints: transformers' `Siglip2VisionModel` (alone and as a whole `Siglip2Model`), timm's
 `NaFlexVit` and big_vision's NaFlex `.npz`, tiny with random weights, built by `build_from_checkpoint`: the
 references' outputs within 1e-4 on plain images of full grids (square and not: the 4 x 4 table resized bilinearly
-with antialias) and, as NaFlex models, on a padded batch of four aspect ratios; the registry's NaFlex rows."""
+with antialias) and, as NaFlex models, on a padded batch of four aspect ratios. The registry's NaFlex rows:
+tests/test_pretrained_registry.py."""
 
-import dataclasses
 import json
 import re
 
 import numpy as np
 import pytest
 
-from keras_vit.models.applications import ViTB16
-from keras_vit.models.variants import VARIANTS
-from keras_vit.pretrained import CheckpointError, build_from_checkpoint, io, registry
+from keras_vit.models.vit import VisionTransformer
+from keras_vit.pretrained import CheckpointError, build_from_checkpoint, io
 from tests import pretrained_helpers, timm_reference
 from tests.helpers import naflex_batch, to_numpy
 
@@ -118,6 +117,10 @@ def test_a_padded_batch_of_four_aspect_ratios(tmp_path):
     assert_close(model(batch), expected[0])
     tokens = to_numpy(model.forward_intermediates(batch, indices=1, output_fmt="NLC")[0])
     assert_close(tokens[batch["mask"]], expected[1][batch["mask"]])  # the padding aside
+    with pytest.raises(ValueError, match="output_fmt='NLC'"):  # a padded sequence has no feature map
+        model.forward_intermediates(batch)
+    with pytest.raises(CheckpointError, match="a NaFlex checkpoint, whose position table is resized bilinearly"):
+        VisionTransformer(**dict(model.get_config(), resample_method="bicubic"), weights=tmp_path / "hf")
     timm = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(tmp_path / "timm"), **TIMM)
     patches, mask, coordinates = (torch.from_numpy(array) for array in (batch["patches"], batch["mask"], coordinates))
     with torch.no_grad():
@@ -126,13 +129,10 @@ def test_a_padded_batch_of_four_aspect_ratios(tmp_path):
     assert_close(model(batch), expected)
 
 
-GAP = dict(architecture="naflexvit_base_patch16_gap")
-
-
 @pytest.mark.parametrize(
     "source, config, match",
     [
-        ("timm", GAP, "NaFlexVit naflexvit_base_patch16_gap: keras_vit reads its SigLIP 2"),
+        ("timm", dict(architecture="naflexvit_base_patch16_gap"), "naflexvit_base_patch16_gap: keras_vit reads its"),
         ("timm", None, "NaFlexVit [(]no config.json names it[)]"),
         ("Siglip2VisionModel", dict(num_channels=1), "8x8 pixels of 1 channels, but its patch embedding takes 192"),
         ("Siglip2VisionModel", None, "16x16 pixels of 3 channels"),  # the class's defaults
@@ -144,28 +144,3 @@ def test_what_does_not_say_naflex_is_refused(source, config, match, tmp_path):
     file.unlink() if config is None else file.write_text(json.dumps(dict(json.loads(file.read_text()), **config)))
     with pytest.raises(CheckpointError, match=match):
         build_from_checkpoint(tmp_path, num_heads=2)
-
-
-NAFLEX_ROWS = [info for info in registry.CHECKPOINTS if info.tag == "siglip2_naflex_webli"]
-
-
-def test_the_naflex_rows_are_timms_and_the_tag_builds_timms_model(monkeypatch, tmp_path):
-    pretrained_cfg = timm_reference.import_timm().models.get_pretrained_cfg
-    assert [info.variant for info in NAFLEX_ROWS] == ["B/16", "So400m/16"]
-    for info in NAFLEX_ROWS:
-        cfg = pretrained_cfg(info.hub_repo.removeprefix("timm/"), allow_unregistered=False)
-        assert cfg.hf_hub_id == info.hub_repo and cfg.license == "apache-2.0" == info.license.lower()
-        expected = (cfg.num_classes, cfg.mean, cfg.std, cfg.crop_pct, cfg.interpolation)
-        assert (info.classes or 0, info.mean, info.std, info.crop_pct, info.interpolation) == expected
-        assert info.resolution == 16 * VARIANTS[info.variant]["patch_size"]  # the 16 x 16 table
-    monkeypatch.setitem(VARIANTS, "B/16", dict(VARIANTS["B/16"], hidden_dim=32, num_layers=1, num_heads=2, mlp_dim=64))
-    row = dataclasses.replace(NAFLEX_ROWS[0], resolution=48)  # a 3 x 3 table
-    monkeypatch.setattr(registry, "CHECKPOINTS", tuple(row if i is NAFLEX_ROWS[0] else i for i in registry.CHECKPOINTS))
-    arguments = dict(TIMM, patch_size=16, pos_embed_grid_size=(3, 3), img_size=48)
-    reference = pretrained_helpers.timm_saved_like_the_hub(TIMM_NAME, str(tmp_path), **arguments)
-    requested = pretrained_helpers.fake_hub(monkeypatch, str(tmp_path / "model.safetensors"))
-    for size in ((48, 48), (32, 80)):
-        model = ViTB16(weights=row.tag, include_top=False, input_shape=(*size, 3))
-        pixels = np.random.default_rng(0).uniform(0, 255, (2, *size, 3)).astype("float32")
-        assert_close(model(pixels), timm_reference.run_torch(reference, pixels / 127.5 - 1))
-    assert requested == [(row.hub_repo, "model.safetensors")] * 2

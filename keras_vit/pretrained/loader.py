@@ -642,6 +642,14 @@ def prepare(config, weights, variant=None):
     path, expected_format = sources.fetch(source)
     checkpoint = load_checkpoint(path, format=expected_format)
     check_rope(checkpoint, config["rope"])
+    resize = (config["resample_method"], config["resample_antialias"])
+    if "linear_patches" in checkpoint.shape_facts and resize != ("bilinear", True):
+        # NaFlex resizes its table to every image's grid as part of the model.
+        raise CheckpointError(
+            f"{source.describe()} is a NaFlex checkpoint, whose position table is resized bilinearly with antialias: "
+            f"pass resample_method='bilinear', resample_antialias=True (or use build_from_checkpoint). Received: "
+            f"resample_method={resize[0]!r}, resample_antialias={resize[1]}. Nothing was loaded."
+        )
     name = io.json_beside(path, "config.json").get("architecture") or ""
     own_patch = tuple(int(side) for side in checkpoint.weights[PATCH_KERNEL].shape[:2])
     trained = registry.FLEXIVIT_PATCH_SIZES if fnmatch.fnmatchcase(name, "flexivit_*") else ()
