@@ -1,15 +1,15 @@
-"""Shared set-up: a fixed seed and the float32 policy per test, fast XLA compiles, one temporary folder per run."""
+"""Shared set-up: a fixed seed and the float32 policy per test, the compute settings, one temporary folder per run."""
 
 import gc
 import os
 import shutil
 import tempfile
 
-import xla_settings
+import compute_settings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# On the tiny test models compiling, not running, is the cost; set before any framework loads, inherited by children.
-os.environ["XLA_FLAGS"] = xla_settings.with_fast_compile(os.environ.get("XLA_FLAGS", ""))
+# Fast XLA compiles, one thread per torch process: before any framework loads, inherited by children.
+compute_settings.apply(os.environ)
 
 # One folder per run, made by the first process that loads this file and inherited by every process the tests start:
 # a shared JAX compilation cache, TorchInductor's cache and TMPDIR empty as on a fresh CI machine, no user cache used.

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import compute_settings
 import pytest
-import xla_settings
 
 import keras_vit
 from keras_vit.training import distribute
@@ -177,7 +177,7 @@ print(json.dumps(dict(single_loss=single_loss, dp_loss=dp_loss, dp_diff=dp_diff,
 def test_jax_data_and_model_parallel_match_single_device(tmp_path):
     script = _JAX.replace("{tiny}", _TINY).replace("{{", "{").replace("}}", "}")
     # Four CPU devices, and the suite's fast compiles (tests/conftest.py), which a replaced XLA_FLAGS would drop.
-    flags = xla_settings.with_fast_compile("--xla_force_host_platform_device_count=4")
+    flags = compute_settings.with_fast_compile("--xla_force_host_platform_device_count=4")
     result = _run(script, tmp_path, {"KERAS_BACKEND": "jax", "XLA_FLAGS": flags})
     assert result["dp_loss"] == pytest.approx(result["single_loss"], abs=1e-5)
     assert result["dp_diff"] < 1e-5

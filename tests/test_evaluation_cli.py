@@ -48,6 +48,7 @@ def test_evaluate_prints_one_table_and_writes_its_files(saved_model, tmp_path, c
     assert sorted(os.listdir(out)) == ["fewshot.png", "metrics.json"]
 
 
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the command's plumbing: the models' backends are tested")
 def test_evaluate_takes_a_rope_model_with_registers(tmp_path):
     # DINOv3's position scheme (four registers, RoPE, no position table), saved as `keras-vit finetune` saves one.
     rope = dict(rope_type="dinov3", temperature=100.0, rotate_half=True)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import keras_vit
+from tests.compute_settings import FAST_COMPILE_FLAGS, TORCH_THREADS
 from tests.cpu_class import cpu_class
-from tests.xla_settings import FAST_COMPILE_FLAGS
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 NAMES = ("plain_vit", "hybrid_vit", "quantized_vit", "finetune")
@@ -44,12 +44,14 @@ def outputs():
     return results
 
 
-def test_jax_outputs_were_recorded_at_the_suites_xla_settings():
-    # On JAX every op is an XLA program, and XLA's settings move the last bits: the JAX outputs were recorded, by
-    # the commit that saved the models, at the suite's settings (conftest.py). Changing those settings means
-    # recording them again (tests/fixtures/make_fixtures.py says how).
-    assert SAVED["jax_xla_flags"] == list(FAST_COMPILE_FLAGS)
+def test_outputs_were_recorded_at_the_suites_compute_settings():
+    # XLA's settings (every op on JAX) and torch's thread count move the last bits: the outputs were recorded, by the
+    # commit that saved the models, at the suite's settings (conftest.py). Changing those settings means recording
+    # them again (tests/fixtures/make_fixtures.py says how).
+    assert SAVED["jax_xla_flags"] == list(FAST_COMPILE_FLAGS) and SAVED["torch_threads"] == TORCH_THREADS
     assert set(FAST_COMPILE_FLAGS) <= set(os.environ["XLA_FLAGS"].split())
+    if keras.backend.backend() == "torch":
+        assert {name: os.environ[name] for name in TORCH_THREADS} == TORCH_THREADS
 
 
 def recorded_outputs(cpu):
