@@ -380,10 +380,7 @@ def test_naflex_finetune_on_mixed_aspect_ratios_then_predict_and_evaluate(tmp_pa
     capsys.readouterr()
     refused = str(tmp_path / "refused")
     for argv, message in (
-        (
-            ["predict", images[0], "--model", path, "--naflex", "8"],
-            "16 patches, as it was saved: leave out --naflex 8.",
-        ),
+        (["predict", images[0], "--model", path, "--naflex", "8"], "as it was saved: leave out --naflex 8."),
         (["finetune", "--naflex", "16", "--mixup", "0.2"], "`naflex=16` cannot have `mixup`: images of different"),
         (["finetune", "--naflex", "16", "--image-size", "32"], "`naflex=16` cannot have `image_size`: each image"),
         (["evaluate", "ViTTi16", "--naflex", "16", "--image-size", "32"], "--image-size has no meaning with --naflex"),
