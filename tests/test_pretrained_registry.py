@@ -20,6 +20,8 @@ from tests import timm_reference
 from tests.helpers import REPO_ROOT, to_numpy
 
 TINY = dict(hidden_dim=8, num_layers=2, num_heads=2, mlp_dim=8)
+# The catalogue's rows load on one backend, torch, where building the models is fastest.
+ONE_BACKEND = pytest.mark.skipif(keras.backend.backend() != "torch", reason="the catalogue's rows: the torch run")
 
 
 def _load_row(info, monkeypatch, tmp_path, arch):
@@ -55,7 +57,7 @@ PLAIN_CHECKPOINTS = [info for info in PAPER_CHECKPOINTS if "resnet_stages" not i
 
 # The catalogue's rows are the same on every backend; loading into each backend's variables is checked by
 # test_pretrained_converters and, at full size, by the next test.
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the catalogue's rows: the tensorflow run")
+@ONE_BACKEND
 @pytest.mark.parametrize("info", PLAIN_CHECKPOINTS, ids=lambda i: f"{i.variant}-{i.tag}-{i.resolution}")
 def test_every_registry_checkpoint_loads_from_its_layout(info, monkeypatch, tmp_path):
     arch = dict(VARIANTS[info.variant], **TINY)
@@ -214,7 +216,7 @@ TIMM_ROWS = [info for info in registry.CHECKPOINTS if "rope" in info.options or 
 TIMM_LICENSES = {"mit": "MIT", "apache-2.0": "Apache-2.0", "dinov3-license": registry.DINOV3_LICENSE}
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the catalogue's rows: the tensorflow run")
+@ONE_BACKEND
 def test_the_rows_timm_hosts_carry_its_cfg():
     pretrained_cfg = timm_reference.import_timm().models.get_pretrained_cfg
     assert [len(ROPE_ROWS), len(TIMM_ROWS)] == [44, 44 + 11 + 2]
@@ -258,7 +260,7 @@ def _one_per_architecture(rows):
 NAFLEX_ROWS = [info for info in TIMM_ROWS if "NaFlex" in info.family]
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the catalogue's rows: the tensorflow run")
+@ONE_BACKEND
 @pytest.mark.parametrize("info", _one_per_architecture(ROPE_ROWS + NAFLEX_ROWS), ids=lambda i: f"{i.variant}-{i.tag}")
 def test_a_timm_tag_builds_what_build_from_checkpoint_reads_from_its_file(info, monkeypatch, tmp_path):
     size = 3 * VARIANTS[info.variant]["patch_size"]
