@@ -1,10 +1,10 @@
 """The settings the tests compute with (set by conftest.py before any framework loads; keras-free).
 
 On the tiny test models compiling, not running, is the cost (JAX compiles every eager op): the tests skip XLA's
-optimizing passes and the CPU backend's fusion emitters. On torch each process computes on one thread: two workers on
-two cores, each with torch's OpenMP pool and tf.data's pools (spinning while they wait), oversubscribed the cores and
-the torch run took 1.2x as long; TensorFlow and JAX ran slower on one thread. Results move in the last bits only;
-tests/test_fixtures.py reads outputs recorded at these settings (docs/development.md, "Test budget").
+optimizing passes and the CPU backend's fusion emitters. On torch each process computes on one thread: the suite runs
+one worker per core, and torch's OpenMP pool and tf.data's pools (spinning while they wait) oversubscribed them;
+TensorFlow and JAX keep their pools, which they use well. Results move in the last bits only; tests/test_fixtures.py
+reads outputs recorded at these settings (docs/development.md, "Test budget").
 """
 
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")

@@ -206,7 +206,7 @@ def test_torch_compile_of_a_remat_training_call_computes_the_eager_call(policy="
         loss = keras.ops.sum(keras.ops.cast(call(inputs), "float32") ** 2)
         return [loss, *torch.autograd.grad(loss, [v.value for v in model.trainable_variables])]
 
-    try:  # dynamo's capture and AOT autograd are what remat meets; inductor's kernels would double the time
+    try:  # dynamo's capture and AOT autograd are what remat meets, not inductor's code generation
         compiled = loss_and_gradients(torch.compile(lambda images: model(images, training=True), backend="aot_eager"))
     finally:
         torch._dynamo.reset()
